@@ -1,0 +1,46 @@
+# The two commands: `make run` and `make test`. Each installs what it needs first.
+.PHONY: all deps deps-test build run test test-fast tsan bench format tidy clean
+
+PRESET_TEST ?= debug
+
+all: build
+
+deps:
+	scripts/install-deps.sh build
+
+deps-test:
+	scripts/install-deps.sh test
+
+# Builds the optimised binary at build/baton.
+build: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release
+
+# Installs, builds and starts `baton run standalone`.
+run: build
+	./build/baton run standalone
+
+# Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest.
+test: deps-test
+	cmake --preset $(PRESET_TEST) >/dev/null
+	cmake --build --preset $(PRESET_TEST)
+	ctest --preset $(PRESET_TEST)
+
+# The unit tests only: the quick loop while working.
+test-fast: deps-test
+	cmake --preset $(PRESET_TEST) >/dev/null
+	cmake --build --preset $(PRESET_TEST)
+	ctest --preset $(PRESET_TEST) -L unit
+
+tsan: deps-test
+	$(MAKE) test-fast PRESET_TEST=tsan
+
+format:
+	find src tests fuzz bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+
+tidy:
+	cmake --preset $(PRESET_TEST) >/dev/null
+	find src -name '*.cc' | xargs clang-tidy -p build/$(PRESET_TEST) --quiet
+
+clean:
+	rm -rf build

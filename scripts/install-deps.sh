@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs, from Debian packages, everything Baton needs to build and test.
+# Idempotent: only missing packages are installed; waits for the apt lock.
+# Usage: scripts/install-deps.sh [build|test]   (default: test)
+set -euo pipefail
+
+profile="${1:-test}"
+
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config ccache
+  libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev libsqlite3-dev
+  libspdlog-dev libfmt-dev libcli11-dev
+)
+test_pkgs=(
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev libfuzzer-14-dev
+)
+
+pkgs=("${build_pkgs[@]}")
+if [[ "$profile" == "test" ]]; then
+  pkgs+=("${test_pkgs[@]}")
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  sudo="sudo"
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-o DPkg::Lock::Timeout=900 -o Acquire::Retries=3)
+if ! $sudo apt-get "${apt_opts[@]}" install -y --no-install-recommends "${missing[@]}"; then
+  # The package lists may be stale or absent on a fresh machine.
+  $sudo apt-get "${apt_opts[@]}" update
+  $sudo apt-get "${apt_opts[@]}" install -y --no-install-recommends "${missing[@]}"
+fi

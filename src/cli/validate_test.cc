@@ -1,0 +1,63 @@
+#include "cli/validate.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace baton::cli {
+namespace {
+
+class ValidateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("baton-validate-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    auto path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ValidateTest, ValidFilesExitZero) {
+  std::string a = Write("a.yaml", "name: a\ntasks:\n  - {name: t, run: echo}\n");
+  std::string b = Write("b.json", R"({"name":"b","tasks":[{"name":"t","run":"echo"}]})");
+  std::ostringstream out, err;
+  EXPECT_EQ(Validate({a, b}, out, err), kExitOk);
+  EXPECT_EQ(out.str(), a + ": ok\n" + b + ": ok\n");
+  EXPECT_EQ(err.str(), "");
+}
+
+TEST_F(ValidateTest, ProblemsArePrintedWithFileLineAndColumn) {
+  std::string bad = Write("bad.yml", "name: bad\ntasks:\n  - name: t\n    run: x\n    priority: 10\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(Validate({bad}, out, err), kExitFailure);
+  EXPECT_EQ(err.str(), bad + ":5:15: tasks[0].priority: must be between 0 and 9, got 10\n");
+}
+
+TEST_F(ValidateTest, FormatFollowsTheExtension) {
+  // Valid YAML flow syntax, but not JSON: a .json file must be read as JSON.
+  std::string f = Write("flow.json", "{name: j, tasks: [{name: t, run: echo}]}");
+  std::ostringstream out, err;
+  EXPECT_EQ(Validate({f}, out, err), kExitFailure);
+  EXPECT_NE(err.str().find("JSON syntax error"), std::string::npos) << err.str();
+}
+
+TEST_F(ValidateTest, UnreadableFileIsAUsageError) {
+  std::ostringstream out, err;
+  EXPECT_EQ(Validate({(dir_ / "missing.yaml").string()}, out, err), kExitUsage);
+  EXPECT_NE(err.str().find("cannot read: No such file or directory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace baton::cli

@@ -1,0 +1,46 @@
+#include "core/job.h"
+
+namespace baton {
+
+bool operator==(const Parallel& a, const Parallel& b) { return a.tasks == b.tasks; }
+
+bool operator==(const Each& a, const Each& b) {
+  return a.var == b.var && a.list == b.list && a.task == b.task &&
+         a.concurrency == b.concurrency;
+}
+
+bool operator==(const SubJob& a, const SubJob& b) {
+  return a.name == b.name && a.description == b.description && a.tasks == b.tasks &&
+         a.inputs == b.inputs && a.secrets == b.secrets && a.output == b.output &&
+         a.auto_delete == b.auto_delete && a.webhooks == b.webhooks && a.detached == b.detached;
+}
+
+std::string_view ToString(MountType type) {
+  switch (type) {
+    case MountType::kVolume: return "volume";
+    case MountType::kBind: return "bind";
+    case MountType::kTmpfs: return "tmpfs";
+  }
+  return "volume";
+}
+
+std::optional<MountType> ParseMountType(std::string_view text) {
+  if (text == "volume") return MountType::kVolume;
+  if (text == "bind") return MountType::kBind;
+  if (text == "tmpfs") return MountType::kTmpfs;
+  return std::nullopt;
+}
+
+bool IsReservedMountTarget(std::string_view target) {
+  while (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
+  for (std::string_view reserved : {"/tork", "/baton"}) {
+    if (target == reserved ||
+        (target.starts_with(reserved) && target.size() > reserved.size() &&
+         target[reserved.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace baton

@@ -1,0 +1,214 @@
+// The job model: what a job file says, as typed values. Parsing and validation live in
+// job_decode.h, the API's JSON shape in job_json.h. Plain values, no I/O.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/duration.h"
+
+namespace baton {
+
+using StringMap = std::map<std::string, std::string>;
+
+// A copyable, comparable owning pointer, for the recursive parts of the model (an
+// `each` holds the task it repeats).
+template <typename T>
+class Box {
+ public:
+  Box() : ptr_(std::make_unique<T>()) {}
+  explicit Box(T value) : ptr_(std::make_unique<T>(std::move(value))) {}
+  Box(const Box& other) : ptr_(std::make_unique<T>(*other.ptr_)) {}
+  Box(Box&&) noexcept = default;
+  Box& operator=(const Box& other) {
+    if (this != &other) ptr_ = std::make_unique<T>(*other.ptr_);
+    return *this;
+  }
+  Box& operator=(Box&&) noexcept = default;
+  ~Box() = default;
+
+  T& operator*() { return *ptr_; }
+  const T& operator*() const { return *ptr_; }
+  T* operator->() { return ptr_.get(); }
+  const T* operator->() const { return ptr_.get(); }
+  friend bool operator==(const Box& a, const Box& b) { return *a.ptr_ == *b.ptr_; }
+
+ private:
+  std::unique_ptr<T> ptr_;  // never null, except after a move
+};
+
+struct Retry {
+  int limit = 0;     // attempts after the first: 1..10
+  int attempts = 0;  // attempts made so far (runtime state)
+  // Backoff (beyond Tork): attempt n waits min(initial_delay * scaling_factor^(n-1),
+  // max_delay); no wait without initial_delay.
+  std::optional<Duration> initial_delay;
+  std::optional<double> scaling_factor;
+  std::optional<Duration> max_delay;
+  friend bool operator==(const Retry&, const Retry&) = default;
+};
+
+struct Limits {
+  std::optional<double> cpus;          // e.g. 0.5
+  std::optional<std::int64_t> memory;  // bytes
+  friend bool operator==(const Limits&, const Limits&) = default;
+};
+
+enum class MountType { kVolume, kBind, kTmpfs };
+
+struct Mount {
+  MountType type = MountType::kVolume;
+  std::string source;  // bind only
+  std::string target;
+  StringMap opts;
+  friend bool operator==(const Mount&, const Mount&) = default;
+};
+
+struct Registry {
+  std::string username;
+  std::string password;
+  friend bool operator==(const Registry&, const Registry&) = default;
+};
+
+struct Probe {
+  std::string path;
+  int port = 0;
+  std::optional<Duration> timeout;
+  friend bool operator==(const Probe&, const Probe&) = default;
+};
+
+// A `pre`/`post` step or a sidecar: runs beside the main task, sharing its mounts.
+struct AuxTask {
+  std::string name;
+  std::string description;
+  std::string run;
+  std::string image;
+  std::vector<std::string> cmd;
+  std::vector<std::string> entrypoint;
+  StringMap env;
+  StringMap files;
+  std::optional<Duration> timeout;
+  std::optional<Registry> registry;
+  std::optional<Probe> probe;  // sidecars only
+  friend bool operator==(const AuxTask&, const AuxTask&) = default;
+};
+
+struct Webhook {
+  std::string url;
+  StringMap headers;
+  std::string event;   // e.g. job.StateChange, task.StateChange; empty = all
+  std::string if_expr;  // `if`: templated condition
+  friend bool operator==(const Webhook&, const Webhook&) = default;
+};
+
+// Who may see and manage a job (Tork's `permissions`): a role or a user, not both.
+struct Permission {
+  std::string role;
+  std::string user;
+  friend bool operator==(const Permission&, const Permission&) = default;
+};
+
+struct AutoDelete {
+  Duration after{};
+  friend bool operator==(const AutoDelete&, const AutoDelete&) = default;
+};
+
+struct Task;
+
+struct Parallel {
+  std::vector<Task> tasks;
+  friend bool operator==(const Parallel&, const Parallel&);
+};
+
+struct Each {
+  std::string var;   // loop variable name; empty means "item"
+  std::string list;  // template evaluating to a list
+  Box<Task> task;
+  int concurrency = 0;  // 0 = no cap
+  friend bool operator==(const Each&, const Each&);
+};
+
+struct SubJob {
+  std::string name;
+  std::string description;
+  std::vector<Task> tasks;
+  StringMap inputs;
+  StringMap secrets;
+  std::string output;
+  std::optional<AutoDelete> auto_delete;
+  std::vector<Webhook> webhooks;
+  bool detached = false;
+  friend bool operator==(const SubJob&, const SubJob&);
+};
+
+// A task as the job file describes it: runnable (run/cmd/image) or composite (exactly
+// one of parallel, each, subjob).
+struct Task {
+  std::string name;
+  std::string description;
+  std::string var;
+  std::string if_expr;  // `if`
+  std::string run;
+  std::string image;
+  std::vector<std::string> cmd;
+  std::vector<std::string> entrypoint;
+  StringMap env;
+  StringMap files;
+  std::string workdir;
+  std::string queue;
+  std::optional<int> priority;
+  std::vector<AuxTask> pre;
+  std::vector<AuxTask> post;
+  std::vector<AuxTask> sidecars;
+  std::vector<Mount> mounts;
+  std::vector<std::string> networks;
+  std::optional<Limits> limits;
+  std::string gpus;
+  std::optional<Registry> registry;
+  std::vector<std::string> tags;
+  std::optional<Duration> timeout;
+  std::optional<Retry> retry;
+  std::optional<Parallel> parallel;
+  std::optional<Each> each;
+  std::optional<SubJob> subjob;
+
+  bool IsComposite() const { return parallel || each || subjob; }
+  friend bool operator==(const Task&, const Task&) = default;
+};
+
+struct Defaults {
+  std::optional<Retry> retry;
+  std::optional<Limits> limits;
+  std::optional<Duration> timeout;
+  std::string queue;
+  std::optional<int> priority;
+  friend bool operator==(const Defaults&, const Defaults&) = default;
+};
+
+struct Job {
+  std::string name;
+  std::string description;
+  std::vector<std::string> tags;
+  StringMap inputs;
+  StringMap secrets;
+  std::optional<Defaults> defaults;
+  std::string output;
+  std::vector<Webhook> webhooks;
+  std::optional<AutoDelete> auto_delete;
+  std::optional<Duration> wait_timeout;  // `wait: {timeout}`
+  std::optional<Duration> timeout;       // beyond Tork: deadline for the whole job
+  std::vector<Permission> permissions;
+  std::vector<Task> tasks;
+  friend bool operator==(const Job&, const Job&) = default;
+};
+
+std::string_view ToString(MountType type);
+std::optional<MountType> ParseMountType(std::string_view text);
+
+// Mount targets a task may not use: where the runtime puts its own files.
+bool IsReservedMountTarget(std::string_view target);
+
+}  // namespace baton

@@ -1,0 +1,724 @@
+#include "core/job_decode.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+#include <set>
+
+#include "core/expr.h"
+#include "core/names.h"
+
+namespace baton {
+namespace {
+
+using Fields = std::initializer_list<std::string_view>;
+
+// Field names of each object, as the spec spells them.
+constexpr Fields kJobFields = {"name",     "description", "tags",       "inputs",
+                               "secrets",  "defaults",    "output",     "webhooks",
+                               "autoDelete", "wait",      "timeout",    "tasks",
+                               "permissions"};
+constexpr Fields kRunnableFields = {"image", "run",  "cmd",   "entrypoint", "env",
+                                    "files", "queue", "pre",  "post",       "mounts",
+                                    "retry", "limits", "timeout"};
+constexpr Fields kTaskFields = {"name",     "description", "var",      "if",       "run",
+                                "image",    "cmd",         "entrypoint", "env",    "files",
+                                "workdir",  "queue",       "priority", "pre",      "post",
+                                "sidecars", "mounts",      "networks", "limits",   "gpus",
+                                "registry", "tags",        "timeout",  "retry",    "parallel",
+                                "each",     "subjob"};
+constexpr Fields kAuxFields = {"name", "description", "run",     "image",   "cmd", "entrypoint",
+                               "env",  "files",       "timeout", "registry"};
+constexpr Fields kSidecarFields = {"name",  "description", "run",     "image",
+                                   "cmd",   "entrypoint",  "env",     "files",
+                                   "timeout", "registry",  "probe"};
+constexpr Fields kRetryFields = {"limit", "attempts", "initialDelay", "scalingFactor",
+                                 "maxDelay"};
+constexpr Fields kLimitsFields = {"cpus", "memory"};
+constexpr Fields kMountFields = {"type", "source", "target", "opts"};
+constexpr Fields kRegistryFields = {"username", "password"};
+constexpr Fields kProbeFields = {"path", "port", "timeout"};
+constexpr Fields kWebhookFields = {"url", "headers", "event", "if"};
+constexpr Fields kAutoDeleteFields = {"after"};
+constexpr Fields kWaitFields = {"timeout"};
+constexpr Fields kDefaultsFields = {"retry", "limits", "timeout", "queue", "priority"};
+constexpr Fields kParallelFields = {"tasks"};
+constexpr Fields kEachFields = {"list", "task", "var", "concurrency"};
+constexpr Fields kSubJobFields = {"name",    "description", "tasks",    "inputs",  "secrets",
+                                  "output",  "autoDelete",  "webhooks", "detached"};
+constexpr Fields kPermissionFields = {"role", "user"};
+
+bool Contains(Fields fields, std::string_view name) {
+  return std::find(fields.begin(), fields.end(), name) != fields.end();
+}
+
+// Edit distance, for "did you mean" hints on unknown fields.
+std::size_t Distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (lower(a[i - 1]) != lower(b[j - 1]))});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string Quoted(std::string_view s) { return fmt::format("\"{}\"", s); }
+
+std::string Join(const std::string& path, std::string_view field) {
+  return path.empty() ? std::string(field) : path + "." + std::string(field);
+}
+
+std::string Index(const std::string& path, std::size_t i) { return fmt::format("{}[{}]", path, i); }
+
+// Decodes a document tree into the model. One instance decodes one job; problems
+// accumulate and decoding goes on past each, so the user sees them all at once.
+class Decoder {
+ public:
+  std::vector<Diagnostic> problems;
+
+  void Problem(Mark mark, const std::string& path, std::string message) {
+    if (problems.size() < kMaxProblems) problems.push_back({mark, path, std::move(message)});
+  }
+
+  // Calls `handle(entry, path)` for each known field of a map; reports a non-map,
+  // unknown fields and duplicate keys. Null values count as absent.
+  template <typename Handler>
+  bool ForEachField(const Node& node, const std::string& path, Fields known, Handler&& handle) {
+    if (node.kind != Node::Kind::kMap) {
+      Problem(node.mark, path, fmt::format("expected a map, got {}", Describe(node)));
+      return false;
+    }
+    std::set<std::string_view> seen;
+    for (const MapEntry& entry : node.entries) {
+      std::string field_path = Join(path, entry.key);
+      if (!seen.insert(entry.key).second) {
+        Problem(entry.key_mark, field_path, "duplicate field " + Quoted(entry.key));
+        continue;
+      }
+      if (!Contains(known, entry.key)) {
+        Problem(entry.key_mark, field_path, UnknownField(entry.key, known));
+        continue;
+      }
+      if (entry.value.kind == Node::Kind::kNull) continue;
+      handle(entry, field_path);
+    }
+    return true;
+  }
+
+  std::string String(const Node& node, const std::string& path) {
+    if (node.kind == Node::Kind::kNull) return "";
+    if (!node.IsScalar()) {
+      Problem(node.mark, path, fmt::format("expected a string, got {}", Describe(node)));
+      return "";
+    }
+    return node.text;
+  }
+
+  // A string that may hold `{{ }}` templates: checked for balanced braces and syntax.
+  std::string Template(const Node& node, const std::string& path) {
+    std::string text = String(node, path);
+    CheckTemplateText(text, node.mark, path);
+    return text;
+  }
+
+  void CheckTemplateText(const std::string& text, Mark mark, const std::string& path) {
+    if (text.find("{{") == std::string::npos && text.find("}}") == std::string::npos) return;
+    Status status = expr::CheckTemplate(text);
+    if (!status.ok()) Problem(mark, path, "malformed template: " + status.message());
+  }
+
+  std::optional<std::int64_t> Int(const Node& node, const std::string& path) {
+    if (node.kind == Node::Kind::kInt) {
+      std::int64_t value = 0;
+      std::string_view text = node.text;
+      int base = 10;
+      if (text.starts_with("0x")) text.remove_prefix(2), base = 16;
+      else if (text.starts_with("0o")) text.remove_prefix(2), base = 8;
+      else if (text.starts_with("+")) text.remove_prefix(1);
+      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+      if (ec == std::errc() && ptr == text.data() + text.size()) return value;
+      Problem(node.mark, path, fmt::format("number {} is out of range", node.text));
+      return std::nullopt;
+    }
+    if (node.kind == Node::Kind::kFloat) {
+      double d = std::strtod(node.text.c_str(), nullptr);
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) {
+        return static_cast<std::int64_t>(d);
+      }
+    }
+    Problem(node.mark, path, fmt::format("expected an integer, got {}", Describe(node)));
+    return std::nullopt;
+  }
+
+  std::optional<int> IntInRange(const Node& node, const std::string& path, int lo, int hi) {
+    auto value = Int(node, path);
+    if (!value) return std::nullopt;
+    if (*value < lo || *value > hi) {
+      Problem(node.mark, path, fmt::format("must be between {} and {}, got {}", lo, hi, *value));
+      return std::nullopt;
+    }
+    return static_cast<int>(*value);
+  }
+
+  std::optional<double> Number(const Node& node, const std::string& path) {
+    if (node.kind == Node::Kind::kInt || node.kind == Node::Kind::kFloat ||
+        node.kind == Node::Kind::kString) {
+      const char* begin = node.text.c_str();
+      char* end = nullptr;
+      double d = std::strtod(begin, &end);
+      if (!node.text.empty() && end == begin + node.text.size() && std::isfinite(d)) return d;
+    }
+    Problem(node.mark, path, fmt::format("expected a number, got {}", Describe(node)));
+    return std::nullopt;
+  }
+
+  bool Bool(const Node& node, const std::string& path) {
+    if (node.kind == Node::Kind::kBool) {
+      return node.text == "true" || node.text == "True" || node.text == "TRUE";
+    }
+    Problem(node.mark, path, fmt::format("expected true or false, got {}", Describe(node)));
+    return false;
+  }
+
+  std::optional<Duration> DurationOf(const Node& node, const std::string& path) {
+    if (!node.IsScalar()) {
+      Problem(node.mark, path, fmt::format("expected a duration, got {}", Describe(node)));
+      return std::nullopt;
+    }
+    auto d = ParseDuration(node.text);
+    if (!d.ok()) {
+      Problem(node.mark, path, d.status().message());
+      return std::nullopt;
+    }
+    return *d;
+  }
+
+  std::vector<std::string> StringList(const Node& node, const std::string& path,
+                                      bool templated) {
+    std::vector<std::string> out;
+    if (node.kind != Node::Kind::kSequence) {
+      Problem(node.mark, path, fmt::format("expected a list of strings, got {}", Describe(node)));
+      return out;
+    }
+    for (std::size_t i = 0; i < node.items.size(); ++i) {
+      std::string item_path = Index(path, i);
+      out.push_back(templated ? Template(node.items[i], item_path)
+                              : String(node.items[i], item_path));
+    }
+    return out;
+  }
+
+  StringMap Map(const Node& node, const std::string& path, bool templated) {
+    StringMap out;
+    if (node.kind != Node::Kind::kMap) {
+      Problem(node.mark, path, fmt::format("expected a map of strings, got {}", Describe(node)));
+      return out;
+    }
+    for (const MapEntry& entry : node.entries) {
+      std::string entry_path = Join(path, entry.key);
+      if (entry.key.empty()) {
+        Problem(entry.key_mark, path, "keys must not be empty");
+        continue;
+      }
+      if (out.contains(entry.key)) {
+        Problem(entry.key_mark, entry_path, "duplicate key " + Quoted(entry.key));
+        continue;
+      }
+      out[entry.key] = templated ? Template(entry.value, entry_path) : String(entry.value, entry_path);
+    }
+    return out;
+  }
+
+  template <typename T, typename DecodeOne>
+  std::vector<T> List(const Node& node, const std::string& path, DecodeOne&& decode_one) {
+    std::vector<T> out;
+    if (node.kind != Node::Kind::kSequence) {
+      Problem(node.mark, path, fmt::format("expected a list, got {}", Describe(node)));
+      return out;
+    }
+    out.reserve(node.items.size());
+    for (std::size_t i = 0; i < node.items.size(); ++i) {
+      out.push_back(decode_one(node.items[i], Index(path, i)));
+    }
+    return out;
+  }
+
+  std::string Queue(const Node& node, const std::string& path) {
+    std::string queue = Template(node, path);
+    if (!expr::HasTemplate(queue) && IsReservedQueueName(queue)) {
+      Problem(node.mark, path,
+              fmt::format("queue {} is reserved for the engine (names starting with x- and "
+                          "the engine's own queues cannot carry tasks)",
+                          Quoted(queue)));
+    }
+    return queue;
+  }
+
+  Retry DecodeRetry(const Node& node, const std::string& path) {
+    Retry retry;
+    bool has_limit = false;
+    ForEachField(node, path, kRetryFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "limit") {
+        has_limit = true;
+        retry.limit = IntInRange(e.value, p, kMinRetryLimit, kMaxRetryLimit).value_or(0);
+      } else if (e.key == "attempts") {
+        retry.attempts = IntInRange(e.value, p, 0, 1'000'000).value_or(0);
+      } else if (e.key == "initialDelay") {
+        retry.initial_delay = DurationOf(e.value, p);
+      } else if (e.key == "maxDelay") {
+        retry.max_delay = DurationOf(e.value, p);
+      } else if (e.key == "scalingFactor") {
+        retry.scaling_factor = Number(e.value, p);
+        if (retry.scaling_factor && (*retry.scaling_factor < 1 || *retry.scaling_factor > 100)) {
+          Problem(e.value.mark, p, fmt::format("must be between 1 and 100, got {}", e.value.text));
+          retry.scaling_factor.reset();
+        }
+      }
+    });
+    if (!has_limit && node.kind == Node::Kind::kMap) {
+      Problem(node.mark, Join(path, "limit"),
+              fmt::format("is required (between {} and {})", kMinRetryLimit, kMaxRetryLimit));
+    }
+    return retry;
+  }
+
+  Limits DecodeLimits(const Node& node, const std::string& path) {
+    Limits limits;
+    ForEachField(node, path, kLimitsFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "cpus") {
+        limits.cpus = Number(e.value, p);
+        if (limits.cpus && *limits.cpus <= 0) {
+          Problem(e.value.mark, p, fmt::format("must be more than 0, got {}", e.value.text));
+          limits.cpus.reset();
+        }
+      } else if (e.key == "memory") {
+        auto bytes = ParseMemory(String(e.value, p));
+        if (bytes.ok()) {
+          limits.memory = *bytes;
+        } else {
+          Problem(e.value.mark, p, bytes.status().message());
+        }
+      }
+    });
+    return limits;
+  }
+
+  Mount DecodeMount(const Node& node, const std::string& path) {
+    Mount mount;
+    bool has_type = false;
+    Mark source_mark = node.mark;
+    Mark target_mark = node.mark;
+    ForEachField(node, path, kMountFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "type") {
+        std::string type = String(e.value, p);
+        if (auto t = ParseMountType(type)) {
+          mount.type = *t;
+          has_type = true;
+        } else {
+          Problem(e.value.mark, p,
+                  fmt::format("unknown mount type {} (expected volume, bind or tmpfs)",
+                              Quoted(type)));
+        }
+      } else if (e.key == "source") {
+        mount.source = String(e.value, p);
+        source_mark = e.value.mark;
+      } else if (e.key == "target") {
+        mount.target = String(e.value, p);
+        target_mark = e.value.mark;
+      } else if (e.key == "opts") {
+        mount.opts = Map(e.value, p, false);
+      }
+    });
+    if (node.kind != Node::Kind::kMap) return mount;
+    if (!has_type) {
+      if (!std::any_of(node.entries.begin(), node.entries.end(),
+                       [](const MapEntry& e) { return e.key == "type"; })) {
+        Problem(node.mark, Join(path, "type"), "is required (volume, bind or tmpfs)");
+      }
+      return mount;
+    }
+    if (mount.type == MountType::kBind && mount.source.empty()) {
+      Problem(node.mark, Join(path, "source"), "a bind mount needs a source");
+    } else if (mount.type != MountType::kBind && !mount.source.empty()) {
+      Problem(source_mark, Join(path, "source"),
+              fmt::format("a {} mount cannot have a source", ToString(mount.type)));
+    }
+    if (mount.target.empty()) {
+      Problem(node.mark, Join(path, "target"), "is required");
+    } else if (mount.target[0] != '/') {
+      Problem(target_mark, Join(path, "target"),
+              fmt::format("must be an absolute path, got {}", Quoted(mount.target)));
+    } else if (IsReservedMountTarget(mount.target)) {
+      Problem(target_mark, Join(path, "target"),
+              fmt::format("{} is reserved for the engine's own files", Quoted(mount.target)));
+    }
+    return mount;
+  }
+
+  Registry DecodeRegistry(const Node& node, const std::string& path) {
+    Registry registry;
+    ForEachField(node, path, kRegistryFields, [&](const MapEntry& e, const std::string& p) {
+      (e.key == "username" ? registry.username : registry.password) = String(e.value, p);
+    });
+    return registry;
+  }
+
+  Probe DecodeProbe(const Node& node, const std::string& path) {
+    Probe probe;
+    ForEachField(node, path, kProbeFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "path") probe.path = String(e.value, p);
+      if (e.key == "port") probe.port = IntInRange(e.value, p, 1, 65535).value_or(0);
+      if (e.key == "timeout") probe.timeout = DurationOf(e.value, p);
+    });
+    return probe;
+  }
+
+  AuxTask DecodeAux(const Node& node, const std::string& path, bool sidecar) {
+    AuxTask aux;
+    ForEachField(node, path, sidecar ? kSidecarFields : kAuxFields,
+                 [&](const MapEntry& e, const std::string& p) {
+                   const Node& v = e.value;
+                   if (e.key == "name") aux.name = Template(v, p);
+                   else if (e.key == "description") aux.description = String(v, p);
+                   else if (e.key == "run") aux.run = String(v, p);
+                   else if (e.key == "image") aux.image = Template(v, p);
+                   else if (e.key == "cmd") aux.cmd = StringList(v, p, true);
+                   else if (e.key == "entrypoint") aux.entrypoint = StringList(v, p, true);
+                   else if (e.key == "env") aux.env = Map(v, p, true);
+                   else if (e.key == "files") aux.files = Map(v, p, false);
+                   else if (e.key == "timeout") aux.timeout = DurationOf(v, p);
+                   else if (e.key == "probe") aux.probe = DecodeProbe(v, p);
+                   else if (e.key == "registry") aux.registry = DecodeRegistry(v, p);
+                 });
+    if (node.kind == Node::Kind::kMap && aux.name.empty()) {
+      Problem(node.mark, Join(path, "name"), "is required");
+    }
+    return aux;
+  }
+
+  Webhook DecodeWebhook(const Node& node, const std::string& path) {
+    Webhook hook;
+    ForEachField(node, path, kWebhookFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "url") hook.url = Template(e.value, p);
+      if (e.key == "headers") hook.headers = Map(e.value, p, true);
+      if (e.key == "event") hook.event = String(e.value, p);
+      if (e.key == "if") hook.if_expr = Template(e.value, p);
+    });
+    if (node.kind == Node::Kind::kMap && hook.url.empty()) {
+      Problem(node.mark, Join(path, "url"), "a webhook needs a url");
+    } else if (!hook.url.empty() && !expr::HasTemplate(hook.url) &&
+               !hook.url.starts_with("http://") && !hook.url.starts_with("https://")) {
+      Problem(node.mark, Join(path, "url"),
+              fmt::format("must be an http:// or https:// URL, got {}", Quoted(hook.url)));
+    }
+    return hook;
+  }
+
+  AutoDelete DecodeAutoDelete(const Node& node, const std::string& path) {
+    AutoDelete auto_delete;
+    ForEachField(node, path, kAutoDeleteFields, [&](const MapEntry& e, const std::string& p) {
+      auto_delete.after = DurationOf(e.value, p).value_or(Duration::zero());
+    });
+    return auto_delete;
+  }
+
+  Defaults DecodeDefaults(const Node& node, const std::string& path) {
+    Defaults defaults;
+    ForEachField(node, path, kDefaultsFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "retry") defaults.retry = DecodeRetry(e.value, p);
+      if (e.key == "limits") defaults.limits = DecodeLimits(e.value, p);
+      if (e.key == "timeout") defaults.timeout = DurationOf(e.value, p);
+      if (e.key == "queue") defaults.queue = Queue(e.value, p);
+      if (e.key == "priority") defaults.priority = IntInRange(e.value, p, 0, kMaxPriority);
+    });
+    return defaults;
+  }
+
+  std::vector<Task> Tasks(const Node& node, const std::string& path, int depth,
+                          std::string_view owner) {
+    auto tasks = List<Task>(node, path, [&](const Node& n, const std::string& p) {
+      return DecodeTask(n, p, depth + 1);
+    });
+    if (node.kind == Node::Kind::kSequence && node.items.empty()) {
+      Problem(node.mark, path, fmt::format("{} needs at least one task", owner));
+    }
+    return tasks;
+  }
+
+  Task DecodeTask(const Node& node, const std::string& path, int depth) {
+    Task task;
+    if (depth > kMaxDocumentDepth) {
+      Problem(node.mark, path, "tasks nested too deeply");
+      return task;
+    }
+    std::vector<const MapEntry*> composite;
+    std::vector<const MapEntry*> runnable;
+    bool ok = ForEachField(node, path, kTaskFields, [&](const MapEntry& e, const std::string& p) {
+      const Node& v = e.value;
+      if (Contains(kRunnableFields, e.key)) runnable.push_back(&e);
+      if (e.key == "name") task.name = Template(v, p);
+      else if (e.key == "description") task.description = String(v, p);
+      else if (e.key == "var") {
+        task.var = Template(v, p);
+        if (task.var.size() > kMaxVarLength) {
+          Problem(v.mark, p, fmt::format("must be at most {} characters, got {}", kMaxVarLength,
+                                         task.var.size()));
+        }
+      } else if (e.key == "if") task.if_expr = Template(v, p);
+      else if (e.key == "run") task.run = String(v, p);
+      else if (e.key == "image") task.image = Template(v, p);
+      else if (e.key == "cmd") task.cmd = StringList(v, p, true);
+      else if (e.key == "entrypoint") task.entrypoint = StringList(v, p, true);
+      else if (e.key == "env") task.env = Map(v, p, true);
+      else if (e.key == "files") task.files = Map(v, p, false);
+      else if (e.key == "workdir") task.workdir = Template(v, p);
+      else if (e.key == "queue") task.queue = Queue(v, p);
+      else if (e.key == "priority") task.priority = IntInRange(v, p, 0, kMaxPriority);
+      else if (e.key == "pre") {
+        task.pre = List<AuxTask>(v, p, [&](const Node& n, const std::string& q) {
+          return DecodeAux(n, q, false);
+        });
+      } else if (e.key == "post") {
+        task.post = List<AuxTask>(v, p, [&](const Node& n, const std::string& q) {
+          return DecodeAux(n, q, false);
+        });
+      } else if (e.key == "sidecars") {
+        task.sidecars = List<AuxTask>(v, p, [&](const Node& n, const std::string& q) {
+          return DecodeAux(n, q, true);
+        });
+      } else if (e.key == "mounts") {
+        task.mounts = List<Mount>(v, p, [&](const Node& n, const std::string& q) {
+          return DecodeMount(n, q);
+        });
+      } else if (e.key == "networks") task.networks = StringList(v, p, false);
+      else if (e.key == "limits") task.limits = DecodeLimits(v, p);
+      else if (e.key == "gpus") task.gpus = String(v, p);
+      else if (e.key == "registry") task.registry = DecodeRegistry(v, p);
+      else if (e.key == "tags") task.tags = StringList(v, p, false);
+      else if (e.key == "timeout") task.timeout = DurationOf(v, p);
+      else if (e.key == "retry") task.retry = DecodeRetry(v, p);
+      else if (e.key == "parallel") {
+        composite.push_back(&e);
+        task.parallel = DecodeParallel(v, p, depth);
+      } else if (e.key == "each") {
+        composite.push_back(&e);
+        task.each = DecodeEach(v, p, depth);
+      } else if (e.key == "subjob") {
+        composite.push_back(&e);
+        task.subjob = DecodeSubJob(v, p, depth);
+      }
+    });
+    if (!ok) return task;
+    if (task.name.empty()) Problem(node.mark, Join(path, "name"), "a task needs a name");
+    if (composite.size() > 1) {
+      Problem(composite[1]->key_mark, Join(path, composite[1]->key),
+              fmt::format("a task can be only one of parallel, each or subjob, but this one "
+                          "also has {}",
+                          composite[0]->key));
+    }
+    if (!composite.empty()) {
+      for (const MapEntry* e : runnable) {
+        Problem(e->key_mark, Join(path, e->key),
+                fmt::format("a {} task cannot have {}: it belongs on the tasks it runs",
+                            composite[0]->key, e->key));
+      }
+    }
+    return task;
+  }
+
+  Parallel DecodeParallel(const Node& node, const std::string& path, int depth) {
+    Parallel parallel;
+    bool has_tasks = false;
+    ForEachField(node, path, kParallelFields, [&](const MapEntry& e, const std::string& p) {
+      has_tasks = true;
+      parallel.tasks = Tasks(e.value, p, depth, "a parallel");
+    });
+    if (node.kind == Node::Kind::kMap && !has_tasks) {
+      Problem(node.mark, Join(path, "tasks"), "a parallel needs at least one task");
+    }
+    return parallel;
+  }
+
+  Each DecodeEach(const Node& node, const std::string& path, int depth) {
+    Each each;
+    bool has_task = false;
+    ForEachField(node, path, kEachFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "list") each.list = Template(e.value, p);
+      if (e.key == "var") {
+        each.var = String(e.value, p);
+        if (!IsIdentifier(each.var)) {
+          Problem(e.value.mark, p,
+                  fmt::format("must be a name of letters, digits and _, got {}",
+                              Quoted(each.var)));
+        }
+      }
+      if (e.key == "concurrency") {
+        each.concurrency = IntInRange(e.value, p, 0, kMaxEachConcurrency).value_or(0);
+      }
+      if (e.key == "task") {
+        has_task = true;
+        *each.task = DecodeTask(e.value, p, depth + 1);
+      }
+    });
+    if (node.kind == Node::Kind::kMap) {
+      if (each.list.empty()) Problem(node.mark, Join(path, "list"), "an each needs a list");
+      if (!has_task) Problem(node.mark, Join(path, "task"), "an each needs a task");
+    }
+    return each;
+  }
+
+  SubJob DecodeSubJob(const Node& node, const std::string& path, int depth) {
+    SubJob sub;
+    bool has_tasks = false;
+    ForEachField(node, path, kSubJobFields, [&](const MapEntry& e, const std::string& p) {
+      const Node& v = e.value;
+      if (e.key == "name") sub.name = Template(v, p);
+      else if (e.key == "description") sub.description = String(v, p);
+      else if (e.key == "tasks") {
+        has_tasks = true;
+        sub.tasks = Tasks(v, p, depth, "a subjob");
+      } else if (e.key == "inputs") sub.inputs = Map(v, p, true);
+      else if (e.key == "secrets") sub.secrets = Map(v, p, true);
+      else if (e.key == "output") sub.output = Template(v, p);
+      else if (e.key == "autoDelete") sub.auto_delete = DecodeAutoDelete(v, p);
+      else if (e.key == "webhooks") {
+        sub.webhooks = List<Webhook>(v, p, [&](const Node& n, const std::string& q) {
+          return DecodeWebhook(n, q);
+        });
+      } else if (e.key == "detached") sub.detached = Bool(v, p);
+    });
+    if (node.kind == Node::Kind::kMap) {
+      if (sub.name.empty()) Problem(node.mark, Join(path, "name"), "a subjob needs a name");
+      if (!has_tasks) Problem(node.mark, Join(path, "tasks"), "a subjob needs at least one task");
+    }
+    return sub;
+  }
+
+  Permission DecodePermission(const Node& node, const std::string& path) {
+    Permission perm;
+    ForEachField(node, path, kPermissionFields, [&](const MapEntry& e, const std::string& p) {
+      (e.key == "role" ? perm.role : perm.user) = String(e.value, p);
+    });
+    if (node.kind == Node::Kind::kMap && perm.role.empty() == perm.user.empty()) {
+      Problem(node.mark, path, "a permission names either a role or a user");
+    }
+    return perm;
+  }
+
+  Job DecodeJobRoot(const Node& node) {
+    Job job;
+    bool has_tasks = false;
+    bool ok = ForEachField(node, "", kJobFields, [&](const MapEntry& e, const std::string& p) {
+      const Node& v = e.value;
+      if (e.key == "name") job.name = String(v, p);
+      else if (e.key == "description") job.description = String(v, p);
+      else if (e.key == "tags") job.tags = StringList(v, p, false);
+      else if (e.key == "inputs") job.inputs = Map(v, p, false);
+      else if (e.key == "secrets") job.secrets = Map(v, p, false);
+      else if (e.key == "defaults") job.defaults = DecodeDefaults(v, p);
+      else if (e.key == "output") job.output = Template(v, p);
+      else if (e.key == "webhooks") {
+        job.webhooks = List<Webhook>(v, p, [&](const Node& n, const std::string& q) {
+          return DecodeWebhook(n, q);
+        });
+      } else if (e.key == "autoDelete") job.auto_delete = DecodeAutoDelete(v, p);
+      else if (e.key == "wait") {
+        ForEachField(v, p, kWaitFields, [&](const MapEntry& w, const std::string& q) {
+          job.wait_timeout = DurationOf(w.value, q);
+        });
+        if (!job.wait_timeout) job.wait_timeout = Duration::zero();
+      } else if (e.key == "timeout") job.timeout = DurationOf(v, p);
+      else if (e.key == "permissions") {
+        job.permissions = List<Permission>(v, p, [&](const Node& n, const std::string& q) {
+          return DecodePermission(n, q);
+        });
+      } else if (e.key == "tasks") {
+        has_tasks = true;
+        job.tasks = Tasks(v, p, 0, "a job");
+      }
+    });
+    if (!ok) return job;
+    if (job.name.empty()) Problem(node.mark, "name", "a job needs a name");
+    if (!has_tasks) Problem(node.mark, "tasks", "a job needs at least one task");
+    return job;
+  }
+
+ private:
+  static bool IsIdentifier(std::string_view s) {
+    if (s.empty()) return false;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      char c = s[i];
+      bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+      if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+    }
+    return true;
+  }
+
+  static std::string Describe(const Node& node) {
+    if (node.IsScalar() && node.kind != Node::Kind::kNull) {
+      std::string text = node.text.size() > 40 ? node.text.substr(0, 40) + "..." : node.text;
+      return fmt::format("{} {}", node.KindName(), Quoted(text));
+    }
+    return std::string(node.KindName());
+  }
+
+  static std::string UnknownField(std::string_view key, Fields known) {
+    std::string_view best;
+    std::size_t best_distance = 3;  // suggest only close matches
+    for (std::string_view k : known) {
+      std::size_t d = Distance(key, k);
+      if (d < best_distance) best = k, best_distance = d;
+    }
+    std::string message = "unknown field " + Quoted(key);
+    if (!best.empty()) message += fmt::format(" (did you mean {}?)", Quoted(best));
+    return message;
+  }
+};
+
+bool ByPosition(const Diagnostic& a, const Diagnostic& b) {
+  if (a.mark.line != b.mark.line) return a.mark.line < b.mark.line;
+  return a.mark.column < b.mark.column;
+}
+
+}  // namespace
+
+std::string JobParseResult::Message() const {
+  std::string out;
+  for (const Diagnostic& d : problems) {
+    if (!out.empty()) out += '\n';
+    out += d.ToString();
+  }
+  return out;
+}
+
+JobParseResult DecodeJob(const Node& root) {
+  Decoder decoder;
+  Job job = decoder.DecodeJobRoot(root);
+  JobParseResult result;
+  result.problems = std::move(decoder.problems);
+  std::stable_sort(result.problems.begin(), result.problems.end(), ByPosition);
+  if (result.problems.empty()) result.job = std::move(job);
+  return result;
+}
+
+JobParseResult ParseJob(std::string_view text, DocumentFormat format) {
+  ParsedDocument doc = ParseDocument(text, format);
+  if (doc.error) {
+    JobParseResult result;
+    result.problems.push_back(*doc.error);
+    return result;
+  }
+  return DecodeJob(*doc.root);
+}
+
+}  // namespace baton

@@ -1,0 +1,38 @@
+// Turns a job file (YAML or JSON) into a checked Job, reporting every problem at once,
+// each with its field path and line:column.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/document.h"
+#include "core/job.h"
+
+namespace baton {
+
+struct JobParseResult {
+  std::optional<Job> job;            // set only when there are no problems
+  std::vector<Diagnostic> problems;  // in document order
+  bool ok() const { return problems.empty(); }
+  // All problems, one per line, each as Diagnostic::ToString() gives it.
+  std::string Message() const;
+};
+
+// Parses and validates a job document.
+JobParseResult ParseJob(std::string_view text, DocumentFormat format);
+
+// Validates an already parsed document (e.g. the `subjob` of a task) as a job.
+JobParseResult DecodeJob(const Node& root);
+
+// Limits on job files (the spec's rules, collected for tests and docs).
+inline constexpr int kMinRetryLimit = 1;
+inline constexpr int kMaxRetryLimit = 10;
+inline constexpr int kMaxPriority = 9;
+inline constexpr int kMaxEachConcurrency = 99'999;
+inline constexpr std::size_t kMaxVarLength = 64;
+// At most this many problems are reported; a file with more is hopeless anyway.
+inline constexpr std::size_t kMaxProblems = 100;
+
+}  // namespace baton

@@ -1,0 +1,371 @@
+#include "core/job_decode.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace baton {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+std::vector<std::string> Problems(std::string_view text,
+                                  DocumentFormat format = DocumentFormat::kYaml) {
+  JobParseResult result = ParseJob(text, format);
+  std::vector<std::string> out;
+  for (const auto& d : result.problems) out.push_back(d.ToString());
+  EXPECT_EQ(result.job.has_value(), result.problems.empty());
+  return out;
+}
+
+// A valid job whose one task gets the extra lines given (indented under the task).
+std::string WithTask(std::string_view task_lines) {
+  return "name: j\ntasks:\n  - name: t\n" + std::string(task_lines);
+}
+
+TEST(JobDecodeTest, ParsesAFullJob) {
+  auto result = ParseJob(R"(
+name: hello job
+description: says hello
+tags: [a, b]
+inputs:
+  who: world
+secrets:
+  token: s3cret
+output: "{{ tasks.greeting }}"
+timeout: 1h
+wait:
+  timeout: 30s
+autoDelete:
+  after: 10m
+defaults:
+  retry: {limit: 2}
+  limits: {cpus: 1, memory: 64m}
+  timeout: 5m
+  queue: default
+  priority: 3
+webhooks:
+  - url: http://example.com/hook
+    headers: {X-Key: abc}
+    event: job.StateChange
+tasks:
+  - name: say hello
+    var: greeting
+    env:
+      WHO: "{{ inputs.who }}"
+    run: echo -n "hello $WHO" > $BATON_OUTPUT
+    retry:
+      limit: 3
+      initialDelay: 1s
+      scalingFactor: 2
+      maxDelay: 10s
+    timeout: 30s
+    limits: {cpus: "0.5", memory: 1Gi}
+    pre:
+      - name: prepare
+        run: echo pre
+    mounts:
+      - type: volume
+        target: /data
+      - type: bind
+        source: /tmp
+        target: /host-tmp
+  - name: fan out
+    each:
+      list: "{{ sequence(1, 4) }}"
+      var: n
+      concurrency: 2
+      task:
+        name: square {{ n.value }}
+        run: echo
+  - name: together
+    parallel:
+      tasks:
+        - name: a
+          run: echo a
+        - name: b
+          run: echo b
+  - name: child
+    subjob:
+      name: child job
+      output: "{{ tasks.x }}"
+      detached: false
+      tasks:
+        - name: x
+          var: x
+          run: echo x
+)",
+                         DocumentFormat::kYaml);
+  ASSERT_TRUE(result.ok()) << result.Message();
+  const Job& job = *result.job;
+  EXPECT_EQ(job.name, "hello job");
+  EXPECT_EQ(job.tags, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(job.inputs.at("who"), "world");
+  EXPECT_EQ(job.secrets.at("token"), "s3cret");
+  EXPECT_EQ(job.timeout, std::chrono::hours(1));
+  EXPECT_EQ(job.wait_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(job.auto_delete->after, std::chrono::minutes(10));
+  EXPECT_EQ(job.defaults->retry->limit, 2);
+  EXPECT_EQ(job.defaults->limits->memory, 64LL << 20);
+  EXPECT_EQ(job.defaults->priority, 3);
+  EXPECT_EQ(job.webhooks[0].headers.at("X-Key"), "abc");
+  ASSERT_EQ(job.tasks.size(), 4u);
+  const Task& t0 = job.tasks[0];
+  EXPECT_EQ(t0.var, "greeting");
+  EXPECT_EQ(t0.retry->limit, 3);
+  EXPECT_EQ(t0.retry->initial_delay, std::chrono::seconds(1));
+  EXPECT_EQ(t0.retry->scaling_factor, 2.0);
+  EXPECT_EQ(t0.limits->cpus, 0.5);
+  EXPECT_EQ(t0.limits->memory, 1LL << 30);
+  EXPECT_EQ(t0.pre[0].name, "prepare");
+  EXPECT_EQ(t0.mounts[1].type, MountType::kBind);
+  EXPECT_EQ(job.tasks[1].each->var, "n");
+  EXPECT_EQ(job.tasks[1].each->concurrency, 2);
+  EXPECT_EQ(job.tasks[1].each->task->name, "square {{ n.value }}");
+  EXPECT_EQ(job.tasks[2].parallel->tasks.size(), 2u);
+  EXPECT_EQ(job.tasks[3].subjob->tasks[0].var, "x");
+}
+
+TEST(JobDecodeTest, JsonAndYamlGiveTheSameJob) {
+  auto yaml = ParseJob("name: j\ntasks:\n  - name: t\n    run: echo hi\n    retry: {limit: 2}\n",
+                       DocumentFormat::kYaml);
+  auto json = ParseJob(R"({"name":"j","tasks":[{"name":"t","run":"echo hi","retry":{"limit":2}}]})",
+                       DocumentFormat::kJson);
+  ASSERT_TRUE(yaml.ok()) << yaml.Message();
+  ASSERT_TRUE(json.ok()) << json.Message();
+  EXPECT_EQ(*yaml.job, *json.job);
+}
+
+TEST(JobDecodeTest, ReportsUnknownFieldsWithAHint) {
+  EXPECT_THAT(Problems(WithTask("    rnu: echo\n    colour: red\n")),
+              ElementsAre("4:5: tasks[0].rnu: unknown field \"rnu\" (did you mean \"run\"?)",
+                          "5:5: tasks[0].colour: unknown field \"colour\""));
+}
+
+TEST(JobDecodeTest, ReportsDuplicateFields) {
+  EXPECT_THAT(Problems(WithTask("    run: a\n    run: b\n")),
+              ElementsAre("5:5: tasks[0].run: duplicate field \"run\""));
+}
+
+TEST(JobDecodeTest, JobNeedsANameAndTasks) {
+  EXPECT_THAT(Problems("description: nothing\n"),
+              ElementsAre("1:1: name: a job needs a name", "1:1: tasks: a job needs at least one task"));
+  EXPECT_THAT(Problems("name: j\ntasks: []\n"),
+              ElementsAre("2:8: tasks: a job needs at least one task"));
+}
+
+TEST(JobDecodeTest, TaskNeedsAName) {
+  EXPECT_THAT(Problems("name: j\ntasks:\n  - run: echo\n"),
+              ElementsAre("3:5: tasks[0].name: a task needs a name"));
+}
+
+TEST(JobDecodeTest, DocumentMustBeAMap) {
+  EXPECT_THAT(Problems("- a\n- b\n"), ElementsAre("1:1: expected a map, got list"));
+  EXPECT_THAT(Problems("just text"), ElementsAre("1:1: expected a map, got string \"just text\""));
+}
+
+TEST(JobDecodeTest, RefusesMixedCompositeKinds) {
+  EXPECT_THAT(
+      Problems(WithTask("    parallel:\n      tasks:\n        - {name: a, run: echo}\n"
+                        "    each:\n      list: \"{{ [1] }}\"\n      task: {name: b, run: echo}\n")),
+      ElementsAre("7:5: tasks[0].each: a task can be only one of parallel, each or subjob, but "
+                  "this one also has parallel"));
+}
+
+TEST(JobDecodeTest, RefusesRunnableFieldsOnCompositeTasks) {
+  EXPECT_THAT(
+      Problems(WithTask("    run: echo\n    subjob:\n      name: s\n      tasks:\n"
+                        "        - {name: a, run: echo}\n    retry: {limit: 1}\n")),
+      ElementsAre("4:5: tasks[0].run: a subjob task cannot have run: it belongs on the tasks it runs",
+                  "9:5: tasks[0].retry: a subjob task cannot have retry: it belongs on the tasks "
+                  "it runs"));
+}
+
+TEST(JobDecodeTest, RetryLimitMustBeOneToTen) {
+  EXPECT_THAT(Problems(WithTask("    run: x\n    retry:\n      limit: 12\n")),
+              ElementsAre("6:14: tasks[0].retry.limit: must be between 1 and 10, got 12"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    retry:\n      limit: 0\n")),
+              ElementsAre("6:14: tasks[0].retry.limit: must be between 1 and 10, got 0"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    retry:\n      initialDelay: 1s\n")),
+              ElementsAre("6:7: tasks[0].retry.limit: is required (between 1 and 10)"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    retry: {limit: 2, scalingFactor: 0.5}\n")),
+              ElementsAre("5:38: tasks[0].retry.scalingFactor: must be between 1 and 100, got 0.5"));
+}
+
+TEST(JobDecodeTest, PriorityMustBeZeroToNine) {
+  EXPECT_THAT(Problems(WithTask("    run: x\n    priority: 10\n")),
+              ElementsAre("5:15: tasks[0].priority: must be between 0 and 9, got 10"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    priority: -1\n")),
+              ElementsAre("5:15: tasks[0].priority: must be between 0 and 9, got -1"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    priority: high\n")),
+              ElementsAre("5:15: tasks[0].priority: expected an integer, got string \"high\""));
+}
+
+TEST(JobDecodeTest, EachConcurrencyMustBeInRange) {
+  EXPECT_THAT(Problems(WithTask("    each:\n      list: \"{{ [1] }}\"\n      concurrency: 100000\n"
+                                "      task: {name: c, run: echo}\n")),
+              ElementsAre("6:20: tasks[0].each.concurrency: must be between 0 and 99999, got 100000"));
+}
+
+TEST(JobDecodeTest, EachNeedsAListAndATask) {
+  EXPECT_THAT(Problems(WithTask("    each:\n      concurrency: 1\n")),
+              ElementsAre("5:7: tasks[0].each.list: an each needs a list",
+                          "5:7: tasks[0].each.task: an each needs a task"));
+}
+
+TEST(JobDecodeTest, VarIsAtMost64Characters) {
+  std::string var(65, 'v');
+  EXPECT_THAT(Problems(WithTask("    run: x\n    var: " + var + "\n")),
+              ElementsAre("5:10: tasks[0].var: must be at most 64 characters, got 65"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    var: " + std::string(64, 'v') + "\n")), IsEmpty());
+}
+
+TEST(JobDecodeTest, RefusesEngineQueues) {
+  EXPECT_THAT(Problems(WithTask("    run: x\n    queue: x-jobs\n")),
+              ElementsAre("5:12: tasks[0].queue: queue \"x-jobs\" is reserved for the engine (names "
+                          "starting with x- and the engine's own queues cannot carry tasks)"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    queue: completed\n")),
+              ElementsAre("5:12: tasks[0].queue: queue \"completed\" is reserved for the engine "
+                          "(names starting with x- and the engine's own queues cannot carry tasks)"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    queue: gpu\n")), IsEmpty());
+  EXPECT_THAT(Problems("name: j\ndefaults:\n  queue: x-y\ntasks:\n  - {name: t, run: x}\n"),
+              ElementsAre("3:10: defaults.queue: queue \"x-y\" is reserved for the engine (names "
+                          "starting with x- and the engine's own queues cannot carry tasks)"));
+}
+
+TEST(JobDecodeTest, ChecksMounts) {
+  EXPECT_THAT(
+      Problems(WithTask("    run: x\n    mounts:\n"
+                        "      - {type: volume, source: /a, target: /data}\n"
+                        "      - {type: bind, target: /data}\n"
+                        "      - {type: tmpfs, target: /tork}\n"
+                        "      - {type: nfs, target: /x}\n"
+                        "      - {type: volume, target: relative}\n")),
+      ElementsAre("6:32: tasks[0].mounts[0].source: a volume mount cannot have a source",
+                  "7:9: tasks[0].mounts[1].source: a bind mount needs a source",
+                  "8:31: tasks[0].mounts[2].target: \"/tork\" is reserved for the engine's own files",
+                  "9:16: tasks[0].mounts[3].type: unknown mount type \"nfs\" (expected volume, bind "
+                  "or tmpfs)",
+                  "10:32: tasks[0].mounts[4].target: must be an absolute path, got \"relative\""));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    mounts:\n      - {type: volume, target: /baton/x}\n")),
+              ElementsAre("6:32: tasks[0].mounts[0].target: \"/baton/x\" is reserved for the "
+                          "engine's own files"));
+}
+
+TEST(JobDecodeTest, ChecksDurationsAndMemorySizes) {
+  EXPECT_THAT(
+      Problems(WithTask("    run: x\n    timeout: 10\n    limits: {memory: 64x, cpus: none}\n")),
+      ElementsAre("5:14: tasks[0].timeout: invalid duration \"10\": missing unit (use e.g. 500ms, "
+                  "30s, 1m30s, 2h)",
+                  "6:22: tasks[0].limits.memory: invalid memory size \"64x\": unknown unit \"x\" "
+                  "(use e.g. 512k, 64m, 1g, 64Mi)",
+                  "6:33: tasks[0].limits.cpus: expected a number, got string \"none\""));
+  EXPECT_THAT(Problems("name: j\ntimeout: soon\ntasks:\n  - {name: t, run: x}\n"),
+              ElementsAre("2:10: timeout: invalid duration \"soon\": expected a number (use e.g. "
+                          "500ms, 30s, 1m30s, 2h)"));
+}
+
+TEST(JobDecodeTest, ChecksTemplates) {
+  EXPECT_THAT(Problems(WithTask("    run: x\n    env:\n      A: \"{{ inputs.a\"\n")),
+              ElementsAre("6:10: tasks[0].env.A: malformed template: unclosed \"{{\" at offset 0"));
+  EXPECT_THAT(Problems("name: j\noutput: \"{{ 1 + }}\"\ntasks:\n  - {name: t, run: x}\n"),
+              testing::Contains(testing::StartsWith("2:9: output: malformed template: ")));
+}
+
+TEST(JobDecodeTest, WebhookNeedsAUrl) {
+  EXPECT_THAT(Problems("name: j\nwebhooks:\n  - headers: {a: b}\ntasks:\n  - {name: t, run: x}\n"),
+              ElementsAre("3:5: webhooks[0].url: a webhook needs a url"));
+  EXPECT_THAT(Problems("name: j\nwebhooks:\n  - url: ftp://x\ntasks:\n  - {name: t, run: x}\n"),
+              ElementsAre("3:5: webhooks[0].url: must be an http:// or https:// URL, got \"ftp://x\""));
+}
+
+TEST(JobDecodeTest, ReportsEveryProblemAtOnceInDocumentOrder) {
+  auto problems = Problems(R"(name: three mistakes
+tasks:
+  - name: first
+    run: echo
+    retry:
+      limit: 11
+  - name: second
+    run: echo
+    timeout: forever
+  - name: third
+    run: echo
+    priority: 12
+)");
+  EXPECT_THAT(problems,
+              ElementsAre("6:14: tasks[0].retry.limit: must be between 1 and 10, got 11",
+                          "9:14: tasks[1].timeout: invalid duration \"forever\": expected a number "
+                          "(use e.g. 500ms, 30s, 1m30s, 2h)",
+                          "12:15: tasks[2].priority: must be between 0 and 9, got 12"));
+}
+
+TEST(JobDecodeTest, JsonProblemsHaveLinesToo) {
+  auto problems = Problems(R"({
+  "name": "j",
+  "tasks": [
+    {"name": "t", "run": "x", "priority": 42},
+    {"nmae": "u", "run": "x"}
+  ]
+})",
+                           DocumentFormat::kJson);
+  EXPECT_THAT(problems,
+              ElementsAre("4:43: tasks[0].priority: must be between 0 and 9, got 42",
+                          "5:5: tasks[1].name: a task needs a name",
+                          "5:6: tasks[1].nmae: unknown field \"nmae\" (did you mean \"name\"?)"));
+}
+
+TEST(JobDecodeTest, SyntaxErrorsAreProblemsNotCrashes) {
+  auto yaml = Problems("name: j\ntasks:\n  - name: [unclosed\n");
+  ASSERT_EQ(yaml.size(), 1u);
+  EXPECT_THAT(yaml[0], testing::HasSubstr("YAML syntax error"));
+  auto json = Problems("{\"name\": \"j\",\n \"tasks\": [}", DocumentFormat::kJson);
+  ASSERT_EQ(json.size(), 1u);
+  EXPECT_THAT(json[0], testing::StartsWith("2:"));
+  EXPECT_THAT(json[0], testing::HasSubstr("JSON syntax error"));
+}
+
+TEST(JobDecodeTest, TypeErrorsSayWhatWasExpected) {
+  EXPECT_THAT(Problems("name: j\ntasks:\n  name: t\n"),
+              ElementsAre("3:3: tasks: expected a list, got map"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    env: [a]\n")),
+              ElementsAre("5:10: tasks[0].env: expected a map of strings, got list"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    cmd: echo\n")),
+              ElementsAre("5:10: tasks[0].cmd: expected a list of strings, got string \"echo\""));
+}
+
+TEST(JobDecodeTest, AuxTasksNeedANameAndSidecarsTakeAProbe) {
+  EXPECT_THAT(Problems(WithTask("    run: x\n    pre:\n      - run: echo\n")),
+              ElementsAre("6:9: tasks[0].pre[0].name: is required"));
+  EXPECT_THAT(Problems(WithTask("    image: alpine\n    sidecars:\n      - name: web\n"
+                                "        image: nginx\n        probe: {path: /health, port: 70000}\n")),
+              ElementsAre("8:38: tasks[0].sidecars[0].probe.port: must be between 1 and 65535, "
+                          "got 70000"));
+  EXPECT_THAT(Problems(WithTask("    run: x\n    pre:\n      - name: p\n        probe: {port: 80}\n")),
+              ElementsAre("7:9: tasks[0].pre[0].probe: unknown field \"probe\""));
+}
+
+TEST(JobDecodeTest, AcceptsTorkPermissions) {
+  EXPECT_THAT(Problems("name: j\npermissions:\n  - role: admins\n  - user: ann\ntasks:\n"
+                       "  - {name: t, run: x}\n"),
+              IsEmpty());
+  EXPECT_THAT(Problems("name: j\npermissions:\n  - {role: a, user: b}\ntasks:\n  - {name: t, run: x}\n"),
+              ElementsAre("3:5: permissions[0]: a permission names either a role or a user"));
+}
+
+TEST(JobDecodeTest, NullFieldsCountAsAbsent) {
+  EXPECT_THAT(Problems(WithTask("    run: x\n    env:\n    retry:\n")), IsEmpty());
+}
+
+TEST(JobDecodeTest, CapsTheNumberOfProblems) {
+  std::string text = "name: j\ntasks:\n";
+  for (int i = 0; i < 300; ++i) text += "  - {name: t, run: x, bogus: 1}\n";
+  JobParseResult result = ParseJob(text, DocumentFormat::kYaml);
+  EXPECT_EQ(result.problems.size(), kMaxProblems);
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,195 @@
+#include "core/job_json.h"
+
+#include <fmt/format.h>
+
+namespace baton {
+
+using nlohmann::json;
+
+namespace {
+
+// Setters that leave out empty values, as Tork's `omitempty` does.
+void Put(json& out, const char* key, const std::string& value) {
+  if (!value.empty()) out[key] = value;
+}
+void Put(json& out, const char* key, const std::vector<std::string>& value) {
+  if (!value.empty()) out[key] = value;
+}
+void Put(json& out, const char* key, const StringMap& value) {
+  if (!value.empty()) out[key] = value;
+}
+void Put(json& out, const char* key, const std::optional<Duration>& value) {
+  if (value) out[key] = FormatDuration(*value);
+}
+void Put(json& out, const char* key, const std::optional<int>& value) {
+  if (value) out[key] = *value;
+}
+}  // namespace
+
+template <typename T>
+static void PutList(json& out, const char* key, const std::vector<T>& items) {
+  if (items.empty()) return;
+  json list = json::array();
+  for (const T& item : items) list.push_back(ToJson(item));
+  out[key] = std::move(list);
+}
+
+static json ToJson(const Retry& retry) {
+  json out = {{"limit", retry.limit}};
+  if (retry.attempts > 0) out["attempts"] = retry.attempts;
+  Put(out, "initialDelay", retry.initial_delay);
+  if (retry.scaling_factor) out["scalingFactor"] = *retry.scaling_factor;
+  Put(out, "maxDelay", retry.max_delay);
+  return out;
+}
+
+static json ToJson(const Limits& limits) {
+  json out = json::object();
+  if (limits.cpus) out["cpus"] = fmt::format("{}", *limits.cpus);
+  if (limits.memory) out["memory"] = FormatMemory(*limits.memory);
+  return out;
+}
+
+static json ToJson(const Mount& mount) {
+  json out = {{"type", ToString(mount.type)}};
+  Put(out, "source", mount.source);
+  Put(out, "target", mount.target);
+  Put(out, "opts", mount.opts);
+  return out;
+}
+
+static json ToJson(const Registry& registry) {
+  json out = json::object();
+  Put(out, "username", registry.username);
+  Put(out, "password", registry.password);
+  return out;
+}
+
+static json ToJson(const Probe& probe) {
+  json out = json::object();
+  Put(out, "path", probe.path);
+  if (probe.port != 0) out["port"] = probe.port;
+  Put(out, "timeout", probe.timeout);
+  return out;
+}
+
+static json ToJson(const Webhook& hook) {
+  json out = json::object();
+  Put(out, "url", hook.url);
+  Put(out, "headers", hook.headers);
+  Put(out, "event", hook.event);
+  Put(out, "if", hook.if_expr);
+  return out;
+}
+
+static json ToJson(const Permission& perm) {
+  json out = json::object();
+  Put(out, "role", perm.role);
+  Put(out, "user", perm.user);
+  return out;
+}
+
+static json ToJson(const AutoDelete& auto_delete) {
+  return {{"after", FormatDuration(auto_delete.after)}};
+}
+
+static json ToJson(const Defaults& defaults) {
+  json out = json::object();
+  if (defaults.retry) out["retry"] = ToJson(*defaults.retry);
+  if (defaults.limits) out["limits"] = ToJson(*defaults.limits);
+  Put(out, "timeout", defaults.timeout);
+  Put(out, "queue", defaults.queue);
+  Put(out, "priority", defaults.priority);
+  return out;
+}
+
+static json ToJson(const SubJob& sub) {
+  json out = json::object();
+  Put(out, "name", sub.name);
+  Put(out, "description", sub.description);
+  PutList(out, "tasks", sub.tasks);
+  Put(out, "inputs", sub.inputs);
+  Put(out, "secrets", sub.secrets);
+  Put(out, "output", sub.output);
+  if (sub.auto_delete) out["autoDelete"] = ToJson(*sub.auto_delete);
+  PutList(out, "webhooks", sub.webhooks);
+  if (sub.detached) out["detached"] = true;
+  return out;
+}
+
+json ToJson(const AuxTask& aux) {
+  json out = json::object();
+  Put(out, "name", aux.name);
+  Put(out, "description", aux.description);
+  Put(out, "run", aux.run);
+  Put(out, "image", aux.image);
+  Put(out, "cmd", aux.cmd);
+  Put(out, "entrypoint", aux.entrypoint);
+  Put(out, "env", aux.env);
+  Put(out, "files", aux.files);
+  Put(out, "timeout", aux.timeout);
+  if (aux.registry) out["registry"] = ToJson(*aux.registry);
+  if (aux.probe) out["probe"] = ToJson(*aux.probe);
+  return out;
+}
+
+json ToJson(const Task& task) {
+  json out = json::object();
+  Put(out, "name", task.name);
+  Put(out, "description", task.description);
+  Put(out, "var", task.var);
+  Put(out, "if", task.if_expr);
+  Put(out, "run", task.run);
+  Put(out, "image", task.image);
+  Put(out, "cmd", task.cmd);
+  Put(out, "entrypoint", task.entrypoint);
+  Put(out, "env", task.env);
+  Put(out, "files", task.files);
+  Put(out, "workdir", task.workdir);
+  Put(out, "queue", task.queue);
+  Put(out, "priority", task.priority);
+  PutList(out, "pre", task.pre);
+  PutList(out, "post", task.post);
+  PutList(out, "sidecars", task.sidecars);
+  PutList(out, "mounts", task.mounts);
+  Put(out, "networks", task.networks);
+  if (task.limits) out["limits"] = ToJson(*task.limits);
+  Put(out, "gpus", task.gpus);
+  if (task.registry) out["registry"] = ToJson(*task.registry);
+  Put(out, "tags", task.tags);
+  Put(out, "timeout", task.timeout);
+  if (task.retry) out["retry"] = ToJson(*task.retry);
+  if (task.parallel) {
+    json tasks = json::array();
+    for (const Task& t : task.parallel->tasks) tasks.push_back(ToJson(t));
+    out["parallel"] = {{"tasks", std::move(tasks)}};
+  }
+  if (task.each) {
+    json each = {{"list", task.each->list}, {"task", ToJson(*task.each->task)}};
+    Put(each, "var", task.each->var);
+    if (task.each->concurrency > 0) each["concurrency"] = task.each->concurrency;
+    out["each"] = std::move(each);
+  }
+  if (task.subjob) out["subjob"] = ToJson(*task.subjob);
+  return out;
+}
+
+json ToJson(const Job& job) {
+  json out = json::object();
+  Put(out, "name", job.name);
+  Put(out, "description", job.description);
+  Put(out, "tags", job.tags);
+  Put(out, "inputs", job.inputs);
+  Put(out, "secrets", job.secrets);
+  if (job.defaults) out["defaults"] = ToJson(*job.defaults);
+  Put(out, "output", job.output);
+  PutList(out, "webhooks", job.webhooks);
+  if (job.auto_delete) out["autoDelete"] = ToJson(*job.auto_delete);
+  if (job.wait_timeout) out["wait"] = {{"timeout", FormatDuration(*job.wait_timeout)}};
+  Put(out, "timeout", job.timeout);
+  PutList(out, "permissions", job.permissions);
+  PutList(out, "tasks", job.tasks);
+  return out;
+}
+
+}  // namespace baton

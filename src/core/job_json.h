@@ -1,0 +1,15 @@
+// The API's JSON shape of a job definition (camelCase, empty fields left out). The output
+// parses back with ParseJob(..., DocumentFormat::kJson) into an equal Job.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "core/job.h"
+
+namespace baton {
+
+nlohmann::json ToJson(const Job& job);
+nlohmann::json ToJson(const Task& task);
+nlohmann::json ToJson(const AuxTask& aux);
+
+}  // namespace baton

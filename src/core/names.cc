@@ -1,0 +1,51 @@
+#include "core/names.h"
+
+#include <array>
+
+namespace baton {
+namespace {
+
+constexpr std::array<std::string_view, 6> kJobStates = {
+    "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"};
+constexpr std::array<std::string_view, 8> kTaskStates = {
+    "CREATED", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "SKIPPED"};
+
+constexpr std::array<std::string_view, 9> kEngineQueues = {
+    kQueuePending, kQueueStarted,  kQueueCompleted, kQueueFailed,       kQueueHeartbeat,
+    kQueueLogs,    kQueueProgress, kQueueJobs,      kQueueRedeliveries};
+
+// The names Tork gives its engine queues, refused too so a Tork user's mistake is caught.
+constexpr std::array<std::string_view, 9> kTorkEngineQueues = {
+    "pending", "started", "completed", "error", "heartbeat", "jobs", "logs", "progress",
+    "redeliveries"};
+
+}  // namespace
+
+std::string_view ToString(JobState state) { return kJobStates[static_cast<int>(state)]; }
+std::string_view ToString(TaskState state) { return kTaskStates[static_cast<int>(state)]; }
+
+std::optional<JobState> ParseJobState(std::string_view text) {
+  for (std::size_t i = 0; i < kJobStates.size(); ++i) {
+    if (kJobStates[i] == text) return static_cast<JobState>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<TaskState> ParseTaskState(std::string_view text) {
+  for (std::size_t i = 0; i < kTaskStates.size(); ++i) {
+    if (kTaskStates[i] == text) return static_cast<TaskState>(i);
+  }
+  return std::nullopt;
+}
+
+std::span<const std::string_view> EngineQueues() { return kEngineQueues; }
+
+bool IsReservedQueueName(std::string_view name) {
+  if (name.starts_with("x-")) return true;
+  for (auto q : kTorkEngineQueues) {
+    if (q == name) return true;
+  }
+  return false;
+}
+
+}  // namespace baton

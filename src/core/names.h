@@ -1,0 +1,48 @@
+// Wire strings of the domain, defined once: job and task states, engine queue names.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace baton {
+
+enum class JobState { kPending, kScheduled, kRunning, kCompleted, kFailed, kCancelled };
+
+enum class TaskState {
+  kCreated,
+  kPending,
+  kScheduled,
+  kRunning,
+  kCompleted,
+  kFailed,
+  kCancelled,
+  kSkipped,
+};
+
+std::string_view ToString(JobState state);
+std::string_view ToString(TaskState state);
+std::optional<JobState> ParseJobState(std::string_view text);
+std::optional<TaskState> ParseTaskState(std::string_view text);
+
+// The broker's own queues; user tasks may not be routed to them.
+inline constexpr std::string_view kQueuePending = "x-pending";
+inline constexpr std::string_view kQueueStarted = "x-started";
+inline constexpr std::string_view kQueueCompleted = "x-completed";
+inline constexpr std::string_view kQueueFailed = "x-failed";
+inline constexpr std::string_view kQueueHeartbeat = "x-heartbeat";
+inline constexpr std::string_view kQueueLogs = "x-logs";
+inline constexpr std::string_view kQueueProgress = "x-progress";
+inline constexpr std::string_view kQueueJobs = "x-jobs";
+inline constexpr std::string_view kQueueRedeliveries = "x-redeliveries";
+// The queue a task goes to when it names none.
+inline constexpr std::string_view kQueueDefault = "default";
+
+// Every engine queue, for validation and for declaring them on a broker.
+std::span<const std::string_view> EngineQueues();
+
+// Engine queues are prefixed "x-" (reserved), and a few are also known by the bare
+// names Tork uses ("jobs", "logs", ...). True when `name` must not carry user tasks.
+bool IsReservedQueueName(std::string_view name);
+
+}  // namespace baton

@@ -1,0 +1,36 @@
+#include "core/names.h"
+
+#include <gtest/gtest.h>
+
+namespace baton {
+namespace {
+
+TEST(NamesTest, JobStatesRoundTrip) {
+  for (auto s : {JobState::kPending, JobState::kScheduled, JobState::kRunning,
+                 JobState::kCompleted, JobState::kFailed, JobState::kCancelled}) {
+    EXPECT_EQ(ParseJobState(ToString(s)), s) << ToString(s);
+  }
+  EXPECT_EQ(ToString(JobState::kCompleted), "COMPLETED");
+  EXPECT_FALSE(ParseJobState("completed").has_value());
+}
+
+TEST(NamesTest, TaskStatesRoundTrip) {
+  for (auto s : {TaskState::kCreated, TaskState::kPending, TaskState::kScheduled,
+                 TaskState::kRunning, TaskState::kCompleted, TaskState::kFailed,
+                 TaskState::kCancelled, TaskState::kSkipped}) {
+    EXPECT_EQ(ParseTaskState(ToString(s)), s) << ToString(s);
+  }
+  EXPECT_EQ(ToString(TaskState::kSkipped), "SKIPPED");
+  EXPECT_FALSE(ParseTaskState("DONE").has_value());
+}
+
+TEST(NamesTest, EngineQueuesAreReserved) {
+  for (auto q : EngineQueues()) EXPECT_TRUE(IsReservedQueueName(q)) << q;
+  EXPECT_TRUE(IsReservedQueueName("x-anything"));
+  EXPECT_TRUE(IsReservedQueueName("jobs"));
+  EXPECT_FALSE(IsReservedQueueName("default"));
+  EXPECT_FALSE(IsReservedQueueName("gpu"));
+}
+
+}  // namespace
+}  // namespace baton
