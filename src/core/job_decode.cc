@@ -84,6 +84,8 @@ std::string Index(const std::string& path, std::size_t i) { return fmt::format("
 // accumulate and decoding goes on past each, so the user sees them all at once.
 class Decoder {
  public:
+  explicit Decoder(DecodeMode mode = DecodeMode::kSubmitted) : rules_(mode == DecodeMode::kSubmitted) {}
+
   std::vector<Diagnostic> problems;
 
   void Problem(Mark mark, const std::string& path, std::string message) {
@@ -132,6 +134,7 @@ class Decoder {
   }
 
   void CheckTemplateText(const std::string& text, Mark mark, const std::string& path) {
+    if (!rules_) return;
     if (text.find("{{") == std::string::npos && text.find("}}") == std::string::npos) return;
     Status status = expr::CheckTemplate(text);
     if (!status.ok()) Problem(mark, path, "malformed template: " + status.message());
@@ -255,7 +258,7 @@ class Decoder {
 
   std::string Queue(const Node& node, const std::string& path) {
     std::string queue = Template(node, path);
-    if (!expr::HasTemplate(queue) && IsReservedQueueName(queue)) {
+    if (rules_ && !expr::HasTemplate(queue) && IsReservedQueueName(queue)) {
       Problem(node.mark, path,
               fmt::format("queue {} is reserved for the engine (names starting with x- and "
                           "the engine's own queues cannot carry tasks)",
@@ -470,7 +473,7 @@ class Decoder {
       else if (e.key == "description") task.description = String(v, p);
       else if (e.key == "var") {
         task.var = Template(v, p);
-        if (task.var.size() > kMaxVarLength) {
+        if (rules_ && task.var.size() > kMaxVarLength) {
           Problem(v.mark, p, fmt::format("must be at most {} characters, got {}", kMaxVarLength,
                                          task.var.size()));
         }
@@ -519,7 +522,7 @@ class Decoder {
       }
     });
     if (!ok) return task;
-    if (task.name.empty()) Problem(node.mark, Join(path, "name"), "a task needs a name");
+    if (rules_ && task.name.empty()) Problem(node.mark, Join(path, "name"), "a task needs a name");
     if (composite.size() > 1) {
       Problem(composite[1]->key_mark, Join(path, composite[1]->key),
               fmt::format("a task can be only one of parallel, each or subjob, but this one "
@@ -654,6 +657,8 @@ class Decoder {
   }
 
  private:
+  bool rules_;  // false: check the shape only (DecodeMode::kStored)
+
   static bool IsIdentifier(std::string_view s) {
     if (s.empty()) return false;
     for (std::size_t i = 0; i < s.size(); ++i) {
@@ -701,6 +706,19 @@ std::string JobParseResult::Message() const {
   return out;
 }
 
+Result<Job> DecodeJobJson(std::string_view json_text, DecodeMode mode) {
+  ParsedDocument doc = ParseDocument(json_text, DocumentFormat::kJson);
+  if (doc.error) return InvalidArgument(doc.error->ToString());
+  Decoder decoder(mode);
+  Job job = decoder.DecodeJobRoot(*doc.root);
+  if (!decoder.problems.empty()) {
+    JobParseResult result;
+    result.problems = std::move(decoder.problems);
+    return InvalidArgument(result.Message());
+  }
+  return job;
+}
+
 JobParseResult DecodeJob(const Node& root) {
   Decoder decoder;
   Job job = decoder.DecodeJobRoot(root);
@@ -709,6 +727,19 @@ JobParseResult DecodeJob(const Node& root) {
   std::stable_sort(result.problems.begin(), result.problems.end(), ByPosition);
   if (result.problems.empty()) result.job = std::move(job);
   return result;
+}
+
+Result<Task> DecodeTaskJson(std::string_view json_text, DecodeMode mode) {
+  ParsedDocument doc = ParseDocument(json_text, DocumentFormat::kJson);
+  if (doc.error) return InvalidArgument(doc.error->ToString());
+  Decoder decoder(mode);
+  Task task = decoder.DecodeTask(*doc.root, "", 0);
+  if (!decoder.problems.empty()) {
+    JobParseResult result;
+    result.problems = std::move(decoder.problems);
+    return InvalidArgument(result.Message());
+  }
+  return task;
 }
 
 JobParseResult ParseJob(std::string_view text, DocumentFormat format) {

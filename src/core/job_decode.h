@@ -26,6 +26,19 @@ JobParseResult ParseJob(std::string_view text, DocumentFormat format);
 // Validates an already parsed document (e.g. the `subjob` of a task) as a job.
 JobParseResult DecodeJob(const Node& root);
 
+// How strictly to decode. Stored rows and broker messages hold tasks whose templates
+// were already evaluated: their values may legitimately contain "{{" or exceed a
+// submission rule (a var over 64 characters after evaluation), so they are decoded with
+// kStored, which checks only the shape (fields and types).
+enum class DecodeMode { kSubmitted, kStored };
+
+// Decodes one task from its JSON form (as ToJson(const Task&) writes it). Problems come
+// back as one kInvalidArgument.
+Result<Task> DecodeTaskJson(std::string_view json_text, DecodeMode mode = DecodeMode::kSubmitted);
+
+// Decodes a job from its JSON form, e.g. a stored definition.
+Result<Job> DecodeJobJson(std::string_view json_text, DecodeMode mode = DecodeMode::kSubmitted);
+
 // Limits on job files (the spec's rules, collected for tests and docs).
 inline constexpr int kMinRetryLimit = 1;
 inline constexpr int kMaxRetryLimit = 10;

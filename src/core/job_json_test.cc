@@ -108,6 +108,29 @@ TEST(JobJsonTest, RoundTripsAParsedYamlJob) {
   EXPECT_EQ(*again.job, *yaml.job);
 }
 
+TEST(JobJsonTest, TasksRoundTripAlone) {
+  for (const Task& task : FullJob().tasks) {
+    auto decoded = DecodeTaskJson(ToJson(task).dump());
+    ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+    EXPECT_EQ(*decoded, task);
+  }
+  EXPECT_EQ(DecodeTaskJson(R"({"name":"t","priority":11})").status().message(),
+            "1:24: priority: must be between 0 and 9, got 11");
+  EXPECT_FALSE(DecodeTaskJson("[").ok());
+}
+
+TEST(JobJsonTest, StoredTasksSkipTheSubmissionRules) {
+  // An evaluated env value may contain braces; an evaluated var may be long.
+  std::string text = R"({"name":"t","env":{"A":"{{ not a template"},"var":")" +
+                     std::string(80, 'v') + R"("})";
+  EXPECT_FALSE(DecodeTaskJson(text).ok());
+  auto stored = DecodeTaskJson(text, DecodeMode::kStored);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->env.at("A"), "{{ not a template");
+  // The shape is still checked.
+  EXPECT_FALSE(DecodeTaskJson(R"({"name":"t","env":[1]})", DecodeMode::kStored).ok());
+}
+
 TEST(JobJsonTest, UsesTheApiFieldNames) {
   json j = ToJson(FullJob());
   EXPECT_EQ(j["autoDelete"]["after"], "24h0m0s");

@@ -10,6 +10,8 @@ constexpr std::array<std::string_view, 6> kJobStates = {
 constexpr std::array<std::string_view, 8> kTaskStates = {
     "CREATED", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "SKIPPED"};
 
+constexpr std::array<std::string_view, 3> kNodeStatuses = {"UP", "DOWN", "OFFLINE"};
+
 constexpr std::array<std::string_view, 9> kEngineQueues = {
     kQueuePending, kQueueStarted,  kQueueCompleted, kQueueFailed,       kQueueHeartbeat,
     kQueueLogs,    kQueueProgress, kQueueJobs,      kQueueRedeliveries};
@@ -23,6 +25,15 @@ constexpr std::array<std::string_view, 9> kTorkEngineQueues = {
 
 std::string_view ToString(JobState state) { return kJobStates[static_cast<int>(state)]; }
 std::string_view ToString(TaskState state) { return kTaskStates[static_cast<int>(state)]; }
+
+std::string_view ToString(NodeStatus status) { return kNodeStatuses[static_cast<int>(status)]; }
+
+std::optional<NodeStatus> ParseNodeStatus(std::string_view text) {
+  for (std::size_t i = 0; i < kNodeStatuses.size(); ++i) {
+    if (kNodeStatuses[i] == text) return static_cast<NodeStatus>(i);
+  }
+  return std::nullopt;
+}
 
 std::optional<JobState> ParseJobState(std::string_view text) {
   for (std::size_t i = 0; i < kJobStates.size(); ++i) {

@@ -20,7 +20,11 @@ enum class TaskState {
   kSkipped,
 };
 
+enum class NodeStatus { kUp, kDown, kOffline };
+
 std::string_view ToString(JobState state);
+std::string_view ToString(NodeStatus status);
+std::optional<NodeStatus> ParseNodeStatus(std::string_view text);
 std::string_view ToString(TaskState state);
 std::optional<JobState> ParseJobState(std::string_view text);
 std::optional<TaskState> ParseTaskState(std::string_view text);

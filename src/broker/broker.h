@@ -1,0 +1,81 @@
+// Broker: named queues of messages between coordinators and workers.
+//
+// Contract (every implementation passes tests/conformance/broker_conformance.h):
+// - Delivery is at-least-once. A message is delivered to one subscriber of its queue at a
+//   time; it is removed only when that delivery is acked. Nack with requeue, or the
+//   subscription ending (Close, or the process dying) with the delivery unacked, puts it
+//   back on its queue with `redelivered` set.
+// - Within a queue, a higher `priority` (0..9) is delivered first; equal priorities in
+//   publish order.
+// - A subscription never holds more than `prefetch` unacked deliveries: that is how a
+//   worker bounds what it takes to its free capacity.
+// - Handlers are invoked on a broker-owned thread, never under a broker lock, one at a
+//   time per subscription. A handler may ack or nack from any thread, later.
+// - Publish returns once the broker has the message (for durable brokers: confirmed).
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace baton {
+
+struct QueueInfo {
+  std::string name;
+  std::int64_t size = 0;         // messages waiting, not delivered
+  std::int64_t subscribers = 0;  // open subscriptions
+  std::int64_t unacked = 0;      // delivered, not yet acked
+  friend bool operator==(const QueueInfo&, const QueueInfo&) = default;
+};
+
+// One delivered message. Exactly one of Ack / Nack takes effect; later calls are no-ops.
+class Delivery {
+ public:
+  virtual ~Delivery() = default;
+  virtual const std::string& queue() const = 0;
+  virtual const std::string& body() const = 0;
+  virtual int priority() const = 0;
+  // True when this message was delivered before and not acked.
+  virtual bool redelivered() const = 0;
+  virtual Status Ack() = 0;
+  virtual Status Nack(bool requeue) = 0;
+};
+
+using DeliveryHandler = std::function<void(std::unique_ptr<Delivery>)>;
+
+// An open consumer; destroying it closes it (unacked deliveries go back to the queue).
+class Subscription {
+ public:
+  virtual ~Subscription() = default;
+  // Stops deliveries and returns once no handler of this subscription is running.
+  // Deliveries still unacked are requeued.
+  virtual void Close() = 0;
+};
+
+class Broker {
+ public:
+  virtual ~Broker() = default;
+
+  // Publishes `body` to `queue` (created on first use) with priority 0..9.
+  virtual Status Publish(std::string_view queue, std::string body, int priority = 0) = 0;
+
+  // Delivers messages of `queue` to `handler`, at most `prefetch` (≥ 1) unacked at once.
+  virtual Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
+                                                          DeliveryHandler handler) = 0;
+
+  // Every queue the broker knows, sorted by name.
+  virtual Result<std::vector<QueueInfo>> Queues() = 0;
+  virtual Result<QueueInfo> Queue(std::string_view name) = 0;
+
+  // Ok when the broker can accept and deliver messages.
+  virtual Status Health() = 0;
+};
+
+}  // namespace baton

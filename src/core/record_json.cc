@@ -1,0 +1,143 @@
+#include "core/record_json.h"
+
+#include "core/job_decode.h"
+#include "core/job_json.h"
+
+namespace baton {
+namespace {
+
+using nlohmann::json;
+
+void PutTime(json& out, const char* key, const std::optional<TimePoint>& t) {
+  if (t) out[key] = FormatTime(*t);
+}
+
+Result<std::optional<TimePoint>> GetTime(const json& in, const char* key) {
+  auto it = in.find(key);
+  if (it == in.end() || it->is_null()) return std::optional<TimePoint>();
+  if (!it->is_string()) return InvalidArgument(std::string(key) + ": expected a time");
+  auto t = ParseTime(it->get<std::string>());
+  if (!t) return InvalidArgument(std::string(key) + ": bad time " + it->dump());
+  return std::optional<TimePoint>(*t);
+}
+
+// Runtime members that ToJson(TaskRecord) adds to the definition's JSON; removed again
+// before the definition is decoded.
+constexpr const char* kTaskRuntimeKeys[] = {
+    "id",          "jobId",       "parentId", "position", "state",  "createdAt",
+    "scheduledAt", "startedAt",   "completedAt", "failedAt", "error", "result",
+    "nodeId",      "progress",    "redelivered"};
+
+}  // namespace
+
+json ToJson(const TaskRecord& task) {
+  json out = ToJson(task.task);
+  out["id"] = task.id;
+  out["jobId"] = task.job_id;
+  if (!task.parent_id.empty()) out["parentId"] = task.parent_id;
+  out["position"] = task.position;
+  out["state"] = ToString(task.state);
+  out["createdAt"] = FormatTime(task.created_at);
+  PutTime(out, "scheduledAt", task.scheduled_at);
+  PutTime(out, "startedAt", task.started_at);
+  PutTime(out, "completedAt", task.completed_at);
+  PutTime(out, "failedAt", task.failed_at);
+  if (!task.error.empty()) out["error"] = task.error;
+  if (!task.result.empty()) out["result"] = task.result;
+  if (!task.node_id.empty()) out["nodeId"] = task.node_id;
+  out["progress"] = task.progress;
+  out["redelivered"] = task.redelivered;
+  if (task.task.parallel) out["parallel"]["completions"] = task.completions;
+  if (task.task.each) {
+    out["each"]["size"] = task.each_size;
+    out["each"]["completions"] = task.completions;
+    out["each"]["index"] = task.each_index;
+  }
+  if (task.task.subjob && !task.subjob_id.empty()) out["subjob"]["id"] = task.subjob_id;
+  return out;
+}
+
+Result<TaskRecord> TaskRecordFromJson(const json& in) {
+  if (!in.is_object()) return InvalidArgument("task: expected an object");
+  TaskRecord task;
+  try {
+    task.id = in.value("id", "");
+    task.job_id = in.value("jobId", "");
+    task.parent_id = in.value("parentId", "");
+    task.position = in.value("position", 0);
+    auto state = ParseTaskState(in.value("state", "PENDING"));
+    if (!state) return InvalidArgument("task: unknown state " + in.value("state", ""));
+    task.state = *state;
+    auto created = GetTime(in, "createdAt");
+    if (!created.ok()) return created.status();
+    task.created_at = created->value_or(TimePoint{});
+    for (auto [key, field] : {std::pair{"scheduledAt", &task.scheduled_at},
+                              std::pair{"startedAt", &task.started_at},
+                              std::pair{"completedAt", &task.completed_at},
+                              std::pair{"failedAt", &task.failed_at}}) {
+      auto t = GetTime(in, key);
+      if (!t.ok()) return t.status();
+      *field = *t;
+    }
+    task.error = in.value("error", "");
+    task.result = in.value("result", "");
+    task.node_id = in.value("nodeId", "");
+    task.progress = in.value("progress", 0.0);
+    task.redelivered = in.value("redelivered", 0);
+
+    json definition = in;
+    for (const char* key : kTaskRuntimeKeys) definition.erase(key);
+    if (auto it = definition.find("parallel"); it != definition.end() && it->is_object()) {
+      task.completions = it->value("completions", 0);
+      it->erase("completions");
+    }
+    if (auto it = definition.find("each"); it != definition.end() && it->is_object()) {
+      task.each_size = it->value("size", 0);
+      task.completions = it->value("completions", 0);
+      task.each_index = it->value("index", 0);
+      it->erase("size");
+      it->erase("completions");
+      it->erase("index");
+    }
+    if (auto it = definition.find("subjob"); it != definition.end() && it->is_object()) {
+      task.subjob_id = it->value("id", "");
+      it->erase("id");
+    }
+    auto decoded = DecodeTaskJson(definition.dump(), DecodeMode::kStored);
+    if (!decoded.ok()) return decoded.status();
+    task.task = std::move(*decoded);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("task: ") + e.what());
+  }
+  return task;
+}
+
+json ToJson(const JobRecord& record, bool summary) {
+  json definition = ToJson(record.job);
+  json out = json::object();
+  out["id"] = record.id;
+  if (!record.parent_id.empty()) out["parentId"] = record.parent_id;
+  for (const char* key : {"name", "description", "tags", "inputs", "output", "autoDelete"}) {
+    if (definition.contains(key)) out[key] = definition[key];
+  }
+  out["state"] = ToString(record.state);
+  out["createdAt"] = FormatTime(record.created_at);
+  PutTime(out, "startedAt", record.started_at);
+  PutTime(out, "completedAt", record.completed_at);
+  PutTime(out, "failedAt", record.failed_at);
+  PutTime(out, "deleteAt", record.delete_at);
+  out["position"] = record.position;
+  out["taskCount"] = record.task_count;
+  out["progress"] = record.progress;
+  if (!record.result.empty()) out["result"] = record.result;
+  if (!record.error.empty()) out["error"] = record.error;
+  if (!summary) {
+    for (const char* key : {"tasks", "secrets", "defaults", "webhooks"}) {
+      if (definition.contains(key)) out[key] = definition[key];
+    }
+    out["context"] = record.context;
+  }
+  return out;
+}
+
+}  // namespace baton

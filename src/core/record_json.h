@@ -1,0 +1,20 @@
+// The API's JSON shapes of stored records (api.md: "Task JSON", "Job JSON"), also the
+// body of task messages on the broker. Definitions come from job_json.h; these add ids,
+// states, times and results.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "core/records.h"
+
+namespace baton {
+
+nlohmann::json ToJson(const TaskRecord& task);
+Result<TaskRecord> TaskRecordFromJson(const nlohmann::json& json);
+
+// The full job, or (summary) without tasks, execution, context, secrets, defaults and
+// webhooks. `execution` is added by the caller, who has the task rows.
+nlohmann::json ToJson(const JobRecord& job, bool summary);
+
+}  // namespace baton

@@ -1,0 +1,70 @@
+#include "core/records.h"
+
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+namespace baton {
+
+TimePoint Now() {
+  return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+}
+
+std::string FormatTime(TimePoint t) {
+  std::int64_t ms = t.time_since_epoch().count();
+  std::int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+  int millis = static_cast<int>(ms - secs * 1000);
+  std::time_t tt = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+  return buf;
+}
+
+std::optional<TimePoint> ParseTime(std::string_view text) {
+  std::tm tm{};
+  int millis = 0;
+  int consumed = 0;
+  std::string s(text);
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
+    return std::nullopt;
+  }
+  std::string_view rest = std::string_view(s).substr(static_cast<std::size_t>(consumed));
+  if (rest.starts_with(".")) {
+    int digits = 0;
+    std::size_t i = 1;
+    for (; i < rest.size() && rest[i] >= '0' && rest[i] <= '9'; ++i) {
+      if (digits < 3) millis = millis * 10 + (rest[i] - '0'), ++digits;
+    }
+    while (digits < 3) millis *= 10, ++digits;
+    rest.remove_prefix(i);
+  }
+  if (rest != "Z") return std::nullopt;
+  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::time_t secs = timegm(&tm);
+  return TimePoint(std::chrono::milliseconds(static_cast<std::int64_t>(secs) * 1000 + millis));
+}
+
+std::string NewId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(32, '0');
+  for (int half = 0; half < 2; ++half) {
+    std::uint64_t bits = rng();
+    for (int i = 0; i < 16; ++i) {
+      id[static_cast<std::size_t>(half * 16 + i)] = kHex[bits & 0xF];
+      bits >>= 4;
+    }
+  }
+  return id;
+}
+
+}  // namespace baton

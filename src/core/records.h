@@ -1,0 +1,114 @@
+// What the engine stores: a job and its task rows with their runtime state. The
+// definitions (Job, Task) come from job.h; these records add identity, state, times and
+// results. Plain values, no I/O.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/job.h"
+#include "core/names.h"
+
+namespace baton {
+
+using TimePoint = std::chrono::time_point<std::chrono::system_clock, std::chrono::milliseconds>;
+
+// One row per task attempt: a retry is a new row (new id, retry.attempts + 1) and the
+// failed row stays. Children of parallel/each tasks and the rows of sub-jobs are rows
+// too, linked by parent_id.
+struct TaskRecord {
+  std::string id;         // 32 lowercase hex characters
+  std::string job_id;
+  std::string parent_id;  // the composite task this is a child of; empty at top level
+  int position = 0;       // 1-based index of the top-level task this row belongs to
+  TaskState state = TaskState::kPending;
+  TimePoint created_at{};
+  std::optional<TimePoint> scheduled_at;
+  std::optional<TimePoint> started_at;
+  std::optional<TimePoint> completed_at;
+  std::optional<TimePoint> failed_at;
+  Task task;  // the definition; templates evaluated once the row is scheduled
+  std::string error;
+  std::string result;
+  std::string node_id;   // the worker running it
+  double progress = 0;   // 0..100
+  int redelivered = 0;   // times re-queued after its worker died
+  // Composite bookkeeping.
+  int each_size = 0;         // each: elements of the evaluated list
+  int each_index = 0;        // each: children started so far (the next one's index)
+  int completions = 0;       // parallel and each: children finished
+  std::string subjob_id;     // the child job of a subjob task
+  friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
+};
+
+struct JobRecord {
+  std::string id;
+  std::string parent_id;  // for a sub-job: the id of the subjob task that started it
+  JobState state = JobState::kPending;
+  TimePoint created_at{};
+  std::optional<TimePoint> started_at;
+  std::optional<TimePoint> completed_at;
+  std::optional<TimePoint> failed_at;
+  std::optional<TimePoint> delete_at;
+  Job job;              // the definition as submitted
+  int position = 1;     // 1-based index of the current top-level task
+  int task_count = 0;   // top-level tasks
+  double progress = 0;  // completed share of its tasks, 0..100
+  std::string result;   // the evaluated `output`
+  std::string error;
+  // What expressions see: {"inputs": {...}, "secrets": {...}, "tasks": {var: result},
+  // "job": {"id", "name"}}.
+  nlohmann::json context = nlohmann::json::object();
+  friend bool operator==(const JobRecord&, const JobRecord&) = default;
+};
+
+// A chunk of a task's output.
+struct LogPart {
+  std::string id;
+  std::string task_id;
+  std::string job_id;
+  int number = 0;  // 1-based, in order within the task
+  std::string contents;
+  TimePoint created_at{};
+  friend bool operator==(const LogPart&, const LogPart&) = default;
+};
+
+// A worker (or standalone process) as it last reported itself.
+struct NodeRecord {
+  std::string id;
+  std::string name;
+  std::string hostname;
+  std::string version;
+  std::string queue;  // queues it consumes, "name:concurrency,..."
+  TimePoint started_at{};
+  TimePoint last_heartbeat_at{};
+  double cpu_percent = 0;
+  int task_count = 0;
+  NodeStatus status = NodeStatus::kUp;
+  friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
+};
+
+// A page of results, as the API returns it.
+template <typename T>
+struct Page {
+  std::vector<T> items;
+  int number = 1;  // 1-based
+  int size = 10;
+  int total_pages = 0;
+  std::int64_t total_items = 0;
+};
+
+// Millisecond UTC wall-clock time, as stored and returned ("2026-11-29T20:50:31.123Z").
+TimePoint Now();
+std::string FormatTime(TimePoint t);
+std::optional<TimePoint> ParseTime(std::string_view text);
+
+// A new random id: 32 lowercase hex characters.
+std::string NewId();
+
+}  // namespace baton

@@ -1,0 +1,78 @@
+// Datastore: where all state lives — jobs, task rows, log parts, nodes.
+//
+// Contract (every implementation passes tests/conformance/datastore_conformance.h):
+// - Create* fail with kAlreadyExists for a taken id; Get*/Update* fail with kNotFound
+//   for an unknown one.
+// - Update* are transactional read-modify-write: the modifier sees the current row and
+//   its changes are stored atomically; concurrent updates of one row serialise (no lost
+//   update). A modifier returning an error aborts the update and that error is returned.
+//   Modifiers must not call back into the datastore.
+// - Lists are newest first (created_at descending, then id) unless stated otherwise;
+//   pages are 1-based.
+// - Writes are durable once the call returns (group commit may batch concurrent writers
+//   into one transaction, but never acknowledges before the commit).
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "core/records.h"
+
+namespace baton {
+
+struct JobQuery {
+  // Words matched (case-insensitively, all must match) against name, description and
+  // state; `tag:x` matches jobs tagged x.
+  std::string q;
+  int page = 1;
+  int size = 10;
+};
+
+class Datastore {
+ public:
+  virtual ~Datastore() = default;
+
+  virtual Status CreateJob(const JobRecord& job) = 0;
+  virtual Result<JobRecord> GetJob(std::string_view id) = 0;
+  virtual Status UpdateJob(std::string_view id,
+                           const std::function<Status(JobRecord&)>& modify) = 0;
+  virtual Result<Page<JobRecord>> ListJobs(const JobQuery& query) = 0;
+  // Jobs in any of `states`, oldest first (the reconciler's view of unfinished work).
+  virtual Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) = 0;
+  // Deletes a job with its tasks and log parts.
+  virtual Status DeleteJob(std::string_view id) = 0;
+
+  virtual Status CreateTask(const TaskRecord& task) = 0;
+  // Creates many rows in one transaction (the children of an `each`).
+  virtual Status CreateTasks(const std::vector<TaskRecord>& tasks) = 0;
+  virtual Result<TaskRecord> GetTask(std::string_view id) = 0;
+  virtual Status UpdateTask(std::string_view id,
+                            const std::function<Status(TaskRecord&)>& modify) = 0;
+  // Every row of a job (sub-tasks and retries included), ordered by position, then
+  // created_at, then id: the job's `execution`.
+  virtual Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) = 0;
+  // The children of a composite task, ordered by created_at then id.
+  virtual Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) = 0;
+  // Rows in any of `states` across all jobs, oldest first.
+  virtual Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) = 0;
+
+  virtual Status CreateLogPart(const LogPart& part) = 0;
+  // Highest number first.
+  virtual Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) = 0;
+  // Newest first across all the job's tasks.
+  virtual Result<Page<LogPart>> JobLogParts(std::string_view job_id, int page, int size) = 0;
+
+  // Creates or replaces a node row.
+  virtual Status UpsertNode(const NodeRecord& node) = 0;
+  // Nodes whose last heartbeat is at or after `since`, newest heartbeat first.
+  virtual Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) = 0;
+
+  virtual Status Health() = 0;
+};
+
+}  // namespace baton

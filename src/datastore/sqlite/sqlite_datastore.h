@@ -1,0 +1,154 @@
+// SqliteDatastore: the embedded default Datastore, one SQLite file in the data directory
+// (or an in-memory database for tests).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "datastore/datastore.h"
+
+namespace baton {
+
+namespace sqlite_internal {
+class Connection;
+}  // namespace sqlite_internal
+
+struct SqliteOptions {
+  // A file path (its directory is created if missing), or ":memory:" for a private
+  // in-memory database that lives as long as the datastore.
+  std::string path;
+  // Apply missing schema migrations when opening. Off for callers that migrate
+  // explicitly (`baton migrate`); a database newer than this binary is refused either way.
+  bool auto_migrate = true;
+  // synchronous=FULL instead of NORMAL. In WAL mode NORMAL already survives a crash of
+  // the process (a commit is in the OS once the call returns) but the last commits may
+  // be lost on power failure or an OS crash; FULL fsyncs the WAL on every commit, which
+  // group commit amortises over a batch.
+  bool sync_full = false;
+  // How long a statement waits for a lock held by another process before failing.
+  std::chrono::milliseconds busy_timeout{5000};
+  // Most writes committed in one transaction.
+  int max_batch = 512;
+};
+
+// Counters for observing group commit.
+struct SqliteStats {
+  std::int64_t writes = 0;   // write calls committed (or failed) by the writer thread
+  std::int64_t commits = 0;  // transactions the writer thread committed
+};
+
+// Thread-safety: all methods may be called from any thread. One writer thread owns the
+// write connection: every write is queued to it as a closure, and it runs whatever has
+// queued up as one transaction (one savepoint per write, so a failing write is undone
+// alone), commits, and only then wakes the callers — group commit, with nothing
+// acknowledged before it is durable. Reads of a file database use a pool of read-only
+// connections, one per concurrent reader, each query in its own read transaction (WAL
+// lets them run beside the writer). An in-memory database has a single connection, so
+// its reads are queued to the writer thread too.
+class SqliteDatastore final : public Datastore {
+ public:
+  // Opens (creating if needed) the database and starts the writer thread. Fails when the
+  // database cannot be opened, or its schema is newer than this binary knows.
+  static Result<std::unique_ptr<SqliteDatastore>> Open(SqliteOptions options);
+
+  // Finishes queued writes, then closes every connection.
+  ~SqliteDatastore() override;
+  SqliteDatastore(const SqliteDatastore&) = delete;
+  SqliteDatastore& operator=(const SqliteDatastore&) = delete;
+
+  // Applies the migrations the database lacks, each in its own transaction. Running it
+  // again is a no-op. Fails (changing nothing) when the schema is newer than this binary.
+  Status Migrate();
+  // The highest migration applied (0 for an empty database).
+  Result<int> SchemaVersion();
+
+  const std::string& path() const { return options_.path; }
+  SqliteStats Stats() const;
+
+  Status CreateJob(const JobRecord& job) override;
+  Result<JobRecord> GetJob(std::string_view id) override;
+  Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override;
+  Result<Page<JobRecord>> ListJobs(const JobQuery& query) override;
+  Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override;
+  Status DeleteJob(std::string_view id) override;
+
+  Status CreateTask(const TaskRecord& task) override;
+  Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
+  Result<TaskRecord> GetTask(std::string_view id) override;
+  Status UpdateTask(std::string_view id, const std::function<Status(TaskRecord&)>& modify) override;
+  Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
+  Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
+  Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override;
+
+  Status CreateLogPart(const LogPart& part) override;
+  Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override;
+  Result<Page<LogPart>> JobLogParts(std::string_view job_id, int page, int size) override;
+
+  Status UpsertNode(const NodeRecord& node) override;
+  Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override;
+
+  Status Health() override;
+
+ private:
+  using Connection = sqlite_internal::Connection;
+  using Op = std::function<Status(Connection&)>;
+
+  // A call waiting for the writer thread. Lives on the caller's stack; the writer
+  // completes it under `mu` so the caller cannot return (and free it) mid-notify.
+  struct PendingOp {
+    const Op* op;
+    bool solo;  // runs alone, outside the batch transaction (migrations, memory reads)
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+  };
+
+  SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer);
+
+  // Runs `op` on the writer thread inside a batch transaction; returns once committed.
+  Status Write(const Op& op);
+  // Runs `op` on the writer thread with no transaction around it.
+  Status Solo(const Op& op);
+  Status Enqueue(const Op& op, bool solo);
+  // Runs `op` in a read transaction on a pooled read connection (or, for an in-memory
+  // database, on the writer thread).
+  Status Read(const Op& op);
+
+  void WriterLoop(std::stop_token stop);
+  void RunBatch(const std::vector<PendingOp*>& batch);
+  static void Complete(PendingOp* pending, Status status);
+
+  Result<std::unique_ptr<Connection>> AcquireReader();
+  void ReleaseReader(std::unique_ptr<Connection> reader);
+
+  const SqliteOptions options_;
+  const bool in_memory_;
+
+  std::unique_ptr<Connection> writer_;  // used only on writer_thread_ once it starts
+
+  std::mutex queue_mu_;
+  std::condition_variable_any queue_cv_;
+  std::deque<PendingOp*> queue_;
+  bool closing_ = false;
+
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_readers_;
+
+  std::atomic<std::int64_t> writes_{0};
+  std::atomic<std::int64_t> commits_{0};
+
+  std::jthread writer_thread_;  // last: stopped and joined before the members above go
+};
+
+}  // namespace baton

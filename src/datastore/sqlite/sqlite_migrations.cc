@@ -1,0 +1,98 @@
+#include "datastore/sqlite/sqlite_migrations.h"
+
+#include <array>
+
+namespace baton {
+namespace {
+
+// Times are INTEGER milliseconds since the Unix epoch (UTC): exact, and ordering by them
+// is ordering by time. Definitions and contexts are JSON text (job_json.h's shape).
+// Columns a query filters or sorts on are copied out of the JSON and indexed.
+constexpr std::string_view kInitialSchema = R"sql(
+CREATE TABLE jobs (
+  id           TEXT PRIMARY KEY,
+  parent_id    TEXT NOT NULL DEFAULT '',
+  state        TEXT NOT NULL,
+  name         TEXT NOT NULL,
+  description  TEXT NOT NULL,
+  tags         TEXT NOT NULL DEFAULT '[]',
+  created_at   INTEGER NOT NULL,
+  started_at   INTEGER,
+  completed_at INTEGER,
+  failed_at    INTEGER,
+  delete_at    INTEGER,
+  definition   TEXT NOT NULL,
+  position     INTEGER NOT NULL,
+  task_count   INTEGER NOT NULL,
+  progress     REAL NOT NULL,
+  result       TEXT NOT NULL,
+  error        TEXT NOT NULL,
+  context      TEXT NOT NULL
+);
+CREATE INDEX jobs_created_at ON jobs (created_at, id);
+CREATE INDEX jobs_state ON jobs (state, created_at, id);
+CREATE INDEX jobs_delete_at ON jobs (delete_at) WHERE delete_at IS NOT NULL;
+
+CREATE TABLE tasks (
+  id           TEXT PRIMARY KEY,
+  job_id       TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  parent_id    TEXT NOT NULL DEFAULT '',
+  position     INTEGER NOT NULL,
+  state        TEXT NOT NULL,
+  created_at   INTEGER NOT NULL,
+  scheduled_at INTEGER,
+  started_at   INTEGER,
+  completed_at INTEGER,
+  failed_at    INTEGER,
+  definition   TEXT NOT NULL,
+  error        TEXT NOT NULL,
+  result       TEXT NOT NULL,
+  node_id      TEXT NOT NULL,
+  progress     REAL NOT NULL,
+  redelivered  INTEGER NOT NULL,
+  each_size    INTEGER NOT NULL,
+  each_index   INTEGER NOT NULL,
+  completions  INTEGER NOT NULL,
+  subjob_id    TEXT NOT NULL
+);
+CREATE INDEX tasks_job ON tasks (job_id, position, created_at, id);
+CREATE INDEX tasks_parent ON tasks (parent_id, created_at, id) WHERE parent_id <> '';
+CREATE INDEX tasks_state ON tasks (state, created_at, id);
+
+CREATE TABLE log_parts (
+  id         TEXT PRIMARY KEY,
+  task_id    TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+  job_id     TEXT NOT NULL,
+  number     INTEGER NOT NULL,
+  contents   TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX log_parts_task ON log_parts (task_id, number);
+CREATE INDEX log_parts_job ON log_parts (job_id, created_at, number, id);
+
+CREATE TABLE nodes (
+  id                TEXT PRIMARY KEY,
+  name              TEXT NOT NULL,
+  hostname          TEXT NOT NULL,
+  version           TEXT NOT NULL,
+  queue             TEXT NOT NULL,
+  started_at        INTEGER NOT NULL,
+  last_heartbeat_at INTEGER NOT NULL,
+  cpu_percent       REAL NOT NULL,
+  task_count        INTEGER NOT NULL,
+  status            TEXT NOT NULL
+);
+CREATE INDEX nodes_heartbeat ON nodes (last_heartbeat_at, id);
+)sql";
+
+constexpr std::array<SqliteMigration, 1> kMigrations = {{
+    {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
+}};
+
+}  // namespace
+
+std::span<const SqliteMigration> SqliteMigrations() { return kMigrations; }
+
+int LatestSqliteSchemaVersion() { return kMigrations.back().version; }
+
+}  // namespace baton

@@ -1,0 +1,971 @@
+// The Datastore contract (src/datastore/datastore.h) as tests. Every implementation
+// instantiates the suite with factories for its configurations:
+//
+//   INSTANTIATE_TEST_SUITE_P(Sqlite, DatastoreConformanceTest,
+//                            ::testing::Values(DatastoreFactory{"memory", ...}),
+//                            DatastoreFactoryName);
+//
+// Include it in one source file per test binary (it defines the tests). The tests use
+// fresh ids, words and tags of their own, so they may share one database (a PostgreSQL
+// server, say) with each other and with earlier runs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "core/records.h"
+#include "datastore/datastore.h"
+
+namespace baton::testing {
+
+struct DatastoreFactory {
+  std::string name;  // names the instantiation: letters, digits and '_' only
+  std::function<std::unique_ptr<Datastore>()> make;
+  // Optional: closes the store and opens the same database again. Tests call Reopen()
+  // between writing and reading, so with it set every read checks persistence.
+  std::function<std::unique_ptr<Datastore>(std::unique_ptr<Datastore>)> reopen;
+};
+
+inline std::string DatastoreFactoryName(const ::testing::TestParamInfo<DatastoreFactory>& info) {
+  return info.param.name;
+}
+
+namespace datastore_conformance {
+
+// A fixed instant with milliseconds, so stored times must keep them; `ms` later.
+inline TimePoint At(std::int64_t ms) {
+  static const TimePoint kBase = *ParseTime("2031-05-17T08:09:10.123Z");
+  return kBase + std::chrono::milliseconds(ms);
+}
+
+// A word no other test (or earlier run) uses, for scoping searches.
+inline std::string UniqueWord() { return "w" + NewId().substr(0, 16); }
+
+inline Task RunnableTask(std::string name) {
+  Task task;
+  task.name = std::move(name);
+  task.image = "alpine:3";
+  task.run = "echo hello";
+  return task;
+}
+
+inline Job SimpleJob(std::string name, std::string description = "",
+                     std::vector<std::string> tags = {}) {
+  Job job;
+  job.name = std::move(name);
+  job.description = std::move(description);
+  job.tags = std::move(tags);
+  job.tasks = {RunnableTask("only")};
+  return job;
+}
+
+inline JobRecord NewJob(Job job, TimePoint created_at, JobState state = JobState::kPending) {
+  JobRecord record;
+  record.id = NewId();
+  record.state = state;
+  record.created_at = created_at;
+  record.job = std::move(job);
+  record.task_count = static_cast<int>(record.job.tasks.size());
+  return record;
+}
+
+inline TaskRecord NewTask(const std::string& job_id, int position, TimePoint created_at,
+                          TaskState state = TaskState::kPending) {
+  TaskRecord record;
+  record.id = NewId();
+  record.job_id = job_id;
+  record.position = position;
+  record.state = state;
+  record.created_at = created_at;
+  record.task = RunnableTask("t" + std::to_string(position));
+  return record;
+}
+
+// A task using every runnable field.
+inline Task FullRunnableTask() {
+  Task t;
+  t.name = "say hello";
+  t.description = "greets";
+  t.var = "greeting";
+  t.if_expr = "{{ true }}";
+  t.run = "echo -n hello > $BATON_OUTPUT";
+  t.image = "alpine:3";
+  t.cmd = {"sh", "-c", "echo"};
+  t.entrypoint = {"/bin/sh"};
+  t.env = {{"WHO", "{{ inputs.who }}"}};
+  t.files = {{"script.py", "print(1)"}};
+  t.workdir = "/work";
+  t.queue = "gpu";
+  t.priority = 9;
+  AuxTask pre;
+  pre.name = "prepare";
+  pre.run = "echo pre";
+  pre.timeout = std::chrono::seconds(10);
+  pre.registry = Registry{"u", "p"};
+  t.pre = {pre};
+  t.post = {pre};
+  AuxTask sidecar;
+  sidecar.name = "web";
+  sidecar.image = "nginx";
+  sidecar.probe = Probe{"/health", 8080, std::chrono::seconds(5)};
+  t.sidecars = {sidecar};
+  t.mounts = {Mount{MountType::kVolume, "", "/data", {}},
+              Mount{MountType::kBind, "/tmp", "/host", {{"ro", "true"}}},
+              Mount{MountType::kTmpfs, "", "/scratch", {}}};
+  t.networks = {"net1"};
+  t.limits = Limits{.cpus = 0.5, .memory = 1LL << 30};
+  t.gpus = "all";
+  t.registry = Registry{"user", "pass"};
+  t.tags = {"x"};
+  t.timeout = std::chrono::milliseconds(1500);
+  t.retry = Retry{.limit = 3,
+                  .attempts = 1,
+                  .initial_delay = std::chrono::seconds(1),
+                  .scaling_factor = 2.5,
+                  .max_delay = std::chrono::seconds(30)};
+  return t;
+}
+
+// A parallel holding an each (of a runnable task), a subjob and a plain task.
+inline Task CompositeTask() {
+  Task child = RunnableTask("square {{ item.value }}");
+  Task each;
+  each.name = "fan out";
+  each.each = Each{"n", "{{ sequence(1, 4) }}", Box<Task>(child), 2};
+  Task sub;
+  sub.name = "child";
+  sub.subjob =
+      SubJob{"child job",
+             "d",
+             {child},
+             {{"a", "b"}},
+             {{"s", "t"}},
+             "{{ tasks.x }}",
+             AutoDelete{std::chrono::minutes(1)},
+             {Webhook{"http://example.com/hook", {{"X-Key", "abc"}}, "job.StateChange", ""}},
+             true};
+  Task parallel;
+  parallel.name = "together";
+  parallel.description = "all at once";
+  parallel.var = "together";
+  parallel.parallel = Parallel{{each, sub, FullRunnableTask()}};
+  return parallel;
+}
+
+inline Job FullJob() {
+  Job job;
+  job.name = "full " + UniqueWord();
+  job.description = "every field";
+  job.tags = {"a", "b"};
+  job.inputs = {{"who", "world"}};
+  job.secrets = {{"token", "s3cret"}};
+  job.output = "{{ tasks.greeting }}";
+  job.timeout = std::chrono::minutes(90);
+  job.wait_timeout = std::chrono::seconds(30);
+  job.auto_delete = AutoDelete{std::chrono::hours(24)};
+  job.permissions = {{"admins", ""}, {"", "ann"}};
+  Defaults defaults;
+  defaults.retry = Retry();
+  defaults.retry->limit = 2;
+  defaults.limits = Limits{.cpus = 1.5, .memory = 64LL << 20};
+  defaults.timeout = std::chrono::minutes(5);
+  defaults.queue = "default";
+  defaults.priority = 4;
+  job.defaults = defaults;
+  job.webhooks = {Webhook{"http://example.com/hook",
+                          {{"X-Key", "abc"}},
+                          "job.StateChange",
+                          "{{ job.state == 'COMPLETED' }}"}};
+  job.tasks = {FullRunnableTask(), CompositeTask()};
+  return job;
+}
+
+inline JobRecord FullJobRecord() {
+  JobRecord r = NewJob(FullJob(), At(1), JobState::kRunning);
+  r.parent_id = NewId();
+  r.started_at = At(2);
+  r.completed_at = At(3);
+  r.failed_at = At(4);
+  r.delete_at = At(86'400'000);
+  r.position = 2;
+  r.task_count = 2;
+  r.progress = 37.5;
+  r.result = "the result";
+  r.error = "an error\nover two lines";
+  r.context = {{"inputs", {{"who", "world"}}},
+               {"secrets", {{"token", "s3cret"}}},
+               {"tasks", {{"greeting", "hello"}}},
+               {"job", {{"id", r.id}, {"name", r.job.name}}},
+               {"numbers", {1, -2, 2.5}},
+               {"flag", true},
+               {"nothing", nullptr},
+               {"unicode", "h\u00e9llo \u2603"}};
+  return r;
+}
+
+inline TaskRecord FullTaskRecord(const std::string& job_id) {
+  TaskRecord r = NewTask(job_id, 3, At(10), TaskState::kRunning);
+  r.parent_id = NewId();
+  r.scheduled_at = At(11);
+  r.started_at = At(12);
+  r.completed_at = At(13);
+  r.failed_at = At(14);
+  r.task = CompositeTask();
+  r.error = "boom";
+  r.result = "{\"x\": 1}";
+  r.node_id = NewId();
+  r.progress = 12.25;
+  r.redelivered = 2;
+  r.each_size = 7;
+  r.each_index = 5;
+  r.completions = 4;
+  r.subjob_id = NewId();
+  return r;
+}
+
+inline LogPart NewLogPart(const TaskRecord& task, int number, TimePoint created_at) {
+  LogPart part;
+  part.id = NewId();
+  part.task_id = task.id;
+  part.job_id = task.job_id;
+  part.number = number;
+  part.contents = "line " + std::to_string(number) + "\n";
+  part.created_at = created_at;
+  return part;
+}
+
+template <typename T>
+std::vector<std::string> Ids(const std::vector<T>& items) {
+  std::vector<std::string> ids;
+  for (const T& item : items) ids.push_back(item.id);
+  return ids;
+}
+
+// The ids among `items` that are in `mine`, in their order: a shared database holds rows
+// of other tests too.
+template <typename T>
+std::vector<std::string> IdsAmong(const std::vector<T>& items,
+                                  const std::vector<std::string>& mine) {
+  std::set<std::string> wanted(mine.begin(), mine.end());
+  std::vector<std::string> ids;
+  for (const T& item : items) {
+    if (wanted.count(item.id) > 0) ids.push_back(item.id);
+  }
+  return ids;
+}
+
+}  // namespace datastore_conformance
+
+class DatastoreConformanceTest : public ::testing::TestWithParam<DatastoreFactory> {
+ protected:
+  void SetUp() override {
+    store_ = GetParam().make();
+    ASSERT_NE(store_, nullptr) << "the factory failed to open a datastore";
+  }
+
+  Datastore& ds() { return *store_; }
+
+  // Closes and reopens the store when the factory supports it: what follows reads what
+  // the database kept.
+  void Reopen() {
+    if (!GetParam().reopen) return;
+    store_ = GetParam().reopen(std::move(store_));
+    ASSERT_NE(store_, nullptr) << "the factory failed to reopen the datastore";
+  }
+
+  // Creates a job with one task row, returning both.
+  std::pair<JobRecord, TaskRecord> MakeJobWithTask() {
+    using namespace datastore_conformance;
+    JobRecord job = NewJob(SimpleJob("j " + UniqueWord()), At(0));
+    TaskRecord task = NewTask(job.id, 1, At(0));
+    EXPECT_TRUE(ds().CreateJob(job).ok());
+    EXPECT_TRUE(ds().CreateTask(task).ok());
+    return {job, task};
+  }
+
+  std::unique_ptr<Datastore> store_;
+};
+
+namespace datastore_conformance {
+
+inline Status Ok() { return Status::Ok(); }
+
+// For ASSERT_TRUE(IsOk(...)): prints the status when it is not OK.
+inline ::testing::AssertionResult IsOk(const Status& status) {
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status.ToString();
+}
+
+// ---- Jobs ---------------------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, JobRoundTripsEveryField) {
+  JobRecord job = FullJobRecord();
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  Reopen();
+  Result<JobRecord> got = ds().GetJob(job.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, job);
+  EXPECT_EQ(got->context, job.context);
+  EXPECT_EQ(got->delete_at, job.delete_at);
+}
+
+TEST_P(DatastoreConformanceTest, JobWithUnsetOptionalsRoundTrips) {
+  JobRecord job = NewJob(SimpleJob("bare " + UniqueWord()), At(5));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  Reopen();
+  Result<JobRecord> got = ds().GetJob(job.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, job);
+  EXPECT_FALSE(got->started_at.has_value());
+  EXPECT_FALSE(got->delete_at.has_value());
+  EXPECT_EQ(got->context, nlohmann::json::object());
+}
+
+TEST_P(DatastoreConformanceTest, CreatingATakenJobIdFailsAlreadyExists) {
+  JobRecord job = NewJob(SimpleJob("dup"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  JobRecord again = NewJob(SimpleJob("another"), At(1));
+  again.id = job.id;
+  EXPECT_EQ(ds().CreateJob(again).code(), StatusCode::kAlreadyExists);
+  Reopen();
+  EXPECT_EQ(ds().GetJob(job.id)->job.name, "dup");
+}
+
+TEST_P(DatastoreConformanceTest, UnknownJobIsNotFound) {
+  std::string id = NewId();
+  EXPECT_EQ(ds().GetJob(id).status().code(), StatusCode::kNotFound);
+  bool called = false;
+  Status status = ds().UpdateJob(id, [&](JobRecord&) {
+    called = true;
+    return Ok();
+  });
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(ds().DeleteJob(id).code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, UpdateJobModifiesAndPersists) {
+  JobRecord job = FullJobRecord();
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  ASSERT_TRUE(IsOk(ds().UpdateJob(job.id, [&](JobRecord& r) {
+    EXPECT_EQ(r, job);  // the modifier sees the stored row
+    r.state = JobState::kCompleted;
+    r.completed_at = At(99);
+    r.failed_at.reset();
+    r.progress = 100;
+    r.position = 3;
+    r.result = "done";
+    r.context["tasks"]["second"] = {{"nested", 1}};
+    return Ok();
+  })));
+  Reopen();
+  JobRecord want = job;
+  want.state = JobState::kCompleted;
+  want.completed_at = At(99);
+  want.failed_at.reset();
+  want.progress = 100;
+  want.position = 3;
+  want.result = "done";
+  want.context["tasks"]["second"] = {{"nested", 1}};
+  Result<JobRecord> got = ds().GetJob(job.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, want);
+}
+
+TEST_P(DatastoreConformanceTest, UpdateJobCanChangeTheDefinition) {
+  std::string word = UniqueWord();
+  std::string tag = UniqueWord();
+  JobRecord job = NewJob(SimpleJob("before"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  ASSERT_TRUE(IsOk(ds().UpdateJob(job.id, [&](JobRecord& r) {
+    r.job.name = "after " + word;
+    r.job.tags = {tag};
+    r.job.tasks.push_back(RunnableTask("second"));
+    return Ok();
+  })));
+  Reopen();
+  Result<JobRecord> got = ds().GetJob(job.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->job.name, "after " + word);
+  EXPECT_EQ(got->job.tasks.size(), 2u);
+  // What search looks at follows the definition.
+  EXPECT_EQ(ds().ListJobs({.q = word})->total_items, 1);
+  EXPECT_EQ(ds().ListJobs({.q = "tag:" + tag})->total_items, 1);
+}
+
+TEST_P(DatastoreConformanceTest, FailingJobModifierLeavesTheRowUnchanged) {
+  JobRecord job = FullJobRecord();
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  Status status = ds().UpdateJob(job.id, [](JobRecord& r) {
+    r.state = JobState::kFailed;
+    r.error = "half-done change";
+    return FailedPrecondition("not now");
+  });
+  EXPECT_EQ(status, FailedPrecondition("not now"));
+  Reopen();
+  EXPECT_EQ(*ds().GetJob(job.id), job);
+}
+
+TEST_P(DatastoreConformanceTest, ConcurrentJobUpdatesLoseNothing) {
+  JobRecord job = NewJob(SimpleJob("counter"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  constexpr int kThreads = 8;
+  constexpr int kIncrements = 100;
+  std::atomic<int> failures{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kIncrements; ++i) {
+          Status s = ds().UpdateJob(job.id, [](JobRecord& r) {
+            r.progress += 1;
+            return Status::Ok();
+          });
+          if (!s.ok()) failures.fetch_add(1);
+        }
+      });
+    }
+  }
+  EXPECT_EQ(failures.load(), 0);
+  Reopen();
+  EXPECT_EQ(ds().GetJob(job.id)->progress, kThreads * kIncrements);
+}
+
+// ---- Listing and search -------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, ListJobsIsNewestFirstInPages) {
+  std::string word = UniqueWord();
+  std::vector<std::string> ids;  // oldest first
+  for (int i = 0; i < 7; ++i) {
+    JobRecord job = NewJob(SimpleJob("list " + word + " " + std::to_string(i)), At(i * 1000));
+    ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+    ids.push_back(job.id);
+  }
+  Reopen();
+  Result<Page<JobRecord>> first = ds().ListJobs({.q = word, .page = 1, .size = 3});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->total_items, 7);
+  EXPECT_EQ(first->total_pages, 3);
+  EXPECT_EQ(first->number, 1);
+  EXPECT_EQ(first->size, 3);
+  EXPECT_EQ(Ids(first->items), (std::vector<std::string>{ids[6], ids[5], ids[4]}));
+
+  Result<Page<JobRecord>> last = ds().ListJobs({.q = word, .page = 3, .size = 3});
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->number, 3);
+  EXPECT_EQ(Ids(last->items), (std::vector<std::string>{ids[0]}));
+
+  Result<Page<JobRecord>> beyond = ds().ListJobs({.q = word, .page = 9, .size = 3});
+  ASSERT_TRUE(beyond.ok());
+  EXPECT_TRUE(beyond->items.empty());
+  EXPECT_EQ(beyond->total_items, 7);
+
+  // Items are whole records.
+  EXPECT_EQ(first->items[0], *ds().GetJob(ids[6]));
+}
+
+TEST_P(DatastoreConformanceTest, ListJobsClampsPageAndSize) {
+  std::string word = UniqueWord();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(IsOk(ds().CreateJob(NewJob(SimpleJob("clamp " + word), At(i)))));
+  }
+  Result<Page<JobRecord>> page = ds().ListJobs({.q = word, .page = 0, .size = 0});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->number, 1);
+  EXPECT_EQ(page->size, 1);
+  EXPECT_EQ(page->items.size(), 1u);
+  EXPECT_EQ(page->total_pages, 3);
+
+  page = ds().ListJobs({.q = word, .page = -5, .size = 1000});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->number, 1);
+  EXPECT_EQ(page->size, 100);
+  EXPECT_EQ(page->items.size(), 3u);
+  EXPECT_EQ(page->total_pages, 1);
+}
+
+TEST_P(DatastoreConformanceTest, SearchMatchesAWordInNameOrDescription) {
+  std::string word = UniqueWord();
+  JobRecord by_name = NewJob(SimpleJob("nightly " + word + "-backup"), At(2));
+  JobRecord by_description = NewJob(SimpleJob("other", "runs the " + word + " report"), At(1));
+  JobRecord neither = NewJob(SimpleJob("unrelated " + UniqueWord()), At(3));
+  for (const JobRecord& job : {by_name, by_description, neither}) {
+    ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  }
+  Reopen();
+  Result<Page<JobRecord>> page = ds().ListJobs({.q = word});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(Ids(page->items), (std::vector<std::string>{by_name.id, by_description.id}));
+  EXPECT_EQ(page->total_items, 2);
+}
+
+TEST_P(DatastoreConformanceTest, SearchMatchesState) {
+  std::string word = UniqueWord();
+  JobRecord done = NewJob(SimpleJob("s " + word), At(1), JobState::kCompleted);
+  JobRecord running = NewJob(SimpleJob("s " + word), At(2), JobState::kRunning);
+  ASSERT_TRUE(IsOk(ds().CreateJob(done)));
+  ASSERT_TRUE(IsOk(ds().CreateJob(running)));
+  Reopen();
+  EXPECT_EQ(Ids(ds().ListJobs({.q = word + " COMPLETED"})->items),
+            std::vector<std::string>{done.id});
+  EXPECT_EQ(Ids(ds().ListJobs({.q = "completed " + word})->items),
+            std::vector<std::string>{done.id});
+  EXPECT_EQ(Ids(ds().ListJobs({.q = word + " Running"})->items),
+            std::vector<std::string>{running.id});
+}
+
+TEST_P(DatastoreConformanceTest, SearchMatchesTag) {
+  std::string tag = UniqueWord();
+  JobRecord tagged = NewJob(SimpleJob("t", "", {"etl", tag}), At(1));
+  JobRecord named = NewJob(SimpleJob("named " + tag), At(2));  // the word, not the tag
+  ASSERT_TRUE(IsOk(ds().CreateJob(tagged)));
+  ASSERT_TRUE(IsOk(ds().CreateJob(named)));
+  Reopen();
+  Result<Page<JobRecord>> page = ds().ListJobs({.q = "tag:" + tag});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(Ids(page->items), std::vector<std::string>{tagged.id});
+  EXPECT_EQ(page->total_items, 1);
+  EXPECT_TRUE(ds().ListJobs({.q = "tag:" + tag + "x"})->items.empty());
+}
+
+TEST_P(DatastoreConformanceTest, SearchAndsWordsCaseInsensitively) {
+  std::string a = UniqueWord();
+  std::string b = UniqueWord();
+  JobRecord both = NewJob(SimpleJob("Alpha " + a, "and " + b), At(1));
+  JobRecord only_a = NewJob(SimpleJob("Alpha " + a), At(2));
+  JobRecord only_b = NewJob(SimpleJob("Beta " + b), At(3));
+  for (const JobRecord& job : {both, only_a, only_b}) ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  Reopen();
+  std::string upper_a = a;
+  std::transform(upper_a.begin(), upper_a.end(), upper_a.begin(),
+                 [](char c) { return static_cast<char>(std::toupper(c)); });
+  EXPECT_EQ(Ids(ds().ListJobs({.q = upper_a + "  " + b})->items),
+            std::vector<std::string>{both.id});
+  EXPECT_EQ(Ids(ds().ListJobs({.q = upper_a})->items),
+            (std::vector<std::string>{only_a.id, both.id}));
+  EXPECT_EQ(Ids(ds().ListJobs({.q = "ALPHA " + a + " tag:etl"})->items),
+            std::vector<std::string>{});
+}
+
+TEST_P(DatastoreConformanceTest, SearchTreatsWildcardsLiterally) {
+  std::string word = UniqueWord();
+  JobRecord percent = NewJob(SimpleJob("rate 100% " + word), At(1));
+  JobRecord digits = NewJob(SimpleJob("rate 1000 " + word), At(2));
+  JobRecord underscore = NewJob(SimpleJob("a_b " + word), At(3));
+  JobRecord letters = NewJob(SimpleJob("axb " + word), At(4));
+  for (const JobRecord& job : {percent, digits, underscore, letters}) {
+    ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  }
+  EXPECT_EQ(Ids(ds().ListJobs({.q = word + " 100%"})->items), std::vector<std::string>{percent.id});
+  EXPECT_EQ(Ids(ds().ListJobs({.q = word + " a_b"})->items),
+            std::vector<std::string>{underscore.id});
+}
+
+TEST_P(DatastoreConformanceTest, JobsInStateAreOldestFirst) {
+  JobRecord running_new = NewJob(SimpleJob("r2"), At(20), JobState::kRunning);
+  JobRecord scheduled = NewJob(SimpleJob("s"), At(10), JobState::kScheduled);
+  JobRecord running_old = NewJob(SimpleJob("r1"), At(5), JobState::kRunning);
+  JobRecord done = NewJob(SimpleJob("c"), At(1), JobState::kCompleted);
+  for (const JobRecord& job : {running_new, scheduled, running_old, done}) {
+    ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  }
+  Reopen();
+  std::vector<std::string> mine = {running_new.id, scheduled.id, running_old.id, done.id};
+  Result<std::vector<JobRecord>> jobs =
+      ds().JobsInState({JobState::kRunning, JobState::kScheduled});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  EXPECT_EQ(IdsAmong(*jobs, mine),
+            (std::vector<std::string>{running_old.id, scheduled.id, running_new.id}));
+  EXPECT_TRUE(ds().JobsInState({})->empty());
+}
+
+// ---- Tasks --------------------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, TaskRoundTripsEveryField) {
+  JobRecord job = NewJob(SimpleJob("with a composite"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  TaskRecord runnable = FullTaskRecord(job.id);
+  runnable.task = FullRunnableTask();
+  ASSERT_TRUE(IsOk(ds().CreateTask(runnable)));
+  Reopen();
+  Result<TaskRecord> got = ds().GetTask(task.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, task);
+  EXPECT_EQ(*ds().GetTask(runnable.id), runnable);
+}
+
+TEST_P(DatastoreConformanceTest, CreatingATakenTaskIdFailsAlreadyExists) {
+  auto [job, task] = MakeJobWithTask();
+  TaskRecord again = NewTask(job.id, 2, At(1));
+  again.id = task.id;
+  EXPECT_EQ(ds().CreateTask(again).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(ds().CreateTasks({NewTask(job.id, 3, At(2)), again}).code(),
+            StatusCode::kAlreadyExists);
+  Reopen();
+  EXPECT_EQ(ds().GetTask(task.id)->position, 1);
+}
+
+TEST_P(DatastoreConformanceTest, CreateTasksIsAllOrNothing) {
+  auto [job, task] = MakeJobWithTask();
+  TaskRecord fresh = NewTask(job.id, 2, At(1));
+  TaskRecord taken = NewTask(job.id, 3, At(2));
+  taken.id = task.id;
+  EXPECT_EQ(ds().CreateTasks({fresh, taken}).code(), StatusCode::kAlreadyExists);
+  Reopen();
+  EXPECT_EQ(ds().GetTask(fresh.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().JobTasks(job.id)->size(), 1u);
+}
+
+TEST_P(DatastoreConformanceTest, UnknownTaskIsNotFound) {
+  std::string id = NewId();
+  EXPECT_EQ(ds().GetTask(id).status().code(), StatusCode::kNotFound);
+  bool called = false;
+  Status status = ds().UpdateTask(id, [&](TaskRecord&) {
+    called = true;
+    return Ok();
+  });
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_FALSE(called);
+}
+
+TEST_P(DatastoreConformanceTest, UpdateTaskModifiesAndPersists) {
+  JobRecord job = NewJob(SimpleJob("j"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  TaskRecord want = task;
+  want.state = TaskState::kCompleted;
+  want.completed_at = At(500);
+  want.scheduled_at.reset();
+  want.result = "42";
+  want.node_id = "";
+  want.completions = 9;
+  want.task.parallel->tasks.pop_back();  // the definition may change too
+  want.task.description = "changed";
+  ASSERT_TRUE(IsOk(ds().UpdateTask(task.id, [&](TaskRecord& r) {
+    EXPECT_EQ(r, task);
+    r = want;
+    return Ok();
+  })));
+  Reopen();
+  Result<TaskRecord> got = ds().GetTask(task.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, want);
+}
+
+TEST_P(DatastoreConformanceTest, FailingTaskModifierLeavesTheRowUnchanged) {
+  JobRecord job = NewJob(SimpleJob("j"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  Status status = ds().UpdateTask(task.id, [](TaskRecord& r) {
+    r.state = TaskState::kFailed;
+    r.completions = 1000;
+    return InvalidArgument("rejected");
+  });
+  EXPECT_EQ(status, InvalidArgument("rejected"));
+  Reopen();
+  EXPECT_EQ(*ds().GetTask(task.id), task);
+}
+
+TEST_P(DatastoreConformanceTest, ConcurrentTaskUpdatesLoseNothing) {
+  auto [job, task] = MakeJobWithTask();
+  constexpr int kThreads = 8;
+  constexpr int kIncrements = 100;
+  std::atomic<int> failures{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, id = task.id] {
+        for (int i = 0; i < kIncrements; ++i) {
+          Status s = ds().UpdateTask(id, [](TaskRecord& r) {
+            ++r.completions;
+            return Status::Ok();
+          });
+          if (!s.ok()) failures.fetch_add(1);
+        }
+      });
+    }
+  }
+  EXPECT_EQ(failures.load(), 0);
+  Reopen();
+  EXPECT_EQ(ds().GetTask(task.id)->completions, kThreads * kIncrements);
+}
+
+TEST_P(DatastoreConformanceTest, ConcurrentWritesFailOnlyAlone) {
+  // Writers racing each other, half of them with a taken id: each call gets its own
+  // outcome, whatever it was committed alongside.
+  auto [job, existing] = MakeJobWithTask();
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 25;
+  std::vector<std::vector<std::string>> created(kThreads);
+  std::atomic<int> wrong{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t, job_id = job.id, taken = existing.id] {
+        for (int i = 0; i < kPerThread; ++i) {
+          TaskRecord task = NewTask(job_id, 2, At(t * 1000 + i));
+          bool duplicate = (i % 2) == 1;
+          if (duplicate) task.id = taken;
+          Status s = ds().CreateTask(task);
+          StatusCode want = duplicate ? StatusCode::kAlreadyExists : StatusCode::kOk;
+          if (s.code() != want) wrong.fetch_add(1);
+          if (!duplicate) created[static_cast<std::size_t>(t)].push_back(task.id);
+        }
+      });
+    }
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  Reopen();
+  std::size_t expected = 1;
+  for (const auto& ids : created) {
+    expected += ids.size();
+    for (const std::string& id : ids) EXPECT_TRUE(ds().GetTask(id).ok()) << id;
+  }
+  EXPECT_EQ(ds().JobTasks(job.id)->size(), expected);
+}
+
+TEST_P(DatastoreConformanceTest, JobTasksAreOrderedByPositionThenCreatedAtThenId) {
+  JobRecord job = NewJob(SimpleJob("ordered"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord p2 = NewTask(job.id, 2, At(1));
+  TaskRecord p1_late = NewTask(job.id, 1, At(50));
+  TaskRecord p1_early = NewTask(job.id, 1, At(10));
+  TaskRecord tie_a = NewTask(job.id, 1, At(30));
+  TaskRecord tie_b = NewTask(job.id, 1, At(30));
+  tie_a.id = "0" + tie_a.id.substr(1);
+  tie_b.id = "f" + tie_b.id.substr(1);
+  ASSERT_TRUE(IsOk(ds().CreateTasks({p2, p1_late, tie_b})));
+  ASSERT_TRUE(IsOk(ds().CreateTask(p1_early)));
+  ASSERT_TRUE(IsOk(ds().CreateTask(tie_a)));
+  MakeJobWithTask();  // another job's rows stay out
+  Reopen();
+  Result<std::vector<TaskRecord>> tasks = ds().JobTasks(job.id);
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  EXPECT_EQ(Ids(*tasks),
+            (std::vector<std::string>{p1_early.id, tie_a.id, tie_b.id, p1_late.id, p2.id}));
+  EXPECT_EQ((*tasks)[4], p2);
+  EXPECT_TRUE(ds().JobTasks(NewId())->empty());
+}
+
+TEST_P(DatastoreConformanceTest, ChildTasksAreTheCompositesChildrenOldestFirst) {
+  auto [job, parent] = MakeJobWithTask();
+  TaskRecord second = NewTask(job.id, 1, At(20));
+  TaskRecord first = NewTask(job.id, 1, At(10));
+  TaskRecord grandchild = NewTask(job.id, 1, At(5));
+  second.parent_id = parent.id;
+  first.parent_id = parent.id;
+  grandchild.parent_id = first.id;
+  ASSERT_TRUE(IsOk(ds().CreateTasks({second, first, grandchild})));
+  Reopen();
+  Result<std::vector<TaskRecord>> children = ds().ChildTasks(parent.id);
+  ASSERT_TRUE(children.ok()) << children.status().ToString();
+  EXPECT_EQ(Ids(*children), (std::vector<std::string>{first.id, second.id}));
+  EXPECT_EQ(Ids(*ds().ChildTasks(first.id)), std::vector<std::string>{grandchild.id});
+  EXPECT_TRUE(ds().ChildTasks(grandchild.id)->empty());
+}
+
+TEST_P(DatastoreConformanceTest, TasksInStateAreOldestFirstAcrossJobs) {
+  auto [job1, a] = MakeJobWithTask();
+  auto [job2, b] = MakeJobWithTask();
+  TaskRecord running_late = NewTask(job1.id, 2, At(30), TaskState::kRunning);
+  TaskRecord scheduled = NewTask(job2.id, 2, At(20), TaskState::kScheduled);
+  TaskRecord running_early = NewTask(job2.id, 3, At(10), TaskState::kRunning);
+  TaskRecord done = NewTask(job1.id, 3, At(5), TaskState::kCompleted);
+  ASSERT_TRUE(IsOk(ds().CreateTasks({running_late, done})));
+  ASSERT_TRUE(IsOk(ds().CreateTasks({scheduled, running_early})));
+  Reopen();
+  std::vector<std::string> mine = {a.id,   b.id, running_late.id, scheduled.id, running_early.id,
+                                   done.id};
+  Result<std::vector<TaskRecord>> tasks =
+      ds().TasksInState({TaskState::kRunning, TaskState::kScheduled});
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  EXPECT_EQ(IdsAmong(*tasks, mine),
+            (std::vector<std::string>{running_early.id, scheduled.id, running_late.id}));
+  EXPECT_TRUE(ds().TasksInState({})->empty());
+}
+
+TEST_P(DatastoreConformanceTest, CreateTasksStoresAThousandRowsQuickly) {
+  JobRecord job = NewJob(SimpleJob("fan out"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  std::vector<TaskRecord> tasks;
+  for (int i = 0; i < 1000; ++i) {
+    TaskRecord task = NewTask(job.id, 1, At(i), TaskState::kCreated);
+    task.each_index = i;
+    task.each_size = 1000;
+    tasks.push_back(std::move(task));
+  }
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(IsOk(ds().CreateTasks(tasks)));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(elapsed, std::chrono::seconds(1));
+  Reopen();
+  Result<std::vector<TaskRecord>> stored = ds().JobTasks(job.id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_EQ(stored->size(), 1000u);
+  EXPECT_EQ(stored->front(), tasks.front());
+  EXPECT_EQ(stored->back(), tasks.back());
+  EXPECT_TRUE(ds().CreateTasks({}).ok());
+}
+
+// ---- Log parts ----------------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, TaskLogPartsAreHighestNumberFirstInPages) {
+  auto [job, task] = MakeJobWithTask();
+  std::vector<LogPart> parts;
+  for (int n = 1; n <= 5; ++n) {
+    parts.push_back(NewLogPart(task, n, At(100 - n)));  // numbers, not times, order them
+    ASSERT_TRUE(IsOk(ds().CreateLogPart(parts.back())));
+  }
+  Reopen();
+  Result<Page<LogPart>> first = ds().TaskLogParts(task.id, 1, 2);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->items, (std::vector<LogPart>{parts[4], parts[3]}));
+  EXPECT_EQ(first->total_items, 5);
+  EXPECT_EQ(first->total_pages, 3);
+  EXPECT_EQ(first->number, 1);
+  EXPECT_EQ(first->size, 2);
+  Result<Page<LogPart>> last = ds().TaskLogParts(task.id, 3, 2);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->items, std::vector<LogPart>{parts[0]});
+  Result<Page<LogPart>> none = ds().TaskLogParts(NewId(), 1, 10);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->items.empty());
+  EXPECT_EQ(none->total_items, 0);
+  EXPECT_EQ(none->total_pages, 0);
+}
+
+TEST_P(DatastoreConformanceTest, JobLogPartsAreNewestFirstAcrossTasks) {
+  auto [job, a] = MakeJobWithTask();
+  TaskRecord b = NewTask(job.id, 2, At(1));
+  ASSERT_TRUE(IsOk(ds().CreateTask(b)));
+  LogPart a1 = NewLogPart(a, 1, At(10));
+  LogPart b1 = NewLogPart(b, 1, At(20));
+  LogPart a2 = NewLogPart(a, 2, At(30));
+  for (const LogPart& part : {a1, b1, a2}) ASSERT_TRUE(IsOk(ds().CreateLogPart(part)));
+  auto [other_job, other_task] = MakeJobWithTask();
+  ASSERT_TRUE(IsOk(ds().CreateLogPart(NewLogPart(other_task, 1, At(25)))));
+  Reopen();
+  Result<Page<LogPart>> page = ds().JobLogParts(job.id, 1, 10);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->items, (std::vector<LogPart>{a2, b1, a1}));
+  EXPECT_EQ(page->total_items, 3);
+  EXPECT_EQ(page->total_pages, 1);
+  Result<Page<LogPart>> second = ds().JobLogParts(job.id, 2, 2);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->items, std::vector<LogPart>{a1});
+}
+
+// ---- Nodes --------------------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, UpsertNodeCreatesThenReplaces) {
+  NodeRecord node;
+  node.id = NewId();
+  node.name = "worker-1";
+  node.hostname = "host-a";
+  node.version = "0.1.0";
+  node.queue = "default:4,gpu:1";
+  node.started_at = At(1000);
+  node.last_heartbeat_at = At(365LL * 86'400'000);  // ahead of other tests' nodes
+  node.cpu_percent = 12.5;
+  node.task_count = 3;
+  node.status = NodeStatus::kUp;
+  ASSERT_TRUE(IsOk(ds().UpsertNode(node)));
+  Reopen();
+  Result<std::vector<NodeRecord>> nodes = ds().ActiveNodes(node.last_heartbeat_at);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  ASSERT_EQ(IdsAmong(*nodes, {node.id}).size(), 1u);
+  EXPECT_EQ(*std::find_if(nodes->begin(), nodes->end(),
+                          [&](const NodeRecord& n) { return n.id == node.id; }),
+            node);
+
+  NodeRecord changed = node;
+  changed.hostname = "host-b";
+  changed.last_heartbeat_at = node.last_heartbeat_at + std::chrono::seconds(30);
+  changed.cpu_percent = 99;
+  changed.task_count = 0;
+  changed.status = NodeStatus::kOffline;
+  ASSERT_TRUE(IsOk(ds().UpsertNode(changed)));
+  Reopen();
+  nodes = ds().ActiveNodes(node.last_heartbeat_at);
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(IdsAmong(*nodes, {node.id}).size(), 1u);  // replaced, not added
+  EXPECT_EQ(*std::find_if(nodes->begin(), nodes->end(),
+                          [&](const NodeRecord& n) { return n.id == node.id; }),
+            changed);
+}
+
+TEST_P(DatastoreConformanceTest, ActiveNodesAreThoseSeenSinceNewestFirst) {
+  TimePoint t = At(400LL * 86'400'000);
+  auto make = [&](std::int64_t heartbeat_ms, NodeStatus status) {
+    NodeRecord node;
+    node.id = NewId();
+    node.name = "n";
+    node.started_at = t;
+    node.last_heartbeat_at = t + std::chrono::milliseconds(heartbeat_ms);
+    node.status = status;
+    return node;
+  };
+  NodeRecord stale = make(-1, NodeStatus::kUp);
+  NodeRecord exact = make(0, NodeStatus::kDown);
+  NodeRecord fresh = make(5000, NodeStatus::kUp);
+  for (const NodeRecord& node : {stale, exact, fresh}) ASSERT_TRUE(IsOk(ds().UpsertNode(node)));
+  Reopen();
+  Result<std::vector<NodeRecord>> nodes = ds().ActiveNodes(t);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  EXPECT_EQ(IdsAmong(*nodes, {stale.id, exact.id, fresh.id}),
+            (std::vector<std::string>{fresh.id, exact.id}));
+}
+
+// ---- Deletion and health ------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, DeleteJobRemovesItsTasksAndLogParts) {
+  auto [job, task] = MakeJobWithTask();
+  TaskRecord child = NewTask(job.id, 1, At(1));
+  child.parent_id = task.id;
+  ASSERT_TRUE(IsOk(ds().CreateTask(child)));
+  ASSERT_TRUE(IsOk(ds().CreateLogPart(NewLogPart(task, 1, At(2)))));
+  ASSERT_TRUE(IsOk(ds().CreateLogPart(NewLogPart(child, 1, At(3)))));
+  auto [kept_job, kept_task] = MakeJobWithTask();
+  LogPart kept_part = NewLogPart(kept_task, 1, At(4));
+  ASSERT_TRUE(IsOk(ds().CreateLogPart(kept_part)));
+
+  ASSERT_TRUE(IsOk(ds().DeleteJob(job.id)));
+  Reopen();
+  EXPECT_EQ(ds().GetJob(job.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetTask(task.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetTask(child.id).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(ds().JobTasks(job.id)->empty());
+  EXPECT_TRUE(ds().ChildTasks(task.id)->empty());
+  EXPECT_EQ(ds().JobLogParts(job.id, 1, 10)->total_items, 0);
+  EXPECT_EQ(ds().TaskLogParts(task.id, 1, 10)->total_items, 0);
+  // Another job is untouched.
+  EXPECT_TRUE(ds().GetJob(kept_job.id).ok());
+  EXPECT_TRUE(ds().GetTask(kept_task.id).ok());
+  EXPECT_EQ(ds().TaskLogParts(kept_task.id, 1, 10)->items, std::vector<LogPart>{kept_part});
+  EXPECT_EQ(ds().DeleteJob(job.id).code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, HealthIsOk) {
+  EXPECT_TRUE(IsOk(ds().Health()));
+  Reopen();
+  EXPECT_TRUE(IsOk(ds().Health()));
+}
+
+}  // namespace datastore_conformance
+}  // namespace baton::testing
