@@ -12,6 +12,12 @@
 // - Handlers are invoked on a broker-owned thread, never under a broker lock, one at a
 //   time per subscription. A handler may ack or nack from any thread, later.
 // - Publish returns once the broker has the message (for durable brokers: confirmed).
+// - Ack/Nack after the subscription closed return FailedPrecondition (the message was
+//   already requeued). A Delivery dropped without Ack/Nack stays unacked until its
+//   subscription closes. Close may be called from the subscription's own handler.
+// - InvalidArgument for a priority outside 0..9, prefetch < 1, an empty queue name or
+//   handler; Queue() of an unknown name is NotFound.
+// - A handler must not destroy the broker, and must not throw.
 //
 // Thread-safety: all methods may be called from any thread.
 #pragma once
