@@ -650,7 +650,7 @@ class Decoder {
         job.tasks = Tasks(v, p, 0, "a job");
       }
     });
-    if (!ok) return job;
+    if (!ok || !rules_) return job;
     if (job.name.empty()) Problem(node.mark, "name", "a job needs a name");
     if (!has_tasks) Problem(node.mark, "tasks", "a job needs at least one task");
     return job;

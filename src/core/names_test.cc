@@ -24,6 +24,14 @@ TEST(NamesTest, TaskStatesRoundTrip) {
   EXPECT_FALSE(ParseTaskState("DONE").has_value());
 }
 
+TEST(NamesTest, NodeStatusesRoundTrip) {
+  for (auto s : {NodeStatus::kUp, NodeStatus::kDown, NodeStatus::kOffline}) {
+    EXPECT_EQ(ParseNodeStatus(ToString(s)), s) << ToString(s);
+  }
+  EXPECT_EQ(ToString(NodeStatus::kOffline), "OFFLINE");
+  EXPECT_FALSE(ParseNodeStatus("up").has_value());
+}
+
 TEST(NamesTest, EngineQueuesAreReserved) {
   for (auto q : EngineQueues()) EXPECT_TRUE(IsReservedQueueName(q)) << q;
   EXPECT_TRUE(IsReservedQueueName("x-anything"));

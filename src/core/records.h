@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "core/job.h"
 #include "core/names.h"
 
 namespace baton {
 
-using TimePoint = std::chrono::time_point<std::chrono::system_clock, std::chrono::milliseconds>;
 
 // One row per task attempt: a retry is a new row (new id, retry.attempts + 1) and the
 // failed row stays. Children of parallel/each tasks and the rows of sub-jobs are rows
@@ -40,7 +40,9 @@ struct TaskRecord {
   int redelivered = 0;   // times re-queued after its worker died
   // Composite bookkeeping.
   int each_size = 0;         // each: elements of the evaluated list
-  int each_index = 0;        // each: children started so far (the next one's index)
+  // On an each: children started so far. On a child of a parallel or each: its index
+  // there (kept by its retries).
+  int each_index = 0;
   int completions = 0;       // parallel and each: children finished
   std::string subjob_id;     // the child job of a subjob task
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;

@@ -1,0 +1,78 @@
+#include "base/clock.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+namespace baton {
+namespace {
+
+// One thread sleeps until the earliest deadline (or a change) and runs what is due.
+// State is guarded by mu_; callbacks run with mu_ released.
+class ThreadTimers : public Timers {
+ public:
+  ThreadTimers() : thread_([this](std::stop_token stop) { Loop(stop); }) {}
+
+  ~ThreadTimers() override {
+    {
+      std::lock_guard lock(mu_);
+      timers_.clear();
+    }
+    thread_.request_stop();
+    cv_.notify_all();
+  }
+
+  TimerId Schedule(TimePoint when, std::function<void()> callback) override {
+    std::lock_guard lock(mu_);
+    TimerId id = ++next_id_;
+    timers_.emplace(std::pair{when, id}, std::move(callback));
+    cv_.notify_all();
+    return id;
+  }
+
+  void Cancel(TimerId id) override {
+    std::lock_guard lock(mu_);
+    for (auto it = timers_.begin(); it != timers_.end(); ++it) {
+      if (it->first.second == id) {
+        timers_.erase(it);
+        return;
+      }
+    }
+  }
+
+ private:
+  void Loop(const std::stop_token& stop) {
+    std::unique_lock lock(mu_);
+    while (!stop.stop_requested()) {
+      if (timers_.empty()) {
+        cv_.wait(lock, stop, [&] { return !timers_.empty(); });
+        continue;
+      }
+      auto first = timers_.begin();
+      auto now = std::chrono::system_clock::now();
+      if (first->first.first > now) {
+        cv_.wait_until(lock, stop, first->first.first, [] { return false; });
+        continue;
+      }
+      std::function<void()> callback = std::move(first->second);
+      timers_.erase(first);
+      lock.unlock();
+      callback();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::map<std::pair<TimePoint, TimerId>, std::function<void()>> timers_;  // guarded by mu_
+  TimerId next_id_ = 0;                                                     // guarded by mu_
+  std::jthread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace
+
+std::unique_ptr<Timers> NewThreadTimers() { return std::make_unique<ThreadTimers>(); }
+
+}  // namespace baton

@@ -1,0 +1,101 @@
+#include "coordinator/coordinator.h"
+
+#include "base/log.h"
+#include "core/messages.h"
+#include "core/names.h"
+
+namespace baton {
+namespace {
+
+bool IsTerminal(JobState s) {
+  return s == JobState::kCompleted || s == JobState::kFailed || s == JobState::kCancelled;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
+                         CoordinatorOptions options)
+    : datastore_(datastore),
+      broker_(broker),
+      options_(options),
+      scheduler_(datastore, broker, clock, timers, options.scheduler) {
+  scheduler_.SetJobFinishedListener([this](const JobRecord&) {
+    {
+      std::lock_guard lock(mu_);
+      ++finished_count_;
+    }
+    finished_cv_.notify_all();
+  });
+}
+
+Coordinator::~Coordinator() { Stop(); }
+
+Status Coordinator::Start(const std::set<std::string>& live_nodes) {
+  auto subscribe = [&](std::string_view queue, auto handle) -> Status {
+    auto sub = broker_.Subscribe(queue, options_.prefetch,
+                                 [handle](std::unique_ptr<Delivery> d) {
+                                   handle(d->body());
+                                   (void)d->Ack();
+                                 });
+    if (!sub.ok()) return sub.status();
+    subscriptions_.push_back(std::move(*sub));
+    return Status::Ok();
+  };
+  auto on_finished = [this](const std::string& body) {
+    auto m = DecodeTaskFinished(body);
+    if (m.ok()) scheduler_.OnFinished(*m);
+    else log::Warn("dropping a bad outcome message", {{"error", m.status().message()}});
+  };
+  BATON_RETURN_IF_ERROR(subscribe(kQueueStarted, [this](const std::string& body) {
+    auto m = DecodeTaskStarted(body);
+    if (m.ok()) scheduler_.OnStarted(*m);
+  }));
+  BATON_RETURN_IF_ERROR(subscribe(kQueueCompleted, on_finished));
+  BATON_RETURN_IF_ERROR(subscribe(kQueueFailed, on_finished));
+  BATON_RETURN_IF_ERROR(subscribe(kQueueProgress, [this](const std::string& body) {
+    auto m = DecodeTaskProgress(body);
+    if (m.ok()) scheduler_.OnProgress(*m);
+  }));
+  BATON_RETURN_IF_ERROR(subscribe(kQueueLogs, [this](const std::string& body) {
+    auto m = DecodeLogPart(body);
+    if (!m.ok()) return;
+    Status s = datastore_.CreateLogPart(*m);
+    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
+      log::Warn("storing a log part failed", {{"task_id", m->task_id}, {"error", s.message()}});
+    }
+  }));
+  BATON_RETURN_IF_ERROR(subscribe(kQueueHeartbeat, [this](const std::string& body) {
+    auto m = DecodeNodeRecord(body);
+    if (m.ok()) (void)datastore_.UpsertNode(*m);
+  }));
+  return scheduler_.Reconcile(live_nodes);
+}
+
+void Coordinator::Stop() {
+  for (auto& sub : subscriptions_) sub->Close();
+  subscriptions_.clear();
+}
+
+Result<JobRecord> Coordinator::Submit(const Job& job) { return scheduler_.Submit(job); }
+
+Status Coordinator::Cancel(const std::string& job_id) { return scheduler_.Cancel(job_id); }
+
+Status Coordinator::Restart(const std::string& job_id) { return scheduler_.Restart(job_id); }
+
+Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    std::uint64_t seen = finished_count_;
+    lock.unlock();
+    auto job = datastore_.GetJob(job_id);
+    lock.lock();
+    if (!job.ok()) return job.status();
+    if (IsTerminal(job->state)) return job;
+    if (!finished_cv_.wait_until(lock, deadline, [&] { return finished_count_ != seen; })) {
+      return DeadlineExceeded("job " + job_id + " is still " + std::string(ToString(job->state)));
+    }
+  }
+}
+
+}  // namespace baton

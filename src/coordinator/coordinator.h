@@ -1,0 +1,62 @@
+// The coordinator: listens to the engine queues (started, completed, failed, progress,
+// logs, heartbeats) and hands each event to the scheduler or the datastore; offers the
+// operations the API needs (submit, cancel, restart, wait).
+//
+// Thread-safety: thread-safe. Events are handled on the broker's subscription threads;
+// the scheduler serialises its own decisions.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "broker/broker.h"
+#include "coordinator/scheduler.h"
+#include "datastore/datastore.h"
+
+namespace baton {
+
+struct CoordinatorOptions {
+  SchedulerOptions scheduler;
+  int prefetch = 64;  // events handled per queue before acking
+};
+
+class Coordinator {
+ public:
+  Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
+              CoordinatorOptions options = {});
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Subscribes to the engine queues, then reconciles: `live_nodes` are the nodes whose
+  // RUNNING tasks are still theirs (for standalone: only its own worker).
+  Status Start(const std::set<std::string>& live_nodes);
+  void Stop();
+
+  Result<JobRecord> Submit(const Job& job);
+  Status Cancel(const std::string& job_id);
+  Status Restart(const std::string& job_id);
+  // The job once it is terminal (COMPLETED, FAILED or CANCELLED), or DeadlineExceeded.
+  Result<JobRecord> Wait(const std::string& job_id, std::chrono::milliseconds timeout);
+
+  Scheduler& scheduler() { return scheduler_; }
+
+ private:
+  Datastore& datastore_;
+  Broker& broker_;
+  CoordinatorOptions options_;
+  Scheduler scheduler_;
+  std::vector<std::unique_ptr<Subscription>> subscriptions_;
+
+  std::mutex mu_;
+  std::condition_variable finished_cv_;
+  std::uint64_t finished_count_ = 0;  // guarded by mu_; bumps on every terminal job
+};
+
+}  // namespace baton

@@ -1,0 +1,961 @@
+#include "coordinator/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/log.h"
+#include "core/expr.h"
+#include "core/record_json.h"
+
+namespace baton {
+namespace {
+
+using nlohmann::json;
+
+bool IsTerminal(TaskState s) {
+  return s == TaskState::kCompleted || s == TaskState::kFailed || s == TaskState::kCancelled ||
+         s == TaskState::kSkipped;
+}
+
+bool IsActive(TaskState s) { return !IsTerminal(s); }
+
+bool IsActive(JobState s) {
+  return s == JobState::kPending || s == JobState::kScheduled || s == JobState::kRunning;
+}
+
+bool IsDone(TaskState s) { return s == TaskState::kCompleted || s == TaskState::kSkipped; }
+
+std::string TrimCopy(std::string_view s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return "";
+  auto e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+Status EvaluateField(std::string& field, const json& vars, std::string_view name) {
+  if (!expr::HasTemplate(field)) return Status::Ok();
+  auto value = expr::EvaluateTemplate(field, vars);
+  if (!value.ok()) return InvalidArgument(fmt::format("{}: {}", name, value.status().message()));
+  field = std::move(*value);
+  return Status::Ok();
+}
+
+Status EvaluateList(std::vector<std::string>& list, const json& vars, std::string_view name) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    BATON_RETURN_IF_ERROR(EvaluateField(list[i], vars, fmt::format("{}[{}]", name, i)));
+  }
+  return Status::Ok();
+}
+
+Status EvaluateMap(StringMap& map, const json& vars, std::string_view name) {
+  for (auto& [key, value] : map) {
+    BATON_RETURN_IF_ERROR(EvaluateField(value, vars, fmt::format("{}.{}", name, key)));
+  }
+  return Status::Ok();
+}
+
+Status EvaluateAux(std::vector<AuxTask>& steps, const json& vars, std::string_view name) {
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    std::string prefix = fmt::format("{}[{}]", name, i);
+    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].name, vars, prefix + ".name"));
+    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].image, vars, prefix + ".image"));
+    BATON_RETURN_IF_ERROR(EvaluateList(steps[i].cmd, vars, prefix + ".cmd"));
+    BATON_RETURN_IF_ERROR(EvaluateList(steps[i].entrypoint, vars, prefix + ".entrypoint"));
+    BATON_RETURN_IF_ERROR(EvaluateMap(steps[i].env, vars, prefix + ".env"));
+  }
+  return Status::Ok();
+}
+
+std::string DescribeDuration(Duration d) { return FormatDuration(d); }
+
+}  // namespace
+
+void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task) {
+  if (!defaults || task.IsComposite()) return;
+  if (!task.retry && defaults->retry) task.retry = defaults->retry;
+  if (!task.limits && defaults->limits) task.limits = defaults->limits;
+  if (!task.timeout && defaults->timeout) task.timeout = defaults->timeout;
+  if (task.queue.empty()) task.queue = defaults->queue;
+  if (!task.priority && defaults->priority) task.priority = defaults->priority;
+}
+
+Status EvaluateTask(Task& task, const json& vars) {
+  BATON_RETURN_IF_ERROR(EvaluateField(task.name, vars, "name"));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.var, vars, "var"));
+  if (task.var.size() > 64) {
+    return InvalidArgument(fmt::format("var: \"{}\" is longer than 64 characters", task.var));
+  }
+  BATON_RETURN_IF_ERROR(EvaluateField(task.image, vars, "image"));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.queue, vars, "queue"));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.workdir, vars, "workdir"));
+  BATON_RETURN_IF_ERROR(EvaluateList(task.cmd, vars, "cmd"));
+  BATON_RETURN_IF_ERROR(EvaluateList(task.entrypoint, vars, "entrypoint"));
+  BATON_RETURN_IF_ERROR(EvaluateMap(task.env, vars, "env"));
+  BATON_RETURN_IF_ERROR(EvaluateAux(task.pre, vars, "pre"));
+  BATON_RETURN_IF_ERROR(EvaluateAux(task.post, vars, "post"));
+  BATON_RETURN_IF_ERROR(EvaluateAux(task.sidecars, vars, "sidecars"));
+  if (task.subjob) {
+    BATON_RETURN_IF_ERROR(EvaluateField(task.subjob->name, vars, "subjob.name"));
+    BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->inputs, vars, "subjob.inputs"));
+    BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->secrets, vars, "subjob.secrets"));
+  }
+  return Status::Ok();
+}
+
+Duration RetryDelay(const Retry& retry, int attempt) {
+  if (!retry.initial_delay || attempt < 1) return Duration::zero();
+  double factor = retry.scaling_factor.value_or(2.0);
+  double ms = static_cast<double>(retry.initial_delay->count()) * std::pow(factor, attempt - 1);
+  if (retry.max_delay) ms = std::min(ms, static_cast<double>(retry.max_delay->count()));
+  ms = std::min(ms, 1e12);
+  return Duration(static_cast<std::int64_t>(ms));
+}
+
+Scheduler::Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
+                     SchedulerOptions options)
+    : datastore_(datastore), broker_(broker), clock_(clock), timers_(timers), options_(options) {}
+
+void Scheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+}
+
+void Scheduler::Notify(const std::string& job_id) {
+  auto job = datastore_.GetJob(job_id);
+  if (job.ok()) finished_.push_back(std::move(*job));
+}
+
+void Scheduler::FlushNotifications() {
+  std::vector<JobRecord> finished;
+  std::function<void(const JobRecord&)> listener;
+  {
+    std::lock_guard lock(mu_);
+    finished.swap(finished_);
+    listener = listener_;
+  }
+  if (listener) {
+    for (const auto& job : finished) listener(job);
+  }
+}
+
+// ---------------------------------------------------------------------------- jobs
+
+Result<JobRecord> Scheduler::Submit(const Job& job) {
+  Result<JobRecord> record = InvalidArgument("");
+  {
+    std::lock_guard lock(mu_);
+    record = CreateJob(job, "");
+    if (!record.ok()) return record;
+    Status started = StartJob(record->id);
+    if (!started.ok()) log::Error("starting a job failed", {{"job_id", record->id}, {"error", started.message()}});
+  }
+  FlushNotifications();
+  return record;
+}
+
+Result<JobRecord> Scheduler::CreateJob(const Job& job, const std::string& parent_task_id) {
+  JobRecord record;
+  record.id = NewId();
+  record.parent_id = parent_task_id;
+  record.state = JobState::kPending;
+  record.created_at = clock_.Now();
+  record.job = job;
+  record.task_count = static_cast<int>(job.tasks.size());
+  record.position = 1;
+  record.context = {{"inputs", job.inputs},
+                    {"secrets", job.secrets},
+                    {"tasks", json::object()},
+                    {"job", {{"id", record.id}, {"name", job.name}}}};
+  BATON_RETURN_IF_ERROR(datastore_.CreateJob(record));
+  return record;
+}
+
+Status Scheduler::StartJob(const std::string& job_id) {
+  TimePoint now = clock_.Now();
+  JobRecord job;
+  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+    if (j.state != JobState::kPending) return FailedPrecondition("job is not pending");
+    j.state = JobState::kRunning;
+    j.started_at = now;
+    job = j;
+    return Status::Ok();
+  }));
+  if (job.job.timeout) {
+    std::string id = job.id;
+    Duration timeout = *job.job.timeout;
+    job_timers_[id] = timers_.Schedule(now + timeout, [this, id, timeout] {
+      {
+        std::lock_guard lock(mu_);
+        job_timers_.erase(id);
+        Status s = FailJob(id, "job timed out after " + DescribeDuration(timeout), JobState::kFailed);
+        if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
+          log::Error("failing a timed-out job failed", {{"job_id", id}, {"error", s.message()}});
+        }
+      }
+      FlushNotifications();
+    });
+  }
+  if (job.job.tasks.empty()) return CompleteJob(job.id);
+  return ScheduleNew(job, job.job.tasks[0], "", 1, json::object());
+}
+
+Scheduler::Vars Scheduler::VarsFor(const JobRecord& job, const Vars& extra) const {
+  Vars vars = job.context;
+  for (auto it = extra.begin(); it != extra.end(); ++it) vars[it.key()] = it.value();
+  return vars;
+}
+
+Status Scheduler::AdvanceJob(const std::string& job_id, int position) {
+  JobRecord job;
+  bool advanced = false;
+  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+    if (j.state != JobState::kRunning || j.position != position) return Status::Ok();
+    advanced = true;
+    if (position < j.task_count) j.position = position + 1;
+    j.progress = 100.0 * position / std::max(1, j.task_count);
+    job = j;
+    return Status::Ok();
+  }));
+  if (!advanced) return Status::Ok();
+  if (position >= job.task_count) return CompleteJob(job_id);
+  return ScheduleNew(job, job.job.tasks[static_cast<std::size_t>(position)], "", position + 1,
+                     json::object());
+}
+
+Status Scheduler::CompleteJob(const std::string& job_id) {
+  auto job = datastore_.GetJob(job_id);
+  if (!job.ok()) return job.status();
+  if (job->state != JobState::kRunning) return Status::Ok();
+  std::string result;
+  if (!job->job.output.empty()) {
+    auto value = expr::EvaluateTemplateValue(job->job.output, VarsFor(*job, json::object()));
+    if (!value.ok()) return FailJob(job_id, "output: " + value.status().message(), JobState::kFailed);
+    result = expr::ToText(*value);
+  }
+  TimePoint now = clock_.Now();
+  bool completed = false;
+  JobRecord stored;
+  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+    if (j.state != JobState::kRunning) return Status::Ok();
+    j.state = JobState::kCompleted;
+    j.completed_at = now;
+    j.result = result;
+    j.progress = 100;
+    if (j.job.auto_delete) j.delete_at = now + j.job.auto_delete->after;
+    completed = true;
+    stored = j;
+    return Status::Ok();
+  }));
+  if (!completed) return Status::Ok();
+  if (auto it = job_timers_.find(job_id); it != job_timers_.end()) {
+    timers_.Cancel(it->second);
+    job_timers_.erase(it);
+  }
+  Notify(job_id);
+  if (!stored.parent_id.empty()) {
+    TaskRecord parent;
+    auto finished = Finish(stored.parent_id, TaskState::kCompleted, result, "", &parent);
+    if (!finished.ok()) return finished.status();
+    if (*finished) return TaskDone(parent);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::FailJob(const std::string& job_id, const std::string& error, JobState state) {
+  TimePoint now = clock_.Now();
+  bool changed = false;
+  JobRecord stored;
+  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+    if (!IsActive(j.state)) return FailedPrecondition(fmt::format("job is {}", ToString(j.state)));
+    j.state = state;
+    if (state == JobState::kFailed) {
+      j.failed_at = now;
+      j.error = error;
+    }
+    changed = true;
+    stored = j;
+    return Status::Ok();
+  }));
+  if (!changed) return Status::Ok();
+  if (auto it = job_timers_.find(job_id); it != job_timers_.end()) {
+    timers_.Cancel(it->second);
+    job_timers_.erase(it);
+  }
+  BATON_RETURN_IF_ERROR(CancelActiveTasks(job_id, ""));
+  Notify(job_id);
+  // A failed sub-job fails the task that started it; a cancelled one was cancelled with
+  // (or by) its parent, which decides for itself.
+  if (!stored.parent_id.empty() && state == JobState::kFailed) {
+    TaskRecord parent;
+    auto finished = Finish(stored.parent_id, TaskState::kFailed, "", error, &parent);
+    if (!finished.ok()) return finished.status();
+    if (*finished) return TaskFailed(parent);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::Cancel(const std::string& job_id) {
+  Status s;
+  {
+    std::lock_guard lock(mu_);
+    s = FailJob(job_id, "", JobState::kCancelled);
+  }
+  FlushNotifications();
+  return s;
+}
+
+Status Scheduler::Restart(const std::string& job_id) {
+  Status s;
+  {
+    std::lock_guard lock(mu_);
+    JobRecord job;
+    s = datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+      if (j.state != JobState::kFailed && j.state != JobState::kCancelled) {
+        return FailedPrecondition(fmt::format("only a FAILED or CANCELLED job can be restarted; "
+                                              "this one is {}",
+                                              ToString(j.state)));
+      }
+      j.state = JobState::kRunning;
+      j.error.clear();
+      j.failed_at.reset();
+      j.completed_at.reset();
+      job = j;
+      return Status::Ok();
+    });
+    if (s.ok()) {
+      if (job.job.timeout) {
+        std::string id = job.id;
+        Duration timeout = *job.job.timeout;
+        job_timers_[id] = timers_.Schedule(clock_.Now() + timeout, [this, id, timeout] {
+          {
+            std::lock_guard inner(mu_);
+            job_timers_.erase(id);
+            (void)FailJob(id, "job timed out after " + DescribeDuration(timeout),
+                          JobState::kFailed);
+          }
+          FlushNotifications();
+        });
+      }
+      auto index = static_cast<std::size_t>(std::clamp(job.position, 1, job.task_count) - 1);
+      s = ScheduleNew(job, job.job.tasks[index], "", static_cast<int>(index) + 1, json::object());
+    }
+  }
+  FlushNotifications();
+  return s;
+}
+
+// ---------------------------------------------------------------------------- tasks
+
+Status Scheduler::ScheduleNew(const JobRecord& job, Task def, const std::string& parent_id,
+                              int position, const Vars& extra, int index) {
+  TaskRecord task;
+  task.each_index = index;
+  task.id = NewId();
+  task.job_id = job.id;
+  task.parent_id = parent_id;
+  task.position = position;
+  task.state = TaskState::kPending;
+  task.created_at = clock_.Now();
+  ApplyDefaults(job.job.defaults, def);
+  task.task = std::move(def);
+  return Dispatch(job, std::move(task), extra, /*evaluated=*/false, /*create=*/true);
+}
+
+Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra,
+                           bool evaluated, bool create) {
+  TimePoint now = clock_.Now();
+  auto store = [&](TaskRecord& t) -> Status {
+    if (create) {
+      create = false;
+      return datastore_.CreateTask(t);
+    }
+    TaskRecord copy = t;
+    return datastore_.UpdateTask(t.id, [&](TaskRecord& row) {
+      row = copy;
+      return Status::Ok();
+    });
+  };
+  auto fail_now = [&](const std::string& error) -> Status {
+    task.state = TaskState::kFailed;
+    task.failed_at = now;
+    task.error = error;
+    BATON_RETURN_IF_ERROR(store(task));
+    return TaskFailed(task);
+  };
+
+  if (!evaluated) {
+    Vars vars = VarsFor(job, extra);
+    if (!task.task.if_expr.empty()) {
+      auto cond = expr::EvaluateTemplateValue(task.task.if_expr, vars);
+      if (!cond.ok()) return fail_now("if: " + cond.status().message());
+      if (TrimCopy(expr::ToText(*cond)) == "false") {
+        task.state = TaskState::kSkipped;
+        task.completed_at = now;
+        BATON_RETURN_IF_ERROR(store(task));
+        return TaskDone(task);
+      }
+    }
+    Status evaluated_ok = EvaluateTask(task.task, vars);
+    if (!evaluated_ok.ok()) return fail_now(evaluated_ok.message());
+  }
+
+  Task& def = task.task;
+  if (def.parallel) {
+    task.state = TaskState::kRunning;
+    task.started_at = now;
+    BATON_RETURN_IF_ERROR(store(task));
+    for (std::size_t i = 0; i < def.parallel->tasks.size(); ++i) {
+      BATON_RETURN_IF_ERROR(ScheduleNew(job, def.parallel->tasks[i], task.id, task.position, extra,
+                                        static_cast<int>(i)));
+      auto parent = datastore_.GetTask(task.id);
+      if (!parent.ok()) return parent.status();
+      if (IsTerminal(parent->state)) break;  // a child failed at once: fail-fast
+    }
+    return Status::Ok();
+  }
+  if (def.each) {
+    auto list = expr::EvaluateTemplateValue(def.each->list, VarsFor(job, extra));
+    if (!list.ok()) return fail_now("each.list: " + list.status().message());
+    if (!list->is_array()) {
+      return fail_now(fmt::format("each.list: expected a list, got {}",
+                                  expr::ToText(*list).substr(0, 100)));
+    }
+    task.each_size = static_cast<int>(list->size());
+    if (list->empty()) {
+      task.state = TaskState::kCompleted;
+      task.started_at = now;
+      task.completed_at = now;
+      BATON_RETURN_IF_ERROR(store(task));
+      return TaskDone(task);
+    }
+    task.state = TaskState::kRunning;
+    task.started_at = now;
+    BATON_RETURN_IF_ERROR(store(task));
+    // Children are evaluated now, while their item is known, and held as CREATED until
+    // a slot frees up.
+    std::string var = def.each->var.empty() ? "item" : def.each->var;
+    std::vector<TaskRecord> children;
+    children.reserve(list->size());
+    std::vector<std::string> failures;
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      Vars child_extra = extra;
+      child_extra[var] = {{"index", i}, {"value", (*list)[i]}};
+      TaskRecord child;
+      child.id = NewId();
+      child.job_id = job.id;
+      child.parent_id = task.id;
+      child.position = task.position;
+      child.state = TaskState::kCreated;
+      child.created_at = now;
+      child.each_index = static_cast<int>(i);
+      child.task = *def.each->task;
+      ApplyDefaults(job.job.defaults, child.task);
+      Vars vars = VarsFor(job, child_extra);
+      if (!child.task.if_expr.empty()) {
+        auto cond = expr::EvaluateTemplateValue(child.task.if_expr, vars);
+        if (!cond.ok()) {
+          failures.push_back("if: " + cond.status().message());
+        } else if (TrimCopy(expr::ToText(*cond)) == "false") {
+          child.state = TaskState::kSkipped;
+          child.completed_at = now;
+        }
+        child.task.if_expr.clear();
+      }
+      if (failures.empty() && child.state == TaskState::kCreated) {
+        Status s = child.task.IsComposite() ? EvaluateField(child.task.name, vars, "name")
+                                            : EvaluateTask(child.task, vars);
+        if (!s.ok()) failures.push_back(s.message());
+      }
+      children.push_back(std::move(child));
+      if (!failures.empty()) break;
+    }
+    if (!failures.empty()) return fail_now(fmt::format("each: {}", failures.front()));
+    BATON_RETURN_IF_ERROR(datastore_.CreateTasks(children));
+    auto& waiting = waiting_children_[task.id];
+    int skipped = 0;
+    for (const TaskRecord& child : children) {
+      if (child.state == TaskState::kCreated) {
+        waiting.push_back(child.id);
+      } else {
+        ++skipped;
+      }
+    }
+    for (int i = 0; i < skipped; ++i) BATON_RETURN_IF_ERROR(ChildDone(task.id));
+    return StartEachChildren(job, task, extra);
+  }
+  if (def.subjob) {
+    Job child;
+    child.name = def.subjob->name;
+    child.description = def.subjob->description;
+    child.tasks = def.subjob->tasks;
+    child.inputs = def.subjob->inputs;
+    child.secrets = def.subjob->secrets;
+    child.output = def.subjob->output;
+    child.auto_delete = def.subjob->auto_delete;
+    child.webhooks = def.subjob->webhooks;
+    bool detached = def.subjob->detached;
+    auto created = CreateJob(child, detached ? "" : task.id);
+    if (!created.ok()) return fail_now("subjob: " + created.status().message());
+    task.subjob_id = created->id;
+    task.started_at = now;
+    if (detached) {
+      task.state = TaskState::kCompleted;
+      task.completed_at = now;
+      BATON_RETURN_IF_ERROR(store(task));
+      BATON_RETURN_IF_ERROR(StartJob(created->id));
+      return TaskDone(task);
+    }
+    task.state = TaskState::kRunning;
+    BATON_RETURN_IF_ERROR(store(task));
+    return StartJob(created->id);
+  }
+  if (create) {
+    BATON_RETURN_IF_ERROR(store(task));
+  }
+  return PublishTask(task, false);
+}
+
+Status Scheduler::PublishTask(TaskRecord& task, bool create) {
+  task.state = TaskState::kScheduled;
+  task.scheduled_at = clock_.Now();
+  if (create) {
+    BATON_RETURN_IF_ERROR(datastore_.CreateTask(task));
+  } else {
+    TimePoint at = *task.scheduled_at;
+    BATON_RETURN_IF_ERROR(datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
+      row.state = TaskState::kScheduled;
+      row.scheduled_at = at;
+      return Status::Ok();
+    }));
+  }
+  std::string queue = task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue;
+  return broker_.Publish(queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace),
+                         task.task.priority.value_or(0));
+}
+
+Status Scheduler::StartEachChildren(const JobRecord& /*job*/, TaskRecord& parent,
+                                    const Vars& /*extra*/) {
+  int limit = parent.task.each->concurrency > 0 ? parent.task.each->concurrency
+                                                 : std::numeric_limits<int>::max();
+  auto children = waiting_children_.find(parent.id);
+  int started = 0;
+  while (children != waiting_children_.end() && !children->second.empty() && started < limit) {
+    BATON_RETURN_IF_ERROR(StartNextEachChild(parent.id));
+    ++started;
+    children = waiting_children_.find(parent.id);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::StartNextEachChild(const std::string& parent_id) {
+  auto it = waiting_children_.find(parent_id);
+  if (it == waiting_children_.end() || it->second.empty()) return Status::Ok();
+  std::string child_id = it->second.front();
+  it->second.pop_front();
+  if (it->second.empty()) waiting_children_.erase(it);
+  BATON_RETURN_IF_ERROR(datastore_.UpdateTask(parent_id, [](TaskRecord& p) {
+    ++p.each_index;
+    return Status::Ok();
+  }));
+  auto child = datastore_.GetTask(child_id);
+  if (!child.ok()) return child.status();
+  if (child->state != TaskState::kCreated) return Status::Ok();
+  auto job = datastore_.GetJob(child->job_id);
+  if (!job.ok()) return job.status();
+  child->state = TaskState::kPending;
+  return Dispatch(*job, std::move(*child), json::object(), /*evaluated=*/true, /*create=*/false);
+}
+
+Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
+                               const std::string& result, const std::string& error,
+                               TaskRecord* out) {
+  TimePoint now = clock_.Now();
+  bool changed = false;
+  Status s = datastore_.UpdateTask(task_id, [&](TaskRecord& t) {
+    if (IsTerminal(t.state)) return Status::Ok();
+    t.state = state;
+    if (state == TaskState::kFailed) {
+      t.failed_at = now;
+      t.error = error;
+    } else {
+      t.completed_at = now;
+      if (state == TaskState::kCompleted) {
+        t.result = result;
+        t.progress = 100;
+      }
+      if (state == TaskState::kCancelled && !error.empty()) t.error = error;
+    }
+    changed = true;
+    if (out != nullptr) *out = t;
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return changed;
+}
+
+Status Scheduler::TaskDone(const TaskRecord& task) {
+  if (task.state == TaskState::kCompleted && !task.task.var.empty()) {
+    std::string var = task.task.var;
+    std::string result = SanitizeUtf8(task.result);
+    BATON_RETURN_IF_ERROR(datastore_.UpdateJob(task.job_id, [&](JobRecord& j) {
+      j.context["tasks"][var] = result;
+      return Status::Ok();
+    }));
+  }
+  if (task.parent_id.empty()) return AdvanceJob(task.job_id, task.position);
+  return ChildDone(task.parent_id);
+}
+
+Status Scheduler::ChildDone(const std::string& parent_id) {
+  TaskRecord parent;
+  bool counted = false;
+  BATON_RETURN_IF_ERROR(datastore_.UpdateTask(parent_id, [&](TaskRecord& p) {
+    if (p.state != TaskState::kRunning) return Status::Ok();
+    ++p.completions;
+    parent = p;
+    counted = true;
+    return Status::Ok();
+  }));
+  if (!counted) return Status::Ok();
+  int expected = parent.task.parallel ? static_cast<int>(parent.task.parallel->tasks.size())
+                                      : parent.each_size;
+  if (parent.completions >= expected) {
+    waiting_children_.erase(parent_id);
+    TaskRecord done;
+    auto finished = Finish(parent_id, TaskState::kCompleted, "", "", &done);
+    if (!finished.ok()) return finished.status();
+    if (*finished) return TaskDone(done);
+    return Status::Ok();
+  }
+  if (parent.task.each) return StartNextEachChild(parent_id);
+  return Status::Ok();
+}
+
+Status Scheduler::TaskFailed(const TaskRecord& task) {
+  if (task.parent_id.empty()) return FailJob(task.job_id, task.error, JobState::kFailed);
+  TaskRecord parent;
+  auto finished = Finish(task.parent_id, TaskState::kFailed, "", task.error, &parent);
+  if (!finished.ok()) return finished.status();
+  if (!*finished) return Status::Ok();
+  waiting_children_.erase(parent.id);
+  // Fail fast: the group's other children are cancelled.
+  BATON_RETURN_IF_ERROR(CancelTaskTree(parent));
+  return TaskFailed(parent);
+}
+
+Status Scheduler::CancelTaskTree(const TaskRecord& parent) {
+  auto children = datastore_.ChildTasks(parent.id);
+  if (!children.ok()) return children.status();
+  for (const TaskRecord& child : *children) {
+    if (!IsActive(child.state)) continue;
+    TaskRecord cancelled;
+    auto finished = Finish(child.id, TaskState::kCancelled, "", "", &cancelled);
+    if (!finished.ok()) return finished.status();
+    if (!*finished) continue;
+    if (cancelled.task.IsComposite()) BATON_RETURN_IF_ERROR(CancelTaskTree(cancelled));
+    if (!cancelled.subjob_id.empty()) {
+      Status s = FailJob(cancelled.subjob_id, "", JobState::kCancelled);
+      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
+    }
+    if (!cancelled.node_id.empty()) {
+      BATON_RETURN_IF_ERROR(
+          broker_.Publish(CancelQueueFor(cancelled.node_id), Encode(CancelTask{cancelled.id})));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::CancelActiveTasks(const std::string& job_id, const std::string& except) {
+  auto tasks = datastore_.JobTasks(job_id);
+  if (!tasks.ok()) return tasks.status();
+  for (const TaskRecord& row : *tasks) {
+    if (row.id == except || !IsActive(row.state)) continue;
+    waiting_children_.erase(row.id);
+    TaskRecord cancelled;
+    auto finished = Finish(row.id, TaskState::kCancelled, "", "", &cancelled);
+    if (!finished.ok()) return finished.status();
+    if (!*finished) continue;
+    if (!cancelled.subjob_id.empty()) {
+      Status s = FailJob(cancelled.subjob_id, "", JobState::kCancelled);
+      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
+    }
+    if (!cancelled.node_id.empty()) {
+      BATON_RETURN_IF_ERROR(
+          broker_.Publish(CancelQueueFor(cancelled.node_id), Encode(CancelTask{cancelled.id})));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::Retry(const TaskRecord& failed) {
+  TaskRecord next;
+  next.id = NewId();
+  next.job_id = failed.job_id;
+  next.parent_id = failed.parent_id;
+  next.position = failed.position;
+  next.state = TaskState::kPending;
+  next.created_at = clock_.Now();
+  next.task = failed.task;
+  next.task.retry->attempts = failed.task.retry->attempts + 1;
+  next.each_index = failed.each_index;
+  BATON_RETURN_IF_ERROR(datastore_.CreateTask(next));
+  Duration delay = RetryDelay(*next.task.retry, next.task.retry->attempts);
+  if (delay <= Duration::zero()) return PublishTask(next, false);
+  std::string id = next.id;
+  timers_.Schedule(clock_.Now() + delay, [this, id] {
+    std::lock_guard lock(mu_);
+    auto task = datastore_.GetTask(id);
+    if (!task.ok() || task->state != TaskState::kPending) return;  // cancelled meanwhile
+    Status s = PublishTask(*task, false);
+    if (!s.ok()) log::Error("publishing a retry failed", {{"task_id", id}, {"error", s.message()}});
+  });
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------- events
+
+void Scheduler::OnStarted(const TaskStarted& event) {
+  std::lock_guard lock(mu_);
+  auto task = datastore_.GetTask(event.task_id);
+  if (!task.ok()) return;
+  if (task->state == TaskState::kCancelled) {
+    // Cancelled while it waited in the queue: stop it where it runs.
+    (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
+    return;
+  }
+  Status s = datastore_.UpdateTask(event.task_id, [&](TaskRecord& t) {
+    if (t.state != TaskState::kScheduled && t.state != TaskState::kPending) return Status::Ok();
+    t.state = TaskState::kRunning;
+    t.started_at = event.at;
+    t.node_id = event.node_id;
+    return Status::Ok();
+  });
+  if (!s.ok()) log::Error("recording a start failed", {{"task_id", event.task_id}, {"error", s.message()}});
+}
+
+void Scheduler::OnFinished(const TaskFinished& event) {
+  {
+    std::lock_guard lock(mu_);
+    Status s;
+    TaskRecord task;
+    if (event.outcome == TaskFinished::Outcome::kCompleted) {
+      auto finished = Finish(event.task_id, TaskState::kCompleted, event.result, "", &task);
+      s = finished.ok() ? (*finished ? TaskDone(task) : Status::Ok()) : finished.status();
+    } else if (event.outcome == TaskFinished::Outcome::kCancelled) {
+      auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task);
+      s = finished.status();
+    } else {
+      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task);
+      if (!finished.ok()) {
+        s = finished.status();
+      } else if (*finished) {
+        const auto& retry = task.task.retry;
+        auto job = datastore_.GetJob(task.job_id);
+        bool job_active = job.ok() && IsActive(job->state);
+        if (job_active && retry && retry->attempts < retry->limit) {
+          s = Retry(task);
+        } else {
+          s = TaskFailed(task);
+        }
+      }
+    }
+    if (!s.ok() && s.code() != StatusCode::kNotFound &&
+        s.code() != StatusCode::kFailedPrecondition) {
+      log::Error("handling a task outcome failed", {{"task_id", event.task_id}, {"error", s.message()}});
+    }
+  }
+  FlushNotifications();
+}
+
+void Scheduler::OnProgress(const TaskProgress& event) {
+  std::lock_guard lock(mu_);
+  double p = std::clamp(event.progress, 0.0, 100.0);
+  TaskRecord task;
+  Status s = datastore_.UpdateTask(event.task_id, [&](TaskRecord& t) {
+    if (IsTerminal(t.state)) return Status::Ok();
+    t.progress = p;
+    task = t;
+    return Status::Ok();
+  });
+  if (!s.ok() || task.id.empty() || !task.parent_id.empty()) return;
+  (void)datastore_.UpdateJob(task.job_id, [&](JobRecord& j) {
+    if (j.state != JobState::kRunning || j.position != task.position) return Status::Ok();
+    j.progress = 100.0 * ((task.position - 1) + p / 100.0) / std::max(1, j.task_count);
+    return Status::Ok();
+  });
+}
+
+// ---------------------------------------------------------------------------- recovery
+
+Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
+  Status result;
+  {
+    std::lock_guard lock(mu_);
+    auto jobs = datastore_.JobsInState({JobState::kPending, JobState::kScheduled, JobState::kRunning});
+    if (!jobs.ok()) return jobs.status();
+    for (const JobRecord& job : *jobs) {
+      Status s = ReconcileJob(job, live_nodes);
+      if (!s.ok()) {
+        log::Error("reconciling a job failed", {{"job_id", job.id}, {"error", s.message()}});
+        if (result.ok()) result = s;
+      }
+    }
+  }
+  FlushNotifications();
+  return result;
+}
+
+Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes) {
+  if (job.state == JobState::kPending) {
+    // A sub-job is started by its parent's dispatch; a top-level one by Submit.
+    return StartJob(job.id);
+  }
+  if (job.job.timeout && job.started_at && !job_timers_.contains(job.id)) {
+    std::string id = job.id;
+    Duration timeout = *job.job.timeout;
+    job_timers_[id] = timers_.Schedule(*job.started_at + timeout, [this, id, timeout] {
+      {
+        std::lock_guard lock(mu_);
+        job_timers_.erase(id);
+        (void)FailJob(id, "job timed out after " + DescribeDuration(timeout), JobState::kFailed);
+      }
+      FlushNotifications();
+    });
+  }
+  auto rows = datastore_.JobTasks(job.id);
+  if (!rows.ok()) return rows.status();
+
+  // Runnable rows that were lost in flight.
+  for (const TaskRecord& row : *rows) {
+    if (row.task.IsComposite()) continue;
+    if (row.state == TaskState::kPending || (row.state == TaskState::kScheduled &&
+                                             options_.republish_scheduled_on_reconcile)) {
+      TaskRecord copy = row;
+      BATON_RETURN_IF_ERROR(PublishTask(copy, false));
+    } else if (row.state == TaskState::kRunning && !live_nodes.contains(row.node_id)) {
+      std::string error = fmt::format("node {} stopped while the task ran", row.node_id);
+      TaskRecord lost;
+      auto finished = Finish(row.id, TaskState::kFailed, "", error, &lost);
+      if (!finished.ok()) return finished.status();
+      if (!*finished) continue;
+      if (lost.redelivered >= options_.max_redeliveries) {
+        BATON_RETURN_IF_ERROR(TaskFailed(lost));
+        continue;
+      }
+      TaskRecord next = lost;
+      next.id = NewId();
+      next.state = TaskState::kPending;
+      next.created_at = clock_.Now();
+      next.scheduled_at.reset();
+      next.started_at.reset();
+      next.failed_at.reset();
+      next.error.clear();
+      next.node_id.clear();
+      next.progress = 0;
+      next.redelivered = lost.redelivered + 1;
+      BATON_RETURN_IF_ERROR(PublishTask(next, true));
+    }
+  }
+
+  rows = datastore_.JobTasks(job.id);
+  if (!rows.ok()) return rows.status();
+
+  // Composite rows: recount from their children, finish or refill them. A child is
+  // identified by its each_index (parallel children too); its latest row counts.
+  for (const TaskRecord& row : *rows) {
+    if (!row.task.IsComposite() || row.state != TaskState::kRunning) continue;
+    if (row.task.subjob) continue;  // its child job is reconciled on its own
+    auto children = datastore_.ChildTasks(row.id);
+    if (!children.ok()) return children.status();
+    std::map<int, const TaskRecord*> latest;
+    for (const TaskRecord& child : *children) {
+      const TaskRecord*& slot = latest[child.each_index];
+      if (slot == nullptr || child.created_at > slot->created_at ||
+          (child.created_at == slot->created_at && IsActive(child.state))) {
+        slot = &child;
+      }
+    }
+    int done = 0;
+    int active = 0;
+    const TaskRecord* failed = nullptr;
+    std::vector<const TaskRecord*> waiting;
+    for (const auto& [index, child] : latest) {
+      if (IsDone(child->state)) {
+        ++done;
+      } else if (child->state == TaskState::kCreated) {
+        waiting.push_back(child);
+      } else if (IsActive(child->state)) {
+        ++active;
+      } else if (failed == nullptr) {
+        failed = child;
+      }
+    }
+    BATON_RETURN_IF_ERROR(datastore_.UpdateTask(row.id, [&](TaskRecord& p) {
+      p.completions = done;
+      return Status::Ok();
+    }));
+    if (failed != nullptr) {
+      const auto& retry = failed->task.retry;
+      if (failed->state == TaskState::kFailed && retry && retry->attempts < retry->limit) {
+        BATON_RETURN_IF_ERROR(Retry(*failed));
+      } else {
+        BATON_RETURN_IF_ERROR(TaskFailed(*failed));
+        continue;
+      }
+    }
+    int expected = row.task.parallel ? static_cast<int>(row.task.parallel->tasks.size())
+                                     : row.each_size;
+    if (done >= expected) {
+      TaskRecord finished_row;
+      auto finished = Finish(row.id, TaskState::kCompleted, "", "", &finished_row);
+      if (!finished.ok()) return finished.status();
+      if (*finished) BATON_RETURN_IF_ERROR(TaskDone(finished_row));
+      continue;
+    }
+    if (row.task.each) {
+      auto& queue = waiting_children_[row.id];
+      queue.clear();
+      for (const TaskRecord* w : waiting) queue.push_back(w->id);  // map order: by index
+      if (queue.empty()) waiting_children_.erase(row.id);
+      int limit = row.task.each->concurrency > 0 ? row.task.each->concurrency
+                                                  : std::numeric_limits<int>::max();
+      for (int slots = limit - active; slots > 0; --slots) {
+        if (!waiting_children_.contains(row.id)) break;
+        BATON_RETURN_IF_ERROR(StartNextEachChild(row.id));
+      }
+    }
+  }
+
+  // The current top-level step: finished but not acted on, or never created.
+  auto fresh = datastore_.GetJob(job.id);
+  if (!fresh.ok()) return fresh.status();
+  if (fresh->state != JobState::kRunning) return Status::Ok();
+  rows = datastore_.JobTasks(job.id);
+  if (!rows.ok()) return rows.status();
+  const TaskRecord* latest = nullptr;
+  for (const TaskRecord& row : *rows) {
+    if (!row.parent_id.empty() || row.position != fresh->position) continue;
+    if (latest == nullptr || row.created_at > latest->created_at ||
+        (row.created_at == latest->created_at && IsActive(row.state))) {
+      latest = &row;
+    }
+  }
+  if (latest == nullptr) {
+    if (fresh->position > fresh->task_count) return CompleteJob(job.id);
+    return ScheduleNew(*fresh, fresh->job.tasks[static_cast<std::size_t>(fresh->position - 1)], "",
+                       fresh->position, json::object());
+  }
+  auto current = datastore_.GetTask(latest->id);
+  if (!current.ok()) return current.status();
+  if (IsDone(current->state)) return TaskDone(*current);
+  if (current->state == TaskState::kFailed) {
+    const auto& retry = current->task.retry;
+    if (retry && retry->attempts < retry->limit) return Retry(*current);
+    return TaskFailed(*current);
+  }
+  return Status::Ok();
+}
+
+}  // namespace baton

@@ -1,0 +1,132 @@
+// The scheduler: decides what happens next in every job. It turns a submitted job into
+// task rows, publishes runnable tasks to their queues, and on each outcome (started,
+// completed, failed) records it and takes the next step at once — the next task, a retry
+// after its backoff, the completion or failure of a parallel, each, sub-job or job.
+//
+// It reaches the world only through Datastore, Broker, Clock and Timers, so tests drive
+// it with in-memory parts and a fake clock.
+//
+// Every handler is idempotent: a duplicate or late event for a finished task is ignored.
+// Thread-safety: thread-safe; one mutex serialises all decisions of this scheduler.
+// Across several schedulers (coordinators), the datastore's row updates are the guard.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "broker/broker.h"
+#include "core/job.h"
+#include "core/messages.h"
+#include "core/records.h"
+#include "datastore/datastore.h"
+
+namespace baton {
+
+struct SchedulerOptions {
+  // Re-publish SCHEDULED tasks when reconciling: right when the broker does not keep
+  // messages across restarts (the in-memory broker).
+  bool republish_scheduled_on_reconcile = true;
+  // A RUNNING task whose node is gone is re-queued at most this many times.
+  int max_redeliveries = 3;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
+            SchedulerOptions options = {});
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Stores a validated job as PENDING and starts it. Returns the stored record.
+  Result<JobRecord> Submit(const Job& job);
+
+  // Events from workers.
+  void OnStarted(const TaskStarted& event);
+  void OnFinished(const TaskFinished& event);
+  void OnProgress(const TaskProgress& event);
+
+  // PENDING/SCHEDULED/RUNNING → CANCELLED, with all its active tasks and sub-jobs.
+  // FailedPrecondition otherwise.
+  Status Cancel(const std::string& job_id);
+  // FAILED/CANCELLED → RUNNING, re-running from the task that stopped it.
+  // FailedPrecondition otherwise.
+  Status Restart(const std::string& job_id);
+
+  // Rebuilds what should be in flight from the datastore after a restart: starts PENDING
+  // jobs, re-dispatches lost tasks, re-queues RUNNING tasks whose node is not in
+  // `live_nodes` as new attempts, and finishes steps whose outcome was recorded but not
+  // acted on.
+  Status Reconcile(const std::set<std::string>& live_nodes);
+
+  // Called (outside the scheduler's lock) whenever a job reaches a terminal state.
+  void SetJobFinishedListener(std::function<void(const JobRecord&)> listener);
+
+ private:
+  using Vars = nlohmann::json;
+
+  // All private members run with mu_ held.
+  Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id);
+  Status StartJob(const std::string& job_id);
+  Vars VarsFor(const JobRecord& job, const Vars& extra) const;
+
+  // Creates the row for `def` and takes it as far as it goes now.
+  // `index` identifies a child within its parallel or each (kept by its retries).
+  Status ScheduleNew(const JobRecord& job, Task def, const std::string& parent_id, int position,
+                     const Vars& extra, int index = 0);
+  // Dispatches a row already stored (or to be stored when `create`) by its kind.
+  Status Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
+                  bool create);
+  Status PublishTask(TaskRecord& task, bool create);
+  Status StartEachChildren(const JobRecord& job, TaskRecord& parent, const Vars& extra);
+  Status StartNextEachChild(const std::string& parent_id);
+
+  // Outcomes, after the row is stored in its terminal state.
+  Status TaskDone(const TaskRecord& task);
+  Status TaskFailed(const TaskRecord& task);
+  Status ChildDone(const std::string& parent_id);
+  Status AdvanceJob(const std::string& job_id, int position);
+  Status CompleteJob(const std::string& job_id);
+  Status FailJob(const std::string& job_id, const std::string& error, JobState state);
+  Status CancelActiveTasks(const std::string& job_id, const std::string& except_task_id);
+  Status CancelTaskTree(const TaskRecord& task);
+  Status Retry(const TaskRecord& failed);
+  // Marks a row terminal unless it already is; false when it was.
+  Result<bool> Finish(const std::string& task_id, TaskState state, const std::string& result,
+                      const std::string& error, TaskRecord* out);
+  Status ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes);
+  void Notify(const std::string& job_id);
+  void FlushNotifications();
+
+  Datastore& datastore_;
+  Broker& broker_;
+  Clock& clock_;
+  Timers& timers_;
+  SchedulerOptions options_;
+
+  std::mutex mu_;
+  // each parents → their CREATED children, in index order, waiting for a slot.
+  std::map<std::string, std::deque<std::string>> waiting_children_;  // guarded by mu_
+  std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
+  std::vector<JobRecord> finished_;                                  // guarded by mu_
+  std::function<void(const JobRecord&)> listener_;                   // guarded by mu_
+};
+
+// Applies the job's defaults to a runnable task that leaves those fields empty.
+void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task);
+
+// Evaluates the templates of a task definition in place (not its children, which are
+// evaluated when they are scheduled). Errors name the field.
+Status EvaluateTask(Task& task, const nlohmann::json& vars);
+
+// The wait before retry attempt `attempt` (1-based): none without initialDelay.
+Duration RetryDelay(const Retry& retry, int attempt);
+
+}  // namespace baton

@@ -1,0 +1,539 @@
+// The scheduler driven end to end through its real neighbours (in-memory broker, SQLite
+// in memory, the worker) with a fake runtime and a fake clock for timers.
+#include "coordinator/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "broker/inmemory/inmemory_broker.h"
+#include "coordinator/coordinator.h"
+#include "core/job_decode.h"
+#include "datastore/sqlite/sqlite_datastore.h"
+#include "testing/fake_clock.h"
+#include "testing/fake_runtime.h"
+#include "testing/wait_for.h"
+#include "worker/worker.h"
+
+namespace baton {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kWait = std::chrono::seconds(10);
+
+Job ParseOrDie(const std::string& yaml) {
+  auto result = ParseJob(yaml, DocumentFormat::kYaml);
+  EXPECT_TRUE(result.ok()) << result.Message();
+  return result.ok() ? *result.job : Job{};
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
+    ASSERT_TRUE(ds.ok()) << ds.status().message();
+    datastore_ = std::move(*ds);
+    StartEngine(4);
+  }
+
+  void TearDown() override { StopEngine(); }
+
+  void StartEngine(int concurrency) {
+    broker_ = std::make_unique<InMemoryBroker>();
+    coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, clock_, clock_);
+    WorkerOptions options;
+    options.node_id = "node-" + std::to_string(++generation_);
+    options.queues = {{"default", concurrency}, {"gpu", 1}};
+    worker_ = std::make_unique<Worker>(*broker_, runtime_, clock_, options);
+    ASSERT_TRUE(worker_->Start().ok());
+    ASSERT_TRUE(coordinator_->Start({options.node_id}).ok());
+  }
+
+  // Stops like a killed process: the coordinator hears nothing more, and the in-memory
+  // broker with whatever it held is gone.
+  void StopEngine() {
+    if (coordinator_) coordinator_->Stop();
+    if (worker_) worker_->Stop(milliseconds(0));
+    worker_.reset();
+    coordinator_.reset();
+    broker_.reset();
+  }
+
+  JobRecord Run(const std::string& yaml) {
+    auto job = coordinator_->Submit(ParseOrDie(yaml));
+    EXPECT_TRUE(job.ok()) << job.status().message();
+    if (!job.ok()) return {};
+    auto done = coordinator_->Wait(job->id, kWait);
+    EXPECT_TRUE(done.ok()) << done.status().message();
+    return done.ok() ? *done : JobRecord{};
+  }
+
+  std::vector<TaskRecord> Execution(const std::string& job_id) {
+    auto rows = datastore_->JobTasks(job_id);
+    EXPECT_TRUE(rows.ok());
+    return rows.ok() ? *rows : std::vector<TaskRecord>{};
+  }
+
+  int CountState(const std::string& job_id, TaskState state) {
+    auto rows = Execution(job_id);
+    return static_cast<int>(std::count_if(rows.begin(), rows.end(),
+                                          [&](const TaskRecord& t) { return t.state == state; }));
+  }
+
+  JobState StateOf(const std::string& job_id) {
+    auto job = datastore_->GetJob(job_id);
+    return job.ok() ? job->state : JobState::kPending;
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeRuntime runtime_;
+  std::unique_ptr<InMemoryBroker> broker_;
+  std::unique_ptr<SqliteDatastore> datastore_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Worker> worker_;
+  int generation_ = 0;
+};
+
+TEST_F(SchedulerTest, RunsTasksInOrderAndPassesResultsThroughVar) {
+  JobRecord job = Run(R"(
+name: chain
+output: "{{ tasks.second }}"
+tasks:
+  - name: first
+    var: first
+    run: ok hello
+  - name: second
+    var: second
+    env:
+      FROM_FIRST: "{{ tasks.first }} world"
+    run: ok done
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_EQ(job.result, "done");
+  EXPECT_EQ(job.context["tasks"]["first"], "hello");
+  EXPECT_THAT(runtime_.ran(), ElementsAre("first", "second"));
+  EXPECT_EQ(runtime_.env_of("second").at("FROM_FIRST"), "hello world");
+  EXPECT_EQ(job.progress, 100);
+  EXPECT_EQ(CountState(job.id, TaskState::kCompleted), 2);
+}
+
+TEST_F(SchedulerTest, IfFalseSkipsAndTrueRuns) {
+  JobRecord job = Run(R"(
+name: conditions
+inputs: {go: "yes"}
+tasks:
+  - name: skipped
+    if: "{{ inputs.go == 'no' }}"
+    run: ok
+  - name: runs
+    if: "{{ inputs.go == 'yes' }}"
+    run: ok
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_THAT(runtime_.ran(), ElementsAre("runs"));
+  EXPECT_EQ(CountState(job.id, TaskState::kSkipped), 1);
+}
+
+TEST_F(SchedulerTest, RetriesAFailingTaskThenFailsTheJob) {
+  JobRecord job = Run(R"(
+name: retry
+tasks:
+  - name: always fails
+    run: fail exit code 1
+    retry: {limit: 2}
+)");
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.error, "exit code 1");
+  auto rows = Execution(job.id);
+  ASSERT_EQ(rows.size(), 3u);
+  std::sort(rows.begin(), rows.end(), [](const TaskRecord& a, const TaskRecord& b) {
+    return a.task.retry->attempts < b.task.retry->attempts;
+  });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i].state, TaskState::kFailed);
+    EXPECT_EQ(rows[i].task.retry->attempts, i);
+  }
+}
+
+TEST_F(SchedulerTest, RetryWaitsForItsBackoff) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: backoff
+tasks:
+  - name: flaky
+    run: flaky 2
+    retry: {limit: 3, initialDelay: 10s, scalingFactor: 3, maxDelay: 20s}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  std::string id = submitted->id;
+  // First attempt fails; the retry waits 10 s on the fake clock.
+  ASSERT_TRUE(testing::WaitFor([&] { return clock_.PendingTimers() == 1; }));
+  EXPECT_EQ(runtime_.ran().size(), 1u);
+  clock_.Advance(seconds(9));
+  EXPECT_EQ(runtime_.ran().size(), 1u);
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.ran().size() == 2; }));
+  // Second failure: min(10 s * 3, 20 s) = 20 s.
+  ASSERT_TRUE(testing::WaitFor([&] { return clock_.PendingTimers() == 1; }));
+  clock_.Advance(seconds(19));
+  EXPECT_EQ(runtime_.ran().size(), 2u);
+  clock_.Advance(seconds(1));
+  auto done = coordinator_->Wait(id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_EQ(runtime_.ran().size(), 3u);
+}
+
+TEST_F(SchedulerTest, RetryDelayGrowsAndIsCapped) {
+  Retry r{.limit = 5, .initial_delay = seconds(1), .scaling_factor = 2, .max_delay = seconds(5)};
+  EXPECT_EQ(RetryDelay(r, 1), seconds(1));
+  EXPECT_EQ(RetryDelay(r, 2), seconds(2));
+  EXPECT_EQ(RetryDelay(r, 3), seconds(4));
+  EXPECT_EQ(RetryDelay(r, 4), seconds(5));
+  EXPECT_EQ(RetryDelay(Retry{.limit = 1}, 1), milliseconds(0));
+}
+
+TEST_F(SchedulerTest, ParallelRunsAllAndCompletes) {
+  JobRecord job = Run(R"(
+name: parallel
+tasks:
+  - name: before
+    run: ok
+  - name: group
+    parallel:
+      tasks:
+        - {name: a, run: ok}
+        - {name: b, run: ok}
+        - {name: c, run: ok}
+  - name: after
+    run: ok
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_EQ(Execution(job.id).size(), 6u);
+  EXPECT_EQ(runtime_.ran().back(), "after");
+}
+
+TEST_F(SchedulerTest, ParallelFailsFastAndCancelsSiblings) {
+  JobRecord job = Run(R"(
+name: fail fast
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: slow, run: hang}
+        - {name: broken, run: fail boom}
+  - name: never
+    run: ok
+)");
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.error, "boom");
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+  auto rows = Execution(job.id);
+  auto slow = std::find_if(rows.begin(), rows.end(), [](auto& t) { return t.task.name == "slow"; });
+  ASSERT_NE(slow, rows.end());
+  EXPECT_EQ(slow->state, TaskState::kCancelled);
+  EXPECT_THAT(runtime_.ran(), ::testing::Not(::testing::Contains("never")));
+}
+
+TEST_F(SchedulerTest, EachWithConcurrencyOneRunsOneAtATime) {
+  JobRecord job = Run(R"(
+name: each
+tasks:
+  - name: loop
+    each:
+      list: "{{ sequence(0, 5) }}"
+      concurrency: 1
+      task:
+        name: "item {{ item.index }}"
+        var: "v{{ item.index }}"
+        run: ok x
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_EQ(runtime_.max_running(), 1);
+  EXPECT_THAT(runtime_.ran(), ElementsAre("item 0", "item 1", "item 2", "item 3", "item 4"));
+  EXPECT_EQ(job.context["tasks"]["v4"], "x");
+  EXPECT_EQ(Execution(job.id).size(), 6u);
+}
+
+TEST_F(SchedulerTest, EachWaitingChildrenAreCreated) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: each waiting
+tasks:
+  - name: loop
+    each:
+      list: "{{ [1, 2, 3] }}"
+      concurrency: 1
+      task: {name: "i{{ item.value }}", run: hang}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  EXPECT_EQ(CountState(submitted->id, TaskState::kCreated), 2);
+  runtime_.Release("i1");
+  runtime_.Release("i2");
+  runtime_.Release("i3");
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+}
+
+TEST_F(SchedulerTest, EmptyEachCompletesAtOnce) {
+  JobRecord job = Run(R"(
+name: empty each
+tasks:
+  - name: loop
+    each:
+      list: "{{ [] }}"
+      task: {name: never, run: ok}
+  - name: after
+    run: ok
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_THAT(runtime_.ran(), ElementsAre("after"));
+}
+
+TEST_F(SchedulerTest, SubjobOutputBecomesTheTaskResult) {
+  JobRecord job = Run(R"(
+name: parent
+output: "{{ tasks.child }}"
+tasks:
+  - name: run child
+    var: child
+    subjob:
+      name: child job
+      inputs: {greeting: hi}
+      output: "{{ tasks.inner }}"
+      tasks:
+        - name: inner
+          var: inner
+          env: {G: "{{ inputs.greeting }}"}
+          run: ok from child
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_EQ(job.result, "from child");
+  EXPECT_EQ(runtime_.env_of("inner").at("G"), "hi");
+  auto rows = Execution(job.id);
+  ASSERT_EQ(rows.size(), 1u);
+  auto child = datastore_->GetJob(rows[0].subjob_id);
+  ASSERT_TRUE(child.ok());
+  EXPECT_EQ(child->parent_id, rows[0].id);
+  EXPECT_EQ(child->state, JobState::kCompleted);
+}
+
+TEST_F(SchedulerTest, NestedEachInsideParallelInsideSubjob) {
+  JobRecord job = Run(R"(
+name: nested
+tasks:
+  - name: sub
+    subjob:
+      name: inner job
+      tasks:
+        - name: group
+          parallel:
+            tasks:
+              - name: loop
+                each:
+                  list: "{{ sequence(0, 3) }}"
+                  task: {name: "e{{ item.value }}", run: ok}
+              - {name: side, run: ok}
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  auto ran = runtime_.ran();
+  std::sort(ran.begin(), ran.end());
+  EXPECT_THAT(ran, ElementsAre("e0", "e1", "e2", "side"));
+}
+
+TEST_F(SchedulerTest, BadOutputExpressionFailsTheJob) {
+  JobRecord job = Run(R"(
+name: bad output
+output: "{{ bad_function() }}"
+tasks:
+  - {name: t, run: ok}
+)");
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.error, "output: unknown name bad_function in \"{{ bad_function() }}\"");
+}
+
+TEST_F(SchedulerTest, BadEnvExpressionFailsTheTaskWithoutRunningIt) {
+  JobRecord job = Run(R"(
+name: bad env
+tasks:
+  - name: t
+    env: {X: "{{ 1 / 0 }}"}
+    run: ok
+)");
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_THAT(job.error, HasSubstr("env.X: division by zero"));
+  EXPECT_TRUE(runtime_.ran().empty());
+}
+
+TEST_F(SchedulerTest, DefaultsApplyWhereTheTaskIsSilent) {
+  JobRecord job = Run(R"(
+name: defaults
+defaults:
+  retry: {limit: 1}
+  queue: gpu
+  priority: 7
+tasks:
+  - {name: t, run: flaky 1}
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  auto rows = Execution(job.id);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].task.queue, "gpu");
+  EXPECT_EQ(rows[0].task.priority, 7);
+}
+
+TEST_F(SchedulerTest, CancelKillsRunningAndDropsQueuedTasks) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: cancel me
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: running, run: hang}
+        - {name: queued on gpu 1, run: hang, queue: gpu}
+        - {name: queued on gpu 2, run: hang, queue: gpu}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 2; }));
+  ASSERT_TRUE(coordinator_->Cancel(submitted->id).ok());
+  EXPECT_EQ(StateOf(submitted->id), JobState::kCancelled);
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+  // The queued one is dropped when it reaches the worker: it never runs for long.
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return CountState(submitted->id, TaskState::kCancelled) == 4;
+  }));
+  EXPECT_FALSE(coordinator_->Cancel(submitted->id).ok());
+}
+
+TEST_F(SchedulerTest, CancelReachesSubjobs) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: parent
+tasks:
+  - name: sub
+    subjob:
+      name: child
+      tasks: [{name: inner, run: hang}]
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  auto rows = Execution(submitted->id);
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_TRUE(coordinator_->Cancel(submitted->id).ok());
+  EXPECT_EQ(StateOf(rows[0].subjob_id), JobState::kCancelled);
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+}
+
+TEST_F(SchedulerTest, RestartRerunsFromTheTaskThatStopped) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: restart
+tasks:
+  - {name: one, run: ok}
+  - {name: two, run: flaky 1}
+  - {name: three, run: ok}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  auto failed = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->state, JobState::kFailed);
+  EXPECT_FALSE(coordinator_->Restart("nope").ok());
+  ASSERT_TRUE(coordinator_->Restart(submitted->id).ok());
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_THAT(runtime_.ran(), ElementsAre("one", "two", "two", "three"));
+  EXPECT_EQ(coordinator_->Restart(submitted->id).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerTest, JobTimeoutFailsTheJobAndCancelsItsTasks) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: slow job
+timeout: 1m
+tasks:
+  - {name: forever, run: hang}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  clock_.Advance(seconds(59));
+  EXPECT_EQ(StateOf(submitted->id), JobState::kRunning);
+  clock_.Advance(seconds(1));
+  auto job = datastore_->GetJob(submitted->id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kFailed);
+  EXPECT_EQ(job->error, "job timed out after 1m0s");
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+}
+
+TEST_F(SchedulerTest, DuplicateOutcomesAreIgnored) {
+  JobRecord job = Run("name: once\ntasks:\n  - {name: t, run: ok first}\n");
+  auto rows = Execution(job.id);
+  ASSERT_EQ(rows.size(), 1u);
+  coordinator_->scheduler().OnFinished(
+      TaskFinished{rows[0].id, TaskFinished::Outcome::kFailed, "", "late", clock_.Now()});
+  coordinator_->scheduler().OnFinished(
+      TaskFinished{rows[0].id, TaskFinished::Outcome::kCompleted, "second", "", clock_.Now()});
+  auto again = datastore_->GetTask(rows[0].id);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->state, TaskState::kCompleted);
+  EXPECT_EQ(again->result, "first");
+  EXPECT_EQ(StateOf(job.id), JobState::kCompleted);
+}
+
+TEST_F(SchedulerTest, LogsAndHeartbeatsAreStored) {
+  JobRecord job = Run("name: logs\ntasks:\n  - {name: t, run: ok}\n");
+  auto rows = Execution(job.id);
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto parts = datastore_->TaskLogParts(rows[0].id, 1, 10);
+    return parts.ok() && parts->total_items == 1;
+  }));
+  auto parts = datastore_->TaskLogParts(rows[0].id, 1, 10);
+  EXPECT_EQ(parts->items[0].contents, "running t\n");
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto nodes = datastore_->ActiveNodes(TimePoint{});
+    return nodes.ok() && !nodes->empty();
+  }));
+}
+
+TEST_F(SchedulerTest, ReconcileRequeuesTasksOfDeadNodesAndFinishesTheJob) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: survive
+tasks:
+  - {name: first, run: ok}
+  - {name: stuck, run: hang}
+  - {name: last, run: ok}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] {
+    for (const auto& row : Execution(submitted->id)) {
+      if (row.task.name == "stuck" && row.state == TaskState::kRunning) return true;
+    }
+    return false;
+  }));
+  // The process "dies": the engine goes away while the task runs.
+  StopEngine();
+  runtime_.Release("stuck");
+  StartEngine(4);
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
+  auto after = Execution(submitted->id);
+  int stuck_rows = 0;
+  for (const auto& row : after) {
+    if (row.task.name == "stuck") {
+      ++stuck_rows;
+      if (row.state == TaskState::kFailed) EXPECT_THAT(row.error, HasSubstr("stopped"));
+    }
+  }
+  EXPECT_EQ(stuck_rows, 2);
+
+  auto ran = runtime_.ran();
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "first"), 1);
+}
+
+}  // namespace
+}  // namespace baton

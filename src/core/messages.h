@@ -1,0 +1,58 @@
+// The bodies of engine messages on the broker: JSON, defined once here so the
+// coordinator and the worker agree. Task messages themselves are ToJson(TaskRecord).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "core/records.h"
+
+namespace baton {
+
+// The per-node queue a coordinator sends cancellations to.
+std::string CancelQueueFor(std::string_view node_id);
+
+struct TaskStarted {
+  std::string task_id;
+  std::string node_id;
+  TimePoint at{};
+};
+
+struct TaskFinished {
+  enum class Outcome { kCompleted, kFailed, kCancelled };
+  std::string task_id;
+  Outcome outcome = Outcome::kCompleted;
+  std::string result;
+  std::string error;
+  TimePoint at{};
+};
+
+struct TaskProgress {
+  std::string task_id;
+  double progress = 0;
+};
+
+struct CancelTask {
+  std::string task_id;
+};
+
+std::string Encode(const TaskStarted& m);
+std::string Encode(const TaskFinished& m);
+std::string Encode(const TaskProgress& m);
+std::string Encode(const CancelTask& m);
+std::string Encode(const LogPart& m);
+std::string Encode(const NodeRecord& m);
+
+Result<TaskStarted> DecodeTaskStarted(std::string_view body);
+Result<TaskFinished> DecodeTaskFinished(std::string_view body);
+Result<TaskProgress> DecodeTaskProgress(std::string_view body);
+Result<CancelTask> DecodeCancelTask(std::string_view body);
+Result<LogPart> DecodeLogPart(std::string_view body);
+Result<NodeRecord> DecodeNodeRecord(std::string_view body);
+
+// Replaces bytes that are not valid UTF-8 with U+FFFD, so any task output can go into
+// JSON.
+std::string SanitizeUtf8(std::string_view text);
+
+}  // namespace baton

@@ -1,0 +1,52 @@
+#include "core/messages.h"
+
+#include <gtest/gtest.h>
+
+namespace baton {
+namespace {
+
+TEST(MessagesTest, RoundTrip) {
+  TimePoint at = Now();
+  auto started = DecodeTaskStarted(Encode(TaskStarted{"t1", "n1", at}));
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->task_id, "t1");
+  EXPECT_EQ(started->node_id, "n1");
+  EXPECT_EQ(started->at, at);
+
+  auto finished = DecodeTaskFinished(
+      Encode(TaskFinished{"t2", TaskFinished::Outcome::kFailed, "", "exit code 1", at}));
+  ASSERT_TRUE(finished.ok());
+  EXPECT_EQ(finished->outcome, TaskFinished::Outcome::kFailed);
+  EXPECT_EQ(finished->error, "exit code 1");
+
+  auto progress = DecodeTaskProgress(Encode(TaskProgress{"t3", 42.5}));
+  ASSERT_TRUE(progress.ok());
+  EXPECT_EQ(progress->progress, 42.5);
+
+  LogPart part{"p", "t4", "j", 3, "hello\n", at};
+  auto log = DecodeLogPart(Encode(part));
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(*log, part);
+
+  NodeRecord node{"n", "worker", "host", "0.1.0", "default:2", at, at, 12.5, 3, NodeStatus::kUp};
+  auto hb = DecodeNodeRecord(Encode(node));
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(*hb, node);
+}
+
+TEST(MessagesTest, BadBodiesAreErrors) {
+  EXPECT_FALSE(DecodeTaskStarted("not json").ok());
+  EXPECT_FALSE(DecodeTaskFinished("{}").ok());
+  EXPECT_FALSE(DecodeCancelTask("[1]").ok());
+}
+
+TEST(MessagesTest, InvalidUtf8IsReplaced) {
+  EXPECT_EQ(SanitizeUtf8("ok \xff end"), "ok \xEF\xBF\xBD end");
+  EXPECT_EQ(SanitizeUtf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  auto log = DecodeLogPart(Encode(LogPart{"p", "t", "j", 1, "\xff", {}}));
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->contents, "\xEF\xBF\xBD");
+}
+
+}  // namespace
+}  // namespace baton

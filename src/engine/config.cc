@@ -1,0 +1,164 @@
+#include "engine/config.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+#include <toml++/toml.h>
+
+namespace baton {
+namespace {
+
+// Every key, as its dotted path.
+constexpr const char* kKeys[] = {
+    "coordinator.address", "data_dir",           "worker.queues",
+    "broker.type",         "broker.rabbitmq.url", "datastore.type",
+    "datastore.sqlite.path", "datastore.postgres.dsn", "runtime.type",
+    "runtime.docker.host", "logging.level",      "logging.format"};
+
+std::string EnvName(std::string_view key) {
+  std::string name = "BATON_";
+  for (char c : key) name += c == '.' ? '_' : static_cast<char>(std::toupper(c));
+  return name;
+}
+
+Status Set(Config& config, std::string_view key, const std::string& value) {
+  auto one_of = [&](std::initializer_list<std::string_view> allowed) -> Status {
+    for (auto a : allowed) {
+      if (a == value) return Status::Ok();
+    }
+    std::string list;
+    for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    return InvalidArgument(fmt::format("{}: \"{}\" is not one of {}", key, value, list));
+  };
+  if (key == "coordinator.address") {
+    config.coordinator_address = value;
+  } else if (key == "data_dir") {
+    config.data_dir = value;
+  } else if (key == "worker.queues") {
+    auto queues = ParseQueues(value);
+    if (!queues.ok()) return InvalidArgument(fmt::format("{}: {}", key, queues.status().message()));
+    config.worker_queues = *queues;
+  } else if (key == "broker.type") {
+    BATON_RETURN_IF_ERROR(one_of({"inmemory", "rabbitmq"}));
+    config.broker_type = value;
+  } else if (key == "broker.rabbitmq.url") {
+    config.rabbitmq_url = value;
+  } else if (key == "datastore.type") {
+    BATON_RETURN_IF_ERROR(one_of({"sqlite", "postgres"}));
+    config.datastore_type = value;
+  } else if (key == "datastore.sqlite.path") {
+    config.sqlite_path = value;
+  } else if (key == "datastore.postgres.dsn") {
+    config.postgres_dsn = value;
+  } else if (key == "runtime.type") {
+    BATON_RETURN_IF_ERROR(one_of({"auto", "shell", "docker"}));
+    config.runtime_type = value;
+  } else if (key == "runtime.docker.host") {
+    config.docker_host = value;
+  } else if (key == "logging.level") {
+    BATON_RETURN_IF_ERROR(one_of({"debug", "info", "warn", "error"}));
+    config.log_level = value == "debug"  ? log::Level::kDebug
+                       : value == "warn" ? log::Level::kWarn
+                       : value == "error" ? log::Level::kError
+                                          : log::Level::kInfo;
+  } else if (key == "logging.format") {
+    BATON_RETURN_IF_ERROR(one_of({"text", "json"}));
+    config.log_format = value == "json" ? log::Format::kJson : log::Format::kText;
+  } else {
+    return InvalidArgument(fmt::format("unknown configuration key {}", key));
+  }
+  return Status::Ok();
+}
+
+// Flattens a TOML table into dotted keys; worker.queues stays one key.
+Status Walk(const toml::table& table, const std::string& prefix, Config& config) {
+  for (const auto& [k, node] : table) {
+    std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (key == "worker.queues") {
+      const toml::table* queues = node.as_table();
+      if (queues == nullptr) return InvalidArgument("worker.queues: expected a table name = concurrency");
+      std::map<std::string, int> parsed;
+      for (const auto& [name, value] : *queues) {
+        auto n = value.value<int64_t>();
+        if (!n || *n < 1 || *n > 10000) {
+          return InvalidArgument(fmt::format("worker.queues.{}: expected a concurrency 1..10000", name.str()));
+        }
+        parsed[std::string(name.str())] = static_cast<int>(*n);
+      }
+      config.worker_queues = parsed;
+      continue;
+    }
+    if (const toml::table* sub = node.as_table()) {
+      BATON_RETURN_IF_ERROR(Walk(*sub, key, config));
+      continue;
+    }
+    auto text = node.value<std::string>();
+    if (!text) {
+      bool known = false;
+      for (const char* k2 : kKeys) known = known || key == k2;
+      if (!known) return InvalidArgument(fmt::format("unknown configuration key {}", key));
+      return InvalidArgument(fmt::format("{}: expected a string", key));
+    }
+    BATON_RETURN_IF_ERROR(Set(config, key, *text));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::map<std::string, int>> ParseQueues(std::string_view text) {
+  std::map<std::string, int> queues;
+  while (!text.empty()) {
+    auto comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    auto colon = item.find(':');
+    std::string_view name = item.substr(0, colon);
+    int concurrency = 1;
+    if (colon != std::string_view::npos) {
+      std::string_view n = item.substr(colon + 1);
+      auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), concurrency);
+      if (ec != std::errc() || ptr != n.data() + n.size() || concurrency < 1 || concurrency > 10000) {
+        return InvalidArgument(fmt::format("bad concurrency in \"{}\" (expected name:1..10000)", item));
+      }
+    }
+    if (name.empty()) return InvalidArgument(fmt::format("empty queue name in \"{}\"", item));
+    queues[std::string(name)] = concurrency;
+  }
+  return queues;
+}
+
+Result<Config> LoadConfig(const std::string& file,
+                          const std::function<const char*(const char*)>& env) {
+  Config config;
+  std::string path = file;
+  if (path.empty()) {
+    if (const char* from_env = env("BATON_CONFIG"); from_env != nullptr && *from_env) {
+      path = from_env;
+    } else if (std::filesystem::exists("baton.toml")) {
+      path = "baton.toml";
+    }
+  }
+  if (!path.empty()) {
+    try {
+      toml::table table = toml::parse_file(path);
+      Status s = Walk(table, "", config);
+      if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", path, s.message()));
+    } catch (const toml::parse_error& e) {
+      const auto& where = e.source().begin;
+      return InvalidArgument(
+          fmt::format("{}:{}:{}: {}", path, where.line, where.column, e.description()));
+    }
+  }
+  for (const char* key : kKeys) {
+    std::string name = EnvName(key);
+    if (const char* value = env(name.c_str()); value != nullptr) {
+      Status s = Set(config, key, value);
+      if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", name, s.message()));
+    }
+  }
+  return config;
+}
+
+}  // namespace baton

@@ -1,0 +1,40 @@
+// Configuration: a TOML file, every key overridable by an environment variable
+// BATON_<KEY PATH IN UPPER CASE, "." → "_"> (datastore.sqlite.path →
+// BATON_DATASTORE_SQLITE_PATH). Unknown keys and bad values are errors naming the key.
+// configs/sample.toml documents every key.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "base/log.h"
+#include "base/status.h"
+
+namespace baton {
+
+struct Config {
+  std::string coordinator_address = "localhost:8000";
+  std::string data_dir = ".baton";
+  std::map<std::string, int> worker_queues;  // empty: {default = <cores>}
+  std::string broker_type = "inmemory";
+  std::string rabbitmq_url = "amqp://guest:guest@localhost:5672/";
+  std::string datastore_type = "sqlite";
+  std::string sqlite_path;  // empty: <data_dir>/baton.db
+  std::string postgres_dsn;
+  std::string runtime_type = "shell";
+  std::string docker_host = "unix:///var/run/docker.sock";
+  log::Level log_level = log::Level::kInfo;
+  log::Format log_format = log::Format::kText;
+};
+
+// Reads `file` (empty: $BATON_CONFIG, else ./baton.toml when present, else defaults),
+// then applies environment overrides from `env` (a lookup such as getenv).
+Result<Config> LoadConfig(const std::string& file,
+                          const std::function<const char*(const char*)>& env);
+
+// Parses "name:concurrency[,name:concurrency...]".
+Result<std::map<std::string, int>> ParseQueues(std::string_view text);
+
+}  // namespace baton

@@ -1,0 +1,107 @@
+#include "engine/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace baton {
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("baton-config-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& text) {
+    auto path = (dir_ / "baton.toml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::function<const char*(const char*)> Env() {
+    return [this](const char* name) -> const char* {
+      auto it = env_.find(name);
+      return it == env_.end() ? nullptr : it->second.c_str();
+    };
+  }
+
+  std::filesystem::path dir_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(ConfigTest, DefaultsWithoutAFile) {
+  auto config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->coordinator_address, "localhost:8000");
+  EXPECT_EQ(config->broker_type, "inmemory");
+  EXPECT_TRUE(config->worker_queues.empty());
+}
+
+TEST_F(ConfigTest, ReadsEveryKindOfKey) {
+  auto config = LoadConfig(Write(R"(
+data_dir = "/var/lib/baton"
+[coordinator]
+address = "0.0.0.0:9000"
+[worker]
+queues = { default = 4, gpu = 1 }
+[datastore.sqlite]
+path = "/tmp/x.db"
+[logging]
+level = "debug"
+format = "json"
+)"),
+                           Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->data_dir, "/var/lib/baton");
+  EXPECT_EQ(config->coordinator_address, "0.0.0.0:9000");
+  EXPECT_EQ(config->worker_queues, (std::map<std::string, int>{{"default", 4}, {"gpu", 1}}));
+  EXPECT_EQ(config->sqlite_path, "/tmp/x.db");
+  EXPECT_EQ(config->log_level, log::Level::kDebug);
+  EXPECT_EQ(config->log_format, log::Format::kJson);
+}
+
+TEST_F(ConfigTest, EnvironmentOverridesTheFile) {
+  env_["BATON_DATASTORE_SQLITE_PATH"] = "/env.db";
+  env_["BATON_WORKER_QUEUES"] = "default:2,gpu:1";
+  env_["BATON_DATA_DIR"] = "/data";
+  auto config = LoadConfig(Write("[datastore.sqlite]\npath = \"/file.db\"\n"), Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->sqlite_path, "/env.db");
+  EXPECT_EQ(config->data_dir, "/data");
+  EXPECT_EQ(config->worker_queues, (std::map<std::string, int>{{"default", 2}, {"gpu", 1}}));
+}
+
+TEST_F(ConfigTest, UnknownKeysAndBadValuesNameTheKey) {
+  std::string path = Write("[datastore]\ntpye = \"sqlite\"\n");
+  EXPECT_EQ(LoadConfig(path, Env()).status().message(),
+            path + ": unknown configuration key datastore.tpye");
+  path = Write("[broker]\ntype = \"kafka\"\n");
+  EXPECT_EQ(LoadConfig(path, Env()).status().message(),
+            path + ": broker.type: \"kafka\" is not one of inmemory, rabbitmq");
+  env_["BATON_LOGGING_LEVEL"] = "loud";
+  EXPECT_EQ(LoadConfig("", Env()).status().message(),
+            "BATON_LOGGING_LEVEL: logging.level: \"loud\" is not one of debug, info, warn, error");
+}
+
+TEST_F(ConfigTest, TomlSyntaxErrorsHaveAPosition) {
+  std::string path = Write("[coordinator\naddress = 1\n");
+  auto config = LoadConfig(path, Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message().rfind(path + ":1:", 0), 0u) << config.status().message();
+}
+
+TEST(ParseQueuesTest, ParsesNamesAndConcurrency) {
+  EXPECT_EQ(*ParseQueues("default:4,gpu"), (std::map<std::string, int>{{"default", 4}, {"gpu", 1}}));
+  EXPECT_FALSE(ParseQueues("default:0").ok());
+  EXPECT_FALSE(ParseQueues(":3").ok());
+  EXPECT_FALSE(ParseQueues("a:x").ok());
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,62 @@
+// The composition root: the only place that names concrete implementations. An Engine
+// is a coordinator and a worker over one broker, datastore and runtime — `baton run
+// standalone` — and offers the in-process API the REST API will sit on.
+//
+// Thread-safety: Submit/Wait/Cancel/Restart may be called from any thread; Start and
+// Stop from one.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "base/clock.h"
+#include "broker/broker.h"
+#include "coordinator/coordinator.h"
+#include "datastore/datastore.h"
+#include "engine/config.h"
+#include "runtime/runtime.h"
+#include "worker/worker.h"
+
+namespace baton {
+
+class Engine {
+ public:
+  // Builds the standalone engine from configuration: in-memory broker, SQLite in the
+  // data directory, the shell runtime.
+  static Result<std::unique_ptr<Engine>> Standalone(const Config& config);
+
+  // Composes an engine from given parts (tests).
+  Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> broker,
+         std::unique_ptr<Runtime> runtime, std::unique_ptr<Clock> clock,
+         std::unique_ptr<Timers> timers, WorkerOptions worker_options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts the worker and the coordinator, which reconciles unfinished jobs.
+  Status Start();
+  // Stops taking work; running tasks get `grace` to finish, then are cancelled.
+  void Stop(std::chrono::milliseconds grace);
+
+  Result<JobRecord> Submit(const Job& job);
+  Result<JobRecord> Wait(const std::string& job_id, std::chrono::milliseconds timeout);
+  Status Cancel(const std::string& job_id);
+  Status Restart(const std::string& job_id);
+
+  Datastore& datastore() { return *datastore_; }
+  Broker& broker() { return *broker_; }
+  const std::string& node_id() const { return worker_->node_id(); }
+
+ private:
+  std::unique_ptr<Datastore> datastore_;
+  std::unique_ptr<Broker> broker_;
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<Clock> clock_;
+  std::unique_ptr<Timers> timers_;
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Coordinator> coordinator_;
+  bool started_ = false;
+};
+
+}  // namespace baton

@@ -1,0 +1,161 @@
+// The standalone engine with its real parts: SQLite in a data directory, the in-memory
+// broker, the shell runtime running real processes.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/job_decode.h"
+#include "datastore/sqlite/sqlite_datastore.h"
+#include "testing/wait_for.h"
+
+namespace baton {
+namespace {
+
+using std::chrono::seconds;
+
+Job ParseOrDie(const std::string& yaml) {
+  auto result = ParseJob(yaml, DocumentFormat::kYaml);
+  EXPECT_TRUE(result.ok()) << result.Message();
+  return result.ok() ? *result.job : Job{};
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("baton-engine-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    config_.data_dir = dir_.string();
+    config_.worker_queues = {{"default", 2}};
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  Config config_;
+};
+
+TEST_F(EngineTest, RunsAJobOfRealProcesses) {
+  auto engine = Engine::Standalone(config_);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  ASSERT_TRUE((*engine)->Start().ok());
+  auto job = (*engine)->Submit(ParseOrDie(R"(
+name: hello
+inputs: {who: world}
+output: "{{ tasks.greeting }}"
+tasks:
+  - name: greet
+    var: greeting
+    env: {WHO: "{{ inputs.who }}"}
+    run: echo -n "hello $WHO" > $TORK_OUTPUT
+  - name: fan out
+    each:
+      list: "{{ sequence(1, 4) }}"
+      concurrency: 2
+      task:
+        name: square {{ item.value }}
+        env: {N: "{{ item.value }}"}
+        run: echo $((N * N)) > $BATON_OUTPUT
+)"));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  auto done = (*engine)->Wait(job->id, seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
+  EXPECT_EQ(done->result, "hello world");
+  auto rows = (*engine)->datastore().JobTasks(job->id);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 5u);
+}
+
+TEST_F(EngineTest, TimeoutFailsTheTaskAndTheJob) {
+  auto engine = Engine::Standalone(config_);
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE((*engine)->Start().ok());
+  auto job = (*engine)->Submit(ParseOrDie("name: slow\ntasks:\n  - {name: s, run: sleep 10, timeout: 1s}\n"));
+  ASSERT_TRUE(job.ok());
+  auto start = std::chrono::steady_clock::now();
+  auto done = (*engine)->Wait(job->id, seconds(30));
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kFailed);
+  EXPECT_NE(done->error.find("timed out"), std::string::npos) << done->error;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
+}
+
+// A job of 20 sequential `sleep 0.2` tasks; the process running it is killed with
+// SIGKILL midway; a new engine on the same data directory finishes it. Every task runs
+// to completion exactly once, except the one that was running, which is re-run.
+TEST_F(EngineTest, SurvivesSigkillMidJob) {
+  std::string yaml = "name: twenty\ntasks:\n";
+  for (int i = 0; i < 20; ++i) {
+    yaml += "  - {name: t" + std::to_string(i) + ", run: sleep 0.2}\n";
+  }
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    auto engine = Engine::Standalone(config_);
+    if (!engine.ok() || !(*engine)->Start().ok()) _exit(3);
+    auto job = (*engine)->Submit(ParseOrDie(yaml));
+    if (!job.ok()) _exit(4);
+    (void)!write(pipe_fds[1], job->id.data(), job->id.size());
+    close(pipe_fds[1]);
+    pause();  // until killed
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  char id_buf[33] = {};
+  ASSERT_EQ(read(pipe_fds[0], id_buf, 32), 32);
+  close(pipe_fds[0]);
+  std::string job_id(id_buf, 32);
+
+  {
+    // Watch the data directory from outside until a few tasks are done, then kill.
+    auto watcher = SqliteDatastore::Open(SqliteOptions{.path = config_.data_dir + "/baton.db"});
+    ASSERT_TRUE(watcher.ok()) << watcher.status().message();
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          auto rows = (*watcher)->JobTasks(job_id);
+          if (!rows.ok()) return false;
+          int completed = 0;
+          for (const auto& r : *rows) completed += r.state == TaskState::kCompleted;
+          return completed >= 5;
+        },
+        seconds(30)));
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  auto engine = Engine::Standalone(config_);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  ASSERT_TRUE((*engine)->Start().ok());
+  auto done = (*engine)->Wait(job_id, seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
+
+  auto rows = (*engine)->datastore().JobTasks(job_id);
+  ASSERT_TRUE(rows.ok());
+  std::map<std::string, int> completed;
+  std::map<std::string, int> lost;
+  for (const auto& r : *rows) {
+    if (r.state == TaskState::kCompleted) ++completed[r.task.name];
+    if (r.state == TaskState::kFailed) ++lost[r.task.name];
+  }
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(completed["t" + std::to_string(i)], 1) << "t" << i;
+  }
+  // At most the one task that was running (or just published) is re-run.
+  EXPECT_LE(rows->size(), 21u);
+  EXPECT_LE(lost.size(), 1u);
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,243 @@
+#include "worker/worker.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "core/messages.h"
+#include "core/names.h"
+#include "core/record_json.h"
+
+namespace baton {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+// Ships what a running task produces as messages.
+class Reporter : public RunObserver {
+ public:
+  Reporter(Broker& broker, Clock& clock, const TaskRecord& task)
+      : broker_(broker), clock_(clock), task_(task) {}
+
+  void OnLog(std::string_view chunk) override {
+    if (chunk.empty()) return;
+    LogPart part;
+    part.id = NewId();
+    part.task_id = task_.id;
+    part.job_id = task_.job_id;
+    part.number = ++number_;
+    part.contents = std::string(chunk);
+    part.created_at = clock_.Now();
+    Status s = broker_.Publish(kQueueLogs, Encode(part));
+    if (!s.ok()) log::Warn("shipping a log part failed", {{"task_id", task_.id}, {"error", s.message()}});
+  }
+
+  void OnProgress(double percent) override {
+    (void)broker_.Publish(kQueueProgress, Encode(TaskProgress{task_.id, percent}));
+  }
+
+ private:
+  Broker& broker_;
+  Clock& clock_;
+  const TaskRecord& task_;
+  int number_ = 0;
+};
+
+}  // namespace
+
+Worker::Worker(Broker& broker, Runtime& runtime, Clock& clock, WorkerOptions options)
+    : broker_(broker), runtime_(runtime), clock_(clock), options_(std::move(options)) {
+  if (options_.node_id.empty()) options_.node_id = NewId();
+  if (options_.hostname.empty()) options_.hostname = HostName();
+}
+
+Worker::~Worker() { Stop(std::chrono::milliseconds(0)); }
+
+int Worker::running() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(running_.size());
+}
+
+Status Worker::Start() {
+  started_at_ = clock_.Now();
+  auto cancel = broker_.Subscribe(
+      CancelQueueFor(options_.node_id), 1, [this](std::unique_ptr<Delivery> d) {
+        auto message = DecodeCancelTask(d->body());
+        if (message.ok()) {
+          std::lock_guard lock(mu_);
+          if (auto it = running_.find(message->task_id); it != running_.end()) {
+            it->second.request_stop();
+          }
+        }
+        (void)d->Ack();
+      });
+  if (!cancel.ok()) return cancel.status();
+  cancel_subscription_ = std::move(*cancel);
+
+  for (const auto& [queue, concurrency] : options_.queues) {
+    auto lane = std::make_unique<Lane>();
+    lane->queue = queue;
+    lane->concurrency = std::max(1, concurrency);
+    Lane* raw = lane.get();
+    for (int i = 0; i < lane->concurrency; ++i) {
+      lane->threads.emplace_back([this, raw](std::stop_token stop) { SlotLoop(*raw, stop); });
+    }
+    auto subscription =
+        broker_.Subscribe(queue, lane->concurrency, [raw](std::unique_ptr<Delivery> d) {
+          {
+            std::lock_guard lock(raw->mu);
+            raw->pending.push_back(std::move(d));
+          }
+          raw->cv.notify_one();
+        });
+    if (!subscription.ok()) return subscription.status();
+    lane->subscription = std::move(*subscription);
+    lanes_.push_back(std::move(lane));
+  }
+  Heartbeat();
+  heartbeat_thread_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
+  log::Info("worker started", {{"node", options_.node_id}});
+  return Status::Ok();
+}
+
+void Worker::SlotLoop(Lane& lane, const std::stop_token& stop) {
+  for (;;) {
+    std::unique_ptr<Delivery> delivery;
+    {
+      std::unique_lock lock(lane.mu);
+      lane.cv.wait(lock, stop, [&] { return !lane.pending.empty(); });
+      if (lane.pending.empty()) return;  // stop requested
+      delivery = std::move(lane.pending.front());
+      lane.pending.pop_front();
+    }
+    RunOne(std::move(delivery));
+  }
+}
+
+void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
+  auto record = TaskRecordFromJson(nlohmann::json::parse(delivery->body(), nullptr, false));
+  if (!record.ok()) {
+    log::Error("dropping a task message that cannot be read", {{"error", record.status().message()}});
+    (void)delivery->Nack(false);
+    return;
+  }
+  TaskRecord task = std::move(*record);
+  std::stop_source cancel;
+  {
+    std::lock_guard lock(mu_);
+    if (draining_) {
+      (void)delivery->Nack(true);
+      return;
+    }
+    running_.emplace(task.id, cancel);
+  }
+  // Once the start is on its way the coordinator owns the task's fate (leases cover a
+  // worker dying from here on), so the broker can forget the message.
+  Status started = broker_.Publish(kQueueStarted, Encode(TaskStarted{task.id, options_.node_id, clock_.Now()}));
+  if (!started.ok()) {
+    {
+      std::lock_guard lock(mu_);
+      running_.erase(task.id);
+    }
+    (void)delivery->Nack(true);
+    return;
+  }
+  (void)delivery->Ack();
+
+  Reporter reporter(broker_, clock_, task);
+  RunRequest request{task.id, task.job_id, task.task, options_.max_result_bytes};
+  auto outcome = runtime_.Run(request, reporter, cancel.get_token());
+  TaskFinished finished;
+  finished.task_id = task.id;
+  finished.at = clock_.Now();
+  if (!outcome.ok()) {
+    finished.outcome = TaskFinished::Outcome::kFailed;
+    finished.error = "the runtime failed: " + outcome.status().message();
+  } else if (outcome->state == RunOutcome::State::kCompleted) {
+    finished.outcome = TaskFinished::Outcome::kCompleted;
+    finished.result = outcome->result;
+  } else if (outcome->state == RunOutcome::State::kCancelled) {
+    finished.outcome = TaskFinished::Outcome::kCancelled;
+    finished.error = outcome->error;
+  } else {
+    finished.outcome = TaskFinished::Outcome::kFailed;
+    finished.error = outcome->error;
+  }
+  std::string_view queue =
+      finished.outcome == TaskFinished::Outcome::kCompleted ? kQueueCompleted : kQueueFailed;
+  Status s = broker_.Publish(queue, Encode(finished));
+  if (!s.ok()) log::Error("reporting an outcome failed", {{"task_id", task.id}, {"error", s.message()}});
+  {
+    std::lock_guard lock(mu_);
+    running_.erase(task.id);
+  }
+  idle_cv_.notify_all();
+}
+
+void Worker::Heartbeat() {
+  NodeRecord node;
+  node.id = options_.node_id;
+  node.name = options_.name;
+  node.hostname = options_.hostname;
+  node.version = options_.version;
+  std::string queues;
+  for (const auto& [queue, concurrency] : options_.queues) {
+    if (!queues.empty()) queues += ',';
+    queues += fmt::format("{}:{}", queue, concurrency);
+  }
+  node.queue = queues;
+  node.started_at = started_at_;
+  node.last_heartbeat_at = clock_.Now();
+  node.task_count = running();
+  node.status = NodeStatus::kUp;
+  (void)broker_.Publish(kQueueHeartbeat, Encode(node));
+}
+
+void Worker::HeartbeatLoop(const std::stop_token& stop) {
+  std::unique_lock lock(heartbeat_mu_);
+  while (!stop.stop_requested()) {
+    heartbeat_cv_.wait_for(lock, stop, options_.heartbeat_interval, [] { return false; });
+    if (stop.stop_requested()) return;
+    lock.unlock();
+    Heartbeat();
+    lock.lock();
+  }
+}
+
+void Worker::Stop(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mu_);
+    if (draining_ && lanes_.empty()) return;
+    draining_ = true;
+  }
+  // Stop taking work; what was delivered but not started goes back to the queue.
+  for (auto& lane : lanes_) {
+    if (lane->subscription) lane->subscription->Close();
+    std::deque<std::unique_ptr<Delivery>> pending;
+    {
+      std::lock_guard lock(lane->mu);
+      pending.swap(lane->pending);
+    }
+    for (auto& d : pending) (void)d->Nack(true);
+  }
+  {
+    std::unique_lock lock(mu_);
+    idle_cv_.wait_for(lock, grace, [&] { return running_.empty(); });
+    for (auto& [id, cancel] : running_) cancel.request_stop();
+  }
+  for (auto& lane : lanes_) {
+    for (auto& t : lane->threads) t.request_stop();
+    lane->cv.notify_all();
+    lane->threads.clear();  // joins
+  }
+  lanes_.clear();
+  if (cancel_subscription_) cancel_subscription_->Close();
+  cancel_subscription_.reset();
+  heartbeat_thread_ = std::jthread();
+}
+
+}  // namespace baton

@@ -1,0 +1,86 @@
+// The worker: takes tasks from its queues (no more than it has free slots for), runs them
+// through the runtime, and reports back: started, log parts, progress, the outcome. It
+// also heartbeats, and stops tasks the coordinator cancels.
+//
+// Thread-safety: Start/Stop from one thread; everything else happens on threads the
+// worker owns (a fixed set of slot threads per queue, and one heartbeat thread).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "broker/broker.h"
+#include "core/records.h"
+#include "runtime/runtime.h"
+
+namespace baton {
+
+struct WorkerOptions {
+  std::string node_id;                               // default: a new id
+  std::string name = "worker";
+  std::string hostname;                              // default: this host's name
+  std::string version;
+  std::map<std::string, int> queues = {{"default", 1}};  // queue → concurrency
+  std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(5);
+  std::size_t max_result_bytes = 64 * 1024;
+};
+
+class Worker {
+ public:
+  Worker(Broker& broker, Runtime& runtime, Clock& clock, WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  Status Start();
+  // Stops taking work and hands back what has not started; lets running tasks finish
+  // for up to `grace`, then cancels them. Returns when every slot thread has ended.
+  void Stop(std::chrono::milliseconds grace);
+
+  const std::string& node_id() const { return options_.node_id; }
+  int running() const;
+
+ private:
+  struct Slot;
+  struct Lane {
+    std::string queue;
+    int concurrency = 1;
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::deque<std::unique_ptr<Delivery>> pending;  // guarded by mu
+    std::unique_ptr<Subscription> subscription;
+    std::vector<std::jthread> threads;
+  };
+
+  void SlotLoop(Lane& lane, const std::stop_token& stop);
+  void RunOne(std::unique_ptr<Delivery> delivery);
+  void HeartbeatLoop(const std::stop_token& stop);
+  void Heartbeat();
+
+  Broker& broker_;
+  Runtime& runtime_;
+  Clock& clock_;
+  WorkerOptions options_;
+  TimePoint started_at_{};
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::stop_source> running_;  // task id → its cancel; guarded by mu_
+  bool draining_ = false;                            // guarded by mu_
+  std::condition_variable idle_cv_;
+
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::unique_ptr<Subscription> cancel_subscription_;
+  std::condition_variable_any heartbeat_cv_;
+  std::mutex heartbeat_mu_;
+  std::jthread heartbeat_thread_;
+};
+
+}  // namespace baton
