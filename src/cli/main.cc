@@ -4,19 +4,12 @@
 
 #include <iostream>
 
+#include "cli/run.h"
 #include "cli/validate.h"
 
 namespace {
 
 constexpr const char* kVersion = BATON_VERSION;
-
-int NotBuiltYet(const std::string& what) {
-  std::cerr << fmt::format(
-      "baton {}: the engine is not built yet in this version ({}); "
-      "`baton validate` and `baton version` work today.\n",
-      what, kVersion);
-  return baton::cli::kExitFailure;
-}
 
 }  // namespace
 
@@ -35,13 +28,16 @@ int main(int argc, char** argv) {
   run->add_option("role", role, "standalone, coordinator or worker")
       ->required()
       ->check(CLI::IsMember({"standalone", "coordinator", "worker"}));
-  std::string config, address, data_dir;
-  run->add_option("--config", config, "Configuration file (TOML)");
-  run->add_option("--address", address, "HOST:PORT the API listens on")
-      ->default_str("localhost:8000");
-  run->add_option("--data-dir", data_dir, "Data directory")->default_str("./.baton");
+  baton::cli::ServerFlags flags;
+  auto add_server_flags = [&](CLI::App* command) {
+    command->add_option("--config", flags.config_file, "Configuration file (TOML)");
+    command->add_option("--data-dir", flags.data_dir, "Data directory (default ./.baton)");
+  };
+  add_server_flags(run);
+  run->add_option("--address", flags.address, "HOST:PORT the API listens on (default localhost:8000)");
 
   auto* migrate = app.add_subcommand("migrate", "Create or upgrade the datastore schema");
+  add_server_flags(migrate);
 
   try {
     app.parse(argc, argv);
@@ -59,7 +55,7 @@ int main(int argc, char** argv) {
     return baton::cli::kExitOk;
   }
   if (validate->parsed()) return baton::cli::Validate(files, std::cout, std::cerr);
-  if (run->parsed()) return NotBuiltYet("run " + role);
-  if (migrate->parsed()) return NotBuiltYet("migrate");
+  if (run->parsed()) return baton::cli::RunServer(role, flags);
+  if (migrate->parsed()) return baton::cli::Migrate(flags);
   return baton::cli::kExitUsage;
 }

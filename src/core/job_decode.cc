@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <initializer_list>
+#include <span>
 #include <set>
 
 #include "core/expr.h"
@@ -14,42 +14,42 @@
 namespace baton {
 namespace {
 
-using Fields = std::initializer_list<std::string_view>;
+using Fields = std::span<const std::string_view>;
 
 // Field names of each object, as the spec spells them.
-constexpr Fields kJobFields = {"name",     "description", "tags",       "inputs",
+constexpr std::string_view kJobFields[] = {"name",     "description", "tags",       "inputs",
                                "secrets",  "defaults",    "output",     "webhooks",
                                "autoDelete", "wait",      "timeout",    "tasks",
                                "permissions"};
-constexpr Fields kRunnableFields = {"image", "run",  "cmd",   "entrypoint", "env",
+constexpr std::string_view kRunnableFields[] = {"image", "run",  "cmd",   "entrypoint", "env",
                                     "files", "queue", "pre",  "post",       "mounts",
                                     "retry", "limits", "timeout"};
-constexpr Fields kTaskFields = {"name",     "description", "var",      "if",       "run",
+constexpr std::string_view kTaskFields[] = {"name",     "description", "var",      "if",       "run",
                                 "image",    "cmd",         "entrypoint", "env",    "files",
                                 "workdir",  "queue",       "priority", "pre",      "post",
                                 "sidecars", "mounts",      "networks", "limits",   "gpus",
                                 "registry", "tags",        "timeout",  "retry",    "parallel",
                                 "each",     "subjob"};
-constexpr Fields kAuxFields = {"name", "description", "run",     "image",   "cmd", "entrypoint",
+constexpr std::string_view kAuxFields[] = {"name", "description", "run",     "image",   "cmd", "entrypoint",
                                "env",  "files",       "timeout", "registry"};
-constexpr Fields kSidecarFields = {"name",  "description", "run",     "image",
+constexpr std::string_view kSidecarFields[] = {"name",  "description", "run",     "image",
                                    "cmd",   "entrypoint",  "env",     "files",
                                    "timeout", "registry",  "probe"};
-constexpr Fields kRetryFields = {"limit", "attempts", "initialDelay", "scalingFactor",
+constexpr std::string_view kRetryFields[] = {"limit", "attempts", "initialDelay", "scalingFactor",
                                  "maxDelay"};
-constexpr Fields kLimitsFields = {"cpus", "memory"};
-constexpr Fields kMountFields = {"type", "source", "target", "opts"};
-constexpr Fields kRegistryFields = {"username", "password"};
-constexpr Fields kProbeFields = {"path", "port", "timeout"};
-constexpr Fields kWebhookFields = {"url", "headers", "event", "if"};
-constexpr Fields kAutoDeleteFields = {"after"};
-constexpr Fields kWaitFields = {"timeout"};
-constexpr Fields kDefaultsFields = {"retry", "limits", "timeout", "queue", "priority"};
-constexpr Fields kParallelFields = {"tasks"};
-constexpr Fields kEachFields = {"list", "task", "var", "concurrency"};
-constexpr Fields kSubJobFields = {"name",    "description", "tasks",    "inputs",  "secrets",
+constexpr std::string_view kLimitsFields[] = {"cpus", "memory"};
+constexpr std::string_view kMountFields[] = {"type", "source", "target", "opts"};
+constexpr std::string_view kRegistryFields[] = {"username", "password"};
+constexpr std::string_view kProbeFields[] = {"path", "port", "timeout"};
+constexpr std::string_view kWebhookFields[] = {"url", "headers", "event", "if"};
+constexpr std::string_view kAutoDeleteFields[] = {"after"};
+constexpr std::string_view kWaitFields[] = {"timeout"};
+constexpr std::string_view kDefaultsFields[] = {"retry", "limits", "timeout", "queue", "priority"};
+constexpr std::string_view kParallelFields[] = {"tasks"};
+constexpr std::string_view kEachFields[] = {"list", "task", "var", "concurrency"};
+constexpr std::string_view kSubJobFields[] = {"name",    "description", "tasks",    "inputs",  "secrets",
                                   "output",  "autoDelete",  "webhooks", "detached"};
-constexpr Fields kPermissionFields = {"role", "user"};
+constexpr std::string_view kPermissionFields[] = {"role", "user"};
 
 bool Contains(Fields fields, std::string_view name) {
   return std::find(fields.begin(), fields.end(), name) != fields.end();
@@ -388,7 +388,7 @@ class Decoder {
 
   AuxTask DecodeAux(const Node& node, const std::string& path, bool sidecar) {
     AuxTask aux;
-    ForEachField(node, path, sidecar ? kSidecarFields : kAuxFields,
+    ForEachField(node, path, sidecar ? Fields(kSidecarFields) : Fields(kAuxFields),
                  [&](const MapEntry& e, const std::string& p) {
                    const Node& v = e.value;
                    if (e.key == "name") aux.name = Template(v, p);

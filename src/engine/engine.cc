@@ -47,6 +47,19 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
                                   std::make_unique<SystemClock>(), NewThreadTimers(), worker);
 }
 
+Result<int> Engine::Migrate(const Config& config) {
+  if (config.datastore_type != "sqlite") {
+    return FailedPrecondition("datastore.type: only sqlite is available in this version");
+  }
+  SqliteOptions sqlite;
+  sqlite.path = config.sqlite_path.empty() ? config.data_dir + "/baton.db" : config.sqlite_path;
+  sqlite.auto_migrate = false;
+  auto datastore = SqliteDatastore::Open(sqlite);
+  if (!datastore.ok()) return datastore.status();
+  BATON_RETURN_IF_ERROR((*datastore)->Migrate());
+  return (*datastore)->SchemaVersion();
+}
+
 Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> broker,
                std::unique_ptr<Runtime> runtime, std::unique_ptr<Clock> clock,
                std::unique_ptr<Timers> timers, WorkerOptions worker_options)

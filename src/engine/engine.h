@@ -26,6 +26,9 @@ class Engine {
   // data directory, the shell runtime.
   static Result<std::unique_ptr<Engine>> Standalone(const Config& config);
 
+  // Creates or upgrades the configured datastore's schema; returns the schema version.
+  static Result<int> Migrate(const Config& config);
+
   // Composes an engine from given parts (tests).
   Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> broker,
          std::unique_ptr<Runtime> runtime, std::unique_ptr<Clock> clock,

@@ -5,7 +5,7 @@
 //   leaves nothing behind: no process, container or working directory.
 // - A failed task is data, not an error: Run returns a RunOutcome with state kFailed and
 //   an error text (`exit code N` and the last lines of output; `timed out after 1s`;
-//   `out of memory (limit 64m)`). Status errors are for the runtime itself failing.
+//   `out of memory: exceeded the memory limit of 64m`). Status errors are for the runtime itself failing.
 // - `timeout` covers pre + main + post; on expiry, or when `cancel` is requested, the
 //   whole process tree (or container) is killed.
 // - Output lines go to the observer as they are produced; progress likewise.

@@ -1,0 +1,85 @@
+#include "cli/run.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "base/log.h"
+#include "cli/validate.h"
+#include "engine/config.h"
+#include "engine/engine.h"
+
+namespace baton::cli {
+namespace {
+
+Result<Config> Load(const ServerFlags& flags) {
+  auto config = LoadConfig(flags.config_file, [](const char* name) { return std::getenv(name); });
+  if (!config.ok()) return config;
+  if (!flags.address.empty()) config->coordinator_address = flags.address;
+  if (!flags.data_dir.empty()) config->data_dir = flags.data_dir;
+  log::Configure(config->log_level, config->log_format);
+  return config;
+}
+
+}  // namespace
+
+int RunServer(const std::string& role, const ServerFlags& flags) {
+  // Block the stop signals before any thread starts, so every thread inherits the mask
+  // and the main thread alone receives them through sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto config = Load(flags);
+  if (!config.ok()) {
+    std::cerr << "baton: " << config.status().message() << '\n';
+    return kExitUsage;
+  }
+  if (role != "standalone") {
+    std::cerr << fmt::format(
+        "baton run {}: distributed mode (RabbitMQ + PostgreSQL) is not built yet in this "
+        "version; use `baton run standalone`\n",
+        role);
+    return kExitFailure;
+  }
+  auto engine = Engine::Standalone(*config);
+  if (!engine.ok()) {
+    std::cerr << "baton: " << engine.status().message() << '\n';
+    return engine.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailure;
+  }
+  Status started = (*engine)->Start();
+  if (!started.ok()) {
+    std::cerr << "baton: starting failed: " << started.message() << '\n';
+    return kExitFailure;
+  }
+  log::Info("baton standalone is running; unfinished jobs in the data directory continue",
+            {{"data_dir", config->data_dir}, {"node", (*engine)->node_id()}});
+  log::Info("the REST API is not built yet in this version; nothing listens on the address",
+            {{"address", config->coordinator_address}});
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  log::Info("stopping: running tasks get 30s to finish", {{"signal", strsignal(signal)}});
+  (*engine)->Stop(std::chrono::seconds(30));
+  return kExitOk;
+}
+
+int Migrate(const ServerFlags& flags) {
+  auto config = Load(flags);
+  if (!config.ok()) {
+    std::cerr << "baton: " << config.status().message() << '\n';
+    return kExitUsage;
+  }
+  auto version = Engine::Migrate(*config);
+  if (!version.ok()) {
+    std::cerr << "baton migrate: " << version.status().message() << '\n';
+    return kExitFailure;
+  }
+  std::cout << fmt::format("schema is at version {}\n", *version);
+  return kExitOk;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,18 @@
+// `baton run ROLE` and `baton migrate`: the server side of the baton command.
+#pragma once
+
+#include <string>
+
+namespace baton::cli {
+
+struct ServerFlags {
+  std::string config_file;
+  std::string address;   // empty: from configuration
+  std::string data_dir;  // empty: from configuration
+};
+
+// Runs the role until SIGINT or SIGTERM, then stops gracefully. Returns an exit code.
+int RunServer(const std::string& role, const ServerFlags& flags);
+int Migrate(const ServerFlags& flags);
+
+}  // namespace baton::cli

@@ -1,0 +1,133 @@
+// Cgroups for the shell runtime: which hierarchies this host lets us use (CgroupHost,
+// found once), and one task's set of cgroups (TaskCgroup: created per task, joined by the
+// task's first process before it execs, killed and removed at the end).
+//
+// Hosts differ: cgroup v1 (one mount per controller, e.g. /sys/fs/cgroup/memory), cgroup
+// v2 (one unified mount whose controllers must be enabled in cgroup.subtree_control), or
+// both (v1 controllers plus a controller-less v2 mount that still offers cgroup.kill). For
+// each of memory, cpu and pids we pick v2 when its controller is enabled there, else v1;
+// a v2 cgroup is used even without controllers, to track and kill the process tree.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace baton {
+
+// A cgroup filesystem mount, as /proc/self/mountinfo lists it.
+struct CgroupMount {
+  std::string mount_point;
+  bool v2 = false;
+  std::vector<std::string> controllers;  // v1 only: e.g. {"cpu", "cpuacct"}
+};
+
+// Parses the cgroup and cgroup2 mounts out of /proc/self/mountinfo text.
+std::vector<CgroupMount> ParseCgroupMounts(std::string_view mountinfo);
+
+// The limits one task's cgroups enforce; unset means unlimited.
+struct CgroupLimits {
+  std::optional<std::int64_t> memory_bytes;
+  std::optional<double> cpus;
+  std::int64_t pids_max = 0;  // 0: no cap
+};
+
+class TaskCgroup;
+
+// What the host allows. Immutable after Detect, so safe to share between threads.
+class CgroupHost {
+ public:
+  // No cgroups at all.
+  CgroupHost() = default;
+
+  // Finds the mounts and, in each usable hierarchy, creates the directory `parent` (e.g.
+  // "baton") under which the task cgroups go; a hierarchy where that fails (not root, a
+  // read-only mount) is left out.
+  static CgroupHost Detect(const std::string& parent);
+
+  bool limits_memory() const { return memory_.where != Where::kNone; }
+  bool limits_cpu() const { return cpu_.where != Where::kNone; }
+  bool limits_pids() const { return pids_.where != Where::kNone; }
+  // Whether a task's processes can be tracked (and killed) through a cgroup.
+  bool tracks_processes() const { return !v2_parent_.empty() || limits_pids(); }
+
+  // One line for logs: where each controller lives.
+  std::string Describe() const;
+
+  // Creates the task's cgroups, named `name` under the parent in each hierarchy that is
+  // needed: the v2 one (when usable) and the v1 ones whose limit is set.
+  Result<std::unique_ptr<TaskCgroup>> Create(const std::string& name,
+                                             const CgroupLimits& limits) const;
+
+ private:
+  enum class Where { kNone, kV1, kV2 };
+  struct Controller {
+    Where where = Where::kNone;
+    std::string v1_parent;  // <v1 mount>/<parent>, when where == kV1
+  };
+
+  std::string v2_parent_;  // <v2 mount>/<parent>; empty when v2 is unusable
+  bool v2_kill_ = false;   // cgroup.kill exists (Linux 5.14+)
+  Controller memory_;
+  Controller cpu_;
+  Controller pids_;
+};
+
+// One task's cgroups. Used by the thread running the task only.
+class TaskCgroup {
+ public:
+  TaskCgroup(const TaskCgroup&) = delete;
+  TaskCgroup& operator=(const TaskCgroup&) = delete;
+  // Kills what is left and removes the directories.
+  ~TaskCgroup();
+
+  // The v2 cgroup directory (O_CLOEXEC), for clone3(CLONE_INTO_CGROUP); -1 without one.
+  int v2_dir_fd() const { return v2_dir_fd_; }
+  // Its cgroup.procs, for when clone3 cannot place the child; -1 without one.
+  int v2_procs_fd() const { return v2_procs_fd_; }
+  // The v1 cgroups' `tasks` files (O_CLOEXEC): the task's first process writes "0" to
+  // each after fork and before exec, so everything it starts is inside from the
+  // beginning. `tasks` moves one thread (the child has only one), which unlike
+  // cgroup.procs does not take the global threadgroup lock: that lock can cost an RCU
+  // grace period, milliseconds, per task.
+  const std::vector<int>& v1_tasks_fds() const { return v1_tasks_fds_; }
+
+  // The processes currently in the cgroup.
+  std::vector<pid_t> Pids() const;
+
+  // Kills every process in the cgroup, including ones that left the task's process group
+  // or session, and waits (bounded) until they are gone. Returns the pids it killed.
+  std::vector<pid_t> KillAll();
+
+  // How many processes the OOM killer has killed in the memory cgroup; nullopt without a
+  // memory cgroup.
+  std::optional<std::int64_t> OomKills() const;
+
+  // Closes the fds and removes the directories (kill first). Idempotent.
+  Status Remove();
+
+  // The directories, for tests and logs.
+  const std::vector<std::string>& dirs() const { return dirs_; }
+
+ private:
+  friend class CgroupHost;
+  TaskCgroup() = default;
+
+  std::vector<std::string> dirs_;  // created, in creation order
+  int v2_dir_fd_ = -1;
+  int v2_procs_fd_ = -1;
+  std::vector<int> v1_tasks_fds_;
+  std::string track_dir_;   // where to list processes: the v2 dir, else a v1 one
+  bool kill_file_ = false;  // track_dir_ has cgroup.kill
+  std::string memory_dir_;  // empty without a memory limit
+  bool memory_v2_ = false;
+};
+
+}  // namespace baton

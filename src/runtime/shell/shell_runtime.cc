@@ -1,0 +1,1062 @@
+#include "runtime/shell/shell_runtime.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include "base/log.h"
+#include "core/duration.h"
+
+namespace baton {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Output kept for quoting the last lines of a failed step.
+constexpr std::size_t kTailBytes = 8 * 1024;
+// The quoted lines, at most (a line may be long).
+constexpr std::size_t kMaxQuotedBytes = 2 * 1024;
+constexpr std::size_t kReadChunk = 32 * 1024;
+// Reads per wakeup before checking the clock again, so a chatty task cannot starve the
+// timeout.
+constexpr int kReadsPerWakeup = 8;
+// After a step's processes are killed the output pipe reaches EOF at once, unless a
+// process outside the process group (no cgroup to find it) still holds it: wait that long.
+constexpr auto kDrainWait = std::chrono::milliseconds(300);
+// Without pidfd_open (Linux < 5.3) the exit is noticed by polling this often.
+constexpr int kExitPollMillis = 50;
+constexpr std::size_t kMaxWarnedJobs = 1024;
+// The runtime's own files in the task directory ($BATON_OUTPUT, $BATON_PROGRESS, long
+// scripts) start with this; task files may not.
+constexpr std::string_view kReservedPrefix = ".baton-";
+// Scripts up to this size go to bash as an argument (one argument may be 128 KiB); longer
+// ones through a file. Every file costs: on some disks creating and deleting one takes
+// milliseconds.
+constexpr std::size_t kMaxInlineScript = 64 * 1024;
+
+std::string ErrnoText(int err) {
+  char buf[128];
+  // GNU strerror_r returns the message (maybe not in buf); XSI returns an int.
+  auto r = strerror_r(err, buf, sizeof buf);
+  if constexpr (std::is_same_v<decltype(r), char*>) {
+    return r;
+  } else {
+    return r == 0 ? std::string(buf) : "errno " + std::to_string(err);
+  }
+}
+
+Status ErrnoStatus(std::string what, int err) {
+  StatusCode code =
+      (err == ENOMEM || err == EAGAIN || err == EMFILE || err == ENFILE || err == ENOSPC)
+          ? StatusCode::kUnavailable
+          : StatusCode::kInternal;
+  return {code, what + ": " + ErrnoText(err)};
+}
+
+// An owned file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Moves fd above the standard descriptors (a worker started with 0-2 closed would
+// otherwise hand out pipes there, and the child's dup2 onto 0-2 would clobber them).
+int AboveStdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  return moved;
+}
+
+Status WriteWholeFile(const std::string& path, std::string_view contents, mode_t mode) {
+  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd.valid()) return ErrnoStatus("cannot create " + path, errno);
+  while (!contents.empty()) {
+    ssize_t n = write(fd.get(), contents.data(), contents.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("cannot write " + path, errno);
+    }
+    contents.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return Status::Ok();
+}
+
+bool ValidFileName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.substr(0, kReservedPrefix.size()) != kReservedPrefix &&
+         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+}
+
+bool ValidEnvName(std::string_view name) {
+  return !name.empty() && name.find('=') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+// A task id made safe for a directory name.
+std::string DirNamePart(std::string_view id) {
+  std::string out;
+  for (char c : id.substr(0, 64)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_';
+    out.push_back(ok ? c : '_');
+  }
+  return out.empty() ? "task" : out;
+}
+
+std::optional<double> ParseProgress(std::string_view text) {
+  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  if (text.empty()) return std::nullopt;
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return std::clamp(value, 0.0, 100.0);
+}
+
+// The last `count` lines of `text`, without the final newline.
+std::string LastLines(std::string_view text, int count) {
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  if (count <= 0 || text.empty()) return "";
+  std::size_t start = text.size();
+  for (int lines = 0; lines < count; ++lines) {
+    std::size_t nl = text.rfind('\n', start - 1);
+    if (nl == std::string_view::npos) {
+      start = 0;
+      break;
+    }
+    start = nl;
+    if (start == 0) break;
+  }
+  if (start < text.size() && text[start] == '\n') ++start;
+  std::string_view lines = text.substr(start);
+  if (lines.size() > kMaxQuotedBytes) lines = lines.substr(lines.size() - kMaxQuotedBytes);
+  return std::string(lines);
+}
+
+std::int64_t RoundUpMillis(Clock::duration d) {
+  return std::chrono::ceil<std::chrono::milliseconds>(d).count();
+}
+
+// ---- Starting the task's process ----
+//
+// The child is made with clone3 (placing it in the v2 cgroup as it is created, which is
+// much cheaper than moving it there afterwards, and returning a pidfd), or with fork
+// where clone3 is unavailable. Either way it is a copy of this multi-threaded process in
+// which only raw system calls are safe: the child side below uses nothing else, on data
+// prepared before the copy, and is not instrumented by sanitizers (their runtimes hold
+// locks that other threads may have owned at the moment of the copy).
+
+#if defined(__clang__) || defined(__GNUC__)
+#define BATON_CHILD_CODE __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
+#else
+#define BATON_CHILD_CODE
+#endif
+
+enum ChildStage : int { kJoinCgroup = 1, kNewSession, kLimitMemory, kRedirect, kChdir, kExec };
+
+struct ChildSpec {
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* cwd = nullptr;
+  int stdin_fd = -1;
+  int output_fd = -1;
+  int report_fd = -1;
+  // cgroup files to write "0" (this process) into.
+  const int* procs_fds = nullptr;
+  std::size_t procs_fd_count = 0;
+  bool limit_address_space = false;
+  std::uint64_t address_space = 0;
+};
+
+struct ChildError {
+  int stage;
+  int err;
+};
+
+// The kernel's struct sigaction, all zero: SIG_DFL, no flags, empty mask (32 bytes cover
+// every architecture's layout).
+struct KernelSigaction {
+  std::uint64_t words[4];
+};
+
+struct KernelRlimit {
+  std::uint64_t cur;
+  std::uint64_t max;
+};
+
+// struct clone_args up to `cgroup` (CLONE_ARGS_SIZE_VER2).
+struct CloneArgs {
+  std::uint64_t flags;
+  std::uint64_t pidfd;
+  std::uint64_t child_tid;
+  std::uint64_t parent_tid;
+  std::uint64_t exit_signal;
+  std::uint64_t stack;
+  std::uint64_t stack_size;
+  std::uint64_t tls;
+  std::uint64_t set_tid;
+  std::uint64_t set_tid_size;
+  std::uint64_t cgroup;
+};
+constexpr std::uint64_t kClonePidfd = 0x00001000;
+constexpr std::uint64_t kCloneIntoCgroup = 0x200000000ULL;
+constexpr unsigned kCloseRangeCloexec = 1U << 2;
+constexpr int kKernelSigsetBytes = 8;
+
+[[noreturn]] BATON_CHILD_CODE void ChildFail(const ChildSpec& spec, int stage, long err) {
+  ChildError error{stage, static_cast<int>(err)};
+  syscall(SYS_write, spec.report_fd, &error, sizeof error);
+  syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
+}
+
+[[noreturn]] BATON_CHILD_CODE void ChildMain(const ChildSpec& spec) {
+  // Handlers revert to the default on exec but ignored signals stay ignored: reset them
+  // all while every signal is still blocked (the parent blocked them around the copy), so
+  // that no handler of the parent runs here.
+  KernelSigaction dfl{};
+  for (int sig = 1; sig <= kKernelSigsetBytes * 8; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) {
+      syscall(SYS_rt_sigaction, sig, &dfl, nullptr, kKernelSigsetBytes);
+    }
+  }
+  for (std::size_t i = 0; i < spec.procs_fd_count; ++i) {
+    if (syscall(SYS_write, spec.procs_fds[i], "0", 1) != 1) ChildFail(spec, kJoinCgroup, errno);
+  }
+  if (syscall(SYS_setsid) < 0) ChildFail(spec, kNewSession, errno);
+  if (spec.limit_address_space) {
+    KernelRlimit limit{spec.address_space, spec.address_space};
+    if (syscall(SYS_prlimit64, 0, RLIMIT_AS, &limit, nullptr) != 0) {
+      ChildFail(spec, kLimitMemory, errno);
+    }
+  }
+  // The descriptors are all above 2 (AboveStdio), so dup3 never sees equal numbers.
+  if (syscall(SYS_dup3, spec.stdin_fd, 0, 0) < 0 || syscall(SYS_dup3, spec.output_fd, 1, 0) < 0 ||
+      syscall(SYS_dup3, spec.output_fd, 2, 0) < 0) {
+    ChildFail(spec, kRedirect, errno);
+  }
+  if (syscall(SYS_chdir, spec.cwd) != 0) ChildFail(spec, kChdir, errno);
+  // Descriptors another thread opened without O_CLOEXEC must not reach the task: mark
+  // everything above stdio close-on-exec (the report pipe stays usable until exec).
+  // Best effort: Linux < 5.11 lacks the flag.
+  syscall(SYS_close_range, 3U, ~0U, kCloseRangeCloexec);
+  std::uint64_t no_signals = 0;
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &no_signals, nullptr, kKernelSigsetBytes);
+  syscall(SYS_execve, spec.path, spec.argv, spec.envp);
+  ChildFail(spec, kExec, errno);
+}
+
+struct Spawned {
+  pid_t pid = -1;
+  Fd pidfd;              // may be invalid (Linux < 5.3)
+  int failed_stage = 0;  // a ChildStage when the child failed before exec
+  int err = 0;
+};
+
+int PidfdOpen(pid_t pid) {
+#if defined(SYS_pidfd_open)
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+// Starts the child as the leader of a new session, in the task's cgroups; returns once it
+// has exec'd (or failed to). `v1_procs` are the files (`tasks`) the child joins by
+// writing; `v2_dir`/`v2_procs` the v2 cgroup, joined through clone3 where it works (then
+// `clone3_usable` stays true), else by writing too.
+Result<Spawned> Spawn(ChildSpec spec, const std::vector<int>& v1_procs, int v2_dir, int v2_procs,
+                      std::atomic<bool>& clone3_usable) {
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  Fd report_read(AboveStdio(report[0]));
+  Fd report_write(AboveStdio(report[1]));
+  if (!report_read.valid() || !report_write.valid()) return ErrnoStatus("pipe", errno);
+  spec.report_fd = report_write.get();
+
+  // Both variants of the list are prepared before the copy.
+  std::vector<int> all_procs = v1_procs;
+  if (v2_procs >= 0) all_procs.push_back(v2_procs);
+  ChildSpec cloned = spec;
+  cloned.procs_fds = v1_procs.data();
+  cloned.procs_fd_count = v1_procs.size();
+  ChildSpec forked = spec;
+  forked.procs_fds = all_procs.data();
+  forked.procs_fd_count = all_procs.size();
+
+  Spawned spawned;
+  int pidfd = -1;
+  CloneArgs args{};
+  args.flags = kClonePidfd | (v2_dir >= 0 ? kCloneIntoCgroup : 0);
+  args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = v2_dir >= 0 ? static_cast<std::uint64_t>(v2_dir) : 0;
+
+  // Block every signal across the copy so that no handler of this process runs in the
+  // child before it has reset them.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = -1;
+  int spawn_err = 0;
+  if (clone3_usable.load(std::memory_order_relaxed)) {
+    long r = syscall(SYS_clone3, &args, sizeof args);
+    if (r == 0) ChildMain(cloned);
+    if (r > 0) {
+      pid = static_cast<pid_t>(r);
+    } else {
+      spawn_err = errno;
+      // Too old a kernel for clone3 or CLONE_INTO_CGROUP: fork from now on.
+      if (spawn_err == ENOSYS || spawn_err == E2BIG || spawn_err == EINVAL) {
+        clone3_usable.store(false, std::memory_order_relaxed);
+      }
+    }
+  }
+  if (pid < 0) {
+    pid = fork();
+    if (pid == 0) ChildMain(forked);
+    spawn_err = errno;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  report_write.Reset();
+  if (pid < 0) return ErrnoStatus("cannot start a process", spawn_err);
+  spawned.pid = pid;
+  spawned.pidfd = Fd(pidfd >= 0 ? pidfd : PidfdOpen(pid));
+
+  ChildError error{};
+  ssize_t n;
+  do {
+    n = read(report_read.get(), &error, sizeof error);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof error)) {
+    siginfo_t info{};
+    while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED) != 0 && errno == EINTR) {
+    }
+    spawned.pid = -1;
+    spawned.pidfd.Reset();
+    spawned.failed_stage = error.stage;
+    spawned.err = error.err;
+  }
+  return spawned;
+}
+
+}  // namespace
+
+// ---- One Run: its directory, cgroups and steps. ----
+
+class ShellRuntime::TaskRun {
+ public:
+  TaskRun(ShellRuntime& runtime, const RunRequest& request, RunObserver& observer,
+          std::stop_token cancel)
+      : rt_(runtime),
+        request_(request),
+        task_(request.task),
+        observer_(observer),
+        cancel_(std::move(cancel)) {}
+
+  TaskRun(const TaskRun&) = delete;
+  TaskRun& operator=(const TaskRun&) = delete;
+
+  ~TaskRun() {
+    // Processes first (the cgroup's destructor kills and waits), then their directory.
+    cgroup_.reset();
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+      if (ec) {
+        log::Warn("Could not remove a task's working directory.",
+                  {{"task_id", request_.task_id}, {"dir", dir_}, {"error", ec.message()}});
+      }
+    }
+  }
+
+  Result<RunOutcome> Execute();
+
+ private:
+  struct Step {
+    std::string_view kind;  // "pre", "main", "post"
+    std::string label;      // `pre "prepare"`, for errors; empty for main
+    std::string script;     // file name, for a script too long to be an argument
+    const std::string* run = nullptr;
+    const StringMap* aux_env = nullptr;
+    std::optional<Duration> timeout;
+  };
+
+  enum class End { kExited, kSignaled, kStepTimedOut, kTaskTimedOut, kCancelled };
+  struct StepEnd {
+    End end = End::kExited;
+    int code = 0;  // exit code or signal number
+    bool out_of_memory = false;
+  };
+
+  Status Prepare();
+  Result<StepEnd> RunStep(const Step& step);
+  void Supervise(pid_t pid, int pidfd, Fd& output, Clock::time_point step_deadline,
+                 bool step_deadline_is_task, StepEnd& end, siginfo_t& exit_info);
+  // Kills what is left of a step, reaps it, and returns the step's exit information.
+  siginfo_t Finish(pid_t pid, bool exited, const siginfo_t& exit_info);
+  bool ReadOutput(int fd);  // false at EOF
+  void Drain(Fd& output);
+  void CheckProgress();
+  std::vector<std::string> StepEnv(const Step& step) const;
+  std::string Describe(const Step& step, const StepEnd& end) const;
+  RunOutcome Fail(std::string error, std::optional<int> exit_code = std::nullopt) const;
+  RunOutcome CancelledOutcome() const;
+  Result<RunOutcome> ReadResult();
+
+  ShellRuntime& rt_;
+  const RunRequest& request_;
+  const Task& task_;
+  RunObserver& observer_;
+  std::stop_token cancel_;
+
+  std::string dir_;  // the per-task directory (removed afterwards)
+  std::string output_path_;
+  std::string progress_path_;
+  std::string cwd_;
+  std::unique_ptr<TaskCgroup> cgroup_;
+  std::optional<rlim_t> address_space_;  // RLIMIT_AS fallback for limits.memory
+  Fd wakeup_;                            // eventfd written on cancel
+  Clock::time_point deadline_ = Clock::time_point::max();
+  std::string tail_;  // the current step's last output
+  std::optional<double> last_progress_;
+};
+
+Status ShellRuntime::TaskRun::Prepare() {
+  // A fresh directory: <base>/<task id>-XXXXXX.
+  std::string tmpl = rt_.options_.base_dir + "/" + DirNamePart(request_.task_id) + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    int err = errno;
+    if (err != ENOENT)
+      return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, err);
+    std::error_code ec;  // the base directory was removed since construction
+    std::filesystem::create_directories(rt_.options_.base_dir, ec);
+    tmpl = rt_.options_.base_dir + "/" + DirNamePart(request_.task_id) + "-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, errno);
+    }
+  }
+  dir_ = std::move(tmpl);
+  output_path_ = dir_ + "/" + std::string(kReservedPrefix) + "output";
+  progress_path_ = dir_ + "/" + std::string(kReservedPrefix) + "progress";
+  cwd_ = task_.workdir.empty() ? dir_ : task_.workdir;
+  // Tork writes files with mode 0777 & ~umask; scripts among them stay executable.
+  for (const auto& [name, contents] : task_.files) {
+    BATON_RETURN_IF_ERROR(WriteWholeFile(dir_ + "/" + name, contents, 0755));
+  }
+
+  const std::optional<Limits>& limits = task_.limits;
+  const CgroupHost& host = rt_.cgroups_;
+  CgroupLimits wanted;
+  if (limits && limits->memory && host.limits_memory()) wanted.memory_bytes = limits->memory;
+  if (limits && limits->cpus && host.limits_cpu()) wanted.cpus = limits->cpus;
+  if (host.limits_pids()) wanted.pids_max = rt_.options_.pids_max;
+  if (host.tracks_processes() || wanted.memory_bytes || wanted.cpus || wanted.pids_max > 0) {
+    std::string name = std::to_string(getpid()) + "-" + dir_.substr(dir_.rfind('/') + 1);
+    Result<std::unique_ptr<TaskCgroup>> cgroup = host.Create(name, wanted);
+    if (!cgroup.ok()) return cgroup.status();
+    cgroup_ = std::move(*cgroup);
+  }
+  if (limits && limits->memory && !host.limits_memory()) {
+    address_space_ = static_cast<rlim_t>(*limits->memory);
+  }
+  return Status::Ok();
+}
+
+Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
+  if (cancel_.stop_requested()) return CancelledOutcome();
+
+  // Mistakes in the task fail it before anything runs.
+  if (task_.run.empty() && (!task_.cmd.empty() || !task_.entrypoint.empty())) {
+    return Fail("the shell runtime runs `run` scripts; cmd and entrypoint need an image");
+  }
+  for (const auto& [name, contents] : task_.files) {
+    if (!ValidFileName(name)) {
+      return Fail("invalid file name \"" + name +
+                  "\": a file name may not contain '/', be '.' or '..', or start with '" +
+                  std::string(kReservedPrefix) + "'");
+    }
+  }
+  auto check_env = [](const StringMap& env) -> std::optional<std::string> {
+    for (const auto& [name, value] : env) {
+      if (!ValidEnvName(name)) return "invalid environment variable name \"" + name + "\"";
+    }
+    return std::nullopt;
+  };
+  if (auto error = check_env(task_.env)) return Fail(*error);
+  for (const auto& aux : task_.pre) {
+    if (auto error = check_env(aux.env)) return Fail(*error);
+  }
+  for (const auto& aux : task_.post) {
+    if (auto error = check_env(aux.env)) return Fail(*error);
+  }
+  if (!task_.workdir.empty()) {
+    struct stat st {};
+    if (stat(task_.workdir.c_str(), &st) != 0) {
+      return Fail("workdir \"" + task_.workdir + "\": " + ErrnoText(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) return Fail("workdir \"" + task_.workdir + "\" is not a directory");
+  }
+
+  BATON_RETURN_IF_ERROR(Prepare());
+
+  // Cancellation wakes the poll loop through an eventfd. The callback is destroyed before
+  // the fd (declared after it; the destructor waits for a running callback).
+  if (cancel_.stop_possible()) {
+    wakeup_ = Fd(AboveStdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
+    if (!wakeup_.valid()) return ErrnoStatus("eventfd", errno);
+  }
+  int wakeup_fd = wakeup_.get();
+  std::stop_callback on_cancel(cancel_, [wakeup_fd] {
+    if (wakeup_fd >= 0) {
+      std::uint64_t one = 1;
+      ssize_t ignored = write(wakeup_fd, &one, sizeof one);
+      (void)ignored;
+    }
+  });
+
+  if (task_.timeout && task_.timeout->count() > 0) deadline_ = Clock::now() + *task_.timeout;
+
+  std::vector<Step> steps;
+  steps.reserve(task_.pre.size() + 1 + task_.post.size());
+  auto add_aux = [&steps](std::string_view kind, const std::vector<AuxTask>& list) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const AuxTask& aux = list[i];
+      Step step;
+      step.kind = kind;
+      step.label = std::string(kind) + " " +
+                   (aux.name.empty() ? "step " + std::to_string(i + 1) : "\"" + aux.name + "\"");
+      step.script = std::string(kind) + "-" + std::to_string(i + 1) + ".sh";
+      step.run = &aux.run;
+      step.aux_env = &aux.env;
+      step.timeout = aux.timeout;
+      steps.push_back(std::move(step));
+    }
+  };
+  add_aux("pre", task_.pre);
+  Step main_step;
+  main_step.kind = "main";
+  main_step.script = "main.sh";
+  main_step.run = &task_.run;
+  steps.push_back(std::move(main_step));
+  add_aux("post", task_.post);
+
+  RunOutcome completed;
+  for (const Step& step : steps) {
+    Result<StepEnd> end = RunStep(step);
+    if (!end.ok()) return end.status();
+    if (end->end == End::kCancelled) return CancelledOutcome();
+    if (end->end != End::kExited || end->code != 0) {
+      std::optional<int> code;
+      if (end->end == End::kExited) code = end->code;
+      if (end->end == End::kSignaled) code = 128 + end->code;
+      return Fail(Describe(step, *end), code);
+    }
+    if (step.kind == "main") {
+      Result<RunOutcome> result = ReadResult();
+      if (!result.ok()) return result.status();
+      if (result->state != RunOutcome::State::kCompleted) return result;
+      completed = std::move(*result);
+    }
+  }
+  return completed;
+}
+
+std::vector<std::string> ShellRuntime::TaskRun::StepEnv(const Step& step) const {
+  // Later layers win: PATH and HOME, passed-through variables, the task's env, the step's
+  // env, and the runtime's own variables.
+  std::map<std::string_view, std::string_view> env;
+  env["PATH"] = rt_.path_;
+  env["HOME"] = rt_.home_.empty() ? std::string_view(dir_) : std::string_view(rt_.home_);
+  for (const auto& [name, value] : rt_.passed_env_) env[name] = value;
+  for (const auto& [name, value] : task_.env) env[name] = value;
+  if (step.aux_env != nullptr) {
+    for (const auto& [name, value] : *step.aux_env) env[name] = value;
+  }
+  env["BATON_OUTPUT"] = output_path_;
+  env["BATON_PROGRESS"] = progress_path_;
+  env["TORK_OUTPUT"] = output_path_;
+  env["TORK_PROGRESS"] = progress_path_;
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [name, value] : env) {
+    std::string entry;
+    entry.reserve(name.size() + 1 + value.size());
+    entry.append(name).append("=").append(value);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step& step) {
+  StepEnd end;
+  auto now = Clock::now();
+  if (cancel_.stop_requested()) {
+    end.end = End::kCancelled;
+    return end;
+  }
+  if (now >= deadline_) {
+    end.end = End::kTaskTimedOut;
+    return end;
+  }
+  Clock::time_point step_deadline = deadline_;
+  bool step_deadline_is_task = true;
+  if (step.timeout && step.timeout->count() > 0 && now + *step.timeout < deadline_) {
+    step_deadline = now + *step.timeout;
+    step_deadline_is_task = false;
+  }
+
+  // `bash -c -- script`: the "--" keeps a script that starts with '-' from being read as
+  // options. execve does not write to argv; the const_cast only fits its signature.
+  std::string argv0 = "bash";
+  std::string dash_c = "-c";
+  std::string end_of_options = "--";
+  std::string script_file;
+  std::array<char*, 5> argv{};
+  if (step.run->size() <= kMaxInlineScript) {
+    argv = {argv0.data(), dash_c.data(), end_of_options.data(),
+            const_cast<char*>(step.run->c_str()), nullptr};
+  } else {
+    script_file = dir_ + "/" + std::string(kReservedPrefix) + step.script;
+    BATON_RETURN_IF_ERROR(WriteWholeFile(script_file, *step.run, 0600));
+    argv = {argv0.data(), script_file.data(), nullptr, nullptr, nullptr};
+  }
+
+  // Everything the child needs, prepared before fork.
+  std::vector<std::string> env = StepEnv(step);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (std::string& entry : env) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  Fd output(AboveStdio(out[0]));
+  Fd output_write(AboveStdio(out[1]));
+  if (!output.valid() || !output_write.valid()) return ErrnoStatus("pipe", errno);
+  // Only our end is non-blocking: the task's stdout must stay an ordinary blocking pipe.
+  fcntl(output.get(), F_SETFL, fcntl(output.get(), F_GETFL) | O_NONBLOCK);
+
+  ChildSpec spec;
+  spec.path = rt_.options_.bash.c_str();
+  spec.argv = argv.data();
+  spec.envp = envp.data();
+  spec.cwd = cwd_.c_str();
+  spec.stdin_fd = rt_.dev_null_;
+  spec.output_fd = output_write.get();
+  if (address_space_) {
+    spec.limit_address_space = true;
+    spec.address_space = *address_space_;
+  }
+  const std::vector<int> no_fds;
+
+  std::optional<std::int64_t> oom_before = cgroup_ ? cgroup_->OomKills() : std::nullopt;
+  tail_.clear();
+  Result<Spawned> spawned =
+      Spawn(spec, cgroup_ ? cgroup_->v1_tasks_fds() : no_fds, cgroup_ ? cgroup_->v2_dir_fd() : -1,
+            cgroup_ ? cgroup_->v2_procs_fd() : -1, rt_.clone3_usable_);
+  output_write.Reset();  // the child has its copy; EOF must be possible
+  if (!spawned.ok()) return spawned.status();
+  if (spawned->pid < 0) {
+    switch (spawned->failed_stage) {
+      case kChdir:
+        end.end = End::kExited;
+        end.code = 127;
+        tail_ = "cannot enter workdir " + cwd_ + ": " + ErrnoText(spawned->err);
+        return end;
+      case kJoinCgroup:
+        return ErrnoStatus("cannot join the task's cgroup", spawned->err);
+      case kExec:
+        return ErrnoStatus("cannot run " + rt_.options_.bash, spawned->err);
+      default:
+        return ErrnoStatus(
+            "cannot start the task process (stage " + std::to_string(spawned->failed_stage) + ")",
+            spawned->err);
+    }
+  }
+  pid_t pid = spawned->pid;
+  Fd pidfd = std::move(spawned->pidfd);
+
+  siginfo_t exit_info{};
+  Supervise(pid, pidfd.get(), output, step_deadline, step_deadline_is_task, end, exit_info);
+  bool exited = end.end == End::kExited;
+  siginfo_t info = Finish(pid, exited, exit_info);
+  Drain(output);
+  CheckProgress();
+
+  if (exited) {
+    if (info.si_code == CLD_EXITED) {
+      end.code = info.si_status;
+    } else {
+      end.end = End::kSignaled;
+      end.code = info.si_status;
+    }
+    bool failed = end.end != End::kExited || end.code != 0;
+    if (failed && cgroup_) {
+      std::optional<std::int64_t> oom_after = cgroup_->OomKills();
+      end.out_of_memory = oom_after && oom_before && *oom_after > *oom_before;
+    }
+  }
+  return end;
+}
+
+void ShellRuntime::TaskRun::Supervise(pid_t pid, int pidfd, Fd& output,
+                                      Clock::time_point step_deadline, bool step_deadline_is_task,
+                                      StepEnd& end, siginfo_t& exit_info) {
+  const auto interval = rt_.options_.progress_interval;
+  Clock::time_point next_progress = Clock::now() + interval;
+  while (true) {
+    if (cancel_.stop_requested()) {
+      end.end = End::kCancelled;
+      return;
+    }
+    Clock::time_point now = Clock::now();
+    if (now >= step_deadline) {
+      end.end = step_deadline_is_task ? End::kTaskTimedOut : End::kStepTimedOut;
+      return;
+    }
+    if (now >= next_progress) {
+      CheckProgress();
+      next_progress = now + interval;
+    }
+    std::int64_t wait_ms = RoundUpMillis(std::min(step_deadline, next_progress) - now);
+    if (pidfd < 0) wait_ms = std::min<std::int64_t>(wait_ms, kExitPollMillis);
+    wait_ms = std::clamp<std::int64_t>(wait_ms, 0, std::numeric_limits<int>::max());
+
+    std::array<pollfd, 3> fds{};
+    nfds_t count = 0;
+    int output_index = -1;
+    if (output.valid()) {
+      output_index = static_cast<int>(count);
+      fds[count++] = {output.get(), POLLIN, 0};
+    }
+    if (pidfd >= 0) fds[count++] = {pidfd, POLLIN, 0};
+    if (wakeup_.valid()) fds[count++] = {wakeup_.get(), POLLIN, 0};
+    int ready = poll(fds.data(), count, static_cast<int>(wait_ms));
+    if (ready < 0 && errno != EINTR) {
+      log::Warn("poll failed while a task ran.", {{"error", ErrnoText(errno)}});
+    }
+    if (output_index >= 0 && fds[static_cast<std::size_t>(output_index)].revents != 0) {
+      // The task may close its stdout and go on running; then only the exit matters.
+      if (!ReadOutput(output.get())) output.Reset();
+    }
+    // WNOWAIT: the exited process stays a zombie, so its pid (and process group id) cannot
+    // be reused before Finish has killed the rest of the group.
+    exit_info = {};
+    if (waitid(P_PID, static_cast<id_t>(pid), &exit_info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        exit_info.si_pid == pid) {
+      end.end = End::kExited;
+      return;
+    }
+  }
+}
+
+siginfo_t ShellRuntime::TaskRun::Finish(pid_t pid, bool exited, const siginfo_t& exit_info) {
+  // The step's session is its process group (setsid): kill it, whether the step timed out
+  // or left background processes behind after exiting. With cgroups, also everything that
+  // left the group.
+  kill(-pid, SIGKILL);
+  std::vector<pid_t> stragglers;
+  if (cgroup_) stragglers = cgroup_->KillAll();
+
+  // Reap the step's process and, where this process is their reaper, the rest of its group.
+  siginfo_t info = exit_info;
+  while (true) {
+    siginfo_t reaped{};
+    if (waitid(P_PGID, static_cast<id_t>(pid), &reaped, WEXITED) != 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: none of our children are left in the group
+    }
+    if (reaped.si_pid == pid && !exited) info = reaped;
+  }
+  if (rt_.is_reaper_) {
+    // Killed processes that had left the group were reparented to us; they leave the
+    // cgroup slightly before their parent's exit hands them over, so allow a moment.
+    auto give_up = Clock::now() + std::chrono::milliseconds(100);
+    for (pid_t straggler : stragglers) {
+      if (straggler == pid) continue;
+      while (true) {
+        if (waitpid(straggler, nullptr, WNOHANG) == straggler) break;
+        if (kill(straggler, 0) != 0 && errno == ESRCH) break;
+        if (Clock::now() >= give_up) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  }
+  return info;
+}
+
+bool ShellRuntime::TaskRun::ReadOutput(int fd) {
+  char buf[kReadChunk];
+  for (int i = 0; i < kReadsPerWakeup; ++i) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+    if (n == 0) return false;
+    std::string_view chunk(buf, static_cast<std::size_t>(n));
+    tail_.append(chunk);
+    if (tail_.size() > 2 * kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
+    observer_.OnLog(chunk);
+  }
+  return true;
+}
+
+void ShellRuntime::TaskRun::Drain(Fd& output) {
+  auto give_up = Clock::now() + kDrainWait;
+  while (output.valid()) {
+    std::int64_t wait_ms = RoundUpMillis(give_up - Clock::now());
+    if (wait_ms <= 0) break;
+    pollfd fd{output.get(), POLLIN, 0};
+    int ready = poll(&fd, 1, static_cast<int>(wait_ms));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
+    if (!ReadOutput(output.get())) break;
+  }
+  output.Reset();
+}
+
+void ShellRuntime::TaskRun::CheckProgress() {
+  Fd fd(open(progress_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return;
+  char buf[64];
+  ssize_t n = read(fd.get(), buf, sizeof buf);
+  if (n <= 0) return;
+  std::optional<double> value = ParseProgress(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!value || value == last_progress_) return;
+  last_progress_ = value;
+  observer_.OnProgress(*value);
+}
+
+Result<RunOutcome> ShellRuntime::TaskRun::ReadResult() {
+  RunOutcome outcome;
+  outcome.exit_code = 0;
+  // The task may have put anything there: O_NONBLOCK so that a FIFO cannot block us,
+  // O_NOFOLLOW so that a symlink does not make us read elsewhere.
+  Fd fd(open(output_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return outcome;  // nothing written: an empty result
+    if (errno == ELOOP) return Fail("$BATON_OUTPUT is not a regular file", 0);
+    return ErrnoStatus("cannot read " + output_path_, errno);
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("cannot read " + output_path_, errno);
+  const std::size_t cap = request_.max_result_bytes;
+  auto size = static_cast<std::uint64_t>(st.st_size);
+  if (!S_ISREG(st.st_mode)) return Fail("$BATON_OUTPUT is not a regular file", 0);
+  if (size > cap) {
+    return Fail("result is " + std::to_string(size) + " bytes, over the " + std::to_string(cap) +
+                    "-byte limit",
+                0);
+  }
+  outcome.result.resize(static_cast<std::size_t>(size));
+  std::size_t have = 0;
+  while (have < outcome.result.size()) {
+    ssize_t n = read(fd.get(), outcome.result.data() + have, outcome.result.size() - have);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("cannot read " + output_path_, errno);
+    }
+    if (n == 0) break;
+    have += static_cast<std::size_t>(n);
+  }
+  outcome.result.resize(have);
+  return outcome;
+}
+
+std::string ShellRuntime::TaskRun::Describe(const Step& step, const StepEnd& end) const {
+  std::string what;
+  switch (end.end) {
+    case End::kExited:
+      what = "exit code " + std::to_string(end.code);
+      break;
+    case End::kSignaled:
+      what = "killed by signal " + std::to_string(end.code);
+      break;
+    case End::kStepTimedOut:
+      what = "timed out after " + FormatDuration(*step.timeout);
+      break;
+    case End::kTaskTimedOut:
+      what = "timed out after " + FormatDuration(*task_.timeout);
+      break;
+    case End::kCancelled:
+      what = "cancelled";
+      break;
+  }
+  if (end.out_of_memory) {
+    what = "out of memory: exceeded the memory limit of " + FormatMemory(*task_.limits->memory);
+  }
+  std::string error = step.label.empty() ? what : step.label + " failed: " + what;
+  std::string lines = LastLines(tail_, rt_.options_.output_tail_lines);
+  if (!lines.empty()) error += "\n" + lines;
+  return error;
+}
+
+RunOutcome ShellRuntime::TaskRun::Fail(std::string error, std::optional<int> exit_code) const {
+  RunOutcome outcome;
+  outcome.state = RunOutcome::State::kFailed;
+  outcome.error = std::move(error);
+  outcome.exit_code = exit_code;
+  return outcome;
+}
+
+RunOutcome ShellRuntime::TaskRun::CancelledOutcome() const {
+  RunOutcome outcome;
+  outcome.state = RunOutcome::State::kCancelled;
+  outcome.error = "cancelled";
+  return outcome;
+}
+
+// ---- ShellRuntime ----
+
+ShellRuntime::ShellRuntime(ShellRuntimeOptions options) : options_(std::move(options)) {
+  if (options_.base_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    options_.base_dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/baton-tasks";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.base_dir, ec);  // Health reports failures
+
+  const char* path = std::getenv("PATH");
+  path_ = path != nullptr && *path != '\0' ? path : options_.default_path;
+  const char* home = std::getenv("HOME");
+  if (home != nullptr) home_ = home;
+  for (const std::string& name : options_.pass_env) {
+    if (const char* value = std::getenv(name.c_str())) passed_env_.emplace_back(name, value);
+  }
+  dev_null_ = AboveStdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
+
+  if (options_.enable_cgroups) {
+    cgroups_ = CgroupHost::Detect(options_.cgroup_parent);
+    log::Debug("Shell runtime cgroups.", {{"cgroups", cgroups_.Describe()}});
+  }
+  // Once, here: what the host's cgroups cannot do for tasks.
+  std::vector<std::string_view> gaps;
+  if (!cgroups_.limits_memory())
+    gaps.push_back("limits.memory falls back to RLIMIT_AS per process");
+  if (!cgroups_.limits_cpu()) gaps.push_back("limits.cpus is not enforced");
+  if (!cgroups_.limits_pids() && options_.pids_max > 0) {
+    gaps.push_back("the pids cap is not enforced");
+  }
+  if (!cgroups_.tracks_processes()) {
+    gaps.push_back("processes that leave a task's process group are not killed with it");
+  }
+  if (!gaps.empty()) {
+    bool none = !cgroups_.limits_memory() && !cgroups_.limits_cpu() && !cgroups_.limits_pids() &&
+                !cgroups_.tracks_processes();
+    std::string message = none ? "No usable cgroups: " : "Some cgroup features are unusable: ";
+    for (std::size_t i = 0; i < gaps.size(); ++i) {
+      message.append(i == 0 ? "" : "; ").append(gaps[i]);
+    }
+    message += ".";
+    log::Warn(message, {{"cgroups", options_.enable_cgroups ? cgroups_.Describe() : "disabled"}});
+  }
+
+  if (options_.reap_orphans) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  int reaper = 0;
+  prctl(PR_GET_CHILD_SUBREAPER, &reaper, 0, 0, 0);
+  is_reaper_ = reaper != 0 || getpid() == 1;
+}
+
+ShellRuntime::~ShellRuntime() {
+  if (dev_null_ >= 0) close(dev_null_);
+}
+
+void ShellRuntime::WarnImageIgnoredOnce(const RunRequest& request) {
+  bool has_image = !request.task.image.empty();
+  for (const auto& aux : request.task.pre) has_image = has_image || !aux.image.empty();
+  for (const auto& aux : request.task.post) has_image = has_image || !aux.image.empty();
+  if (!has_image) return;
+  {
+    std::lock_guard lock(warned_mu_);
+    if (!warned_jobs_.insert(request.job_id).second) return;
+    warned_order_.push_back(request.job_id);
+    if (warned_order_.size() > kMaxWarnedJobs) {
+      warned_jobs_.erase(warned_order_.front());
+      warned_order_.pop_front();
+    }
+  }
+  log::Warn("The shell runtime ignores `image`: tasks run on the worker's host.",
+            {{"job_id", request.job_id}, {"task_id", request.task_id}});
+}
+
+Result<RunOutcome> ShellRuntime::Run(const RunRequest& request, RunObserver& observer,
+                                     std::stop_token cancel) {
+  WarnImageIgnoredOnce(request);
+  TaskRun run(*this, request, observer, std::move(cancel));
+  return run.Execute();
+}
+
+Status ShellRuntime::Health() {
+  if (access(options_.bash.c_str(), X_OK) != 0) {
+    return FailedPrecondition("bash is not executable at " + options_.bash + ": " +
+                              ErrnoText(errno));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.base_dir, ec);
+  if (access(options_.base_dir.c_str(), W_OK | X_OK) != 0) {
+    return FailedPrecondition("the task directory " + options_.base_dir +
+                              " is not writable: " + ErrnoText(errno));
+  }
+  if (dev_null_ < 0) return FailedPrecondition("cannot open /dev/null");
+  return Status::Ok();
+}
+
+}  // namespace baton

@@ -1,0 +1,102 @@
+// ShellRuntime: runs a task's `run` scripts with bash as local processes, in a fresh
+// working directory, with limits enforced through cgroups where the host allows.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "runtime/runtime.h"
+#include "runtime/shell/cgroup.h"
+
+namespace baton {
+
+struct ShellRuntimeOptions {
+  // Where the per-task working directories go; empty means $TMPDIR/baton-tasks (or
+  // /tmp/baton-tasks).
+  std::string base_dir;
+  std::string bash = "/bin/bash";
+  // PATH for tasks when the worker has none.
+  std::string default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // Variables copied from the worker's environment (read at construction); nothing else
+  // from it reaches a task except PATH and HOME.
+  std::vector<std::string> pass_env;
+  // Use cgroups for limits and for killing whole process trees, where the host allows.
+  bool enable_cgroups = true;
+  // The directory, in each cgroup hierarchy's root, that holds the task cgroups.
+  std::string cgroup_parent = "baton";
+  // Processes (and threads) a task may have at once, through the pids cgroup; 0: no cap.
+  std::int64_t pids_max = 4096;
+  // Lines of output quoted in a failed task's error.
+  int output_tail_lines = 10;
+  // How often $BATON_PROGRESS is read while a step runs.
+  std::chrono::milliseconds progress_interval{200};
+  // Make this process a child subreaper (PR_SET_CHILD_SUBREAPER, process-wide) so that a
+  // task's leftover processes, once killed, are reaped by Run instead of lingering as
+  // zombies until init gets to them. Only the task's own process group (and with cgroups
+  // its cgroup) is reaped: other code in the process that starts children sees no change
+  // unless its children orphan grandchildren, which then become zombies of this process.
+  bool reap_orphans = true;
+};
+
+// Runs each step of a task (pre steps, `run`, post steps) as `bash -c <script>` in its
+// own session and process group, and all of a task's steps in the task's own cgroups
+// where the host allows: limits.memory, limits.cpus and the pids cap apply to the whole
+// task, and killing the cgroup reaches processes that left the process group. When a
+// step ends, whatever it left running is killed (as when a container's main process
+// exits).
+//
+// Each task gets a fresh directory under `base_dir`, removed afterwards: its `files` go
+// there, and so do $BATON_OUTPUT and $BATON_PROGRESS (.baton-output, .baton-progress). It
+// is the steps' working directory unless the task sets `workdir`. The environment is the
+// task's `env` (under a step's own), PATH and HOME, the `pass_env` variables, and the
+// output and progress paths (also as TORK_OUTPUT and TORK_PROGRESS); nothing else.
+//
+// Thread-safety: Run and Health may be called concurrently from any threads; each Run
+// uses only the calling thread.
+class ShellRuntime final : public Runtime {
+ public:
+  explicit ShellRuntime(ShellRuntimeOptions options = {});
+  ~ShellRuntime() override;
+
+  ShellRuntime(const ShellRuntime&) = delete;
+  ShellRuntime& operator=(const ShellRuntime&) = delete;
+
+  Result<RunOutcome> Run(const RunRequest& request, RunObserver& observer,
+                         std::stop_token cancel) override;
+  Status Health() override;
+
+  const ShellRuntimeOptions& options() const { return options_; }
+  // What the host's cgroups allow (nothing when disabled).
+  const CgroupHost& cgroups() const { return cgroups_; }
+
+ private:
+  class TaskRun;
+
+  void WarnImageIgnoredOnce(const RunRequest& request);
+
+  ShellRuntimeOptions options_;
+  CgroupHost cgroups_;
+  // Captured at construction: later changes to the worker's environment do not matter,
+  // and Run never reads the environment (getenv is not safe beside setenv).
+  std::string path_;
+  std::string home_;
+  std::vector<std::pair<std::string, std::string>> passed_env_;
+  int dev_null_ = -1;
+  // Orphaned task processes are reparented to this process (subreaper, or pid 1).
+  bool is_reaper_ = false;
+  // Cleared when the kernel lacks clone3 or CLONE_INTO_CGROUP; then children are forked.
+  std::atomic<bool> clone3_usable_{true};
+
+  std::mutex warned_mu_;
+  std::unordered_set<std::string> warned_jobs_;  // guarded by warned_mu_
+  std::deque<std::string> warned_order_;         // guarded by warned_mu_; oldest first
+};
+
+}  // namespace baton

@@ -1,0 +1,665 @@
+#include "runtime/shell/shell_runtime.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conformance/runtime_conformance.h"
+#include "runtime/shell/cgroup.h"
+
+namespace baton {
+namespace {
+
+namespace fs = std::filesystem;
+using conformance::RecordingObserver;
+using State = RunOutcome::State;
+using Clock = std::chrono::steady_clock;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A directory of the test's own, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "baton-shell-test-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Every test runtime puts its task directories in one directory of the test binary's
+// own, so that tests can check nothing is left; removed when the tests end.
+class BaseDirEnvironment : public ::testing::Environment {
+ public:
+  static std::string Path() {
+    static const std::string path =
+        (fs::temp_directory_path() / ("baton-shell-test-" + std::to_string(getpid())) / "tasks")
+            .string();
+    return path;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(fs::path(Path()).parent_path(), ec);
+  }
+};
+const ::testing::Environment* const kBaseDirEnvironment =
+    ::testing::AddGlobalTestEnvironment(new BaseDirEnvironment);
+
+std::string TestBaseDir() { return BaseDirEnvironment::Path(); }
+
+conformance::RuntimeFactory ShellFactory() {
+  return {"shell", [] {
+            ShellRuntimeOptions options;
+            options.base_dir = TestBaseDir();
+            return std::make_unique<ShellRuntime>(options);
+          }};
+}
+
+using conformance::RuntimeConformanceTest;
+INSTANTIATE_TEST_SUITE_P(Shell, RuntimeConformanceTest, ::testing::Values(ShellFactory()),
+                         conformance::RuntimeFactoryName);
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<pid_t> ReadPids(const std::string& path) {
+  std::vector<pid_t> pids;
+  std::ifstream in(path);
+  pid_t pid;
+  while (in >> pid) pids.push_back(pid);
+  return pids;
+}
+
+bool ProcessIsGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+std::size_t CountOccurrences(const std::string& text, const std::string& needle) {
+  std::size_t count = 0;
+  for (std::size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+// The v1 mount holding `controller`, or "".
+std::string V1Mount(const std::string& controller) {
+  for (const CgroupMount& mount : ParseCgroupMounts(ReadText("/proc/self/mountinfo"))) {
+    if (mount.v2) continue;
+    for (const std::string& c : mount.controllers) {
+      if (c == controller) return mount.mount_point;
+    }
+  }
+  return "";
+}
+
+std::string V2Mount() {
+  for (const CgroupMount& mount : ParseCgroupMounts(ReadText("/proc/self/mountinfo"))) {
+    if (mount.v2) return mount.mount_point;
+  }
+  return "";
+}
+
+// The cgroup directories a /proc/<pid>/cgroup text names under the "baton" parent.
+std::vector<std::string> BatonCgroupDirs(const std::string& proc_cgroup) {
+  std::vector<std::string> dirs;
+  std::istringstream lines(proc_cgroup);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // hierarchy-id:controllers:path
+    std::size_t first = line.find(':');
+    std::size_t second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    if (path.rfind("/baton/", 0) != 0) continue;
+    std::string mount;
+    if (controllers.empty()) {
+      mount = V2Mount();
+    } else {
+      std::string first_controller = controllers.substr(0, controllers.find(','));
+      mount = V1Mount(first_controller);
+    }
+    if (!mount.empty()) dirs.push_back(mount + path);
+  }
+  return dirs;
+}
+
+class ShellRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { options_.base_dir = TestBaseDir(); }
+
+  ShellRuntime& Runtime() {
+    if (!runtime_) runtime_ = std::make_unique<ShellRuntime>(options_);
+    return *runtime_;
+  }
+
+  RunOutcome RunTask(Task task, std::stop_token cancel = {}, std::string job_id = "job-1") {
+    RunRequest request;
+    request.task_id = "shell-task";
+    request.job_id = std::move(job_id);
+    request.task = std::move(task);
+    Result<RunOutcome> outcome = Runtime().Run(request, observer_, std::move(cancel));
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    if (!outcome.ok()) return {State::kFailed, "", outcome.status().ToString(), std::nullopt};
+    return std::move(outcome).value();
+  }
+
+  static Task Script(std::string run) {
+    Task task;
+    task.run = std::move(run);
+    return task;
+  }
+
+  bool BaseDirIsEmpty() {
+    std::error_code ec;
+    return fs::is_empty(options_.base_dir, ec) || !fs::exists(options_.base_dir);
+  }
+
+  ShellRuntimeOptions options_;
+  std::unique_ptr<ShellRuntime> runtime_;
+  RecordingObserver observer_;
+  TempDir scratch_;  // for files the test and the task share (pid lists)
+};
+
+// ---- Environment ----
+
+TEST_F(ShellRuntimeTest, WorkerEnvironmentDoesNotLeakIntoTasks) {
+  setenv("BATON_SHELL_TEST_SECRET", "leaked", 1);
+  RunOutcome outcome =
+      RunTask(Script("printf '%s' \"${BATON_SHELL_TEST_SECRET-unset}\" > \"$BATON_OUTPUT\""));
+  unsetenv("BATON_SHELL_TEST_SECRET");
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "unset");
+}
+
+TEST_F(ShellRuntimeTest, TaskEnvironmentHoldsOnlyTheDocumentedVariables) {
+  Task task = Script("env | cut -d= -f1 | sort | tr '\\n' ' ' > \"$BATON_OUTPUT\"");
+  task.env = {{"MINE", "1"}};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  // PWD, SHLVL and _ are bash's own.
+  EXPECT_EQ(outcome.result,
+            "BATON_OUTPUT BATON_PROGRESS HOME MINE PATH PWD SHLVL TORK_OUTPUT TORK_PROGRESS _ ");
+}
+
+TEST_F(ShellRuntimeTest, PassEnvCopiesNamedWorkerVariables) {
+  setenv("BATON_SHELL_TEST_PASSED", "passed", 1);
+  options_.pass_env = {"BATON_SHELL_TEST_PASSED", "BATON_SHELL_TEST_UNSET"};
+  Runtime();  // reads the environment now
+  unsetenv("BATON_SHELL_TEST_PASSED");
+  RunOutcome outcome = RunTask(
+      Script("printf '%s|%s' \"$BATON_SHELL_TEST_PASSED\" \"${BATON_SHELL_TEST_UNSET-unset}\" "
+             "> \"$BATON_OUTPUT\""));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "passed|unset");
+}
+
+TEST_F(ShellRuntimeTest, PathAndHomeComeFromTheWorker) {
+  RunOutcome outcome = RunTask(Script("printf '%s|%s' \"$PATH\" \"$HOME\" > \"$BATON_OUTPUT\""));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  const char* path = getenv("PATH");
+  const char* home = getenv("HOME");
+  ASSERT_NE(path, nullptr);
+  ASSERT_NE(home, nullptr);
+  EXPECT_EQ(outcome.result, std::string(path) + "|" + home);
+}
+
+TEST_F(ShellRuntimeTest, TaskEnvCannotReplaceTheOutputVariables) {
+  Task task = Script("printf x > \"$BATON_OUTPUT\"");
+  task.env = {{"BATON_OUTPUT", "/tmp/elsewhere"}};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "x");
+}
+
+TEST_F(ShellRuntimeTest, InvalidEnvNameFailsTheTask) {
+  Task task = Script("echo ran");
+  task.env = {{"A=B", "1"}};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr("A=B"));
+  EXPECT_EQ(observer_.logs(), "");
+}
+
+TEST_F(ShellRuntimeTest, FileNamesOfTheRuntimeAreRefused) {
+  Task task = Script("echo ran");
+  task.files = {{".baton-output", "forged result"}};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr(".baton-output"));
+  EXPECT_EQ(observer_.logs(), "");
+}
+
+// ---- Processes and directories ----
+
+TEST_F(ShellRuntimeTest, TaskRunsInItsOwnSessionAndProcessGroup) {
+  RunOutcome outcome =
+      RunTask(Script("read -r pid comm state ppid pgrp sid rest < /proc/$$/stat\n"
+                     "echo \"$pid $pgrp $sid\" > \"$BATON_OUTPUT\""));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  std::istringstream in(outcome.result);
+  pid_t pid = 0, pgrp = 0, sid = 0;
+  in >> pid >> pgrp >> sid;
+  EXPECT_EQ(pgrp, pid);
+  EXPECT_EQ(sid, pid);
+  EXPECT_NE(pgrp, getpgrp());
+}
+
+TEST_F(ShellRuntimeTest, WorkingDirectoryIsFreshAndRemovedAfterwards) {
+  Task task = Script("pwd > \"$BATON_OUTPUT\"; ls -A >> \"$BATON_OUTPUT\"");
+  task.files = {{"input.txt", "x"}};
+  RunOutcome outcome = RunTask(std::move(task));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  std::string dir = outcome.result.substr(0, outcome.result.find('\n'));
+  EXPECT_EQ(dir.rfind(options_.base_dir + "/shell-task-", 0), 0u) << dir;
+  EXPECT_EQ(outcome.result, dir + "\n.baton-output\ninput.txt\n");
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_TRUE(BaseDirIsEmpty());
+}
+
+TEST_F(ShellRuntimeTest, WorkdirBecomesTheCurrentDirectory) {
+  TempDir workdir;
+  Task task = Script(
+      "pwd > \"$BATON_OUTPUT\"; cat input.txt 2>/dev/null || cat \"$(dirname "
+      "\"$BATON_OUTPUT\")/input.txt\" >> \"$BATON_OUTPUT\"");
+  task.workdir = workdir.path();
+  task.files = {{"input.txt", "from-files"}};
+  RunOutcome outcome = RunTask(std::move(task));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  // Files and the runtime's own files stay in the per-task directory.
+  EXPECT_EQ(outcome.result, workdir.path() + "\nfrom-files");
+  EXPECT_TRUE(fs::is_empty(workdir.path()));
+  EXPECT_TRUE(BaseDirIsEmpty());
+}
+
+TEST_F(ShellRuntimeTest, MissingWorkdirFailsTheTask) {
+  Task task = Script("echo ran");
+  task.workdir = scratch_.path() + "/does-not-exist";
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("workdir"), HasSubstr("does-not-exist")));
+  EXPECT_EQ(observer_.logs(), "");
+}
+
+TEST_F(ShellRuntimeTest, CmdWithoutRunFailsTheTask) {
+  Task task;
+  task.cmd = {"echo", "hi"};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr("run"));
+}
+
+TEST_F(ShellRuntimeTest, KilledBySignalIsReported) {
+  RunOutcome outcome = RunTask(Script("echo about-to-die; kill -9 $$"));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("killed by signal 9"), HasSubstr("about-to-die")));
+  EXPECT_EQ(outcome.exit_code, 128 + 9);
+}
+
+TEST_F(ShellRuntimeTest, StepNamesInErrorsFallBackToTheirPosition) {
+  Task task = Script("true");
+  AuxTask unnamed;
+  unnamed.run = "exit 5";
+  task.post = {AuxTask{}, unnamed};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr("post step 2 failed: exit code 5"));
+}
+
+TEST_F(ShellRuntimeTest, AuxTimeoutLimitsItsStep) {
+  Task task = Script("echo main-ran");
+  AuxTask pre;
+  pre.name = "slow";
+  pre.run = "sleep 30";
+  pre.timeout = std::chrono::milliseconds(300);
+  task.pre = {pre};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr("pre \"slow\" failed: timed out after 300ms"));
+}
+
+TEST_F(ShellRuntimeTest, ScriptsLargerThanAnArgumentRun) {
+  // One exec argument is capped at 128 KiB; scripts go through a file.
+  Task task = Script("# " + std::string(300 * 1024, 'x') + "\nprintf ok > \"$BATON_OUTPUT\"");
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "ok");
+}
+
+TEST_F(ShellRuntimeTest, ScriptsStartingWithADashAreNotBashOptions) {
+  RunOutcome outcome = RunTask(Script("--version"));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_EQ(outcome.exit_code, 127);
+  EXPECT_THAT(outcome.error, HasSubstr("--version: command not found"));
+}
+
+TEST_F(ShellRuntimeTest, ClosingStdoutEarlyDoesNotEndTheTask) {
+  RunOutcome outcome = RunTask(
+      Script("echo before; exec >/dev/null 2>&1; sleep 0.3; printf ok > \"$BATON_OUTPUT\""));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "ok");
+  EXPECT_EQ(observer_.logs(), "before\n");
+}
+
+TEST_F(ShellRuntimeTest, OutputThatIsNotARegularFileFailsTheTask) {
+  for (const char* script : {"mkfifo \"$BATON_OUTPUT\" \"$BATON_PROGRESS\"",
+                             "ln -s /etc/hostname \"$BATON_OUTPUT\"", "mkdir \"$BATON_OUTPUT\""}) {
+    RunOutcome outcome = RunTask(Script(script));
+    EXPECT_EQ(outcome.state, State::kFailed) << script;
+    EXPECT_THAT(outcome.error, HasSubstr("not a regular file")) << script;
+  }
+  EXPECT_TRUE(BaseDirIsEmpty());
+}
+
+TEST_F(ShellRuntimeTest, ProgressThatIsNotANumberIsIgnored) {
+  RunOutcome outcome = RunTask(Script("echo 'about half' > \"$BATON_PROGRESS\""));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_TRUE(observer_.progress().empty());
+}
+
+// ---- No process survives its task ----
+
+// The script starts background processes (one in a subshell, whose parent then dies)
+// and records their pids in $PIDS; all of them must be gone once Run returns.
+constexpr const char* kBackgroundTree =
+    "sleep 1000 & echo $! >> \"$PIDS\"\n"
+    "( sleep 1000 & echo $! >> \"$PIDS\" ) \n"
+    "( trap '' TERM HUP; sleep 1000 ) & echo $! >> \"$PIDS\"\n";
+
+// This process's children, zombies included (the runtime makes it their reaper).
+std::vector<pid_t> ChildrenOfThisProcess() {
+  std::vector<pid_t> children;
+  for (const auto& thread : fs::directory_iterator("/proc/self/task")) {
+    for (pid_t pid : ReadPids((thread.path() / "children").string())) children.push_back(pid);
+  }
+  return children;
+}
+
+void ExpectAllGone(const std::string& pid_file, std::size_t expected) {
+  std::vector<pid_t> pids = ReadPids(pid_file);
+  EXPECT_EQ(pids.size(), expected);
+  for (pid_t pid : pids) EXPECT_TRUE(ProcessIsGone(pid)) << "pid " << pid << " survived";
+  EXPECT_THAT(ChildrenOfThisProcess(), ::testing::IsEmpty()) << "unreaped children";
+}
+
+TEST_F(ShellRuntimeTest, TimeoutKillsTheWholeProcessTree) {
+  std::string pids = scratch_.path() + "/pids";
+  Task task = Script(std::string(kBackgroundTree) + "echo started; sleep 1000");
+  task.env = {{"PIDS", pids}};
+  task.timeout = std::chrono::milliseconds(800);
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("timed out after 800ms"), HasSubstr("started")));
+  ExpectAllGone(pids, 3);
+  EXPECT_TRUE(BaseDirIsEmpty());
+}
+
+TEST_F(ShellRuntimeTest, TimeoutKillsTheWholeProcessTreeWithoutCgroups) {
+  options_.enable_cgroups = false;
+  std::string pids = scratch_.path() + "/pids";
+  Task task = Script(std::string(kBackgroundTree) + "sleep 1000");
+  task.env = {{"PIDS", pids}};
+  task.timeout = std::chrono::milliseconds(500);
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr("timed out"));
+  ExpectAllGone(pids, 3);
+}
+
+TEST_F(ShellRuntimeTest, CancelKillsTheWholeProcessTree) {
+  std::string pids = scratch_.path() + "/pids";
+  Task task = Script(std::string(kBackgroundTree) + "echo started; sleep 1000");
+  task.env = {{"PIDS", pids}};
+  std::stop_source source;
+  std::thread canceller([&] {
+    testing::WaitFor([&] { return observer_.logs().find("started") != std::string::npos; },
+                     std::chrono::seconds(20));
+    source.request_stop();
+  });
+  RunOutcome outcome = RunTask(std::move(task), source.get_token());
+  canceller.join();
+  EXPECT_EQ(outcome.state, State::kCancelled);
+  ExpectAllGone(pids, 3);
+}
+
+TEST_F(ShellRuntimeTest, BackgroundProcessesDieWhenTheStepEnds) {
+  // The background sleeps hold the output pipe open: Run must not wait for them.
+  std::string pids = scratch_.path() + "/pids";
+  Task task = Script(std::string(kBackgroundTree) + "printf done > \"$BATON_OUTPUT\"");
+  task.env = {{"PIDS", pids}};
+  auto start = Clock::now();
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "done");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+  ExpectAllGone(pids, 3);
+}
+
+TEST_F(ShellRuntimeTest, CgroupKillReachesProcessesThatLeftTheSession) {
+  if (!Runtime().cgroups().tracks_processes()) {
+    GTEST_SKIP() << "no writable cgroup hierarchy here (needs root): "
+                 << Runtime().cgroups().Describe();
+  }
+  std::string pids = scratch_.path() + "/pids";
+  Task task = Script(
+      "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! >> \"$PIDS\"\n"
+      "sleep 0.1\n"
+      "read -r p c s pp pgrp sid rest < /proc/$(cat \"$PIDS\")/stat; echo \"$sid\" > "
+      "\"$BATON_OUTPUT\"\n"
+      "echo $$ >> \"$BATON_OUTPUT\"");
+  task.env = {{"PIDS", pids}};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  std::istringstream in(outcome.result);
+  pid_t escaped_sid = 0, bash_pid = 0;
+  in >> escaped_sid >> bash_pid;
+  EXPECT_NE(escaped_sid, bash_pid) << "the sleep did not leave the task's session";
+  ExpectAllGone(pids, 1);
+}
+
+// ---- Limits ----
+
+TEST_F(ShellRuntimeTest, MemoryLimitKillsTheTaskWithAnOutOfMemoryError) {
+  if (!Runtime().cgroups().limits_memory()) {
+    GTEST_SKIP() << "no writable memory cgroup here (needs root): "
+                 << Runtime().cgroups().Describe();
+  }
+  Task task = Script("echo allocating; head -c 200m /dev/zero | tail");
+  task.limits = Limits{std::nullopt, 32 * 1024 * 1024};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr("out of memory: exceeded the memory limit of 32m"));
+  std::cout << "[ observed ] " << outcome.error << "\n";
+}
+
+TEST_F(ShellRuntimeTest, MemoryLimitFallsBackToAnAddressSpaceLimitWithoutCgroups) {
+  options_.enable_cgroups = false;
+  Task task = Script("head -c 200m /dev/zero | tail");
+  task.limits = Limits{std::nullopt, 64 * 1024 * 1024};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("exit code"), HasSubstr("memory exhausted")));
+  std::cout << "[ observed ] " << outcome.error << "\n";
+}
+
+TEST_F(ShellRuntimeTest, TaskJoinsCgroupsWithItsLimitsAndTheyAreRemovedAfterwards) {
+  if (!Runtime().cgroups().limits_memory() || !Runtime().cgroups().limits_cpu() ||
+      !Runtime().cgroups().limits_pids()) {
+    GTEST_SKIP() << "cgroup controllers not all writable here: " << Runtime().cgroups().Describe();
+  }
+  std::string memory_mount = V1Mount("memory");
+  std::string cpu_mount = V1Mount("cpu");
+  std::string pids_mount = V1Mount("pids");
+  if (memory_mount.empty() || cpu_mount.empty() || pids_mount.empty()) {
+    GTEST_SKIP() << "the limit files checked here are cgroup v1's";
+  }
+  options_.pids_max = 77;
+  runtime_.reset();
+  Task task = Script(
+      "cat /proc/self/cgroup > \"$BATON_OUTPUT\"\n"
+      "path() { awk -F: -v c=\"$1\" '{n=split($2,a,\",\"); for(i=1;i<=n;i++) if(a[i]==c) print "
+      "$3}' /proc/self/cgroup; }\n"
+      "echo \"limits $(cat \"$MEM$(path memory)/memory.limit_in_bytes\")"
+      " $(cat \"$CPU$(path cpu)/cpu.cfs_quota_us\") $(cat \"$PIDSCG$(path pids)/pids.max\")\"\n"
+      "timeout 0.4 sh -c 'while :; do :; done'\n"
+      "echo \"$(grep nr_throttled \"$CPU$(path cpu)/cpu.stat\")\"");
+  task.env = {{"MEM", memory_mount}, {"CPU", cpu_mount}, {"PIDSCG", pids_mount}};
+  task.limits = Limits{0.1, 256 * 1024 * 1024};
+  RunOutcome outcome = RunTask(std::move(task));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  std::string logs = observer_.logs();
+  EXPECT_THAT(logs, HasSubstr("limits 268435456 10000 77\n"));
+  std::size_t throttled_at = logs.find("nr_throttled ");
+  ASSERT_NE(throttled_at, std::string::npos) << logs;
+  EXPECT_GT(std::stoll(logs.substr(throttled_at + 13)), 0)
+      << "a busy loop at 0.1 cpus was never throttled";
+  std::cout << "[ observed ] " << logs;
+
+  std::vector<std::string> dirs = BatonCgroupDirs(outcome.result);
+  EXPECT_GE(dirs.size(), 3u) << outcome.result;
+  for (const std::string& dir : dirs) EXPECT_FALSE(fs::exists(dir)) << dir << " was left behind";
+}
+
+TEST_F(ShellRuntimeTest, EveryTaskGetsAPidsCgroupByDefault) {
+  if (!Runtime().cgroups().limits_pids()) {
+    GTEST_SKIP() << "no writable pids cgroup here: " << Runtime().cgroups().Describe();
+  }
+  RunOutcome outcome = RunTask(Script("cat /proc/self/cgroup > \"$BATON_OUTPUT\""));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  std::vector<std::string> dirs = BatonCgroupDirs(outcome.result);
+  EXPECT_FALSE(dirs.empty()) << outcome.result;
+  for (const std::string& dir : dirs) EXPECT_FALSE(fs::exists(dir)) << dir << " was left behind";
+}
+
+// ---- Warnings and health ----
+
+TEST_F(ShellRuntimeTest, DisabledCgroupsAreReportedOnceAtConstruction) {
+  options_.enable_cgroups = false;
+  ::testing::internal::CaptureStderr();
+  Runtime();
+  std::string at_construction = ::testing::internal::GetCapturedStderr();
+  ::testing::internal::CaptureStderr();
+  Task task = Script("true");
+  task.limits = Limits{0.5, 64 * 1024 * 1024};
+  RunOutcome first = RunTask(task);
+  RunOutcome second = RunTask(task);
+  std::string at_run = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(first.state, State::kCompleted) << first.error;
+  EXPECT_EQ(second.state, State::kCompleted) << second.error;
+  EXPECT_EQ(CountOccurrences(at_construction, "No usable cgroups"), 1u) << at_construction;
+  EXPECT_EQ(at_run, "");
+}
+
+TEST_F(ShellRuntimeTest, ImageIsIgnoredWithOneWarningPerJob) {
+  Runtime();
+  Task task = Script("printf ran > \"$BATON_OUTPUT\"");
+  task.image = "alpine:3";
+  ::testing::internal::CaptureStderr();
+  RunOutcome a1 = RunTask(task, {}, "job-a");
+  RunOutcome a2 = RunTask(task, {}, "job-a");
+  RunOutcome b1 = RunTask(task, {}, "job-b");
+  std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(a1.result, "ran");
+  EXPECT_EQ(b1.result, "ran");
+  EXPECT_EQ(CountOccurrences(logged, "ignores `image`"), 2u) << logged;
+}
+
+TEST_F(ShellRuntimeTest, MissingBashFailsHealthAndRun) {
+  options_.bash = "/nonexistent/bash";
+  EXPECT_EQ(Runtime().Health().code(), StatusCode::kFailedPrecondition);
+  RunRequest request;
+  request.task_id = "t";
+  request.task = Script("true");
+  Result<RunOutcome> outcome = Runtime().Run(request, observer_, {});
+  EXPECT_FALSE(outcome.ok());
+  EXPECT_THAT(outcome.status().message(), HasSubstr("/nonexistent/bash"));
+  EXPECT_TRUE(BaseDirIsEmpty());
+}
+
+TEST_F(ShellRuntimeTest, UnwritableBaseDirFailsHealth) {
+  options_.base_dir = "/dev/null/tasks";
+  Status health = Runtime().Health();
+  EXPECT_EQ(health.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(health.message(), HasSubstr("/dev/null/tasks"));
+}
+
+// ---- Cost ----
+
+TEST_F(ShellRuntimeTest, TrivialTasksAreCheap) {
+  constexpr int kTasks = 100;
+  Runtime();
+  auto start = Clock::now();
+  for (int i = 0; i < kTasks; ++i) {
+    RunOutcome outcome = RunTask(Script("true"));
+    ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  }
+  auto per_task =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start) / kTasks;
+  std::cout << "[ observed ] " << per_task.count() << " us per `true` task\n";
+  // Generous: sanitizer builds on a loaded machine. A release build is ~1-2 ms.
+  EXPECT_LT(per_task, std::chrono::milliseconds(100));
+}
+
+// ---- cgroup helpers ----
+
+TEST(CgroupMountsTest, ParsesV1ControllersAndTheV2Mount) {
+  const char* mountinfo =
+      "25 1 0:23 / /sys rw,nosuid - sysfs sysfs rw\n"
+      "30 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
+      "31 30 0:27 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup "
+      "rw,cpu,cpuacct\n"
+      "32 30 0:28 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "33 30 0:29 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,nsdelegate\n"
+      "34 30 0:30 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
+      "35 30 0:31 / /mnt/with\\040space rw - cgroup cgroup rw,pids\n";
+  std::vector<CgroupMount> mounts = ParseCgroupMounts(mountinfo);
+  ASSERT_EQ(mounts.size(), 5u);
+  EXPECT_EQ(mounts[0].mount_point, "/sys/fs/cgroup/cpu,cpuacct");
+  EXPECT_FALSE(mounts[0].v2);
+  EXPECT_EQ(mounts[0].controllers, (std::vector<std::string>{"cpu", "cpuacct"}));
+  EXPECT_EQ(mounts[1].controllers, (std::vector<std::string>{"memory"}));
+  EXPECT_TRUE(mounts[2].v2);
+  EXPECT_EQ(mounts[2].mount_point, "/sys/fs/cgroup/unified");
+  EXPECT_TRUE(mounts[3].controllers.empty());
+  EXPECT_EQ(mounts[4].mount_point, "/mnt/with space");
+  EXPECT_EQ(mounts[4].controllers, (std::vector<std::string>{"pids"}));
+}
+
+TEST(CgroupHostTest, EmptyHostLimitsNothing) {
+  CgroupHost host;
+  EXPECT_FALSE(host.limits_memory());
+  EXPECT_FALSE(host.limits_cpu());
+  EXPECT_FALSE(host.limits_pids());
+  EXPECT_FALSE(host.tracks_processes());
+}
+
+}  // namespace
+}  // namespace baton
