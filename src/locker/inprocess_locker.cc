@@ -1,0 +1,50 @@
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "locker/locker.h"
+
+namespace baton {
+namespace {
+
+// The held names live in a shared state, so a Lock may outlive its Locker.
+struct HeldNames {
+  std::mutex mu;
+  std::set<std::string, std::less<>> names;  // guarded by mu
+};
+
+class InProcessLock : public Lock {
+ public:
+  InProcessLock(std::shared_ptr<HeldNames> held, std::string name)
+      : held_(std::move(held)), name_(std::move(name)) {}
+  ~InProcessLock() override {
+    std::lock_guard lock(held_->mu);
+    held_->names.erase(name_);
+  }
+
+ private:
+  std::shared_ptr<HeldNames> held_;
+  std::string name_;
+};
+
+class InProcessLocker : public Locker {
+ public:
+  Result<std::unique_ptr<Lock>> TryAcquire(std::string_view name) override {
+    if (name.empty()) return InvalidArgument("a lock needs a name");
+    std::lock_guard lock(held_->mu);
+    if (!held_->names.emplace(name).second) {
+      return FailedPrecondition("lock " + std::string(name) + " is held");
+    }
+    return std::unique_ptr<Lock>(std::make_unique<InProcessLock>(held_, std::string(name)));
+  }
+
+ private:
+  std::shared_ptr<HeldNames> held_ = std::make_shared<HeldNames>();
+};
+
+}  // namespace
+
+std::unique_ptr<Locker> NewInProcessLocker() { return std::make_unique<InProcessLocker>(); }
+
+}  // namespace baton
