@@ -371,7 +371,33 @@ DocumentFormat SniffFormat(std::string_view text) {
   return DocumentFormat::kYaml;
 }
 
+// The offset of the first byte that is not part of valid UTF-8, or npos.
+std::size_t InvalidUtf8At(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > text.size()) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return i;
+    }
+    std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 ParsedDocument ParseDocument(std::string_view text, DocumentFormat format) {
+  // Everything downstream (JSON, the datastore, the API) needs valid UTF-8.
+  if (std::size_t bad = InvalidUtf8At(text); bad != std::string_view::npos) {
+    ParsedDocument result;
+    result.error = Diagnostic{LineIndex(text).At(bad), "",
+                              "the document is not valid UTF-8 (a bad byte here)"};
+    return result;
+  }
   return format == DocumentFormat::kJson ? ParseJson(text) : ParseYaml(text);
 }
 

@@ -109,6 +109,17 @@ TEST(DocumentTest, AliasBombIsRefused) {
   EXPECT_EQ(doc.error->message, "document too large (too many nodes)");
 }
 
+TEST(DocumentTest, InvalidUtf8IsRefusedWithItsPosition) {
+  for (auto format : {DocumentFormat::kYaml, DocumentFormat::kJson}) {
+    auto doc = ParseDocument("{\"name\": \"ok\",\n \"run\": \"\x9c\"}", format);
+    ASSERT_TRUE(doc.error);
+    EXPECT_EQ(doc.error->ToString(), "2:10: the document is not valid UTF-8 (a bad byte here)");
+  }
+  EXPECT_TRUE(ParseDocument("name: caf\xC3\xA9 \xF0\x9F\x8E\xB5", DocumentFormat::kYaml).root);
+  EXPECT_TRUE(ParseDocument("a: \xC0\xAF", DocumentFormat::kYaml).error);      // overlong
+  EXPECT_TRUE(ParseDocument("a: \xED\xA0\x80", DocumentFormat::kYaml).error);  // surrogate
+}
+
 TEST(DocumentTest, SniffsJsonByItsFirstCharacter) {
   EXPECT_EQ(SniffFormat("  \n{\"a\":1}"), DocumentFormat::kJson);
   EXPECT_EQ(SniffFormat("name: x"), DocumentFormat::kYaml);
