@@ -20,11 +20,20 @@ build: deps
 run: build
 	./build/baton run standalone
 
-# Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest.
+# The concurrent parts, also run under ThreadSanitizer by `make test`.
+TSAN_TARGETS = base_test locker_test inmemory_broker_test sqlite_datastore_test \
+               shell_runtime_test scheduler_test engine_test
+TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|EngineTest
+
+# Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, then
+# the engine's concurrent parts again under ThreadSanitizer.
 test: deps-test
 	cmake --preset $(PRESET_TEST) >/dev/null
 	cmake --build --preset $(PRESET_TEST)
 	ctest --preset $(PRESET_TEST)
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan --target $(TSAN_TARGETS)
+	ctest --preset tsan -R '$(TSAN_TESTS)'
 
 # The unit tests only: the quick loop while working.
 test-fast: deps-test
@@ -33,7 +42,9 @@ test-fast: deps-test
 	ctest --preset $(PRESET_TEST) -L unit
 
 tsan: deps-test
-	$(MAKE) test-fast PRESET_TEST=tsan
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan --target $(TSAN_TARGETS)
+	ctest --preset tsan -R '$(TSAN_TESTS)'
 
 format:
 	find src tests fuzz bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
