@@ -714,6 +714,31 @@ Status Scheduler::Retry(const TaskRecord& failed) {
   return Status::Ok();
 }
 
+Status Scheduler::Redeliver(const TaskRecord& lost) {
+  if (lost.redelivered >= options_.max_redeliveries) {
+    TaskRecord failed = lost;
+    failed.error = fmt::format("{} (re-queued {} times already: giving up)", lost.error,
+                               lost.redelivered);
+    (void)datastore_.UpdateTask(lost.id, [&](TaskRecord& t) {
+      t.error = failed.error;
+      return Status::Ok();
+    });
+    return TaskFailed(failed);
+  }
+  TaskRecord next = lost;
+  next.id = NewId();
+  next.state = TaskState::kPending;
+  next.created_at = clock_.Now();
+  next.scheduled_at.reset();
+  next.started_at.reset();
+  next.failed_at.reset();
+  next.error.clear();
+  next.node_id.clear();
+  next.progress = 0;
+  next.redelivered = lost.redelivered + 1;
+  return PublishTask(next, true);
+}
+
 // ---------------------------------------------------------------------------- events
 
 void Scheduler::OnStarted(const TaskStarted& event) {
@@ -746,6 +771,14 @@ void Scheduler::OnFinished(const TaskFinished& event) {
     } else if (event.outcome == TaskFinished::Outcome::kCancelled) {
       auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task);
       s = finished.status();
+    } else if (event.outcome == TaskFinished::Outcome::kHandedBack) {
+      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task);
+      if (!finished.ok()) {
+        s = finished.status();
+      } else if (*finished) {
+        auto job = datastore_.GetJob(task.job_id);
+        s = job.ok() && IsActive(job->state) ? Redeliver(task) : Status::Ok();
+      }
     } else {
       auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task);
       if (!finished.ok()) {
@@ -840,22 +873,7 @@ Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>
       auto finished = Finish(row.id, TaskState::kFailed, "", error, &lost);
       if (!finished.ok()) return finished.status();
       if (!*finished) continue;
-      if (lost.redelivered >= options_.max_redeliveries) {
-        BATON_RETURN_IF_ERROR(TaskFailed(lost));
-        continue;
-      }
-      TaskRecord next = lost;
-      next.id = NewId();
-      next.state = TaskState::kPending;
-      next.created_at = clock_.Now();
-      next.scheduled_at.reset();
-      next.started_at.reset();
-      next.failed_at.reset();
-      next.error.clear();
-      next.node_id.clear();
-      next.progress = 0;
-      next.redelivered = lost.redelivered + 1;
-      BATON_RETURN_IF_ERROR(PublishTask(next, true));
+      BATON_RETURN_IF_ERROR(Redeliver(lost));
     }
   }
 

@@ -98,6 +98,9 @@ class Scheduler {
   Status CancelActiveTasks(const std::string& job_id, const std::string& except_task_id);
   Status CancelTaskTree(const TaskRecord& task);
   Status Retry(const TaskRecord& failed);
+  // A task whose node went away (or handed it back): a new attempt with redelivered + 1,
+  // or a final failure past max_redeliveries.
+  Status Redeliver(const TaskRecord& lost);
   // Marks a row terminal unless it already is; false when it was.
   Result<bool> Finish(const std::string& task_id, TaskState state, const std::string& result,
                       const std::string& error, TaskRecord* out);

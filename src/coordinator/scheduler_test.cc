@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "broker/inmemory/inmemory_broker.h"
 #include "coordinator/coordinator.h"
@@ -466,6 +467,74 @@ tasks:
   EXPECT_EQ(job->state, JobState::kFailed);
   EXPECT_EQ(job->error, "job timed out after 1m0s");
   ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+}
+
+TEST_F(SchedulerTest, ProgressOfTheCurrentTaskMovesTheJob) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: progress
+tasks:
+  - {name: one, run: ok}
+  - {name: two, run: progress 50}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto job = datastore_->GetJob(submitted->id);
+    return job.ok() && job->progress == 75;  // one of two done, the second half way
+  }));
+  auto rows = Execution(submitted->id);
+  auto two = std::find_if(rows.begin(), rows.end(), [](auto& t) { return t.task.name == "two"; });
+  ASSERT_NE(two, rows.end());
+  EXPECT_EQ(two->progress, 50);
+  runtime_.Release("two");
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->progress, 100);
+}
+
+TEST_F(SchedulerTest, StoppingWorkerLetsRunningTasksFinishWithinTheGrace) {
+  auto submitted = coordinator_->Submit(ParseOrDie("name: g\ntasks:\n  - {name: slow, run: hang}\n"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  std::thread release([&] {
+    std::this_thread::sleep_for(milliseconds(100));  // finishes within the grace
+    runtime_.Release("slow");
+  });
+  worker_->Stop(seconds(10));
+  release.join();
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+}
+
+TEST_F(SchedulerTest, StoppingWorkerHandsBackWhatOutlivesTheGrace) {
+  auto submitted = coordinator_->Submit(ParseOrDie("name: g\ntasks:\n  - {name: stuck, run: hang}\n"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  worker_->Stop(milliseconds(50));
+  EXPECT_EQ(runtime_.running(), 0);
+  // The task is re-queued as a new attempt, which another worker runs.
+  ASSERT_TRUE(testing::WaitFor([&] { return Execution(submitted->id).size() == 2; }));
+  runtime_.Release("stuck");
+  WorkerOptions options;
+  options.node_id = "second";
+  Worker second(*broker_, runtime_, clock_, options);
+  ASSERT_TRUE(second.Start().ok());
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  auto rows = Execution(submitted->id);
+  ASSERT_EQ(rows.size(), 2u);
+  int handed_back = 0;
+  for (const auto& row : rows) {
+    if (row.state == TaskState::kFailed) {
+      ++handed_back;
+      EXPECT_THAT(row.error, HasSubstr("stopped before the task finished"));
+    } else {
+      EXPECT_EQ(row.redelivered, 1);
+    }
+  }
+  EXPECT_EQ(handed_back, 1);
+  second.Stop(milliseconds(0));
 }
 
 TEST_F(SchedulerTest, DuplicateOutcomesAreIgnored) {

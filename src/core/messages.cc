@@ -26,7 +26,7 @@ TimePoint TimeOf(const json& j, const char* key) {
   return ParseTime(j.value(key, "")).value_or(TimePoint{});
 }
 
-constexpr const char* kOutcomes[] = {"COMPLETED", "FAILED", "CANCELLED"};
+constexpr const char* kOutcomes[] = {"COMPLETED", "FAILED", "CANCELLED", "HANDED_BACK"};
 
 }  // namespace
 
@@ -81,9 +81,10 @@ Result<TaskFinished> DecodeTaskFinished(std::string_view body) {
   return Decode<TaskFinished>(body, "finished", [](const json& j, TaskFinished& m) {
     m.task_id = j.at("taskId").get<std::string>();
     std::string outcome = j.value("outcome", "COMPLETED");
-    m.outcome = outcome == "FAILED"      ? TaskFinished::Outcome::kFailed
-                : outcome == "CANCELLED" ? TaskFinished::Outcome::kCancelled
-                                         : TaskFinished::Outcome::kCompleted;
+    m.outcome = outcome == "FAILED"        ? TaskFinished::Outcome::kFailed
+                : outcome == "CANCELLED"   ? TaskFinished::Outcome::kCancelled
+                : outcome == "HANDED_BACK" ? TaskFinished::Outcome::kHandedBack
+                                           : TaskFinished::Outcome::kCompleted;
     m.result = j.value("result", "");
     m.error = j.value("error", "");
     m.at = TimeOf(j, "at");

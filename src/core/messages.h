@@ -20,7 +20,9 @@ struct TaskStarted {
 };
 
 struct TaskFinished {
-  enum class Outcome { kCompleted, kFailed, kCancelled };
+  // kHandedBack: the worker stopped before the task finished; it should run again
+  // elsewhere, as a new attempt.
+  enum class Outcome { kCompleted, kFailed, kCancelled, kHandedBack };
   std::string task_id;
   Outcome outcome = Outcome::kCompleted;
   std::string result;

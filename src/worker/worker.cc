@@ -161,8 +161,14 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
     finished.outcome = TaskFinished::Outcome::kCompleted;
     finished.result = outcome->result;
   } else if (outcome->state == RunOutcome::State::kCancelled) {
-    finished.outcome = TaskFinished::Outcome::kCancelled;
-    finished.error = outcome->error;
+    std::lock_guard lock(mu_);
+    if (grace_over_) {
+      finished.outcome = TaskFinished::Outcome::kHandedBack;
+      finished.error = "worker " + options_.node_id + " stopped before the task finished";
+    } else {
+      finished.outcome = TaskFinished::Outcome::kCancelled;
+      finished.error = outcome->error;
+    }
   } else {
     finished.outcome = TaskFinished::Outcome::kFailed;
     finished.error = outcome->error;
@@ -227,6 +233,7 @@ void Worker::Stop(std::chrono::milliseconds grace) {
   {
     std::unique_lock lock(mu_);
     idle_cv_.wait_for(lock, grace, [&] { return running_.empty(); });
+    grace_over_ = true;
     for (auto& [id, cancel] : running_) cancel.request_stop();
   }
   for (auto& lane : lanes_) {

@@ -74,6 +74,7 @@ class Worker {
   mutable std::mutex mu_;
   std::map<std::string, std::stop_source> running_;  // task id → its cancel; guarded by mu_
   bool draining_ = false;                            // guarded by mu_
+  bool grace_over_ = false;  // guarded by mu_; running tasks were stopped by Stop
   std::condition_variable idle_cv_;
 
   std::vector<std::unique_ptr<Lane>> lanes_;

@@ -3,6 +3,7 @@
 //   "fail TEXT"   fails with error TEXT
 //   "hang"        runs until cancelled (or Release(name))
 //   "flaky N"     fails the first N runs of this task name, then completes with "ok"
+//   "progress P"  reports progress P, then runs until cancelled (or Release(name))
 // It records what ran, and the most tasks that ran at once.
 #pragma once
 
@@ -46,7 +47,8 @@ class FakeRuntime : public Runtime {
         out.state = RunOutcome::State::kFailed;
         out.error = "flaky failure";
       }
-    } else if (run == "hang") {
+    } else if (run == "hang" || run.starts_with("progress")) {
+      if (run.starts_with("progress")) observer.OnProgress(std::stod(run.substr(9)));
       std::unique_lock lock(mu_);
       std::stop_callback wake(cancel, [this] { cv_.notify_all(); });
       cv_.wait(lock, [&] { return cancel.stop_requested() || released_.contains(task.name); });
