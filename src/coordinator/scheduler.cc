@@ -68,8 +68,6 @@ Status EvaluateAux(std::vector<AuxTask>& steps, const json& vars, std::string_vi
   return Status::Ok();
 }
 
-std::string DescribeDuration(Duration d) { return FormatDuration(d); }
-
 }  // namespace
 
 void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task) {
@@ -182,23 +180,23 @@ Status Scheduler::StartJob(const std::string& job_id) {
     job = j;
     return Status::Ok();
   }));
-  if (job.job.timeout) {
-    std::string id = job.id;
-    Duration timeout = *job.job.timeout;
-    job_timers_[id] = timers_.Schedule(now + timeout, [this, id, timeout] {
-      {
-        std::lock_guard lock(mu_);
-        job_timers_.erase(id);
-        Status s = FailJob(id, "job timed out after " + DescribeDuration(timeout), JobState::kFailed);
-        if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
-          log::Error("failing a timed-out job failed", {{"job_id", id}, {"error", s.message()}});
-        }
-      }
-      FlushNotifications();
-    });
-  }
+  if (job.job.timeout) ArmJobTimeout(job.id, *job.job.timeout, now);
   if (job.job.tasks.empty()) return CompleteJob(job.id);
   return ScheduleNew(job, job.job.tasks[0], "", 1, json::object());
+}
+
+void Scheduler::ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint from) {
+  job_timers_[job_id] = timers_.Schedule(from + timeout, [this, job_id, timeout] {
+    {
+      std::lock_guard lock(mu_);
+      job_timers_.erase(job_id);
+      Status s = FailJob(job_id, "job timed out after " + FormatDuration(timeout), JobState::kFailed);
+      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
+        log::Error("failing a timed-out job failed", {{"job_id", job_id}, {"error", s.message()}});
+      }
+    }
+    FlushNotifications();
+  });
 }
 
 Scheduler::Vars Scheduler::VarsFor(const JobRecord& job, const Vars& extra) const {
@@ -283,7 +281,7 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
     timers_.Cancel(it->second);
     job_timers_.erase(it);
   }
-  BATON_RETURN_IF_ERROR(CancelActiveTasks(job_id, ""));
+  BATON_RETURN_IF_ERROR(CancelActiveTasks(job_id));
   Notify(job_id);
   // A failed sub-job fails the task that started it; a cancelled one was cancelled with
   // (or by) its parent, which decides for itself.
@@ -325,19 +323,7 @@ Status Scheduler::Restart(const std::string& job_id) {
       return Status::Ok();
     });
     if (s.ok()) {
-      if (job.job.timeout) {
-        std::string id = job.id;
-        Duration timeout = *job.job.timeout;
-        job_timers_[id] = timers_.Schedule(clock_.Now() + timeout, [this, id, timeout] {
-          {
-            std::lock_guard inner(mu_);
-            job_timers_.erase(id);
-            (void)FailJob(id, "job timed out after " + DescribeDuration(timeout),
-                          JobState::kFailed);
-          }
-          FlushNotifications();
-        });
-      }
+      if (job.job.timeout) ArmJobTimeout(job.id, *job.job.timeout, clock_.Now());
       auto index = static_cast<std::size_t>(std::clamp(job.position, 1, job.task_count) - 1);
       s = ScheduleNew(job, job.job.tasks[index], "", static_cast<int>(index) + 1, json::object());
     }
@@ -645,46 +631,38 @@ Status Scheduler::TaskFailed(const TaskRecord& task) {
   return TaskFailed(parent);
 }
 
+Status Scheduler::CancelRow(const TaskRecord& row) {
+  waiting_children_.erase(row.id);
+  TaskRecord cancelled;
+  auto finished = Finish(row.id, TaskState::kCancelled, "", "", &cancelled);
+  if (!finished.ok()) return finished.status();
+  if (!*finished) return Status::Ok();
+  if (!cancelled.subjob_id.empty()) {
+    Status s = FailJob(cancelled.subjob_id, "", JobState::kCancelled);
+    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
+  }
+  if (!cancelled.node_id.empty()) {
+    BATON_RETURN_IF_ERROR(
+        broker_.Publish(CancelQueueFor(cancelled.node_id), Encode(CancelTask{cancelled.id})));
+  }
+  if (cancelled.task.IsComposite()) return CancelTaskTree(cancelled);
+  return Status::Ok();
+}
+
 Status Scheduler::CancelTaskTree(const TaskRecord& parent) {
   auto children = datastore_.ChildTasks(parent.id);
   if (!children.ok()) return children.status();
   for (const TaskRecord& child : *children) {
-    if (!IsActive(child.state)) continue;
-    TaskRecord cancelled;
-    auto finished = Finish(child.id, TaskState::kCancelled, "", "", &cancelled);
-    if (!finished.ok()) return finished.status();
-    if (!*finished) continue;
-    if (cancelled.task.IsComposite()) BATON_RETURN_IF_ERROR(CancelTaskTree(cancelled));
-    if (!cancelled.subjob_id.empty()) {
-      Status s = FailJob(cancelled.subjob_id, "", JobState::kCancelled);
-      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
-    }
-    if (!cancelled.node_id.empty()) {
-      BATON_RETURN_IF_ERROR(
-          broker_.Publish(CancelQueueFor(cancelled.node_id), Encode(CancelTask{cancelled.id})));
-    }
+    if (IsActive(child.state)) BATON_RETURN_IF_ERROR(CancelRow(child));
   }
   return Status::Ok();
 }
 
-Status Scheduler::CancelActiveTasks(const std::string& job_id, const std::string& except) {
+Status Scheduler::CancelActiveTasks(const std::string& job_id) {
   auto tasks = datastore_.JobTasks(job_id);
   if (!tasks.ok()) return tasks.status();
   for (const TaskRecord& row : *tasks) {
-    if (row.id == except || !IsActive(row.state)) continue;
-    waiting_children_.erase(row.id);
-    TaskRecord cancelled;
-    auto finished = Finish(row.id, TaskState::kCancelled, "", "", &cancelled);
-    if (!finished.ok()) return finished.status();
-    if (!*finished) continue;
-    if (!cancelled.subjob_id.empty()) {
-      Status s = FailJob(cancelled.subjob_id, "", JobState::kCancelled);
-      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
-    }
-    if (!cancelled.node_id.empty()) {
-      BATON_RETURN_IF_ERROR(
-          broker_.Publish(CancelQueueFor(cancelled.node_id), Encode(CancelTask{cancelled.id})));
-    }
+    if (IsActive(row.state)) BATON_RETURN_IF_ERROR(CancelRow(row));
   }
   return Status::Ok();
 }
@@ -846,16 +824,7 @@ Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>
     return StartJob(job.id);
   }
   if (job.job.timeout && job.started_at && !job_timers_.contains(job.id)) {
-    std::string id = job.id;
-    Duration timeout = *job.job.timeout;
-    job_timers_[id] = timers_.Schedule(*job.started_at + timeout, [this, id, timeout] {
-      {
-        std::lock_guard lock(mu_);
-        job_timers_.erase(id);
-        (void)FailJob(id, "job timed out after " + DescribeDuration(timeout), JobState::kFailed);
-      }
-      FlushNotifications();
-    });
+    ArmJobTimeout(job.id, *job.job.timeout, *job.started_at);
   }
   auto rows = datastore_.JobTasks(job.id);
   if (!rows.ok()) return rows.status();

@@ -95,8 +95,12 @@ class Scheduler {
   Status AdvanceJob(const std::string& job_id, int position);
   Status CompleteJob(const std::string& job_id);
   Status FailJob(const std::string& job_id, const std::string& error, JobState state);
-  Status CancelActiveTasks(const std::string& job_id, const std::string& except_task_id);
+  Status CancelActiveTasks(const std::string& job_id);
+  // Cancels one active row: its running process, its sub-job, its children.
+  Status CancelRow(const TaskRecord& row);
   Status CancelTaskTree(const TaskRecord& task);
+  // Fails the job `timeout` after `from` unless it has finished by then.
+  void ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint from);
   Status Retry(const TaskRecord& failed);
   // A task whose node went away (or handed it back): a new attempt with redelivered + 1,
   // or a final failure past max_redeliveries.
