@@ -324,6 +324,34 @@ tasks:
   EXPECT_EQ(child->state, JobState::kCompleted);
 }
 
+TEST_F(SchedulerTest, DetachedSubjobCompletesTheTaskAtOnce) {
+  JobRecord job = Run(R"(
+name: parent
+tasks:
+  - name: fire and forget
+    subjob:
+      name: detached child
+      detached: true
+      tasks: [{name: inner, run: hang}]
+  - {name: after, run: ok}
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  auto rows = Execution(job.id);
+  ASSERT_EQ(rows.size(), 2u);
+  std::string child_id;
+  for (const auto& row : rows) {
+    if (row.task.subjob) child_id = row.subjob_id;
+  }
+  auto child = datastore_->GetJob(child_id);
+  ASSERT_TRUE(child.ok());
+  EXPECT_EQ(child->state, JobState::kRunning);  // still going on its own
+  EXPECT_TRUE(child->parent_id.empty());
+  runtime_.Release("inner");
+  auto done = coordinator_->Wait(child_id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+}
+
 TEST_F(SchedulerTest, NestedEachInsideParallelInsideSubjob) {
   JobRecord job = Run(R"(
 name: nested

@@ -38,7 +38,12 @@ bool ReadNumber(std::string_view text, std::size_t& i, double& out) {
   return true;
 }
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string Quote(std::string_view s) {
+  std::string out = "\"";  // piecewise: g++ 12 misreports "\"" + string (-Wrestrict)
+  out += s;
+  out += '"';
+  return out;
+}
 
 }  // namespace
 
