@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "cli/validate.h"
 #include "engine/config.h"
 #include "engine/engine.h"
@@ -51,6 +52,11 @@ int RunServer(const std::string& role, const ServerFlags& flags) {
     std::cerr << "baton: " << engine.status().message() << '\n';
     return engine.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailure;
   }
+  Status api = (*engine)->ServeApi(config->coordinator_address, Version());
+  if (!api.ok()) {
+    std::cerr << "baton: " << api.message() << '\n';
+    return kExitUsage;
+  }
   Status started = (*engine)->Start();
   if (!started.ok()) {
     std::cerr << "baton: starting failed: " << started.message() << '\n';
@@ -58,8 +64,6 @@ int RunServer(const std::string& role, const ServerFlags& flags) {
   }
   log::Info("baton standalone is running; unfinished jobs in the data directory continue",
             {{"data_dir", config->data_dir}, {"node", (*engine)->node_id()}});
-  log::Info("the REST API is not built yet in this version; nothing listens on the address",
-            {{"address", config->coordinator_address}});
   int signal = 0;
   sigwait(&stop_signals, &signal);
   log::Info("stopping: running tasks get 30s to finish", {{"signal", strsignal(signal)}});

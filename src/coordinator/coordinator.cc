@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "core/messages.h"
 #include "core/names.h"
+#include "core/redact.h"
 
 namespace baton {
 namespace {
@@ -59,6 +60,7 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   BATON_RETURN_IF_ERROR(subscribe(kQueueLogs, [this](const std::string& body) {
     auto m = DecodeLogPart(body);
     if (!m.ok()) return;
+    m->contents = RedactText(m->contents, SecretsOf(m->job_id));
     Status s = datastore_.CreateLogPart(*m);
     if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
       log::Warn("storing a log part failed", {{"task_id", m->task_id}, {"error", s.message()}});
@@ -69,6 +71,20 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
     if (m.ok()) (void)datastore_.UpsertNode(*m);
   }));
   return scheduler_.Reconcile(live_nodes);
+}
+
+std::vector<std::string> Coordinator::SecretsOf(const std::string& job_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = secrets_cache_.find(job_id); it != secrets_cache_.end()) return it->second;
+  }
+  auto job = datastore_.GetJob(job_id);
+  if (!job.ok()) return {};
+  std::vector<std::string> values = SecretValues(job->job);
+  std::lock_guard lock(mu_);
+  if (secrets_cache_.size() >= 1024) secrets_cache_.clear();  // bounded; refilled on demand
+  secrets_cache_[job_id] = values;
+  return values;
 }
 
 void Coordinator::Stop() {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -54,7 +55,11 @@ class Coordinator {
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
 
+  // Secret values per job, for redacting log lines before they are stored.
+  std::vector<std::string> SecretsOf(const std::string& job_id);
+
   std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> secrets_cache_;  // guarded by mu_
   std::condition_variable finished_cv_;
   std::uint64_t finished_count_ = 0;  // guarded by mu_; bumps on every terminal job
 };

@@ -74,17 +74,31 @@ Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> bro
 
 Engine::~Engine() { Stop(std::chrono::milliseconds(0)); }
 
+Status Engine::ServeApi(const std::string& address, const std::string& version) {
+  auto parsed = api::ParseAddress(address);
+  if (!parsed.ok()) return parsed.status();
+  api::ApiOptions options;
+  options.version = version;
+  api_ = std::make_unique<api::Api>(*coordinator_, *datastore_, *broker_, options);
+  server_ = std::make_unique<api::Server>(
+      *api_, api::ServerOptions{.host = parsed->first, .port = parsed->second},
+      options.max_body_bytes);
+  return Status::Ok();
+}
+
 Status Engine::Start() {
   BATON_RETURN_IF_ERROR(worker_->Start());
   // Only this process's worker is alive: RUNNING tasks of any other node (an earlier
   // run of this process) are re-run as new attempts.
   BATON_RETURN_IF_ERROR(coordinator_->Start({worker_->node_id()}));
+  if (server_) BATON_RETURN_IF_ERROR(server_->Start());
   started_ = true;
   return Status::Ok();
 }
 
 void Engine::Stop(std::chrono::milliseconds grace) {
   if (!worker_) return;
+  if (server_) server_->Stop();
   worker_->Stop(grace);
   coordinator_->Stop();
   started_ = false;

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "base/clock.h"
+#include "api/api.h"
+#include "api/server.h"
 #include "broker/broker.h"
 #include "coordinator/coordinator.h"
 #include "datastore/datastore.h"
@@ -37,7 +39,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Starts the worker and the coordinator, which reconciles unfinished jobs.
+  // Serves the REST API on `address` ("HOST:PORT"; port 0 picks a free one) from Start.
+  Status ServeApi(const std::string& address, const std::string& version);
+
+  // Starts the worker and the coordinator, which reconciles unfinished jobs, then the
+  // API if one was asked for.
   Status Start();
   // Stops taking work; running tasks get `grace` to finish, then are cancelled.
   void Stop(std::chrono::milliseconds grace);
@@ -50,6 +56,8 @@ class Engine {
   Datastore& datastore() { return *datastore_; }
   Broker& broker() { return *broker_; }
   const std::string& node_id() const { return worker_->node_id(); }
+  // The port the API listens on, once started (0 without an API).
+  int api_port() const { return server_ ? server_->port() : 0; }
 
  private:
   std::unique_ptr<Datastore> datastore_;
@@ -59,6 +67,8 @@ class Engine {
   std::unique_ptr<Timers> timers_;
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<api::Api> api_;
+  std::unique_ptr<api::Server> server_;
   bool started_ = false;
 };
 

@@ -1,0 +1,343 @@
+#include "api/api.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "core/job_decode.h"
+#include "core/record_json.h"
+#include "core/redact.h"
+
+namespace baton::api {
+namespace {
+
+using nlohmann::json;
+
+Response Json(int status, const json& body) {
+  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+Response Ok(const json& body) { return Json(200, body); }
+
+std::vector<std::string> Split(std::string_view path) {
+  std::vector<std::string> parts;
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    std::size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.emplace_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+bool IsId(std::string_view id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// Reads a positive integer query parameter within [lo, hi]; absent gives `fallback`.
+Result<int> IntParam(const Request& request, const std::string& name, int fallback, int lo, int hi) {
+  auto it = request.query.find(name);
+  if (it == request.query.end() || it->second.empty()) return fallback;
+  int value = 0;
+  const std::string& text = it->second;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || value < lo || value > hi) {
+    return InvalidArgument(fmt::format("{} must be a number from {} to {}, got \"{}\"", name, lo,
+                                       hi, text.substr(0, 40)));
+  }
+  return value;
+}
+
+template <typename T, typename F>
+json PageJson(const Page<T>& page, F&& item) {
+  json items = json::array();
+  for (const T& t : page.items) items.push_back(item(t));
+  return {{"items", std::move(items)},
+          {"number", page.number},
+          {"size", page.size},
+          {"totalPages", page.total_pages},
+          {"totalItems", page.total_items}};
+}
+
+json LogPartJson(const LogPart& part, const std::vector<std::string>& secrets) {
+  return {{"id", part.id},
+          {"number", part.number},
+          {"taskId", part.task_id},
+          {"contents", RedactText(part.contents, secrets)},
+          {"createdAt", FormatTime(part.created_at)}};
+}
+
+std::string MediaType(std::string_view content_type) {
+  std::string_view t = content_type.substr(0, content_type.find(';'));
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  std::string lower(t);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower;
+}
+
+}  // namespace
+
+int HttpStatus(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kFailedPrecondition: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists: return 409;
+    case StatusCode::kDeadlineExceeded: return 408;
+    case StatusCode::kCancelled: return 409;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+Response ErrorResponse(const Status& status) {
+  return Json(HttpStatus(status.code()),
+              {{"message", status.message()}, {"code", StatusCodeName(status.code())}});
+}
+
+Api::Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options)
+    : coordinator_(coordinator), datastore_(datastore), broker_(broker), options_(std::move(options)) {}
+
+Response Api::Handle(const Request& request) {
+  try {
+    std::vector<std::string> p = Split(request.path);
+    const std::string& m = request.method;
+    auto n = p.size();
+    if (m == "GET" && n == 1 && p[0] == "health") return Health();
+    if (n >= 1 && p[0] == "jobs") {
+      if (n == 1 && m == "POST") return SubmitJob(request);
+      if (n == 1 && m == "GET") return ListJobs(request);
+      if (n == 2 && m == "GET") return GetJob(p[1]);
+      if (n == 3 && m == "GET" && p[2] == "log") return JobLog(p[1], request);
+      if (n == 3 && m == "PUT" && p[2] == "cancel") return CancelJob(p[1]);
+      if (n == 3 && m == "PUT" && p[2] == "restart") return RestartJob(p[1]);
+    }
+    if (n >= 2 && p[0] == "tasks") {
+      if (n == 2 && m == "GET") return GetTask(p[1]);
+      if (n == 3 && m == "GET" && p[2] == "log") return TaskLog(p[1], request);
+    }
+    if (m == "GET" && n == 1 && p[0] == "queues") return Queues("");
+    if (m == "GET" && n == 2 && p[0] == "queues") return Queues(p[1]);
+    if (m == "GET" && n == 1 && p[0] == "nodes") return Nodes();
+    if (m == "GET" && n == 1 && p[0] == "metrics") return Metrics();
+    return ErrorResponse(NotFound(fmt::format("no such endpoint: {} {}", m, request.path.substr(0, 200))));
+  } catch (const std::exception& e) {
+    return ErrorResponse(Internal(std::string("unexpected error: ") + e.what()));
+  }
+}
+
+Response Api::Health() {
+  Status ds = datastore_.Health();
+  Status br = broker_.Health();
+  bool up = ds.ok() && br.ok();
+  json body = {{"status", up ? "UP" : "DOWN"}, {"version", options_.version}};
+  if (!ds.ok()) body["datastore"] = ds.message();
+  if (!br.ok()) body["broker"] = br.message();
+  return Json(up ? 200 : 503, body);
+}
+
+Response Api::SubmitJob(const Request& request) {
+  if (request.body.size() > options_.max_body_bytes) {
+    return Json(413, {{"message", fmt::format("the job is {} bytes; the limit is {}",
+                                              request.body.size(), options_.max_body_bytes)},
+                      {"code", "INVALID_ARGUMENT"}});
+  }
+  std::string type = MediaType(request.content_type);
+  DocumentFormat format;
+  if (type == "application/json") {
+    format = DocumentFormat::kJson;
+  } else if (type == "text/yaml" || type == "application/x-yaml" || type == "application/yaml" ||
+             type == "text/x-yaml") {
+    format = DocumentFormat::kYaml;
+  } else if (type.empty()) {
+    format = SniffFormat(request.body);
+  } else {
+    return Json(415, {{"message", fmt::format("unsupported content type \"{}\": send "
+                                              "application/json, text/yaml or application/x-yaml",
+                                              type.substr(0, 100))},
+                      {"code", "INVALID_ARGUMENT"}});
+  }
+  JobParseResult parsed = ParseJob(request.body, format);
+  if (!parsed.ok()) {
+    json errors = json::array();
+    for (const Diagnostic& d : parsed.problems) {
+      errors.push_back({{"line", d.mark.line}, {"column", d.mark.column}, {"path", d.path},
+                        {"message", d.message}});
+    }
+    return Json(400, {{"message", parsed.Message()}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+  }
+  auto job = coordinator_.Submit(*parsed.job);
+  if (!job.ok()) return ErrorResponse(job.status());
+  std::vector<std::string> secrets = SecretValues(job->job);
+  if (job->job.wait_timeout) {
+    auto done = coordinator_.Wait(job->id, *job->job.wait_timeout);
+    if (!done.ok()) {
+      if (done.status().code() == StatusCode::kDeadlineExceeded) {
+        return Json(408, {{"message", fmt::format("job {} did not finish within {}", job->id,
+                                                  FormatDuration(*job->job.wait_timeout))},
+                          {"code", "DEADLINE_EXCEEDED"}});
+      }
+      return ErrorResponse(done.status());
+    }
+    return GetJob(job->id);
+  }
+  json body = ToJson(*job, /*summary=*/true);
+  RedactJson(body, secrets);
+  return Ok(body);
+}
+
+Response Api::ListJobs(const Request& request) {
+  auto page = IntParam(request, "page", 1, 1, 1'000'000);
+  if (!page.ok()) return ErrorResponse(page.status());
+  auto size = IntParam(request, "size", 10, 1, 100);
+  if (!size.ok()) return ErrorResponse(size.status());
+  JobQuery query;
+  if (auto it = request.query.find("q"); it != request.query.end()) query.q = it->second;
+  query.page = *page;
+  query.size = *size;
+  auto jobs = datastore_.ListJobs(query);
+  if (!jobs.ok()) return ErrorResponse(jobs.status());
+  return Ok(PageJson(*jobs, [](const JobRecord& job) {
+    json j = ToJson(job, /*summary=*/true);
+    RedactJson(j, SecretValues(job.job));
+    return j;
+  }));
+}
+
+Response Api::GetJob(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  auto job = datastore_.GetJob(id);
+  if (!job.ok()) return ErrorResponse(job.status());
+  auto rows = datastore_.JobTasks(id);
+  if (!rows.ok()) return ErrorResponse(rows.status());
+  json body = ToJson(*job, /*summary=*/false);
+  json execution = json::array();
+  for (const TaskRecord& row : *rows) execution.push_back(ToJson(row));
+  body["execution"] = std::move(execution);
+  RedactJson(body, SecretValues(job->job));
+  return Ok(body);
+}
+
+Response Api::JobLog(const std::string& id, const Request& request) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  auto page = IntParam(request, "page", 1, 1, 1'000'000);
+  if (!page.ok()) return ErrorResponse(page.status());
+  auto size = IntParam(request, "size", 25, 1, 100);
+  if (!size.ok()) return ErrorResponse(size.status());
+  auto job = datastore_.GetJob(id);
+  if (!job.ok()) return ErrorResponse(job.status());
+  auto parts = datastore_.JobLogParts(id, *page, *size);
+  if (!parts.ok()) return ErrorResponse(parts.status());
+  auto secrets = SecretValues(job->job);
+  return Ok(PageJson(*parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
+}
+
+Response Api::CancelJob(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  auto job = datastore_.GetJob(id);
+  if (!job.ok()) return ErrorResponse(job.status());
+  Status s = coordinator_.Cancel(id);
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      return ErrorResponse(FailedPrecondition(fmt::format(
+          "job {} is {}: only a PENDING, SCHEDULED or RUNNING job can be cancelled", id,
+          ToString(job->state))));
+    }
+    return ErrorResponse(s);
+  }
+  return Ok({{"status", "OK"}});
+}
+
+Response Api::RestartJob(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  Status s = coordinator_.Restart(id);
+  if (!s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
+Response Api::GetTask(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
+  auto task = datastore_.GetTask(id);
+  if (!task.ok()) return ErrorResponse(task.status());
+  json body = ToJson(*task);
+  std::vector<std::string> secrets;
+  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(job->job);
+  AddSecretValues(task->task, secrets);
+  RedactJson(body, secrets);
+  return Ok(body);
+}
+
+Response Api::TaskLog(const std::string& id, const Request& request) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
+  auto page = IntParam(request, "page", 1, 1, 1'000'000);
+  if (!page.ok()) return ErrorResponse(page.status());
+  auto size = IntParam(request, "size", 25, 1, 100);
+  if (!size.ok()) return ErrorResponse(size.status());
+  auto task = datastore_.GetTask(id);
+  if (!task.ok()) return ErrorResponse(task.status());
+  std::vector<std::string> secrets;
+  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(job->job);
+  AddSecretValues(task->task, secrets);
+  auto parts = datastore_.TaskLogParts(id, *page, *size);
+  if (!parts.ok()) return ErrorResponse(parts.status());
+  return Ok(PageJson(*parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
+}
+
+Response Api::Queues(const std::string& name) {
+  auto to_json = [](const QueueInfo& q) {
+    return json{{"name", q.name}, {"size", q.size}, {"subscribers", q.subscribers}, {"unacked", q.unacked}};
+  };
+  if (!name.empty()) {
+    auto q = broker_.Queue(name);
+    if (!q.ok()) return ErrorResponse(q.status());
+    return Ok(to_json(*q));
+  }
+  auto queues = broker_.Queues();
+  if (!queues.ok()) return ErrorResponse(queues.status());
+  json list = json::array();
+  for (const QueueInfo& q : *queues) list.push_back(to_json(q));
+  return Ok(list);
+}
+
+Response Api::Nodes() {
+  TimePoint now = Now();
+  auto nodes = datastore_.ActiveNodes(now - std::chrono::minutes(5));
+  if (!nodes.ok()) return ErrorResponse(nodes.status());
+  json list = json::array();
+  for (const NodeRecord& node : *nodes) {
+    // Heartbeats come every 5 s: a node silent for 30 s (its lease) is down.
+    auto silent = now - node.last_heartbeat_at;
+    NodeStatus status = silent > std::chrono::seconds(30) ? NodeStatus::kDown : node.status;
+    list.push_back({{"id", node.id},
+                    {"name", node.name},
+                    {"hostname", node.hostname},
+                    {"startedAt", FormatTime(node.started_at)},
+                    {"lastHeartbeatAt", FormatTime(node.last_heartbeat_at)},
+                    {"cpuPercent", node.cpu_percent},
+                    {"taskCount", node.task_count},
+                    {"status", ToString(status)},
+                    {"queue", node.queue},
+                    {"version", node.version}});
+  }
+  return Ok(list);
+}
+
+Response Api::Metrics() {
+  auto jobs = datastore_.JobsInState({JobState::kRunning});
+  if (!jobs.ok()) return ErrorResponse(jobs.status());
+  auto tasks = datastore_.TasksInState({TaskState::kRunning});
+  if (!tasks.ok()) return ErrorResponse(tasks.status());
+  auto nodes = datastore_.ActiveNodes(Now() - std::chrono::seconds(30));
+  if (!nodes.ok()) return ErrorResponse(nodes.status());
+  double cpu = 0;
+  for (const NodeRecord& node : *nodes) cpu += node.cpu_percent;
+  if (!nodes->empty()) cpu /= static_cast<double>(nodes->size());
+  return Ok({{"jobs", {{"running", jobs->size()}}},
+             {"tasks", {{"running", tasks->size()}}},
+             {"nodes", {{"online", nodes->size()}, {"cpuPercent", cpu}}}});
+}
+
+}  // namespace baton::api

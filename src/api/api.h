@@ -1,0 +1,68 @@
+// The REST API of api.md as a plain function of a request: routing, parameters, JSON
+// shapes, the one table from error codes to HTTP statuses, and redaction. The HTTP
+// server (server.h) only adapts cpp-httplib to it, so the handlers are tested and fuzzed
+// without sockets.
+//
+// Thread-safety: Handle may be called concurrently.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "base/status.h"
+#include "broker/broker.h"
+#include "coordinator/coordinator.h"
+#include "datastore/datastore.h"
+
+namespace baton::api {
+
+struct Request {
+  std::string method;  // GET, POST, PUT, ...
+  std::string path;    // without the query
+  std::map<std::string, std::string> query;
+  std::string content_type;  // the header as sent; empty when absent
+  std::string body;
+};
+
+struct Response {
+  int status = 200;
+  std::string body;  // JSON
+};
+
+struct ApiOptions {
+  std::string version;
+  std::size_t max_body_bytes = 4 << 20;
+};
+
+// The HTTP status for an error code: the API's single mapping table.
+int HttpStatus(StatusCode code);
+// `{"message": ..., "code": ...}` with the status from HttpStatus.
+Response ErrorResponse(const Status& status);
+
+class Api {
+ public:
+  Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options);
+
+  Response Handle(const Request& request);
+
+ private:
+  Response Health();
+  Response SubmitJob(const Request& request);
+  Response ListJobs(const Request& request);
+  Response GetJob(const std::string& id);
+  Response JobLog(const std::string& id, const Request& request);
+  Response CancelJob(const std::string& id);
+  Response RestartJob(const std::string& id);
+  Response GetTask(const std::string& id);
+  Response TaskLog(const std::string& id, const Request& request);
+  Response Queues(const std::string& name);
+  Response Nodes();
+  Response Metrics();
+
+  Coordinator& coordinator_;
+  Datastore& datastore_;
+  Broker& broker_;
+  ApiOptions options_;
+};
+
+}  // namespace baton::api

@@ -1,0 +1,294 @@
+// The API over real HTTP, on an engine with a fake runtime; and a property test that
+// no request, however malformed, gets a 5xx or crashes the handlers.
+#include "api/api.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <random>
+
+#include "api/server.h"
+#include "broker/inmemory/inmemory_broker.h"
+#include "datastore/sqlite/sqlite_datastore.h"
+#include "testing/fake_runtime.h"
+#include "testing/wait_for.h"
+#include "worker/worker.h"
+
+namespace baton::api {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
+    ASSERT_TRUE(ds.ok());
+    datastore_ = std::move(*ds);
+    timers_ = NewThreadTimers();
+    coordinator_ = std::make_unique<Coordinator>(*datastore_, broker_, clock_, *timers_);
+    WorkerOptions options;
+    options.queues = {{"default", 4}};
+    worker_ = std::make_unique<Worker>(broker_, runtime_, clock_, options);
+    ASSERT_TRUE(worker_->Start().ok());
+    ASSERT_TRUE(coordinator_->Start({worker_->node_id()}).ok());
+    api_ = std::make_unique<Api>(*coordinator_, *datastore_, broker_, ApiOptions{.version = "9.9.9"});
+    server_ = std::make_unique<Server>(*api_, ServerOptions{.host = "127.0.0.1", .port = 0}, 4 << 20);
+    ASSERT_TRUE(server_->Start().ok());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  }
+
+  void TearDown() override {
+    server_->Stop();
+    worker_->Stop(std::chrono::milliseconds(0));
+    coordinator_->Stop();
+  }
+
+  json Body(const httplib::Result& r) {
+    EXPECT_TRUE(r) << "no response";
+    if (!r) return {};
+    json j = json::parse(r->body, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r->body;
+    return j;
+  }
+
+  httplib::Result PostYaml(const std::string& yaml) {
+    return client_->Post("/jobs", yaml, "text/yaml");
+  }
+
+  json WaitTerminal(const std::string& id) {
+    json job;
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          job = Body(client_->Get("/jobs/" + id));
+          std::string state = job.value("state", "");
+          return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED";
+        },
+        std::chrono::seconds(10)));
+    return job;
+  }
+
+  SystemClock clock_;
+  std::unique_ptr<Timers> timers_;
+  testing::FakeRuntime runtime_;
+  InMemoryBroker broker_;
+  std::unique_ptr<SqliteDatastore> datastore_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ApiTest, HealthIsUpWithTheVersion) {
+  auto r = client_->Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r), (json{{"status", "UP"}, {"version", "9.9.9"}}));
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+}
+
+TEST_F(ApiTest, SubmitsYamlAndJsonAndReturnsAPendingSummary) {
+  auto r = PostYaml("name: hello\noutput: \"{{ tasks.g }}\"\ntasks:\n  - {name: t, var: g, run: ok hi}\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  json summary = Body(r);
+  EXPECT_EQ(summary["name"], "hello");
+  EXPECT_EQ(summary["id"].get<std::string>().size(), 32u);
+  EXPECT_FALSE(summary.contains("tasks"));
+  EXPECT_FALSE(summary.contains("execution"));
+  json job = WaitTerminal(summary["id"]);
+  EXPECT_EQ(job["state"], "COMPLETED");
+  EXPECT_EQ(job["result"], "hi");
+  EXPECT_EQ(job["execution"].size(), 1u);
+  EXPECT_EQ(job["context"]["tasks"]["g"], "hi");
+
+  auto j = client_->Post("/jobs", R"({"name":"j","tasks":[{"name":"t","run":"ok"}]})", "application/json");
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->status, 200) << j->body;
+}
+
+TEST_F(ApiTest, ValidationErrorsListEveryProblemWithLines) {
+  auto r = PostYaml("name: bad\ntasks:\n  - name: t\n    run: x\n    priority: 12\n    bogus: 1\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  json body = Body(r);
+  EXPECT_EQ(body["code"], "INVALID_ARGUMENT");
+  EXPECT_THAT(body["message"].get<std::string>(), HasSubstr("5:15: tasks[0].priority: must be between 0 and 9"));
+  EXPECT_THAT(body["message"].get<std::string>(), HasSubstr("6:5: tasks[0].bogus: unknown field"));
+  EXPECT_EQ(body["errors"].size(), 2u);
+}
+
+TEST_F(ApiTest, WrongContentTypeIs415AndHugeBodyIs413) {
+  auto r = client_->Post("/jobs", "name: x", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 415);
+  EXPECT_THAT(Body(r)["message"].get<std::string>(), HasSubstr("unsupported content type"));
+  std::string huge(5 << 20, 'x');
+  auto big = client_->Post("/jobs", huge, "text/yaml");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  EXPECT_TRUE(Body(big).contains("message"));
+}
+
+TEST_F(ApiTest, WaitReturnsTheFinishedJobOr408) {
+  auto r = PostYaml("name: w\nwait: {timeout: 10s}\ntasks:\n  - {name: t, run: ok done}\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  json job = Body(r);
+  EXPECT_EQ(job["state"], "COMPLETED");
+  EXPECT_TRUE(job.contains("execution"));
+  auto slow = PostYaml("name: w\nwait: {timeout: 200ms}\ntasks:\n  - {name: hanging, run: hang}\n");
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->status, 408);
+  EXPECT_EQ(Body(slow)["code"], "DEADLINE_EXCEEDED");
+  runtime_.Release("hanging");
+}
+
+TEST_F(ApiTest, CancelAndRestartFollowTheStateRules) {
+  json job = Body(PostYaml("name: c\ntasks:\n  - {name: long, run: hang}\n"));
+  std::string id = job["id"];
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  auto restart_running = client_->Put("/jobs/" + id + "/restart");
+  ASSERT_TRUE(restart_running);
+  EXPECT_EQ(restart_running->status, 400);
+  auto cancel = client_->Put("/jobs/" + id + "/cancel");
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->status, 200);
+  EXPECT_EQ(Body(cancel), (json{{"status", "OK"}}));
+  EXPECT_EQ(WaitTerminal(id)["state"], "CANCELLED");
+  auto again = client_->Put("/jobs/" + id + "/cancel");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 400);
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+  runtime_.Release("long");
+  auto restart = client_->Put("/jobs/" + id + "/restart");
+  ASSERT_TRUE(restart);
+  EXPECT_EQ(restart->status, 200);
+  EXPECT_EQ(WaitTerminal(id)["state"], "COMPLETED");
+}
+
+TEST_F(ApiTest, SecretsAreRedactedInJobsTasksAndLogs) {
+  json job = Body(PostYaml(R"(
+name: secret
+secrets: {api: s3cr3t-value}
+output: "{{ tasks.echo }}"
+tasks:
+  - name: echo
+    var: echo
+    env: {API: "{{ secrets.api }}", DB_PASSWORD: hunter2}
+    run: ok s3cr3t-value and hunter2
+)"));
+  json done = WaitTerminal(job["id"]);
+  std::string text = done.dump();
+  EXPECT_EQ(text.find("s3cr3t-value"), std::string::npos) << text;
+  EXPECT_EQ(text.find("hunter2"), std::string::npos) << text;
+  EXPECT_EQ(done["result"], "[REDACTED] and [REDACTED]");
+  std::string task_id = done["execution"][0]["id"];
+  std::string task = client_->Get("/tasks/" + task_id)->body;
+  EXPECT_EQ(task.find("s3cr3t-value"), std::string::npos) << task;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return Body(client_->Get("/jobs/" + done["id"].get<std::string>() + "/log"))["totalItems"] == 1;
+  }));
+  auto log = datastore_->TaskLogParts(task_id, 1, 10);
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(log->items.size(), 1u);
+}
+
+TEST_F(ApiTest, ListsJobsWithPagingAndSearch) {
+  for (int i = 0; i < 3; ++i) {
+    PostYaml("name: listed " + std::to_string(i) + "\ntags: [blue]\ntasks:\n  - {name: t, run: ok}\n");
+  }
+  PostYaml("name: other\ntasks:\n  - {name: t, run: ok}\n");
+  json page = Body(client_->Get("/jobs?size=2&page=1"));
+  EXPECT_EQ(page["size"], 2);
+  EXPECT_EQ(page["items"].size(), 2u);
+  EXPECT_EQ(page["totalItems"], 4);
+  EXPECT_EQ(page["totalPages"], 2);
+  json tagged = Body(client_->Get("/jobs?q=tag:blue"));
+  EXPECT_EQ(tagged["totalItems"], 3);
+  json named = Body(client_->Get("/jobs?q=other"));
+  EXPECT_EQ(named["totalItems"], 1);
+  EXPECT_EQ(client_->Get("/jobs?page=0")->status, 400);
+  EXPECT_EQ(client_->Get("/jobs?size=500")->status, 400);
+  EXPECT_EQ(client_->Get("/jobs?size=abc")->status, 400);
+}
+
+TEST_F(ApiTest, UnknownIdsAndPathsAre404) {
+  EXPECT_EQ(client_->Get("/jobs/" + std::string(32, 'a'))->status, 404);
+  EXPECT_EQ(client_->Get("/jobs/not-an-id")->status, 404);
+  EXPECT_EQ(client_->Get("/tasks/zzz")->status, 404);
+  EXPECT_EQ(client_->Put("/jobs/" + std::string(32, 'b') + "/cancel")->status, 404);
+  auto r = client_->Get("/nope");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["code"], "NOT_FOUND");
+}
+
+TEST_F(ApiTest, QueuesNodesAndMetrics) {
+  json queues = Body(client_->Get("/queues"));
+  ASSERT_TRUE(queues.is_array());
+  bool has_default = false;
+  for (const auto& q : queues) has_default = has_default || q["name"] == "default";
+  EXPECT_TRUE(has_default);
+  EXPECT_EQ(Body(client_->Get("/queues/default"))["subscribers"], 1);
+  ASSERT_TRUE(testing::WaitFor([&] { return Body(client_->Get("/nodes")).size() == 1; }));
+  json node = Body(client_->Get("/nodes"))[0];
+  EXPECT_EQ(node["status"], "UP");
+  EXPECT_EQ(node["queue"], "default:4");
+  json metrics = Body(client_->Get("/metrics"));
+  EXPECT_TRUE(metrics["jobs"].contains("running"));
+  EXPECT_EQ(metrics["nodes"]["online"], 1);
+}
+
+// Random requests: any method, path, query and body. None may get a 5xx.
+TEST_F(ApiTest, MalformedRequestsNeverGetA5xx) {
+  std::mt19937 rng(42);
+  const std::vector<std::string> methods = {"GET", "POST", "PUT", "DELETE", "PATCH"};
+  const std::vector<std::string> paths = {
+      "/jobs", "/jobs/", "/jobs/x", "/jobs/" + std::string(32, 'f'), "/jobs//log", "/tasks",
+      "/tasks/1/log", "/queues/%00", "/nodes/x", "/metrics", "/health", "/jobs/../etc", ""};
+  const std::vector<std::string> bodies = {
+      "", "{", "[]", "null", "{\"name\": 1}", "name: [", "\xff\xfe", "{\"tasks\": {}}",
+      "name: j\ntasks: 7", std::string(1000, '['), "{\"name\":\"j\",\"tasks\":[{\"name\":\"t\",\"retry\":{\"limit\":\"x\"}}]}"};
+  const std::vector<std::string> types = {"", "application/json", "text/yaml", "text/plain", "application/x-yaml; charset=utf-8"};
+  const std::vector<std::string> values = {"", "0", "-1", "abc", "99999999999999", "1", "tag:", "%"};
+  for (int i = 0; i < 2000; ++i) {
+    Request request;
+    request.method = methods[rng() % methods.size()];
+    request.path = paths[rng() % paths.size()];
+    if (rng() % 3 == 0) {
+      request.path += "/" + std::to_string(rng());
+    }
+    for (const char* key : {"page", "size", "q"}) {
+      if (rng() % 2) request.query[key] = values[rng() % values.size()];
+    }
+    request.content_type = types[rng() % types.size()];
+    request.body = bodies[rng() % bodies.size()];
+    Response response = api_->Handle(request);
+    ASSERT_LT(response.status, 500) << request.method << " " << request.path << " " << response.body;
+    json body = json::parse(response.body, nullptr, false);
+    ASSERT_FALSE(body.is_discarded()) << response.body;
+    if (response.status >= 400) ASSERT_TRUE(body.contains("message")) << response.body;
+  }
+}
+
+TEST(ParseAddressTest, SplitsHostAndPort) {
+  EXPECT_EQ(*ParseAddress("localhost:8000"), (std::pair<std::string, int>{"localhost", 8000}));
+  EXPECT_EQ(*ParseAddress(":9000"), (std::pair<std::string, int>{"localhost", 9000}));
+  EXPECT_FALSE(ParseAddress("localhost").ok());
+  EXPECT_FALSE(ParseAddress("h:99999").ok());
+}
+
+TEST(HttpStatusTest, OneTableMapsCodes) {
+  EXPECT_EQ(HttpStatus(StatusCode::kInvalidArgument), 400);
+  EXPECT_EQ(HttpStatus(StatusCode::kNotFound), 404);
+  EXPECT_EQ(HttpStatus(StatusCode::kFailedPrecondition), 400);
+  EXPECT_EQ(HttpStatus(StatusCode::kDeadlineExceeded), 408);
+  EXPECT_EQ(HttpStatus(StatusCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatus(StatusCode::kInternal), 500);
+}
+
+}  // namespace
+}  // namespace baton::api

@@ -1,0 +1,7 @@
+#include "base/version.h"
+
+namespace baton {
+
+const char* Version() { return BATON_VERSION_STRING; }
+
+}  // namespace baton

@@ -1,0 +1,110 @@
+#include "core/redact.h"
+
+#include <algorithm>
+
+namespace baton {
+namespace {
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return out;
+}
+
+void AddEnv(const StringMap& env, std::vector<std::string>& values) {
+  for (const auto& [key, value] : env) {
+    if (IsSecretKey(key) && !value.empty()) values.push_back(value);
+  }
+}
+
+void AddTaskTree(const Task& task, std::vector<std::string>& values) {
+  AddSecretValues(task, values);
+  if (task.parallel) {
+    for (const Task& child : task.parallel->tasks) AddTaskTree(child, values);
+  }
+  if (task.each) AddTaskTree(*task.each->task, values);
+  if (task.subjob) {
+    for (const auto& [k, v] : task.subjob->secrets) {
+      if (!v.empty()) values.push_back(v);
+    }
+    for (const Task& child : task.subjob->tasks) AddTaskTree(child, values);
+  }
+}
+
+void Sort(std::vector<std::string>& values) {
+  // Longest first, so a secret containing another is replaced whole.
+  std::sort(values.begin(), values.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+}
+
+void Walk(nlohmann::json& node, const std::vector<std::string>& values, std::string_view key) {
+  if (node.is_string()) {
+    if (!values.empty()) node = RedactText(node.get_ref<const std::string&>(), values);
+    return;
+  }
+  if (node.is_array()) {
+    for (auto& item : node) Walk(item, values, "");
+    return;
+  }
+  if (!node.is_object()) return;
+  bool secrets = key == "secrets";
+  bool env = key == "env";
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if ((secrets || (env && IsSecretKey(it.key()))) && it->is_string()) {
+      *it = kRedacted;
+    } else {
+      Walk(*it, values, it.key());
+    }
+  }
+}
+
+}  // namespace
+
+bool IsSecretKey(std::string_view key) {
+  std::string upper = Upper(key);
+  for (std::string_view marker : {"SECRET", "PASSWORD", "TOKEN", "ACCESS_KEY"}) {
+    if (upper.find(marker) != std::string::npos) return true;
+  }
+  return false;
+}
+
+void AddSecretValues(const Task& task, std::vector<std::string>& values) {
+  AddEnv(task.env, values);
+  for (const auto* steps : {&task.pre, &task.post, &task.sidecars}) {
+    for (const AuxTask& step : *steps) AddEnv(step.env, values);
+  }
+  if (task.registry && !task.registry->password.empty()) values.push_back(task.registry->password);
+  Sort(values);
+}
+
+std::vector<std::string> SecretValues(const Job& job) {
+  std::vector<std::string> values;
+  for (const auto& [k, v] : job.secrets) {
+    if (!v.empty()) values.push_back(v);
+  }
+  for (const Task& task : job.tasks) AddTaskTree(task, values);
+  Sort(values);
+  return values;
+}
+
+std::string RedactText(std::string_view text, const std::vector<std::string>& values) {
+  std::string out(text);
+  for (const std::string& value : values) {
+    if (value.empty()) continue;
+    std::size_t pos = 0;
+    while ((pos = out.find(value, pos)) != std::string::npos) {
+      out.replace(pos, value.size(), kRedacted);
+      pos += kRedacted.size();
+    }
+  }
+  return out;
+}
+
+void RedactJson(nlohmann::json& json, const std::vector<std::string>& values) {
+  Walk(json, values, "");
+}
+
+}  // namespace baton
