@@ -6,6 +6,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <random>
 
 #include "api/server.h"
@@ -195,6 +200,32 @@ tasks:
   auto log = datastore_->TaskLogParts(task_id, 1, 10);
   ASSERT_TRUE(log.ok());
   ASSERT_EQ(log->items.size(), 1u);
+}
+
+// Like `curl -X PUT .../cancel`: no body and no Content-Length. It must be answered at
+// once, not after the read timeout.
+TEST_F(ApiTest, BodylessPutIsAnsweredAtOnce) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::string request = "PUT /jobs/" + std::string(32, 'c') +
+                        "/cancel HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  auto start = std::chrono::steady_clock::now();
+  std::string response;
+  char buf[1024];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) response.append(buf, static_cast<std::size_t>(n));
+  close(fd);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_THAT(response, ::testing::StartsWith("HTTP/1.1 404"));
+  EXPECT_THAT(response, HasSubstr("\"code\":\"NOT_FOUND\""));
 }
 
 TEST_F(ApiTest, ListsJobsWithPagingAndSearch) {

@@ -52,6 +52,16 @@ Status Server::Start() {
     res.status = response.status;
     res.set_content(response.body, "application/json");
   };
+  // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
+  // 6.3), but httplib 0.11 would read a PUT/POST body until the connection closes, so
+  // `curl -X PUT .../cancel` would hang: such requests are answered before any read.
+  server_->set_pre_routing_handler([handle](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    handle(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   for (const char* pattern : {"/.*", "/"}) {
     server_->Get(pattern, handle);
     server_->Post(pattern, handle);

@@ -52,8 +52,10 @@ class ThreadTimers : public Timers {
       }
       auto first = timers_.begin();
       auto now = std::chrono::system_clock::now();
-      if (first->first.first > now) {
-        cv_.wait_until(lock, stop, first->first.first, [] { return false; });
+      // A copy: Cancel may erase the entry (and its key) while this thread waits.
+      TimePoint deadline = first->first.first;
+      if (deadline > now) {
+        cv_.wait_until(lock, stop, deadline, [] { return false; });
         continue;
       }
       std::function<void()> callback = std::move(first->second);

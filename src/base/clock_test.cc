@@ -36,6 +36,21 @@ TEST(ThreadTimersTest, CancelledTimersDoNotRun) {
   EXPECT_EQ(runs.load(), 10);
 }
 
+// Regression: the timer thread waited on a reference to the deadline of the earliest
+// timer; cancelling that timer freed it under the waiting thread.
+TEST(ThreadTimersTest, CancellingTheTimerBeingWaitedOnIsSafe) {
+  auto timers = NewThreadTimers();
+  SystemClock clock;
+  std::atomic<int> runs{0};
+  TimerId first = timers->Schedule(clock.Now() + milliseconds(150), [&] { runs += 100; });
+  std::this_thread::sleep_for(milliseconds(20));  // let the thread start waiting on it
+  timers->Cancel(first);
+  timers->Schedule(clock.Now() + milliseconds(10), [&] { ++runs; });
+  ASSERT_TRUE(testing::WaitFor([&] { return runs.load() == 1; }));
+  std::this_thread::sleep_for(milliseconds(200));  // past the cancelled deadline
+  EXPECT_EQ(runs.load(), 1);
+}
+
 TEST(ThreadTimersTest, DestroyingDropsPendingTimers) {
   std::atomic<int> runs{0};
   {

@@ -1,9 +1,11 @@
 // The baton command: server, worker and client in one binary.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/client.h"
 #include "cli/run.h"
 #include "cli/validate.h"
 
@@ -34,10 +36,58 @@ int main(int argc, char** argv) {
     command->add_option("--data-dir", flags.data_dir, "Data directory (default ./.baton)");
   };
   add_server_flags(run);
-  run->add_option("--address", flags.address, "HOST:PORT the API listens on (default localhost:8000)");
+  run->add_option("--address", flags.address,
+                  "HOST:PORT the API listens on (default localhost:8000)");
 
   auto* migrate = app.add_subcommand("migrate", "Create or upgrade the datastore schema");
   add_server_flags(migrate);
+
+  // The client commands. Every one takes --url (BATON_URL) and --json.
+  baton::cli::ClientOptions client;
+  auto add_client_flags = [&](CLI::App* command) {
+    command->add_option("--url", client.url, "API address (default http://localhost:8000)")
+        ->envname("BATON_URL");
+    command->add_flag("--json", client.json, "Print the server's JSON");
+  };
+
+  baton::cli::SubmitOptions submit_options;
+  auto* submit = app.add_subcommand("submit", "Submit a job file (YAML or JSON); print its id");
+  submit->add_option("file", submit_options.file, "Job file; - reads standard input")->required();
+  submit->add_option("-i,--input", submit_options.inputs, "Set inputs.KEY (KEY=VALUE), repeatable")
+      ->allow_extra_args(false);
+  submit->add_flag("--wait", submit_options.wait,
+                   "Wait for the job to end; print its state and result");
+  submit->add_flag("--follow", submit_options.follow,
+                   "Stream the job's log and progress until it ends");
+  add_client_flags(submit);
+
+  auto* jobs = app.add_subcommand("jobs", "List and manage jobs");
+  jobs->require_subcommand(1);
+  std::string job_id;
+  std::string query;
+  baton::cli::PageOptions page;
+  auto add_page_flags = [&](CLI::App* command) {
+    command->add_option("--page", page.page, "Page number, from 1");
+    command->add_option("--size", page.size, "Items per page, 1..100");
+  };
+  auto* jobs_list = jobs->add_subcommand("list", "List jobs, newest first");
+  jobs_list->add_option("-q,--query", query, "Words matched against name/description/state, tag:x");
+  add_page_flags(jobs_list);
+  add_client_flags(jobs_list);
+  auto add_id_command = [&](const char* name, const char* help) {
+    auto* command = jobs->add_subcommand(name, help);
+    command->add_option("id", job_id, "Job id")->required();
+    add_client_flags(command);
+    return command;
+  };
+  auto* jobs_get = add_id_command("get", "Show a job and its tasks");
+  auto* jobs_cancel = add_id_command("cancel", "Cancel a pending or running job");
+  auto* jobs_restart = add_id_command("restart", "Restart a failed or cancelled job");
+  auto* jobs_log = add_id_command("log", "Print a job's log, oldest first");
+  add_page_flags(jobs_log);
+
+  auto* health = app.add_subcommand("health", "Check that the server is up");
+  add_client_flags(health);
 
   try {
     app.parse(argc, argv);
@@ -57,5 +107,17 @@ int main(int argc, char** argv) {
   if (validate->parsed()) return baton::cli::Validate(files, std::cout, std::cerr);
   if (run->parsed()) return baton::cli::RunServer(role, flags);
   if (migrate->parsed()) return baton::cli::Migrate(flags);
+
+  using std::cerr, std::cout;
+  if (submit->parsed()) {
+    submit_options.tty = isatty(STDOUT_FILENO) == 1;
+    return baton::cli::Submit(client, submit_options, cout, cerr);
+  }
+  if (jobs_list->parsed()) return baton::cli::ListJobs(client, query, page, cout, cerr);
+  if (jobs_get->parsed()) return baton::cli::GetJob(client, job_id, cout, cerr);
+  if (jobs_cancel->parsed()) return baton::cli::CancelJob(client, job_id, cout, cerr);
+  if (jobs_restart->parsed()) return baton::cli::RestartJob(client, job_id, cout, cerr);
+  if (jobs_log->parsed()) return baton::cli::JobLog(client, job_id, page, cout, cerr);
+  if (health->parsed()) return baton::cli::Health(client, cout, cerr);
   return baton::cli::kExitUsage;
 }

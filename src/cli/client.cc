@@ -1,0 +1,584 @@
+#include "cli/client.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "cli/validate.h"
+#include "core/job_decode.h"
+#include "core/job_json.h"
+
+namespace baton::cli {
+namespace {
+
+using nlohmann::json;
+
+// The largest page the API serves; listing a whole log takes as few requests as possible.
+constexpr int kMaxPageSize = 100;
+// Long enough for any `wait` a job file asks POST /jobs to block for; the server bounds it.
+constexpr std::chrono::hours kSubmitReadTimeout{1};
+// Table cells longer than this are cut, so one long result does not wreck the layout.
+constexpr std::size_t kMaxCellWidth = 48;
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  bool ok() const { return status >= 200 && status < 300; }
+};
+
+std::string Describe(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "connection refused";
+    case httplib::Error::ConnectionTimeout:
+      return "connection timed out";
+    case httplib::Error::Read:
+      return "no response (read error or timeout)";
+    case httplib::Error::Write:
+      return "the request could not be sent";
+    case httplib::Error::SSLConnection:
+    case httplib::Error::SSLServerVerification:
+    case httplib::Error::SSLLoadingCerts:
+      return "TLS error";
+    default:
+      return httplib::to_string(error);
+  }
+}
+
+// One connection to the API. Requests that cannot reach the server print why to `err`
+// and return nothing; the caller turns that into kExitFailure.
+class Api {
+ public:
+  Api(const ClientOptions& options, std::ostream& err)
+      : url_(Normalise(options.url)), client_(url_), err_(err) {
+    client_.set_connection_timeout(std::chrono::seconds(5));
+    client_.set_read_timeout(options.request_timeout);
+    client_.set_write_timeout(options.request_timeout);
+  }
+
+  // False (with a message) when the URL is not scheme://host[:port].
+  bool Valid() const {
+    auto scheme = url_.find("://");
+    auto host = scheme == std::string::npos ? 0 : scheme + 3;
+    if (client_.is_valid() && url_.find('/', host) == std::string::npos) {
+      return true;
+    }
+    err_ << fmt::format("baton: invalid --url \"{}\": expected http://HOST:PORT\n", url_);
+    return false;
+  }
+
+  std::optional<Reply> Get(const std::string& path) { return Done(client_.Get(path)); }
+  std::optional<Reply> Put(const std::string& path) {
+    return Done(client_.Put(path, std::string(), "application/json"));
+  }
+  std::optional<Reply> Post(const std::string& path, const std::string& body,
+                            const std::string& content_type) {
+    client_.set_read_timeout(kSubmitReadTimeout);
+    return Done(client_.Post(path, body, content_type));
+  }
+
+ private:
+  static std::string Normalise(std::string url) {
+    while (url.ends_with('/')) url.pop_back();
+    return url;
+  }
+
+  std::optional<Reply> Done(const httplib::Result& result) {
+    if (!result) {
+      err_ << fmt::format("baton: cannot reach {}: {}\n", url_, Describe(result.error()));
+      return std::nullopt;
+    }
+    return Reply{result->status, result->body};
+  }
+
+  std::string url_;
+  httplib::Client client_;
+  std::ostream& err_;
+};
+
+json ParseBody(const std::string& body) { return json::parse(body, nullptr, false); }
+
+// Prints the server's `message` for a 4xx/5xx and returns kExitFailure.
+int ReportError(const Reply& reply, std::ostream& err) {
+  json body = ParseBody(reply.body);
+  std::string message;
+  if (body.is_object() && body.contains("message") && body["message"].is_string()) {
+    message = body["message"].get<std::string>();
+  } else {
+    message = reply.body.empty() ? "no message" : reply.body;
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+  }
+  err << fmt::format("baton: {} (HTTP {})\n", message, reply.status);
+  return kExitFailure;
+}
+
+std::string PercentEncode(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+std::string Query(const std::vector<std::pair<std::string, std::string>>& params) {
+  std::string out;
+  for (const auto& [key, value] : params) {
+    out += out.empty() ? '?' : '&';
+    out += key + '=' + PercentEncode(value);
+  }
+  return out;
+}
+
+std::string JobPath(const std::string& id) { return "/jobs/" + PercentEncode(id); }
+
+// A field as display text: strings as they are, numbers and the rest as JSON, absent
+// fields empty.
+std::string Text(const json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+// "2024-05-01T10:00:00.123Z" → "2024-05-01 10:00:00": tables need no milliseconds.
+std::string Time(const json& object, const char* key) {
+  std::string text = Text(object, key);
+  if (text.size() >= 19 && text[10] == 'T') return text.substr(0, 10) + ' ' + text.substr(11, 8);
+  return text;
+}
+
+std::string Progress(const json& object) {
+  auto it = object.find("progress");
+  if (it == object.end() || !it->is_number()) return "";
+  return fmt::format("{:.0f}%", it->get<double>());
+}
+
+std::string Cell(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  if (text.size() > kMaxCellWidth) text = text.substr(0, kMaxCellWidth - 3) + "...";
+  return text;
+}
+
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<std::size_t> widths(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    out << line << '\n';
+  };
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
+}
+
+bool IsTerminal(const std::string& state) {
+  return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED";
+}
+
+// The final lines of `--wait` / `--follow`: the state, then the result or the error.
+int PrintOutcome(const json& job, const ClientOptions& options, std::ostream& out) {
+  std::string state = Text(job, "state");
+  if (options.json) {
+    out << job.dump(2) << '\n';
+  } else {
+    out << state << '\n';
+    std::string result = Text(job, "result");
+    std::string error = Text(job, "error");
+    if (!result.empty()) out << result << (result.ends_with('\n') ? "" : "\n");
+    if (!error.empty()) out << "error: " << error << (error.ends_with('\n') ? "" : "\n");
+  }
+  return state == "COMPLETED" ? kExitOk : kExitFailure;
+}
+
+// Polling delays: start short so quick jobs return at once, back off towards `poll_max`.
+class Backoff {
+ public:
+  explicit Backoff(const ClientOptions& options)
+      : initial_(options.poll_initial), max_(options.poll_max), next_(initial_) {}
+  void Sleep() {
+    std::this_thread::sleep_for(next_);
+    next_ = std::min(max_, next_ + next_ / 2 + std::chrono::milliseconds(1));
+  }
+  void Reset() { next_ = initial_; }
+
+ private:
+  std::chrono::milliseconds initial_, max_, next_;
+};
+
+bool ReadFile(const std::string& file, std::string& text, std::string& error) {
+  std::ostringstream buffer;
+  if (file == "-") {
+    buffer << std::cin.rdbuf();
+  } else {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      error = std::strerror(errno);
+      return false;
+    }
+    buffer << in.rdbuf();
+    if (in.bad()) {
+      error = "read error";
+      return false;
+    }
+  }
+  text = std::move(buffer).str();
+  return true;
+}
+
+DocumentFormat FormatOf(const std::string& file, const std::string& text) {
+  if (file.ends_with(".json")) return DocumentFormat::kJson;
+  if (file.ends_with(".yaml") || file.ends_with(".yml")) return DocumentFormat::kYaml;
+  return SniffFormat(text);
+}
+
+// Log parts the follower has not printed yet, oldest first.
+class LogFollower {
+ public:
+  LogFollower(Api& api, std::string id) : api_(api), path_(JobPath(id) + "/log") {}
+
+  // Fetches new parts; false when the server cannot be reached or refuses.
+  bool Poll(std::vector<json>& fresh, std::ostream& err) {
+    fresh.clear();
+    // The log is newest first: read pages until one holds a part already seen.
+    for (int page = 1;; ++page) {
+      auto reply = api_.Get(
+          path_ + Query({{"page", std::to_string(page)}, {"size", std::to_string(kMaxPageSize)}}));
+      if (!reply) return false;
+      if (!reply->ok()) {
+        ReportError(*reply, err);
+        return false;
+      }
+      json body = ParseBody(reply->body);
+      if (!body.is_object() || !body["items"].is_array()) return true;
+      bool reached_seen = false;
+      for (const json& part : body["items"]) {
+        std::string key = part.contains("id") ? part["id"].dump() : part.dump();
+        if (!seen_.insert(key).second) {
+          reached_seen = true;
+          break;
+        }
+        fresh.push_back(part);
+      }
+      int total_pages = body.value("totalPages", 0);
+      if (reached_seen || page >= total_pages || body["items"].empty()) break;
+    }
+    std::reverse(fresh.begin(), fresh.end());
+    return true;
+  }
+
+ private:
+  Api& api_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+int WaitForJob(Api& api, const ClientOptions& options, const SubmitOptions& submit,
+               const std::string& id, std::ostream& out, std::ostream& err) {
+  Backoff backoff(options);
+  std::optional<LogFollower> follower;
+  if (submit.follow) follower.emplace(api, id);
+  std::string last_status;
+  bool progress_drawn = false;
+  auto clear_progress = [&] {
+    if (progress_drawn) out << "\r\033[K";
+    progress_drawn = false;
+  };
+  while (true) {
+    auto reply = api.Get(JobPath(id));
+    if (!reply) return kExitFailure;
+    if (!reply->ok()) return ReportError(*reply, err);
+    json job = ParseBody(reply->body);
+    if (!job.is_object()) {
+      err << "baton: the server sent a job that is not JSON\n";
+      return kExitFailure;
+    }
+    std::string state = Text(job, "state");
+    if (follower) {
+      // The log is read after the state, so a terminal state's last lines are printed.
+      std::vector<json> fresh;
+      if (!follower->Poll(fresh, err)) return kExitFailure;
+      if (!fresh.empty()) {
+        clear_progress();
+        backoff.Reset();
+      }
+      for (const json& part : fresh) {
+        std::string contents = Text(part, "contents");
+        out << contents;
+        if (submit.tty && !contents.empty() && !contents.ends_with('\n')) out << '\n';
+      }
+      std::string progress = Progress(job);
+      std::string status = progress.empty() ? state : state + " " + progress;
+      if (submit.tty && !IsTerminal(state)) {
+        // Redrawn only when it changed or log lines pushed it away, so it does not flicker.
+        if (!progress_drawn || status != last_status) {
+          clear_progress();
+          out << status << std::flush;
+          progress_drawn = true;
+        }
+      } else if (!submit.tty && status != last_status) {
+        // Not a terminal: plain lines on stderr, so stdout carries only the log.
+        err << "[" << status << "]\n";
+      }
+      last_status = status;
+      out << std::flush;
+    }
+    if (IsTerminal(state)) {
+      clear_progress();
+      return PrintOutcome(job, options, out);
+    }
+    backoff.Sleep();
+  }
+}
+
+}  // namespace
+
+int Submit(const ClientOptions& options, const SubmitOptions& submit, std::ostream& out,
+           std::ostream& err) {
+  std::string text;
+  std::string error;
+  if (!ReadFile(submit.file, text, error)) {
+    err << fmt::format("baton: {}: cannot read: {}\n", submit.file, error);
+    return kExitUsage;
+  }
+  DocumentFormat format = FormatOf(submit.file, text);
+  std::string content_type = format == DocumentFormat::kJson ? "application/json" : "text/yaml";
+  if (!submit.inputs.empty()) {
+    StringMap inputs;
+    for (const std::string& input : submit.inputs) {
+      auto eq = input.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        err << fmt::format("baton: -i {}: expected KEY=VALUE\n", input);
+        return kExitUsage;
+      }
+      inputs[input.substr(0, eq)] = input.substr(eq + 1);
+    }
+    // Inputs are merged into the parsed job, so the file must be valid here already.
+    JobParseResult parsed = ParseJob(text, format);
+    if (!parsed.ok()) {
+      for (const Diagnostic& d : parsed.problems) err << submit.file << ':' << d.ToString() << '\n';
+      return kExitFailure;
+    }
+    for (auto& [key, value] : inputs) parsed.job->inputs[key] = value;
+    text = ToJson(*parsed.job).dump();
+    content_type = "application/json";
+  }
+
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = api.Post("/jobs", text, content_type);
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json job = ParseBody(reply->body);
+  std::string id = Text(job, "id");
+  if (id.empty()) {
+    err << "baton: the server's answer has no job id: " << reply->body << '\n';
+    return kExitFailure;
+  }
+  if (!submit.wait && !submit.follow) {
+    out << (options.json ? job.dump(2) : id) << '\n';
+    return kExitOk;
+  }
+  if (!options.json) out << id << '\n' << std::flush;
+  return WaitForJob(api, options, submit, id, out, err);
+}
+
+int ListJobs(const ClientOptions& options, const std::string& query, const PageOptions& page,
+             std::ostream& out, std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  std::vector<std::pair<std::string, std::string>> params;
+  if (!query.empty()) params.emplace_back("q", query);
+  if (page.page) params.emplace_back("page", std::to_string(*page.page));
+  if (page.size) params.emplace_back("size", std::to_string(*page.size));
+  auto reply = api.Get("/jobs" + Query(params));
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json body = ParseBody(reply->body);
+  if (options.json) {
+    out << (body.is_discarded() ? reply->body : body.dump(2)) << '\n';
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  if (body.is_object() && body["items"].is_array()) {
+    for (const json& job : body["items"]) {
+      rows.push_back({Text(job, "id"), Cell(Text(job, "name")), Text(job, "state"), Progress(job),
+                      Time(job, "createdAt")});
+    }
+  }
+  PrintTable({"ID", "NAME", "STATE", "PROGRESS", "CREATED"}, rows, out);
+  out << fmt::format("page {} of {}, {} jobs\n", Text(body, "number"), Text(body, "totalPages"),
+                     Text(body, "totalItems"));
+  return kExitOk;
+}
+
+int GetJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+           std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = api.Get(JobPath(id));
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json job = ParseBody(reply->body);
+  if (options.json || !job.is_object()) {
+    out << (job.is_discarded() ? reply->body : job.dump(2)) << '\n';
+    return kExitOk;
+  }
+  auto field = [&](const char* label, std::string value) {
+    if (value.empty()) return;
+    while (value.ends_with('\n')) value.pop_back();
+    // Continuation lines (an error's last lines of output) line up under the first.
+    for (auto at = value.find('\n'); at != std::string::npos; at = value.find('\n', at + 13)) {
+      value.insert(at + 1, std::string(12, ' '));
+    }
+    out << fmt::format("{:<11} {}\n", label, value);
+  };
+  field("ID:", Text(job, "id"));
+  field("Name:", Text(job, "name"));
+  field("Parent:", Text(job, "parentId"));
+  field("State:", Text(job, "state"));
+  field("Progress:", Progress(job));
+  field("Created:", Time(job, "createdAt"));
+  field("Started:", Time(job, "startedAt"));
+  field("Completed:", Time(job, "completedAt"));
+  field("Failed:", Time(job, "failedAt"));
+  field("Result:", Text(job, "result"));
+  field("Error:", Text(job, "error"));
+  if (job.contains("execution") && job["execution"].is_array() && !job["execution"].empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const json& task : job["execution"]) {
+      std::string outcome = Text(task, "error");
+      if (outcome.empty()) outcome = Text(task, "result");
+      std::string ended = Time(task, "completedAt");
+      if (ended.empty()) ended = Time(task, "failedAt");
+      rows.push_back({Text(task, "id"), Cell(Text(task, "name")), Text(task, "state"),
+                      Time(task, "startedAt"), ended, Cell(outcome)});
+    }
+    out << '\n';
+    PrintTable({"TASK", "NAME", "STATE", "STARTED", "ENDED", "RESULT/ERROR"}, rows, out);
+  }
+  return kExitOk;
+}
+
+namespace {
+
+int PutJob(const ClientOptions& options, const std::string& id, const char* action,
+           const char* done, std::ostream& out, std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = api.Put(JobPath(id) + "/" + action);
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  if (options.json) {
+    out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
+  } else {
+    out << fmt::format("job {} {}\n", id, done);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int CancelJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+              std::ostream& err) {
+  return PutJob(options, id, "cancel", "cancelled", out, err);
+}
+
+int RestartJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+               std::ostream& err) {
+  return PutJob(options, id, "restart", "restarted", out, err);
+}
+
+int JobLog(const ClientOptions& options, const std::string& id, const PageOptions& page,
+           std::ostream& out, std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto fetch = [&](int number, int size) -> std::optional<json> {
+    auto reply = api.Get(JobPath(id) + "/log" +
+                         Query({{"page", std::to_string(number)}, {"size", std::to_string(size)}}));
+    if (!reply) return std::nullopt;
+    if (!reply->ok()) {
+      ReportError(*reply, err);
+      return std::nullopt;
+    }
+    json body = ParseBody(reply->body);
+    if (!body.is_object()) {
+      err << "baton: the server sent a log page that is not JSON\n";
+      return std::nullopt;
+    }
+    return body;
+  };
+  auto print_parts = [&](const json& body) {
+    if (!body["items"].is_array()) return;
+    // Pages are newest first; a reader wants the log in the order it was written.
+    for (auto it = body["items"].rbegin(); it != body["items"].rend(); ++it) {
+      out << Text(*it, "contents");
+    }
+  };
+  if (page.page || options.json) {
+    auto body = fetch(page.page.value_or(1), page.size.value_or(25));
+    if (!body) return kExitFailure;
+    if (options.json) {
+      out << body->dump(2) << '\n';
+    } else {
+      print_parts(*body);
+    }
+    return kExitOk;
+  }
+  int size = page.size.value_or(kMaxPageSize);
+  auto first = fetch(1, size);
+  if (!first) return kExitFailure;
+  std::vector<json> pages{*first};
+  int total_pages = first->value("totalPages", 1);
+  for (int number = 2; number <= total_pages; ++number) {
+    auto next = fetch(number, size);
+    if (!next) return kExitFailure;
+    pages.push_back(*next);
+  }
+  for (auto it = pages.rbegin(); it != pages.rend(); ++it) print_parts(*it);
+  out << std::flush;
+  return kExitOk;
+}
+
+int Health(const ClientOptions& options, std::ostream& out, std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = api.Get("/health");
+  if (!reply) return kExitFailure;
+  json body = ParseBody(reply->body);
+  std::string status = Text(body, "status");
+  if (options.json) {
+    out << (body.is_discarded() ? reply->body : body.dump(2)) << '\n';
+  } else if (!status.empty()) {
+    std::string version = Text(body, "version");
+    out << status << (version.empty() ? "" : " (baton " + version + ")") << '\n';
+  }
+  if (reply->ok() && status == "UP") return kExitOk;
+  if (status.empty() && !options.json) return ReportError(*reply, err);
+  return kExitFailure;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,68 @@
+// The client commands of `baton`: submit a job and drive the REST API from the shell
+// (`baton submit`, `baton jobs ...`, `baton health`). Each command talks to one server
+// over HTTP, prints a human-readable view (or the server's JSON with `json`), and returns
+// an exit code: kExitOk, kExitFailure (the server said no, the job did not complete, the
+// server cannot be reached) or kExitUsage (bad arguments, an unreadable file).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace baton::cli {
+
+inline constexpr const char* kDefaultUrl = "http://localhost:8000";
+
+struct ClientOptions {
+  std::string url = kDefaultUrl;  // scheme://host[:port] of the API
+  bool json = false;              // print the server's JSON instead of tables
+  // How often `--wait` and `--follow` poll: the first delay, growing by half each time up
+  // to the maximum, so short jobs finish fast and long ones do not hammer the server.
+  std::chrono::milliseconds poll_initial{50};
+  std::chrono::milliseconds poll_max{1000};
+  std::chrono::seconds request_timeout{30};
+};
+
+struct SubmitOptions {
+  std::string file;                 // "-" reads standard input
+  std::vector<std::string> inputs;  // "key=value", each setting `inputs.key`
+  bool wait = false;
+  bool follow = false;
+  bool tty = false;  // `--follow` draws a live progress line with "\r" on a terminal
+};
+
+struct PageOptions {
+  std::optional<int> page;
+  std::optional<int> size;
+};
+
+// `baton submit FILE [-i k=v]... [--wait] [--follow]`. Prints the job id; with `wait` or
+// `follow`, also the final state and the result (or error), and succeeds only when the job
+// COMPLETED.
+int Submit(const ClientOptions& options, const SubmitOptions& submit, std::ostream& out,
+           std::ostream& err);
+
+// `baton jobs list [-q QUERY] [--page N] [--size N]`.
+int ListJobs(const ClientOptions& options, const std::string& query, const PageOptions& page,
+             std::ostream& out, std::ostream& err);
+
+// `baton jobs get ID`: the job and a table of its task rows.
+int GetJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+           std::ostream& err);
+
+// `baton jobs cancel ID` / `baton jobs restart ID`.
+int CancelJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+              std::ostream& err);
+int RestartJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+               std::ostream& err);
+
+// `baton jobs log ID [--page N] [--size N]`: without a page, the whole log oldest first.
+int JobLog(const ClientOptions& options, const std::string& id, const PageOptions& page,
+           std::ostream& out, std::ostream& err);
+
+// `baton health`: succeeds when the server answers UP.
+int Health(const ClientOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace baton::cli

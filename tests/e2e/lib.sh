@@ -1,0 +1,144 @@
+# Helpers for the end-to-end scripts: start `baton run standalone` on a free port with a
+# fresh data directory, talk to it over HTTP, check JSON with python3, and always stop
+# the server on exit. Source it after setting `baton` (the binary).
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# The suite's summary line and exit status.
+finish() {
+  if ((failures)); then
+    echo "$failures failure(s)"
+    exit 1
+  fi
+  echo "all $1 checks passed"
+  exit 0
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_server: sets url, data_dir, server_pid; stops the server and removes the data
+# directory on exit, whatever happens.
+start_server() {
+  work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-e2e.XXXXXX")
+  data_dir=$work_dir/data
+  local port
+  port=$(free_port)
+  url=http://127.0.0.1:$port
+  "$baton" run standalone --address "127.0.0.1:$port" --data-dir "$data_dir" \
+    >"$work_dir/server.log" 2>&1 &
+  server_pid=$!
+  trap stop_server EXIT
+  trap "exit 143" TERM INT HUP
+  local deadline=$((SECONDS + 60))
+  until curl -sf "$url/health" >/dev/null 2>&1; do
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+      echo "FAIL: the server exited at start-up:"; cat "$work_dir/server.log"; exit 1
+    fi
+    if ((SECONDS > deadline)); then
+      echo "FAIL: no answer from $url/health within 60s:"; cat "$work_dir/server.log"; exit 1
+    fi
+    sleep 0.1
+  done
+}
+
+stop_server() {
+  if [[ -n ${server_pid:-} ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null
+    local deadline=$((SECONDS + 40))
+    while kill -0 "$server_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -KILL "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
+  if ((failures)) && [[ -f ${work_dir:-}/server.log ]]; then
+    # Kept beside where the suite ran (the build's tests/ directory under CTest).
+    local kept
+    kept=$PWD/$(basename "$0" .sh)-server.log
+    cp "$work_dir/server.log" "$kept"
+    echo "--- the server log is in $kept; its last lines:"
+    tail -n 20 "$work_dir/server.log"
+  fi
+  [[ -n ${work_dir:-} ]] && rm -rf "$work_dir"
+}
+
+# check_server WHEN: fails and stops the suite if the server has exited.
+check_server() {
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    fail "the server died ($1)"
+    exit 1
+  fi
+}
+
+# http METHOD PATH [curl args...]: sets `status` and `body`.
+http() {
+  local method=$1 path=$2
+  shift 2
+  local out
+  out=$(curl -s -X "$method" -w '\n%{http_code}' "$@" "$url$path")
+  status=${out##*$'\n'}
+  body=${out%$'\n'*}
+  # A dead server would fail every later check the same way: stop at the first.
+  [[ $status != 000 ]] || check_server "during $method $path"
+}
+
+# post_file FILE [CONTENT_TYPE]: POST /jobs with the file as the body.
+post_file() {
+  local type=${2:-text/yaml}
+  [[ $1 == *.json ]] && type=${2:-application/json}
+  http POST /jobs -H "Content-Type: $type" --data-binary "@$1"
+}
+
+# post_yaml: POST /jobs with YAML from standard input.
+post_yaml() {
+  http POST /jobs -H "Content-Type: text/yaml" --data-binary @-
+}
+
+# js JSON EXPR: prints EXPR evaluated in Python with `j` bound to the parsed JSON
+# (strings as they are, other values as JSON). An error prints "<error: ...>".
+js() {
+  python3 -c '
+import json, sys
+try:
+    j = json.loads(sys.argv[1])
+    v = eval(sys.argv[2])
+    print(v if isinstance(v, str) else json.dumps(v))
+except Exception as e:
+    print("<error: %s: %s>" % (type(e).__name__, e))
+' "$1" "$2"
+}
+
+# submit FILE: posts the job and prints its id (empty when refused).
+submit() {
+  post_file "$1"
+  [[ $status == 200 ]] || { echo "submit $1: HTTP $status: $body" >&2; return 1; }
+  js "$body" 'j["id"]'
+}
+
+# wait_state ID STATES_REGEX [SECONDS]: polls GET /jobs/ID until its state matches;
+# leaves the job in `body`; false on timeout.
+wait_state() {
+  local id=$1 want=$2 deadline=$((SECONDS + ${3:-60})) state
+  while true; do
+    http GET "/jobs/$id"
+    state=$(js "$body" 'j["state"]')
+    [[ $state =~ ^($want)$ ]] && return 0
+    ((SECONDS > deadline)) && { echo "job $id: state $state, waited for $want" >&2; return 1; }
+    sleep 0.1
+  done
+}
+
+# wait_done ID [SECONDS]: until COMPLETED, FAILED or CANCELLED.
+wait_done() { wait_state "$1" 'COMPLETED|FAILED|CANCELLED' "${2:-60}"; }
+
+# expect NAME ACTUAL WANT: equality check with a readable failure.
+expect() {
+  if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1: got [$2], want [$3]"; fi
+}
+
+# expect_match NAME ACTUAL REGEX
+expect_match() {
+  if [[ "$2" =~ $3 ]]; then pass "$1"; else fail "$1: got [$2], want a match of /$3/"; fi
+}
