@@ -22,8 +22,8 @@ run: build
 
 # The concurrent parts, also run under ThreadSanitizer by `make test`.
 TSAN_TARGETS = base_test locker_test inmemory_broker_test sqlite_datastore_test \
-               shell_runtime_test scheduler_test engine_test
-TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|EngineTest
+               shell_runtime_test scheduler_test engine_test api_test
+TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|EngineTest|ApiTest
 
 # Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, then
 # the engine's concurrent parts again under ThreadSanitizer.
