@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cli/validate.h"
+#include "cli/job_file.h"
 #include "core/job_decode.h"
 #include "core/job_json.h"
 
@@ -229,31 +230,7 @@ class Backoff {
   std::chrono::milliseconds initial_, max_, next_;
 };
 
-bool ReadFile(const std::string& file, std::string& text, std::string& error) {
-  std::ostringstream buffer;
-  if (file == "-") {
-    buffer << std::cin.rdbuf();
-  } else {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      error = std::strerror(errno);
-      return false;
-    }
-    buffer << in.rdbuf();
-    if (in.bad()) {
-      error = "read error";
-      return false;
-    }
-  }
-  text = std::move(buffer).str();
-  return true;
-}
 
-DocumentFormat FormatOf(const std::string& file, const std::string& text) {
-  if (file.ends_with(".json")) return DocumentFormat::kJson;
-  if (file.ends_with(".yaml") || file.ends_with(".yml")) return DocumentFormat::kYaml;
-  return SniffFormat(text);
-}
 
 // Log parts the follower has not printed yet, oldest first.
 class LogFollower {
@@ -360,11 +337,11 @@ int Submit(const ClientOptions& options, const SubmitOptions& submit, std::ostre
            std::ostream& err) {
   std::string text;
   std::string error;
-  if (!ReadFile(submit.file, text, error)) {
+  if (!ReadJobFile(submit.file, text, error)) {
     err << fmt::format("baton: {}: cannot read: {}\n", submit.file, error);
     return kExitUsage;
   }
-  DocumentFormat format = FormatOf(submit.file, text);
+  DocumentFormat format = JobFileFormat(submit.file, text);
   std::string content_type = format == DocumentFormat::kJson ? "application/json" : "text/yaml";
   if (!submit.inputs.empty()) {
     StringMap inputs;

@@ -8,37 +8,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/job_file.h"
 #include "core/job_decode.h"
 
 namespace baton::cli {
 namespace {
 
-DocumentFormat FormatOf(const std::string& file, const std::string& text) {
-  auto ends_with = [&](std::string_view suffix) { return file.ends_with(suffix); };
-  if (ends_with(".json")) return DocumentFormat::kJson;
-  if (ends_with(".yaml") || ends_with(".yml")) return DocumentFormat::kYaml;
-  return SniffFormat(text);
-}
 
-bool ReadAll(const std::string& file, std::string& text, std::string& error) {
-  std::ostringstream buffer;
-  if (file == "-") {
-    buffer << std::cin.rdbuf();
-  } else {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      error = std::strerror(errno);
-      return false;
-    }
-    buffer << in.rdbuf();
-    if (in.bad()) {
-      error = "read error";
-      return false;
-    }
-  }
-  text = std::move(buffer).str();
-  return true;
-}
 
 }  // namespace
 
@@ -47,12 +23,12 @@ int Validate(const std::vector<std::string>& files, std::ostream& out, std::ostr
   for (const std::string& file : files) {
     std::string text;
     std::string error;
-    if (!ReadAll(file, text, error)) {
+    if (!ReadJobFile(file, text, error)) {
       err << fmt::format("{}: cannot read: {}\n", file, error);
       status = kExitUsage;
       continue;
     }
-    JobParseResult result = ParseJob(text, FormatOf(file, text));
+    JobParseResult result = ParseJob(text, JobFileFormat(file, text));
     if (result.ok()) {
       out << fmt::format("{}: ok\n", file);
       continue;
