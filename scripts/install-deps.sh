@@ -10,8 +10,10 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev libssl-dev
+  libpq-dev librabbitmq-dev
 )
 test_pkgs=(
+  postgresql rabbitmq-server
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libfuzzer-14-dev python3 curl
 )

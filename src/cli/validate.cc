@@ -2,21 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iostream>
-#include <sstream>
-
 #include "cli/job_file.h"
 #include "core/job_decode.h"
 
 namespace baton::cli {
-namespace {
-
-
-
-}  // namespace
 
 int Validate(const std::vector<std::string>& files, std::ostream& out, std::ostream& err) {
   int status = kExitOk;
