@@ -18,6 +18,8 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
                          CoordinatorOptions options)
     : datastore_(datastore),
       broker_(broker),
+      clock_(clock),
+      timers_(timers),
       options_(options),
       scheduler_(datastore, broker, clock, timers, options.scheduler) {
   scheduler_.SetJobFinishedListener([this](const JobRecord&) {

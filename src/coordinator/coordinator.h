@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ namespace baton {
 struct CoordinatorOptions {
   SchedulerOptions scheduler;
   int prefetch = 64;  // events handled per queue before acking
+  // A RUNNING task's node must heartbeat within this time, or the task is re-queued.
+  std::chrono::milliseconds lease = std::chrono::seconds(30);
+  // How often leases are checked.
+  std::chrono::milliseconds lease_check_interval = std::chrono::seconds(5);
 };
 
 class Coordinator {
@@ -49,8 +54,12 @@ class Coordinator {
   Scheduler& scheduler() { return scheduler_; }
 
  private:
+  void ScheduleLeaseCheck();
+
   Datastore& datastore_;
   Broker& broker_;
+  Clock& clock_;
+  Timers& timers_;
   CoordinatorOptions options_;
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
@@ -62,6 +71,10 @@ class Coordinator {
   std::map<std::string, std::vector<std::string>> secrets_cache_;  // guarded by mu_
   std::condition_variable finished_cv_;
   std::uint64_t finished_count_ = 0;  // guarded by mu_; bumps on every terminal job
+  bool stopped_ = false;              // guarded by mu_
+  bool lease_check_running_ = false;  // guarded by mu_
+  std::condition_variable lease_cv_;
+  std::optional<TimerId> lease_timer_;  // guarded by mu_
 };
 
 }  // namespace baton

@@ -800,6 +800,35 @@ void Scheduler::OnProgress(const TaskProgress& event) {
 
 // ---------------------------------------------------------------------------- recovery
 
+Result<int> Scheduler::ExpireLeases(Duration lease) {
+  int requeued = 0;
+  {
+    std::lock_guard lock(mu_);
+    TimePoint now = clock_.Now();
+    auto nodes = datastore_.ActiveNodes(now - lease);
+    if (!nodes.ok()) return nodes.status();
+    std::set<std::string> alive;
+    for (const NodeRecord& node : *nodes) alive.insert(node.id);
+    auto running = datastore_.TasksInState({TaskState::kRunning});
+    if (!running.ok()) return running.status();
+    for (const TaskRecord& task : *running) {
+      if (task.task.IsComposite() || task.node_id.empty() || alive.contains(task.node_id)) continue;
+      // A task that started less than a lease ago may belong to a node whose first
+      // heartbeat is still on its way.
+      if (task.started_at && now - *task.started_at < lease) continue;
+      std::string error = fmt::format("node {} stopped heartbeating while the task ran", task.node_id);
+      TaskRecord lost;
+      auto finished = Finish(task.id, TaskState::kFailed, "", error, &lost);
+      if (!finished.ok()) return finished.status();
+      if (!*finished) continue;
+      BATON_RETURN_IF_ERROR(Redeliver(lost));
+      ++requeued;
+    }
+  }
+  FlushNotifications();
+  return requeued;
+}
+
 Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
   Status result;
   {

@@ -66,6 +66,12 @@ class Scheduler {
   // acted on.
   Status Reconcile(const std::set<std::string>& live_nodes);
 
+  // Task leases: a RUNNING task belongs to its node while the node heartbeats. Tasks of
+  // nodes silent for longer than `lease` (as of `now`) are re-queued as new attempts
+  // (redelivered + 1, capped); a late outcome from the old attempt is then ignored.
+  // Returns how many tasks were re-queued.
+  Result<int> ExpireLeases(Duration lease);
+
   // Called (outside the scheduler's lock) whenever a job reaches a terminal state.
   void SetJobFinishedListener(std::function<void(const JobRecord&)> listener);
 

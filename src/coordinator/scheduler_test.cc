@@ -46,7 +46,12 @@ class SchedulerTest : public ::testing::Test {
 
   void StartEngine(int concurrency) {
     broker_ = std::make_unique<InMemoryBroker>();
-    coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, clock_, clock_);
+    // Worker heartbeats are stamped with the fake clock but sent in real time: a long
+    // lease keeps tests that move the clock far ahead from expiring them by accident.
+    CoordinatorOptions coordinator_options;
+    coordinator_options.lease = std::chrono::hours(24);
+    coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, clock_, clock_,
+                                                 coordinator_options);
     WorkerOptions options;
     options.node_id = "node-" + std::to_string(++generation_);
     options.queues = {{"default", concurrency}, {"gpu", 1}};
@@ -563,6 +568,40 @@ TEST_F(SchedulerTest, StoppingWorkerHandsBackWhatOutlivesTheGrace) {
   }
   EXPECT_EQ(handed_back, 1);
   second.Stop(milliseconds(0));
+}
+
+TEST_F(SchedulerTest, TasksOfASilentNodeAreRequeuedWhenTheLeaseExpires) {
+  auto submitted = coordinator_->Submit(ParseOrDie("name: lease\ntasks:\n  - {name: long, run: hang}\n"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return CountState(submitted->id, TaskState::kRunning) == 1; }));
+  // Pretend the task runs on a node that never heartbeats.
+  std::string first_id = Execution(submitted->id)[0].id;
+  ASSERT_TRUE(datastore_->UpdateTask(first_id, [](TaskRecord& t) {
+    t.node_id = "ghost";
+    return Status::Ok();
+  }).ok());
+  auto requeued = coordinator_->scheduler().ExpireLeases(std::chrono::seconds(30));
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_EQ(*requeued, 0);  // started less than a lease ago
+  clock_.Advance(seconds(31));
+  requeued = coordinator_->scheduler().ExpireLeases(std::chrono::seconds(30));
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_EQ(*requeued, 1);
+  auto old = datastore_->GetTask(first_id);
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->state, TaskState::kFailed);
+  EXPECT_THAT(old->error, HasSubstr("node ghost stopped heartbeating"));
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 2; }));
+  // The old attempt reporting late does not overwrite the new one.
+  coordinator_->scheduler().OnFinished(
+      TaskFinished{first_id, TaskFinished::Outcome::kCompleted, "stale", "", clock_.Now()});
+  EXPECT_EQ(datastore_->GetTask(first_id)->state, TaskState::kFailed);
+  runtime_.Release("long");
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  auto rows = Execution(submitted->id);
+  ASSERT_EQ(rows.size(), 2u);
 }
 
 TEST_F(SchedulerTest, DuplicateOutcomesAreIgnored) {
