@@ -25,12 +25,13 @@ TSAN_TARGETS = base_test locker_test inmemory_broker_test sqlite_datastore_test 
                shell_runtime_test scheduler_test engine_test api_test
 TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|EngineTest|ApiTest
 
-# Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, then
-# the engine's concurrent parts again under ThreadSanitizer.
+# Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, with
+# a throwaway PostgreSQL and RabbitMQ for the integration tests, then the engine's
+# concurrent parts again under ThreadSanitizer.
 test: deps-test
 	cmake --preset $(PRESET_TEST) >/dev/null
 	cmake --build --preset $(PRESET_TEST)
-	ctest --preset $(PRESET_TEST)
+	scripts/test-services/with-services.sh ctest --preset $(PRESET_TEST)
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan --target $(TSAN_TARGETS)
 	ctest --preset tsan -R '$(TSAN_TESTS)'

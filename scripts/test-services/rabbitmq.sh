@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Starts or stops a throwaway RabbitMQ node for the integration tests.
+#
+# Usage: scripts/test-services/rabbitmq.sh start|stop
+#
+# start: runs /usr/lib/rabbitmq/bin/rabbitmq-server directly (no systemd, as root) on free
+#   loopback ports with all of its state under $BATON_SERVICES_DIR/rabbitmq (default
+#   /tmp/baton-services/rabbitmq), waits until it is ready, and writes
+#   `export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:PORT/` to
+#   $BATON_SERVICES_DIR/rabbitmq.env. If that node is already running, does nothing.
+# stop: stops the node (SIGTERM, waits) and the epmd it started, and removes its state.
+# Both are idempotent.
+set -euo pipefail
+
+services_dir="${BATON_SERVICES_DIR:-/tmp/baton-services}"
+dir="$services_dir/rabbitmq"
+env_file="$services_dir/rabbitmq.env"
+bin=/usr/lib/rabbitmq/bin
+
+log() { echo "rabbitmq.sh: $*" >&2; }
+
+# Prints a TCP port nobody listens on now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+node_alive() {
+  [[ -f "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null
+}
+
+# PIDs of epmd processes started with our ERL_EPMD_PORT.
+our_epmds() {
+  local port="$1" pid
+  for pid in $(pgrep -x epmd || true); do
+    if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "ERL_EPMD_PORT=$port"; then
+      echo "$pid"
+    fi
+  done
+}
+
+start() {
+  if node_alive && [[ -f "$env_file" ]]; then
+    log "already running ($(cat "$env_file"))"
+    return 0
+  fi
+  stop_node >/dev/null 2>&1 || true
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local port dist_port epmd_port
+  port=$(free_port)
+  dist_port=$(free_port)
+  epmd_port=$(free_port)
+  echo "$port $dist_port $epmd_port" > "$dir/ports"
+  echo '[].' > "$dir/enabled_plugins"
+  printf 'listeners.tcp.default = 127.0.0.1:%s\nloopback_users = none\n' "$port" > "$dir/rabbitmq.conf"
+  local started=$SECONDS
+  (
+    export HOME="$dir" RABBITMQ_NODENAME="baton$port@localhost" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+      RABBITMQ_NODE_PORT="$port" RABBITMQ_DIST_PORT="$dist_port" ERL_EPMD_ADDRESS=127.0.0.1 \
+      ERL_EPMD_PORT="$epmd_port" RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
+      RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" RABBITMQ_MNESIA_BASE="$dir/mnesia" \
+      RABBITMQ_LOG_BASE="$dir/log" RABBITMQ_PID_FILE="$dir/pid" \
+      RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    setsid "$bin/rabbitmq-server" > "$dir/out" 2>&1 < /dev/null &
+    "$bin/rabbitmqctl" wait --timeout 120 "$dir/pid" > "$dir/wait.out" 2>&1
+  ) || {
+    log "RabbitMQ did not start; see $dir/out and $dir/log"
+    tail -n 20 "$dir/out" >&2 || true
+    exit 1
+  }
+  echo "export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:$port/" > "$env_file"
+  log "started on 127.0.0.1:$port in $((SECONDS - started)) s ($env_file)"
+}
+
+stop_node() {
+  if node_alive; then
+    local pid
+    pid=$(cat "$dir/pid")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 300); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  if [[ -f "$dir/ports" ]]; then
+    local epmd_port pid
+    epmd_port=$(awk '{print $3}' "$dir/ports")
+    for pid in $(our_epmds "$epmd_port"); do kill -TERM "$pid" 2>/dev/null || true; done
+  fi
+}
+
+stop() {
+  stop_node
+  rm -rf "$dir" "$env_file"
+  log "stopped"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac

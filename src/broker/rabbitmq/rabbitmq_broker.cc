@@ -1,0 +1,973 @@
+#include "broker/rabbitmq/rabbitmq_broker.h"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace baton {
+namespace rabbitmq_internal {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxPriority = 9;
+constexpr std::size_t kMaxQueueName = 255;
+// Publisher connection: channel 1 publishes in confirm mode, channel 2 inspects queues
+// (a passive declare of a missing queue closes its channel).
+constexpr amqp_channel_t kPublishChannel = 1;
+constexpr amqp_channel_t kInspectChannel = 2;
+// Subscription connections consume on channel 1.
+constexpr amqp_channel_t kConsumeChannel = 1;
+constexpr int kFrameMax = 131072;
+constexpr milliseconds kConnectTimeout{5000};
+constexpr milliseconds kRpcTimeout{10000};
+constexpr milliseconds kIdlePoll{200};
+constexpr milliseconds kMinBackoff{100};
+constexpr milliseconds kMaxBackoff{5000};
+
+timeval ToTimeval(milliseconds d) {
+  if (d.count() < 0) d = milliseconds(0);
+  timeval tv{};
+  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(d.count() / 1000);
+  tv.tv_usec = static_cast<decltype(tv.tv_usec)>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+amqp_bytes_t Bytes(std::string_view s) {
+  amqp_bytes_t b;
+  b.len = s.size();
+  b.bytes = const_cast<char*>(s.data());
+  return b;
+}
+
+std::string FromBytes(amqp_bytes_t b) {
+  if (b.len == 0 || b.bytes == nullptr) return {};
+  return std::string(static_cast<const char*>(b.bytes), b.len);
+}
+
+Status FromServerCode(int code, const std::string& text, std::string_view what) {
+  std::string message = std::string(what) + ": " + std::to_string(code) + " " + text;
+  switch (code) {
+    case 404:  // NOT_FOUND
+      return NotFound(std::move(message));
+    case 403:  // ACCESS_REFUSED
+    case 405:  // RESOURCE_LOCKED
+    case 406:  // PRECONDITION_FAILED
+      return FailedPrecondition(std::move(message));
+    default:
+      return Unavailable(std::move(message));
+  }
+}
+
+Status CheckQueueName(std::string_view name) {
+  if (name.empty()) return InvalidArgument("queue name is empty");
+  if (name.size() > kMaxQueueName) return InvalidArgument("queue name is longer than 255 bytes");
+  return Status::Ok();
+}
+
+struct ServerAddress {
+  std::string host;
+  int port = 5672;
+  std::string user;
+  std::string password;
+  std::string vhost;
+};
+
+Result<ServerAddress> ParseUrl(const std::string& url) {
+  if (url.empty()) return InvalidArgument("RabbitMQ URL is empty");
+  std::vector<char> buffer(url.begin(), url.end());
+  buffer.push_back('\0');
+  amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  if (amqp_parse_url(buffer.data(), &info) != AMQP_STATUS_OK) {
+    return InvalidArgument("malformed RabbitMQ URL '" + url + "'");
+  }
+  if (info.ssl) return InvalidArgument("amqps:// is not supported");
+  // "amqp://host:port/" names the empty vhost by the AMQP URI spec, which nobody means:
+  // take it as the default vhost "/".
+  if (info.vhost == nullptr || *info.vhost == '\0') info.vhost = const_cast<char*>("/");
+  return ServerAddress{.host = info.host,
+                       .port = info.port,
+                       .user = info.user,
+                       .password = info.password,
+                       .vhost = info.vhost};
+}
+
+// One AMQP connection. Not thread-safe: its owner serialises every use (see the class
+// comment of RabbitMqBroker for who owns which).
+class Connection {
+ public:
+  static Result<std::unique_ptr<Connection>> Open(const ServerAddress& address) {
+    amqp_connection_state_t state = amqp_new_connection();
+    if (state == nullptr) return Internal("amqp_new_connection failed");
+    std::unique_ptr<Connection> conn(new Connection(state));
+    conn->broken_ = true;  // until logged in: nothing to close politely
+    amqp_socket_t* socket = amqp_tcp_socket_new(state);
+    if (socket == nullptr) return Internal("amqp_tcp_socket_new failed");
+    timeval connect_timeout = ToTimeval(kConnectTimeout);
+    int rc = amqp_socket_open_noblock(socket, address.host.c_str(), address.port, &connect_timeout);
+    if (rc != AMQP_STATUS_OK) {
+      return Unavailable("connecting to RabbitMQ at " + address.host + ":" +
+                         std::to_string(address.port) + ": " + amqp_error_string2(rc));
+    }
+    amqp_rpc_reply_t reply =
+        amqp_login(state, address.vhost.c_str(), 0, kFrameMax, /*heartbeat=*/0,
+                   AMQP_SASL_METHOD_PLAIN, address.user.c_str(), address.password.c_str());
+    if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
+      conn->broken_ = false;
+      Status status = conn->Check(reply, 0, "logging in to RabbitMQ");
+      conn->broken_ = true;
+      return status.ok() ? Unavailable("logging in to RabbitMQ failed") : status;
+    }
+    conn->broken_ = false;
+    timeval rpc_timeout = ToTimeval(kRpcTimeout);
+    amqp_set_rpc_timeout(state, &rpc_timeout);
+    return conn;
+  }
+
+  ~Connection() {
+    if (!broken_) {
+      amqp_rpc_reply_t ignored = amqp_connection_close(state_, AMQP_REPLY_SUCCESS);
+      (void)ignored;
+    }
+    amqp_destroy_connection(state_);
+  }
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  amqp_connection_state_t state() const { return state_; }
+  int fd() const { return amqp_get_sockfd(state_); }
+  bool broken() const { return broken_; }
+  void MarkBroken() { broken_ = true; }
+
+  Status OpenChannel(amqp_channel_t channel) {
+    amqp_channel_open(state_, channel);
+    return Check(amqp_get_rpc_reply(state_), channel, "opening a channel");
+  }
+
+  // Converts an RPC reply. Answers a server-initiated channel.close / connection.close;
+  // after a connection-level problem the connection is marked broken.
+  Status Check(const amqp_rpc_reply_t& reply, amqp_channel_t channel, std::string_view what) {
+    switch (reply.reply_type) {
+      case AMQP_RESPONSE_NORMAL:
+        return Status::Ok();
+      case AMQP_RESPONSE_NONE:
+        broken_ = true;
+        return Internal(std::string(what) + ": no RPC reply");
+      case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+        broken_ = true;
+        return Unavailable(std::string(what) + ": " + amqp_error_string2(reply.library_error));
+      case AMQP_RESPONSE_SERVER_EXCEPTION:
+        return OnServerClose(reply.reply, channel, what);
+    }
+    broken_ = true;
+    return Internal(std::string(what) + ": unknown reply type");
+  }
+
+  // Handles a channel.close or connection.close the server sent.
+  Status OnServerClose(const amqp_method_t& method, amqp_channel_t channel, std::string_view what) {
+    if (method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+      const auto* close = static_cast<const amqp_channel_close_t*>(method.decoded);
+      amqp_channel_close_ok_t ok{};
+      if (amqp_send_method(state_, channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) != AMQP_STATUS_OK) {
+        broken_ = true;
+      }
+      return FromServerCode(close->reply_code, FromBytes(close->reply_text), what);
+    }
+    broken_ = true;
+    if (method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+      const auto* close = static_cast<const amqp_connection_close_t*>(method.decoded);
+      amqp_connection_close_ok_t ok{};
+      (void)amqp_send_method(state_, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+      Status status = FromServerCode(close->reply_code, FromBytes(close->reply_text), what);
+      return Unavailable("connection closed by RabbitMQ: " + status.message());
+    }
+    return Internal(std::string(what) + ": unexpected method " + std::to_string(method.id));
+  }
+
+ private:
+  explicit Connection(amqp_connection_state_t state) : state_(state) {}
+
+  amqp_connection_state_t state_;
+  bool broken_ = false;
+};
+
+// Declares `name` durable with the arguments every declaration of this broker uses.
+Status DeclareQueue(Connection& conn, amqp_channel_t channel, std::string_view name,
+                    const RabbitMqOptions& options) {
+  amqp_table_entry_t entries[2];
+  int n = 0;
+  entries[n].key = amqp_cstring_bytes("x-max-priority");
+  entries[n].value.kind = AMQP_FIELD_KIND_I32;
+  entries[n].value.value.i32 = kMaxPriority;
+  ++n;
+  if (options.queue_expires) {
+    entries[n].key = amqp_cstring_bytes("x-expires");
+    entries[n].value.kind = AMQP_FIELD_KIND_I32;
+    entries[n].value.value.i32 = static_cast<std::int32_t>(
+        std::clamp<std::int64_t>(options.queue_expires->count(), 1, INT32_MAX));
+    ++n;
+  }
+  amqp_table_t args;
+  args.num_entries = n;
+  args.entries = entries;
+  amqp_queue_declare(conn.state(), channel, Bytes(name), /*passive=*/0, /*durable=*/1,
+                     /*exclusive=*/0, /*auto_delete=*/0, args);
+  return conn.Check(amqp_get_rpc_reply(conn.state()), channel,
+                    "declaring queue '" + std::string(name) + "'");
+}
+
+// An eventfd, closed on destruction.
+class WakeFd {
+ public:
+  WakeFd() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~WakeFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  WakeFd(const WakeFd&) = delete;
+  WakeFd& operator=(const WakeFd&) = delete;
+  int fd() const { return fd_; }
+  void Notify() const {
+    std::uint64_t one = 1;
+    ssize_t ignored = write(fd_, &one, sizeof one);
+    (void)ignored;
+  }
+  void Drain() const {
+    std::uint64_t value = 0;
+    ssize_t ignored = read(fd_, &value, sizeof value);
+    (void)ignored;
+  }
+
+ private:
+  const int fd_;
+};
+
+}  // namespace
+
+enum class Settlement { kAck, kRequeue, kDrop };
+
+// A message received on a subscription's connection, not yet handed to the handler.
+struct Incoming {
+  std::uint64_t tag = 0;
+  std::uint64_t generation = 0;
+  std::string body;
+  int priority = 0;
+  bool redelivered = false;
+};
+
+// One subscription: its connection (owned by `io`), and its dispatcher.
+struct SubState : std::enable_shared_from_this<SubState> {
+  SubState(std::uint64_t id_in, std::string queue_in, int prefetch_in, DeliveryHandler handler_in)
+      : id(id_in), queue(std::move(queue_in)), prefetch(prefetch_in), handler(std::move(handler_in)) {}
+
+  Status Settle(std::uint64_t tag, std::uint64_t delivery_generation, Settlement how) {
+    {
+      std::lock_guard lock(mu);
+      // A handler still running while Close waits for it may settle; after that, no.
+      if (closed) return FailedPrecondition("subscription is closed; the message was requeued");
+      if (delivery_generation != generation || outstanding.erase(tag) == 0) {
+        return FailedPrecondition("the connection was lost; RabbitMQ requeued the message");
+      }
+      settles.push_back({tag, how});
+    }
+    wake.Notify();
+    return Status::Ok();
+  }
+
+  const std::uint64_t id;
+  const std::string queue;
+  const int prefetch;
+  // Called only on the dispatcher thread, without locks.
+  const DeliveryHandler handler;
+  const WakeFd wake;  // wakes `io` for settles and stops
+
+  std::mutex mu;
+  // Guarded by mu:
+  std::condition_variable ready;  // the dispatcher waits for `inbox` or `closing`
+  std::deque<Incoming> inbox;
+  struct Pending {
+    std::uint64_t tag;
+    Settlement how;
+  };
+  std::vector<Pending> settles;         // to send, for the current generation
+  std::set<std::uint64_t> outstanding;  // received, not settled (current generation)
+  std::uint64_t generation = 0;         // bumped when the connection is lost
+  bool closing = false;  // no more handler calls
+  bool closed = false;   // the dispatcher has stopped: settles are refused
+  bool finish_on_exit = false;  // closed from its own handler
+  std::thread::id dispatcher_id;  // set before the sub is published in Core::subs_
+
+  // Only the io thread touches it once started.
+  std::unique_ptr<Connection> conn;
+
+  // Declared last so that they are joined before the members above are destroyed.
+  std::jthread io;
+  std::jthread dispatcher;
+};
+
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(ServerAddress address, RabbitMqOptions options)
+      : address_(std::move(address)), options_(std::move(options)) {}
+
+  Status Publish(std::string_view queue, std::string body, int priority);
+  Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
+                                                  DeliveryHandler handler);
+  Result<std::vector<QueueInfo>> Queues();
+  Result<QueueInfo> Queue(std::string_view name);
+  Status Health();
+
+  void CloseSubscription(std::uint64_t id);
+  void Shutdown();
+
+ private:
+  // Requires pub_mu_.
+  Status EnsurePublisher();
+  Status PublishOnce(std::string_view queue, const std::string& body, int priority);
+  Result<QueueInfo> InspectLocked(std::string_view name);
+
+  Result<std::unique_ptr<Connection>> OpenConsumer(const SubState& sub);
+  void IoLoop(const std::stop_token& stop, SubState* sub);
+  // Sends queued acks/nacks; false when the connection failed.
+  bool FlushSettles(SubState* sub);
+  void LoseConnection(SubState* sub);
+  void DispatchLoop(SubState* sub);
+  // Stops the io thread (which closes the connection) and forgets the sub. When
+  // `to_graveyard`, the caller is the sub's own dispatcher, which is joined later.
+  void FinishClose(const std::shared_ptr<SubState>& sub, bool to_graveyard);
+  void ReapGraveyard();
+
+  const ServerAddress address_;
+  const RabbitMqOptions options_;
+
+  std::mutex pub_mu_;
+  // Guarded by pub_mu_:
+  std::unique_ptr<Connection> pub_;
+  bool inspect_open_ = false;
+  std::uint64_t publish_seq_ = 0;
+  std::map<std::string, Clock::time_point, std::less<>> declared_;  // on pub_
+
+  std::mutex mu_;
+  // Guarded by mu_:
+  std::condition_variable closed_;
+  std::set<std::string, std::less<>> known_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<SubState>> subs_;
+  std::vector<std::shared_ptr<SubState>> graveyard_;
+  std::uint64_t next_sub_id_ = 0;
+  bool shut_down_ = false;
+};
+
+namespace {
+
+// Thread-safety: Ack/Nack from any thread; the first call wins.
+class RabbitMqDelivery final : public Delivery {
+ public:
+  RabbitMqDelivery(std::weak_ptr<SubState> sub, const std::string& queue, Incoming in)
+      : sub_(std::move(sub)),
+        queue_(queue),
+        tag_(in.tag),
+        generation_(in.generation),
+        body_(std::move(in.body)),
+        priority_(in.priority),
+        redelivered_(in.redelivered) {}
+
+  const std::string& queue() const override { return queue_; }
+  const std::string& body() const override { return body_; }
+  int priority() const override { return priority_; }
+  bool redelivered() const override { return redelivered_; }
+  Status Ack() override { return Settle(Settlement::kAck); }
+  Status Nack(bool requeue) override {
+    return Settle(requeue ? Settlement::kRequeue : Settlement::kDrop);
+  }
+
+ private:
+  Status Settle(Settlement how) {
+    if (settled_.exchange(true)) return Status::Ok();
+    std::shared_ptr<SubState> sub = sub_.lock();
+    if (!sub) return FailedPrecondition("subscription is closed; the message was requeued");
+    return sub->Settle(tag_, generation_, how);
+  }
+
+  const std::weak_ptr<SubState> sub_;
+  const std::string queue_;
+  const std::uint64_t tag_;
+  const std::uint64_t generation_;
+  const std::string body_;
+  const int priority_;
+  const bool redelivered_;
+  std::atomic<bool> settled_{false};
+};
+
+class RabbitMqSubscription final : public Subscription {
+ public:
+  RabbitMqSubscription(std::weak_ptr<Core> core, std::uint64_t id)
+      : core_(std::move(core)), id_(id) {}
+  ~RabbitMqSubscription() override { Close(); }
+  void Close() override {
+    if (std::shared_ptr<Core> core = core_.lock()) core->CloseSubscription(id_);
+  }
+
+ private:
+  const std::weak_ptr<Core> core_;
+  const std::uint64_t id_;
+};
+
+}  // namespace
+
+// ---- Publisher connection ---------------------------------------------------------------
+
+Status Core::EnsurePublisher() {
+  if (pub_ && !pub_->broken()) return Status::Ok();
+  pub_.reset();
+  inspect_open_ = false;
+  declared_.clear();
+  publish_seq_ = 0;
+  auto conn = Connection::Open(address_);
+  if (!conn.ok()) return conn.status();
+  Connection& c = **conn;
+  BATON_RETURN_IF_ERROR(c.OpenChannel(kPublishChannel));
+  amqp_confirm_select(c.state(), kPublishChannel);
+  BATON_RETURN_IF_ERROR(
+      c.Check(amqp_get_rpc_reply(c.state()), kPublishChannel, "enabling publisher confirms"));
+  pub_ = std::move(conn).value();
+  return Status::Ok();
+}
+
+Status Core::PublishOnce(std::string_view queue, const std::string& body, int priority) {
+  Connection& c = *pub_;
+  const auto now = Clock::now();
+  auto declared = declared_.find(queue);
+  // With x-expires, publishing does not count as using the queue: redeclare it now and then.
+  const bool stale = declared != declared_.end() && options_.queue_expires &&
+                     now - declared->second > *options_.queue_expires / 2;
+  if (declared == declared_.end() || stale) {
+    Status status = DeclareQueue(c, kPublishChannel, queue, options_);
+    if (!status.ok()) {
+      c.MarkBroken();  // the channel is gone (or the connection): start afresh
+      return status;
+    }
+    declared_.insert_or_assign(std::string(queue), now);
+  }
+
+  amqp_basic_properties_t props{};
+  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_PRIORITY_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  props.priority = static_cast<std::uint8_t>(priority);
+  int rc = amqp_basic_publish(c.state(), kPublishChannel, amqp_empty_bytes, Bytes(queue),
+                              /*mandatory=*/0, /*immediate=*/0, &props, Bytes(body));
+  if (rc != AMQP_STATUS_OK) {
+    c.MarkBroken();
+    return Unavailable(std::string("publishing: ") + amqp_error_string2(rc));
+  }
+  const std::uint64_t seq = ++publish_seq_;
+  const auto deadline = Clock::now() + options_.confirm_timeout;
+  while (true) {
+    timeval tv = ToTimeval(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    amqp_frame_t frame;
+    rc = amqp_simple_wait_frame_noblock(c.state(), &frame, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) {
+      c.MarkBroken();
+      return DeadlineExceeded("RabbitMQ did not confirm the publish in time");
+    }
+    if (rc != AMQP_STATUS_OK) {
+      c.MarkBroken();
+      return Unavailable(std::string("waiting for the publish confirm: ") + amqp_error_string2(rc));
+    }
+    if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+    const amqp_method_t& method = frame.payload.method;
+    switch (method.id) {
+      case AMQP_BASIC_ACK_METHOD: {
+        const auto* ack = static_cast<const amqp_basic_ack_t*>(method.decoded);
+        if (ack->delivery_tag == seq || (ack->multiple && ack->delivery_tag >= seq)) {
+          amqp_maybe_release_buffers(c.state());
+          return Status::Ok();
+        }
+        break;
+      }
+      case AMQP_BASIC_NACK_METHOD: {
+        const auto* nack = static_cast<const amqp_basic_nack_t*>(method.decoded);
+        if (nack->delivery_tag == seq || (nack->multiple && nack->delivery_tag >= seq)) {
+          amqp_maybe_release_buffers(c.state());
+          return Unavailable("RabbitMQ refused the message (basic.nack)");
+        }
+        break;
+      }
+      case AMQP_CHANNEL_CLOSE_METHOD:
+      case AMQP_CONNECTION_CLOSE_METHOD: {
+        Status status = c.OnServerClose(method, frame.channel, "publishing");
+        c.MarkBroken();
+        return status;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+Status Core::Publish(std::string_view queue, std::string body, int priority) {
+  BATON_RETURN_IF_ERROR(CheckQueueName(queue));
+  if (priority < 0 || priority > kMaxPriority) {
+    return InvalidArgument("priority " + std::to_string(priority) + " is outside 0..9");
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return Unavailable("broker is shut down");
+  }
+  Status status;
+  {
+    std::lock_guard lock(pub_mu_);
+    milliseconds backoff = kMinBackoff;
+    for (int attempt = 0;; ++attempt) {
+      status = EnsurePublisher();
+      if (status.ok()) status = PublishOnce(queue, body, priority);
+      if (status.ok()) break;
+      const bool retryable = status.code() == StatusCode::kUnavailable ||
+                             status.code() == StatusCode::kDeadlineExceeded;
+      if (!retryable || attempt >= options_.publish_retries) return status;
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+  std::lock_guard lock(mu_);
+  known_.emplace(queue);
+  return Status::Ok();
+}
+
+Result<QueueInfo> Core::InspectLocked(std::string_view name) {
+  for (int attempt = 0;; ++attempt) {
+    Status status = EnsurePublisher();
+    if (status.ok() && !inspect_open_) {
+      status = pub_->OpenChannel(kInspectChannel);
+      inspect_open_ = status.ok();
+    }
+    if (status.ok()) {
+      Connection& c = *pub_;
+      amqp_queue_declare_ok_t* ok =
+          amqp_queue_declare(c.state(), kInspectChannel, Bytes(name), /*passive=*/1, 0, 0, 0,
+                             amqp_empty_table);
+      if (ok != nullptr) {
+        QueueInfo info{.name = std::string(name),
+                       .size = ok->message_count,
+                       .subscribers = ok->consumer_count,
+                       .unacked = 0};
+        amqp_maybe_release_buffers(c.state());
+        return info;
+      }
+      status = c.Check(amqp_get_rpc_reply(c.state()), kInspectChannel,
+                       "inspecting queue '" + std::string(name) + "'");
+      inspect_open_ = false;  // a failed passive declare closes the channel
+      if (status.code() == StatusCode::kNotFound) {
+        return NotFound("no queue named '" + std::string(name) + "'");
+      }
+    }
+    if (attempt >= 1) return status;
+  }
+}
+
+Result<QueueInfo> Core::Queue(std::string_view name) {
+  BATON_RETURN_IF_ERROR(CheckQueueName(name));
+  Result<QueueInfo> info = [&] {
+    std::lock_guard lock(pub_mu_);
+    return InspectLocked(name);
+  }();
+  if (!info.ok()) return info;
+  std::lock_guard lock(mu_);
+  for (const auto& [id, sub] : subs_) {
+    if (sub->queue != name) continue;
+    std::lock_guard sub_lock(sub->mu);
+    info->unacked += static_cast<std::int64_t>(sub->outstanding.size());
+  }
+  return info;
+}
+
+Result<std::vector<QueueInfo>> Core::Queues() {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    names.assign(known_.begin(), known_.end());
+  }
+  std::vector<QueueInfo> infos;
+  for (const std::string& name : names) {
+    Result<QueueInfo> info = Queue(name);
+    if (info.ok()) {
+      infos.push_back(std::move(info).value());
+    } else if (info.status().code() == StatusCode::kNotFound) {
+      std::lock_guard lock(mu_);
+      known_.erase(name);  // deleted (or expired) since
+    } else {
+      return info.status();
+    }
+  }
+  return infos;
+}
+
+Status Core::Health() {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return Unavailable("broker is shut down");
+  }
+  std::lock_guard lock(pub_mu_);
+  return EnsurePublisher();
+}
+
+// ---- Subscriptions ----------------------------------------------------------------------
+
+Result<std::unique_ptr<Connection>> Core::OpenConsumer(const SubState& sub) {
+  auto conn = Connection::Open(address_);
+  if (!conn.ok()) return conn.status();
+  Connection& c = **conn;
+  BATON_RETURN_IF_ERROR(c.OpenChannel(kConsumeChannel));
+  BATON_RETURN_IF_ERROR(DeclareQueue(c, kConsumeChannel, sub.queue, options_));
+  amqp_basic_qos(c.state(), kConsumeChannel, 0,
+                 static_cast<std::uint16_t>(std::min(sub.prefetch, 65535)), 0);
+  BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.qos"));
+  amqp_basic_consume(c.state(), kConsumeChannel, Bytes(sub.queue), amqp_empty_bytes,
+                     /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
+  BATON_RETURN_IF_ERROR(
+      c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.consume"));
+  return conn;
+}
+
+Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, int prefetch,
+                                                      DeliveryHandler handler) {
+  BATON_RETURN_IF_ERROR(CheckQueueName(queue));
+  if (prefetch < 1) return InvalidArgument("prefetch must be at least 1");
+  if (!handler) return InvalidArgument("handler is empty");
+  ReapGraveyard();
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return Unavailable("broker is shut down");
+    id = ++next_sub_id_;
+  }
+  auto sub = std::make_shared<SubState>(id, std::string(queue), prefetch, std::move(handler));
+  if (sub->wake.fd() < 0) return Internal("eventfd failed");
+  auto conn = OpenConsumer(*sub);
+  if (!conn.ok()) return conn.status();
+  sub->conn = std::move(conn).value();
+  try {
+    sub->io = std::jthread(
+        [this, raw = sub.get()](const std::stop_token& stop) { IoLoop(stop, raw); });
+    sub->dispatcher = std::jthread([this, raw = sub.get()] { DispatchLoop(raw); });
+  } catch (const std::system_error& e) {
+    {
+      std::lock_guard lock(sub->mu);
+      sub->closing = true;
+      sub->ready.notify_all();
+    }
+    sub->wake.Notify();
+    return Unavailable(std::string("cannot start a subscription thread: ") + e.what());
+  }
+  {
+    std::lock_guard lock(mu_);
+    {
+      std::lock_guard sub_lock(sub->mu);
+      sub->dispatcher_id = sub->dispatcher.get_id();
+    }
+    if (!shut_down_) {
+      subs_.emplace(id, sub);
+      known_.emplace(queue);
+      return std::unique_ptr<Subscription>(new RabbitMqSubscription(weak_from_this(), id));
+    }
+  }
+  // Shut down while subscribing.
+  {
+    std::lock_guard lock(sub->mu);
+    sub->closing = true;
+    sub->ready.notify_all();
+  }
+  sub->dispatcher.join();
+  sub->io.request_stop();
+  sub->wake.Notify();
+  sub->io.join();
+  return Unavailable("broker is shut down");
+}
+
+bool Core::FlushSettles(SubState* sub) {
+  std::vector<SubState::Pending> settles;
+  {
+    std::lock_guard lock(sub->mu);
+    settles.swap(sub->settles);
+  }
+  amqp_connection_state_t state = sub->conn->state();
+  for (const SubState::Pending& p : settles) {
+    int rc = AMQP_STATUS_OK;
+    switch (p.how) {
+      case Settlement::kAck:
+        rc = amqp_basic_ack(state, kConsumeChannel, p.tag, 0);
+        break;
+      case Settlement::kRequeue:
+        rc = amqp_basic_nack(state, kConsumeChannel, p.tag, 0, /*requeue=*/1);
+        break;
+      case Settlement::kDrop:
+        rc = amqp_basic_nack(state, kConsumeChannel, p.tag, 0, /*requeue=*/0);
+        break;
+    }
+    if (rc != AMQP_STATUS_OK) return false;
+  }
+  return true;
+}
+
+void Core::LoseConnection(SubState* sub) {
+  {
+    std::lock_guard lock(sub->mu);
+    ++sub->generation;
+    sub->outstanding.clear();
+    sub->settles.clear();
+    sub->inbox.clear();  // RabbitMQ redelivers them
+  }
+  sub->conn->MarkBroken();
+  sub->conn.reset();
+}
+
+void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
+  milliseconds backoff = kMinBackoff;
+  while (!stop.stop_requested()) {
+    if (!sub->conn) {
+      auto conn = OpenConsumer(*sub);
+      if (!conn.ok()) {
+        const auto until = Clock::now() + backoff;
+        while (!stop.stop_requested() && Clock::now() < until) {
+          pollfd fd{sub->wake.fd(), POLLIN, 0};
+          (void)poll(&fd, 1, 50);
+          sub->wake.Drain();
+        }
+        backoff = std::min(backoff * 2, kMaxBackoff);
+        continue;
+      }
+      sub->conn = std::move(conn).value();
+      backoff = kMinBackoff;
+    }
+    if (!FlushSettles(sub)) {
+      LoseConnection(sub);
+      continue;
+    }
+    amqp_connection_state_t state = sub->conn->state();
+    if (!amqp_frames_enqueued(state) && !amqp_data_in_buffer(state)) {
+      pollfd fds[2] = {{sub->conn->fd(), POLLIN, 0}, {sub->wake.fd(), POLLIN, 0}};
+      int n = poll(fds, 2, static_cast<int>(kIdlePoll.count()));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        LoseConnection(sub);
+        continue;
+      }
+      if (fds[1].revents & POLLIN) sub->wake.Drain();
+      if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    }
+    amqp_maybe_release_buffers(state);
+    amqp_envelope_t envelope;
+    timeval tv = ToTimeval(milliseconds(100));
+    amqp_rpc_reply_t reply = amqp_consume_message(state, &envelope, &tv, 0);
+    if (reply.reply_type == AMQP_RESPONSE_NORMAL) {
+      Incoming in;
+      in.tag = envelope.delivery_tag;
+      in.body = FromBytes(envelope.message.body);
+      if (envelope.message.properties._flags & AMQP_BASIC_PRIORITY_FLAG) {
+        in.priority = envelope.message.properties.priority;
+      }
+      in.redelivered = envelope.redelivered != 0;
+      amqp_destroy_envelope(&envelope);
+      std::lock_guard lock(sub->mu);
+      if (!sub->closing) {
+        in.generation = sub->generation;
+        sub->outstanding.insert(in.tag);
+        sub->inbox.push_back(std::move(in));
+        sub->ready.notify_one();
+      }
+      continue;
+    }
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        reply.library_error == AMQP_STATUS_TIMEOUT) {
+      continue;
+    }
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        reply.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t frame;
+      timeval zero{};
+      if (amqp_simple_wait_frame_noblock(state, &frame, &zero) != AMQP_STATUS_OK) {
+        LoseConnection(sub);
+        continue;
+      }
+      if (frame.frame_type == AMQP_FRAME_METHOD) {
+        const amqp_method_t& method = frame.payload.method;
+        if (method.id == AMQP_CHANNEL_CLOSE_METHOD || method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+          (void)sub->conn->OnServerClose(method, frame.channel, "consuming");
+          LoseConnection(sub);
+        } else if (method.id == AMQP_BASIC_CANCEL_METHOD) {
+          LoseConnection(sub);  // queue deleted: declare and consume again
+        }
+      }
+      continue;
+    }
+    LoseConnection(sub);
+  }
+  if (sub->conn) {
+    // Send what was settled before Close, then close: RabbitMQ requeues the rest.
+    if (!FlushSettles(sub)) sub->conn->MarkBroken();
+    sub->conn.reset();
+  }
+}
+
+void Core::DispatchLoop(SubState* sub) {
+  std::unique_lock lock(sub->mu);
+  while (true) {
+    sub->ready.wait(lock, [&] { return sub->closing || !sub->inbox.empty(); });
+    if (sub->closing) break;
+    Incoming in = std::move(sub->inbox.front());
+    sub->inbox.pop_front();
+    lock.unlock();
+    sub->handler(
+        std::make_unique<RabbitMqDelivery>(sub->weak_from_this(), sub->queue, std::move(in)));
+    lock.lock();
+  }
+  const bool finish = sub->finish_on_exit;
+  lock.unlock();
+  if (finish) {
+    std::shared_ptr<SubState> self;
+    {
+      std::lock_guard core_lock(mu_);
+      auto it = subs_.find(sub->id);
+      if (it != subs_.end()) self = it->second;
+    }
+    if (self) FinishClose(self, /*to_graveyard=*/true);
+  }
+}
+
+void Core::FinishClose(const std::shared_ptr<SubState>& sub, bool to_graveyard) {
+  {
+    std::lock_guard lock(sub->mu);
+    sub->closed = true;
+  }
+  sub->io.request_stop();
+  sub->wake.Notify();
+  sub->io.join();
+  std::lock_guard lock(mu_);
+  subs_.erase(sub->id);
+  if (to_graveyard) graveyard_.push_back(sub);
+  closed_.notify_all();
+}
+
+void Core::CloseSubscription(std::uint64_t id) {
+  std::shared_ptr<SubState> sub;
+  {
+    std::lock_guard lock(mu_);
+    auto it = subs_.find(id);
+    if (it == subs_.end()) return;
+    sub = it->second;
+  }
+  bool own_thread = false;
+  {
+    std::lock_guard lock(sub->mu);
+    own_thread = sub->dispatcher_id == std::this_thread::get_id();
+    if (!sub->closing) {
+      sub->closing = true;
+      sub->inbox.clear();
+      sub->ready.notify_all();
+      if (own_thread) {
+        sub->finish_on_exit = true;
+        return;
+      }
+    } else {
+      own_thread = own_thread || sub->finish_on_exit;
+      sub.reset();  // someone else is closing it
+    }
+  }
+  if (!sub) {
+    if (!own_thread) {
+      std::unique_lock lock(mu_);
+      closed_.wait(lock, [&] { return !subs_.contains(id); });
+    }
+    return;
+  }
+  sub->dispatcher.join();
+  FinishClose(sub, /*to_graveyard=*/false);
+  ReapGraveyard();
+  // `sub`, and its handler with whatever it captured, is destroyed here, without locks.
+}
+
+void Core::ReapGraveyard() {
+  std::vector<std::shared_ptr<SubState>> dead;
+  {
+    std::lock_guard lock(mu_);
+    dead.swap(graveyard_);
+  }
+  // Destroying them joins dispatchers that are past their last use of anything.
+}
+
+void Core::Shutdown() {
+  std::vector<std::uint64_t> ids;
+  {
+    std::lock_guard lock(mu_);
+    shut_down_ = true;
+    for (const auto& [id, sub] : subs_) ids.push_back(id);
+  }
+  for (std::uint64_t id : ids) CloseSubscription(id);
+  std::vector<std::shared_ptr<SubState>> dead;
+  {
+    std::unique_lock lock(mu_);
+    closed_.wait(lock, [&] { return subs_.empty(); });
+    dead.swap(graveyard_);
+  }
+  dead.clear();
+  std::lock_guard lock(pub_mu_);
+  pub_.reset();
+}
+
+}  // namespace rabbitmq_internal
+
+// ---- RabbitMqBroker ---------------------------------------------------------------------
+
+Result<std::unique_ptr<RabbitMqBroker>> RabbitMqBroker::Connect(RabbitMqOptions options) {
+  auto address = rabbitmq_internal::ParseUrl(options.url);
+  if (!address.ok()) return address.status();
+  auto core = std::make_shared<rabbitmq_internal::Core>(std::move(address).value(),
+                                                        std::move(options));
+  BATON_RETURN_IF_ERROR(core->Health());
+  return std::unique_ptr<RabbitMqBroker>(new RabbitMqBroker(std::move(core)));
+}
+
+RabbitMqBroker::RabbitMqBroker(std::shared_ptr<rabbitmq_internal::Core> core)
+    : core_(std::move(core)) {}
+
+RabbitMqBroker::~RabbitMqBroker() { core_->Shutdown(); }
+
+Status RabbitMqBroker::Publish(std::string_view queue, std::string body, int priority) {
+  return core_->Publish(queue, std::move(body), priority);
+}
+
+Result<std::unique_ptr<Subscription>> RabbitMqBroker::Subscribe(std::string_view queue,
+                                                                int prefetch,
+                                                                DeliveryHandler handler) {
+  return core_->Subscribe(queue, prefetch, std::move(handler));
+}
+
+Result<std::vector<QueueInfo>> RabbitMqBroker::Queues() { return core_->Queues(); }
+
+Result<QueueInfo> RabbitMqBroker::Queue(std::string_view name) { return core_->Queue(name); }
+
+Status RabbitMqBroker::Health() { return core_->Health(); }
+
+}  // namespace baton

@@ -1,0 +1,89 @@
+// RabbitMqBroker: the Broker over RabbitMQ (AMQP 0-9-1, rabbitmq-c).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "broker/broker.h"
+
+namespace baton {
+
+namespace rabbitmq_internal {
+class Core;
+}  // namespace rabbitmq_internal
+
+struct RabbitMqOptions {
+  // amqp://user:password@host:port/vhost; an empty vhost ("amqp://host:port/") means "/".
+  std::string url;
+  // When set, queues are declared with `x-expires` so RabbitMQ deletes them after being
+  // unused this long (for tests). Every broker declaring a queue must agree on it.
+  std::optional<std::chrono::milliseconds> queue_expires;
+  // How long Publish waits for the broker's confirm.
+  std::chrono::milliseconds confirm_timeout = std::chrono::seconds(10);
+  // Publish retries (reconnecting) this many times after a connection failure.
+  int publish_retries = 3;
+};
+
+// Queues are durable classic queues declared with `x-max-priority: 9` (plus `x-expires`
+// when configured), messages are persistent (delivery_mode 2) with a per-message priority,
+// and Publish returns once the broker confirmed the message (publisher confirms).
+//
+// Connections and threads:
+// - Publishing, Queue(), Queues() and Health() share one "publisher" connection (channel 1
+//   in confirm mode for publishes, channel 2 for passive queue.declare), owned by no
+//   thread in particular: every use holds the publisher mutex. It is reopened on demand
+//   after a failure; Publish retries with exponential backoff.
+// - Each subscription has its own connection, owned by that subscription's I/O thread,
+//   which alone touches it: it receives deliveries (basic.qos prefetch = the
+//   subscription's prefetch, manual acks) and sends the acks/nacks that any thread queues
+//   for it (an eventfd wakes it). A second thread per subscription, the dispatcher, hands
+//   deliveries to the handler one at a time, so a slow handler never stalls the acks. When
+//   the connection breaks, the I/O thread reconnects with backoff and consumes again;
+//   deliveries from the broken connection can no longer be acked (FailedPrecondition:
+//   RabbitMQ requeued them).
+// - Close() stops the dispatcher (waiting for a running handler), then the I/O thread
+//   sends the acks queued so far and closes the connection, which makes RabbitMQ requeue
+//   what is still unacked.
+//
+// Queue statistics: `size` (messages ready) and `subscribers` (consumers) come from a
+// passive queue.declare. AMQP has no unacked count, so `unacked` counts only the unacked
+// deliveries of this broker object's own subscriptions; deliveries held by other processes
+// are not included. Queues() lists the queues this broker object published to or
+// subscribed to (not every queue on the server); Queue() answers for any existing queue.
+//
+// Heartbeats are off; a dead TCP peer is noticed when a read or write fails.
+//
+// Thread-safety: every method may be called from any thread, including from handlers,
+// except that a handler must not destroy the broker.
+class RabbitMqBroker : public Broker {
+ public:
+  // Connects the publisher connection; Unavailable when the broker cannot be reached,
+  // InvalidArgument for a malformed URL.
+  static Result<std::unique_ptr<RabbitMqBroker>> Connect(RabbitMqOptions options);
+
+  // Closes every subscription (waiting for running handlers) and the connections.
+  ~RabbitMqBroker() override;
+
+  RabbitMqBroker(const RabbitMqBroker&) = delete;
+  RabbitMqBroker& operator=(const RabbitMqBroker&) = delete;
+
+  Status Publish(std::string_view queue, std::string body, int priority = 0) override;
+  Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
+                                                  DeliveryHandler handler) override;
+  Result<std::vector<QueueInfo>> Queues() override;
+  Result<QueueInfo> Queue(std::string_view name) override;
+  // Ok when the publisher connection is open (reopening it if needed).
+  Status Health() override;
+
+ private:
+  explicit RabbitMqBroker(std::shared_ptr<rabbitmq_internal::Core> core);
+
+  std::shared_ptr<rabbitmq_internal::Core> core_;
+};
+
+}  // namespace baton

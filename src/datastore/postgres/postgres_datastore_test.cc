@@ -1,0 +1,361 @@
+// PostgresDatastore and PostgresLocker against a real PostgreSQL server, named by
+// BATON_TEST_POSTGRES_DSN (scripts/test-services/postgres.sh starts one). The run
+// creates a database of its own on that server and drops it at the end. Without the
+// variable every test is skipped; with it set but the server unreachable, they fail.
+#include "datastore/postgres/postgres_datastore.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "base/log.h"
+#include "conformance/datastore_conformance.h"
+#include "conformance/locker_conformance.h"
+#include "datastore/postgres/postgres_locker.h"
+#include "datastore/postgres/postgres_migrations.h"
+
+namespace baton {
+namespace {
+
+using testing::DatastoreConformanceTest;
+using testing::DatastoreFactory;
+using testing::DatastoreFactoryName;
+using conformance::LockerConformanceTest;
+using namespace testing::datastore_conformance;
+
+constexpr const char* kNotConfigured =
+    "PostgreSQL not configured: set BATON_TEST_POSTGRES_DSN (make test starts one)";
+
+// `dsn` (keywords or a URI) with its database replaced by `dbname`, as keyword=value.
+std::string WithDatabase(const std::string& dsn, const std::string& dbname) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &error);
+  if (options == nullptr) {
+    std::string message = error != nullptr ? error : "out of memory";
+    PQfreemem(error);
+    ADD_FAILURE() << "BATON_TEST_POSTGRES_DSN is not a connection string: " << message;
+    return dsn;
+  }
+  auto quote = [](std::string_view v) {
+    std::string out = "'";
+    for (char c : v) {
+      if (c == '\'' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "'";
+  };
+  std::string out;
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr || *o->val == '\0' || std::strcmp(o->keyword, "dbname") == 0) continue;
+    out += fmt::format("{}={} ", o->keyword, quote(o->val));
+  }
+  PQconninfoFree(options);
+  return out + "dbname=" + quote(dbname);
+}
+
+// Runs one statement on a fresh connection to `dsn`; an error message or "".
+std::string AdminExec(const std::string& dsn, const std::string& sql) {
+  PGconn* conn = PQconnectdb(dsn.c_str());
+  std::string error;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    error = PQerrorMessage(conn);
+  } else {
+    PGresult* res = PQexec(conn, sql.c_str());
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) error = PQresultErrorMessage(res);
+    PQclear(res);
+  }
+  PQfinish(conn);
+  return error;
+}
+
+// One database for the whole run: created in SetUp, dropped in TearDown.
+class PostgresServer : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    log::Configure(log::Level::kWarn, log::Format::kText);
+    const char* dsn = std::getenv("BATON_TEST_POSTGRES_DSN");
+    if (dsn == nullptr || *dsn == '\0') {
+      // Each test skips itself (see SkipUnlessConfigured), so that every one of them
+      // reports SKIPPED with this message.
+      std::fprintf(stderr, "%s\n", kNotConfigured);
+      return;
+    }
+    admin_dsn() = dsn;
+    std::string db = fmt::format("baton_test_{}_{}", ::getpid(), std::random_device{}() % 100000);
+    std::string error = AdminExec(admin_dsn(), "CREATE DATABASE " + db);
+    if (!error.empty()) {
+      // Not fatal here: the tests then run against the configured DSN and fail one by one
+      // (a fatal failure here would report them as skipped).
+      ADD_FAILURE() << "cannot create a test database with BATON_TEST_POSTGRES_DSN=\""
+                    << admin_dsn() << "\" (is the server running?): " << error;
+      test_dsn() = admin_dsn();
+      return;
+    }
+    database() = db;
+    test_dsn() = WithDatabase(admin_dsn(), db);
+  }
+  void TearDown() override {
+    if (database().empty()) return;
+    std::string error = AdminExec(admin_dsn(), "DROP DATABASE IF EXISTS " + database() +
+                                                   " WITH (FORCE)");
+    EXPECT_EQ(error, "") << "dropping " << database();
+    for (const std::string& extra : extra_databases()) {
+      (void)AdminExec(admin_dsn(), "DROP DATABASE IF EXISTS " + extra + " WITH (FORCE)");
+    }
+  }
+
+  static bool Configured() { return !test_dsn().empty(); }
+  static std::string& admin_dsn() {
+    static std::string dsn;
+    return dsn;
+  }
+  static std::string& test_dsn() {
+    static std::string dsn;
+    return dsn;
+  }
+  static std::string& database() {
+    static std::string name;
+    return name;
+  }
+  static std::vector<std::string>& extra_databases() {
+    static std::vector<std::string> names;
+    return names;
+  }
+
+  // Another empty database (dropped at the end), for tests of the schema itself.
+  static std::string FreshDatabaseDsn() {
+    static int next = 0;
+    std::string db = fmt::format("{}_x{}", database(), ++next);
+    std::string error = AdminExec(admin_dsn(), "CREATE DATABASE " + db);
+    EXPECT_EQ(error, "");
+    extra_databases().push_back(db);
+    return WithDatabase(admin_dsn(), db);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kServer =
+    ::testing::AddGlobalTestEnvironment(new PostgresServer);
+
+// Marks the running test skipped when no server is configured; true if it did. Called
+// from the suites' factories (in the fixture's SetUp), which then return a placeholder:
+// gtest does not run the body of a test skipped in SetUp.
+bool SkipUnlessConfigured() {
+  if (PostgresServer::Configured()) return false;
+  []() { GTEST_SKIP() << kNotConfigured; }();
+  return true;
+}
+
+#define BATON_SKIP_UNLESS_CONFIGURED() \
+  if (!PostgresServer::Configured()) GTEST_SKIP() << kNotConfigured
+
+// Stands in for the datastore of a skipped test; never called.
+class NoDatastore final : public Datastore {
+ public:
+  static Status Fail() { return Unavailable(kNotConfigured); }
+  Status CreateJob(const JobRecord&) override { return Fail(); }
+  Result<JobRecord> GetJob(std::string_view) override { return Fail(); }
+  Status UpdateJob(std::string_view, const std::function<Status(JobRecord&)>&) override {
+    return Fail();
+  }
+  Result<Page<JobRecord>> ListJobs(const JobQuery&) override { return Fail(); }
+  Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>&) override {
+    return Fail();
+  }
+  Status DeleteJob(std::string_view) override { return Fail(); }
+  Status CreateTask(const TaskRecord&) override { return Fail(); }
+  Status CreateTasks(const std::vector<TaskRecord>&) override { return Fail(); }
+  Result<TaskRecord> GetTask(std::string_view) override { return Fail(); }
+  Status UpdateTask(std::string_view, const std::function<Status(TaskRecord&)>&) override {
+    return Fail();
+  }
+  Result<std::vector<TaskRecord>> JobTasks(std::string_view) override { return Fail(); }
+  Result<std::vector<TaskRecord>> ChildTasks(std::string_view) override { return Fail(); }
+  Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>&) override {
+    return Fail();
+  }
+  Status CreateLogPart(const LogPart&) override { return Fail(); }
+  Result<Page<LogPart>> TaskLogParts(std::string_view, int, int) override { return Fail(); }
+  Result<Page<LogPart>> JobLogParts(std::string_view, int, int) override { return Fail(); }
+  Status UpsertNode(const NodeRecord&) override { return Fail(); }
+  Result<std::vector<NodeRecord>> ActiveNodes(TimePoint) override { return Fail(); }
+  Status Health() override { return Fail(); }
+};
+
+std::unique_ptr<PostgresDatastore> OpenStore(PostgresOptions options) {
+  auto store = PostgresDatastore::Open(std::move(options));
+  if (!store.ok()) {
+    ADD_FAILURE() << store.status().ToString();
+    return nullptr;
+  }
+  return std::move(*store);
+}
+
+std::unique_ptr<PostgresDatastore> OpenStore() {
+  return OpenStore(PostgresOptions{.dsn = PostgresServer::test_dsn()});
+}
+
+// The conformance suites' factory: a store on the test database, or (skipping the test)
+// a placeholder.
+std::unique_ptr<Datastore> MakeStore(PostgresOptions options) {
+  if (SkipUnlessConfigured()) return std::make_unique<NoDatastore>();
+  options.dsn = PostgresServer::test_dsn();
+  return OpenStore(std::move(options));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Postgres, DatastoreConformanceTest,
+    ::testing::Values(DatastoreFactory{"pooled", [] { return MakeStore({}); }, nullptr},
+                      DatastoreFactory{"reopened", [] { return MakeStore({}); },
+                                       [](std::unique_ptr<Datastore> store) {
+                                         store.reset();  // closes every connection
+                                         return MakeStore({});
+                                       }},
+                      DatastoreFactory{"one_connection",
+                                       [] { return MakeStore({.dsn = "", .pool_size = 1}); }, nullptr}),
+    DatastoreFactoryName);
+
+std::string LockerFactoryName(const ::testing::TestParamInfo<conformance::LockerFactory>& param) {
+  return param.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Postgres, LockerConformanceTest,
+                         ::testing::Values(conformance::LockerFactory{
+                             "two_lockers",
+                             []() -> std::pair<std::shared_ptr<Locker>,
+                                               std::shared_ptr<Locker>> {
+                               if (SkipUnlessConfigured()) {
+                                 std::shared_ptr<Locker> none = NewInProcessLocker();
+                                 return {none, none};
+                               }
+                               return std::make_pair(
+                                   std::shared_ptr<Locker>(std::make_shared<PostgresLocker>(
+                                       PostgresServer::test_dsn())),
+                                   std::shared_ptr<Locker>(std::make_shared<PostgresLocker>(
+                                       PostgresServer::test_dsn())));
+                             }}),
+                         LockerFactoryName);
+
+// ---- Beyond the conformance suite ---------------------------------------------------
+
+TEST(PostgresDatastoreTest, MigrationsAreNumberedWithoutGaps) {
+  int want = 1;
+  for (const PostgresMigration& m : PostgresMigrations()) {
+    EXPECT_EQ(m.version, want++);
+    EXPECT_FALSE(m.name.empty());
+    EXPECT_FALSE(m.sql.empty());
+  }
+  EXPECT_EQ(LatestPostgresSchemaVersion(), want - 1);
+}
+
+TEST(PostgresDatastoreTest, MigrateIsIdempotent) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  std::string dsn = PostgresServer::FreshDatabaseDsn();
+  auto store = OpenStore(PostgresOptions{.dsn = dsn, .auto_migrate = false});
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), 0);
+  ASSERT_TRUE(IsOk(store->Migrate()));
+  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+  ASSERT_TRUE(IsOk(store->Migrate()));
+  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+  store.reset();
+  store = OpenStore(PostgresOptions{.dsn = dsn});
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+}
+
+TEST(PostgresDatastoreTest, ConcurrentMigratorsTakeTurns) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  std::string dsn = PostgresServer::FreshDatabaseDsn();
+  std::vector<Status> results(4);
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      threads.emplace_back([&, i] {
+        auto store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn});
+        results[i] = store.ok() ? Status::Ok() : store.status();
+      });
+    }
+  }
+  for (const Status& s : results) EXPECT_TRUE(IsOk(s));
+  auto store = OpenStore(PostgresOptions{.dsn = dsn});
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+}
+
+TEST(PostgresDatastoreTest, ANewerSchemaIsRefused) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  std::string dsn = PostgresServer::FreshDatabaseDsn();
+  ASSERT_NE(OpenStore(PostgresOptions{.dsn = dsn}), nullptr);
+  ASSERT_EQ(AdminExec(dsn, fmt::format("INSERT INTO schema_migrations (version, name, applied_at) "
+                                       "VALUES ({}, 'from the future', 0)",
+                                       LatestPostgresSchemaVersion() + 1)),
+            "");
+  auto store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn});
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn, .auto_migrate = false});
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(PostgresDatastoreTest, AnUnreachableServerIsUnavailable) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  auto store = PostgresDatastore::Open(
+      PostgresOptions{.dsn = "host=127.0.0.1 port=1 user=postgres dbname=x connect_timeout=2"});
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable) << store.status().ToString();
+  PostgresLocker locker("host=127.0.0.1 port=1 user=postgres dbname=x connect_timeout=2");
+  EXPECT_EQ(locker.TryAcquire("x").status().code(), StatusCode::kUnavailable);
+}
+
+TEST(PostgresDatastoreTest, ATaskOfAnUnknownJobFailsPrecondition) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  TaskRecord orphan = NewTask(NewId(), 1, At(0));
+  EXPECT_EQ(store->CreateTask(orphan).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->CreateTasks({orphan, NewTask(NewId(), 2, At(0))}).code(),
+            StatusCode::kFailedPrecondition);
+  LogPart part = NewLogPart(orphan, 1, At(0));
+  EXPECT_EQ(store->CreateLogPart(part).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(PostgresDatastoreTest, AModifierThatThrowsIsAnError) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  JobRecord job = NewJob(SimpleJob("throws"), At(0));
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  Status s = store->UpdateJob(job.id, [](JobRecord&) -> Status {
+    throw std::runtime_error("boom");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_EQ(*store->GetJob(job.id), job);
+  EXPECT_TRUE(IsOk(store->Health()));  // the connection went back to the pool usable
+}
+
+TEST(PostgresDatastoreTest, StoredTextSurvivesQuotesAndBackslashes) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  JobRecord job = NewJob(SimpleJob("q"), At(0));
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  std::vector<TaskRecord> tasks;
+  for (int i = 0; i < 3; ++i) {
+    TaskRecord t = NewTask(job.id, i, At(i));
+    t.error = "a \"quoted\" \\ back{slash}, comma\nNULL";
+    t.result = i == 0 ? "" : "NULL";
+    t.progress = 0.1 * i;
+    t.scheduled_at = i == 1 ? std::optional<TimePoint>(At(7)) : std::nullopt;
+    tasks.push_back(t);
+  }
+  ASSERT_TRUE(IsOk(store->CreateTasks(tasks)));
+  EXPECT_EQ(*store->JobTasks(job.id), tasks);
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,101 @@
+#include "datastore/postgres/postgres_migrations.h"
+
+#include <array>
+
+namespace baton {
+namespace {
+
+// Mirrors the SQLite schema (sqlite_migrations.cc). Times are BIGINT milliseconds since
+// the Unix epoch (UTC): exact, and ordering by them is ordering by time. Definitions and
+// contexts are JSON text exactly as written (job_json.h's shape; TEXT, not JSONB, so a
+// stored definition reads back byte for byte); tags are JSONB for `tags ? 'x'` searches.
+// Ids sort bytewise (COLLATE "C") whatever the database's locale.
+constexpr std::string_view kInitialSchema = R"sql(
+CREATE TABLE jobs (
+  id           TEXT COLLATE "C" PRIMARY KEY,
+  parent_id    TEXT COLLATE "C" NOT NULL DEFAULT '',
+  state        TEXT NOT NULL,
+  name         TEXT NOT NULL,
+  description  TEXT NOT NULL,
+  tags         JSONB NOT NULL DEFAULT '[]',
+  created_at   BIGINT NOT NULL,
+  started_at   BIGINT,
+  completed_at BIGINT,
+  failed_at    BIGINT,
+  delete_at    BIGINT,
+  definition   TEXT NOT NULL,
+  position     INTEGER NOT NULL,
+  task_count   INTEGER NOT NULL,
+  progress     DOUBLE PRECISION NOT NULL,
+  result       TEXT NOT NULL,
+  error        TEXT NOT NULL,
+  context      TEXT NOT NULL
+);
+CREATE INDEX jobs_created_at ON jobs (created_at, id);
+CREATE INDEX jobs_state ON jobs (state, created_at, id);
+CREATE INDEX jobs_delete_at ON jobs (delete_at) WHERE delete_at IS NOT NULL;
+CREATE INDEX jobs_tags ON jobs USING GIN (tags);
+
+CREATE TABLE tasks (
+  id           TEXT COLLATE "C" PRIMARY KEY,
+  job_id       TEXT COLLATE "C" NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  parent_id    TEXT COLLATE "C" NOT NULL DEFAULT '',
+  position     INTEGER NOT NULL,
+  state        TEXT NOT NULL,
+  created_at   BIGINT NOT NULL,
+  scheduled_at BIGINT,
+  started_at   BIGINT,
+  completed_at BIGINT,
+  failed_at    BIGINT,
+  definition   TEXT NOT NULL,
+  error        TEXT NOT NULL,
+  result       TEXT NOT NULL,
+  node_id      TEXT NOT NULL,
+  progress     DOUBLE PRECISION NOT NULL,
+  redelivered  INTEGER NOT NULL,
+  each_size    INTEGER NOT NULL,
+  each_index   INTEGER NOT NULL,
+  completions  INTEGER NOT NULL,
+  subjob_id    TEXT NOT NULL
+);
+CREATE INDEX tasks_job ON tasks (job_id, position, created_at, id);
+CREATE INDEX tasks_parent ON tasks (parent_id, created_at, id) WHERE parent_id <> '';
+CREATE INDEX tasks_state ON tasks (state, created_at, id);
+
+CREATE TABLE log_parts (
+  id         TEXT COLLATE "C" PRIMARY KEY,
+  task_id    TEXT COLLATE "C" NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+  job_id     TEXT COLLATE "C" NOT NULL,
+  number     INTEGER NOT NULL,
+  contents   TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX log_parts_task ON log_parts (task_id, number);
+CREATE INDEX log_parts_job ON log_parts (job_id, created_at, number, id);
+
+CREATE TABLE nodes (
+  id                TEXT COLLATE "C" PRIMARY KEY,
+  name              TEXT NOT NULL,
+  hostname          TEXT NOT NULL,
+  version           TEXT NOT NULL,
+  queue             TEXT NOT NULL,
+  started_at        BIGINT NOT NULL,
+  last_heartbeat_at BIGINT NOT NULL,
+  cpu_percent       DOUBLE PRECISION NOT NULL,
+  task_count        INTEGER NOT NULL,
+  status            TEXT NOT NULL
+);
+CREATE INDEX nodes_heartbeat ON nodes (last_heartbeat_at, id);
+)sql";
+
+constexpr std::array<PostgresMigration, 1> kMigrations = {{
+    {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
+}};
+
+}  // namespace
+
+std::span<const PostgresMigration> PostgresMigrations() { return kMigrations; }
+
+int LatestPostgresSchemaVersion() { return kMigrations.back().version; }
+
+}  // namespace baton
