@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   add_server_flags(run);
   run->add_option("--address", flags.address,
                   "HOST:PORT the API listens on (default localhost:8000)");
+  std::vector<std::string> queue_flags;
+  run->add_option("--queue", queue_flags,
+                  "NAME:CONCURRENCY a worker consumes (repeatable; default default:<cores>)");
 
   auto* migrate = app.add_subcommand("migrate", "Create or upgrade the datastore schema");
   add_server_flags(migrate);
@@ -105,7 +108,10 @@ int main(int argc, char** argv) {
     return baton::cli::kExitOk;
   }
   if (validate->parsed()) return baton::cli::Validate(files, std::cout, std::cerr);
-  if (run->parsed()) return baton::cli::RunServer(role, flags);
+  if (run->parsed()) {
+    for (const std::string& q : queue_flags) flags.queues += (flags.queues.empty() ? "" : ",") + q;
+    return baton::cli::RunServer(role, flags);
+  }
   if (migrate->parsed()) return baton::cli::Migrate(flags);
 
   using std::cerr, std::cout;

@@ -40,29 +40,32 @@ int RunServer(const std::string& role, const ServerFlags& flags) {
     std::cerr << "baton: " << config.status().message() << '\n';
     return kExitUsage;
   }
-  if (role != "standalone") {
-    std::cerr << fmt::format(
-        "baton run {}: distributed mode (RabbitMQ + PostgreSQL) is not built yet in this "
-        "version; use `baton run standalone`\n",
-        role);
-    return kExitFailure;
+  if (!flags.queues.empty()) {
+    auto queues = ParseQueues(flags.queues);
+    if (!queues.ok()) {
+      std::cerr << "baton: --queue: " << queues.status().message() << '\n';
+      return kExitUsage;
+    }
+    config->worker_queues = *queues;
   }
-  auto engine = Engine::Standalone(*config);
+  auto engine = role == "standalone" ? Engine::Standalone(*config) : Engine::Distributed(*config, role);
   if (!engine.ok()) {
     std::cerr << "baton: " << engine.status().message() << '\n';
     return engine.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailure;
   }
-  Status api = (*engine)->ServeApi(config->coordinator_address, Version());
-  if (!api.ok()) {
-    std::cerr << "baton: " << api.message() << '\n';
-    return kExitUsage;
+  if (role != "worker") {
+    Status api = (*engine)->ServeApi(config->coordinator_address, Version());
+    if (!api.ok()) {
+      std::cerr << "baton: " << api.message() << '\n';
+      return kExitUsage;
+    }
   }
   Status started = (*engine)->Start();
   if (!started.ok()) {
     std::cerr << "baton: starting failed: " << started.message() << '\n';
     return kExitFailure;
   }
-  log::Info("baton standalone is running; unfinished jobs in the data directory continue",
+  log::Info(fmt::format("baton {} is running", role),
             {{"data_dir", config->data_dir}, {"node", (*engine)->node_id()}});
   int signal = 0;
   sigwait(&stop_signals, &signal);

@@ -9,6 +9,7 @@ struct ServerFlags {
   std::string config_file;
   std::string address;   // empty: from configuration
   std::string data_dir;  // empty: from configuration
+  std::string queues;    // "name:concurrency,..." from repeated --queue; empty: configuration
 };
 
 // Runs the role until SIGINT or SIGTERM, then stops gracefully. Returns an exit code.

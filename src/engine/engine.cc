@@ -7,6 +7,8 @@
 
 #include "base/log.h"
 #include "broker/inmemory/inmemory_broker.h"
+#include "broker/rabbitmq/rabbitmq_broker.h"
+#include "datastore/postgres/postgres_datastore.h"
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "runtime/shell/shell_runtime.h"
 
@@ -47,9 +49,56 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
                                   std::make_unique<SystemClock>(), NewThreadTimers(), worker);
 }
 
+Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const std::string& role) {
+  if (config.broker_type != "rabbitmq") {
+    return FailedPrecondition(fmt::format(
+        "broker.type: `baton run {}` needs broker.type = \"rabbitmq\" (set broker.rabbitmq.url)",
+        role));
+  }
+  RabbitMqOptions rabbit;
+  rabbit.url = config.rabbitmq_url;
+  auto broker = RabbitMqBroker::Connect(rabbit);
+  if (!broker.ok()) return broker.status();
+  WorkerOptions worker;
+  worker.name = role;
+  if (role == "worker") {
+    worker.queues = config.worker_queues;
+    if (worker.queues.empty()) {
+      worker.queues = {{"default", static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))}};
+    }
+    ShellRuntimeOptions shell;
+    shell.base_dir = config.data_dir + "/tasks";
+    return std::make_unique<Engine>(nullptr, std::move(*broker), std::make_unique<ShellRuntime>(shell),
+                                    std::make_unique<SystemClock>(), NewThreadTimers(), worker);
+  }
+  if (config.datastore_type != "postgres") {
+    return FailedPrecondition(
+        "datastore.type: `baton run coordinator` needs datastore.type = \"postgres\" (set "
+        "datastore.postgres.dsn)");
+  }
+  PostgresOptions pg;
+  pg.dsn = config.postgres_dsn;
+  auto datastore = PostgresDatastore::Open(pg);
+  if (!datastore.ok()) return datastore.status();
+  CoordinatorOptions coordinator;
+  // RabbitMQ keeps published messages: re-publishing SCHEDULED tasks would run them twice.
+  coordinator.scheduler.republish_scheduled_on_reconcile = false;
+  auto engine = std::make_unique<Engine>(std::move(*datastore), std::move(*broker), nullptr,
+                                         std::make_unique<SystemClock>(), NewThreadTimers(),
+                                         worker, coordinator);
+  engine->trust_live_nodes_ = true;
+  return engine;
+}
+
 Result<int> Engine::Migrate(const Config& config) {
-  if (config.datastore_type != "sqlite") {
-    return FailedPrecondition("datastore.type: only sqlite is available in this version");
+  if (config.datastore_type == "postgres") {
+    PostgresOptions pg;
+    pg.dsn = config.postgres_dsn;
+    pg.auto_migrate = false;
+    auto datastore = PostgresDatastore::Open(pg);
+    if (!datastore.ok()) return datastore.status();
+    BATON_RETURN_IF_ERROR((*datastore)->Migrate());
+    return (*datastore)->SchemaVersion();
   }
   SqliteOptions sqlite;
   sqlite.path = config.sqlite_path.empty() ? config.data_dir + "/baton.db" : config.sqlite_path;
@@ -62,19 +111,26 @@ Result<int> Engine::Migrate(const Config& config) {
 
 Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> broker,
                std::unique_ptr<Runtime> runtime, std::unique_ptr<Clock> clock,
-               std::unique_ptr<Timers> timers, WorkerOptions worker_options)
+               std::unique_ptr<Timers> timers, WorkerOptions worker_options,
+               CoordinatorOptions coordinator_options)
     : datastore_(std::move(datastore)),
       broker_(std::move(broker)),
       runtime_(std::move(runtime)),
       clock_(std::move(clock)),
       timers_(std::move(timers)) {
-  worker_ = std::make_unique<Worker>(*broker_, *runtime_, *clock_, std::move(worker_options));
-  coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, *clock_, *timers_);
+  if (runtime_) {
+    worker_ = std::make_unique<Worker>(*broker_, *runtime_, *clock_, std::move(worker_options));
+  }
+  if (datastore_) {
+    coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, *clock_, *timers_,
+                                                 coordinator_options);
+  }
 }
 
 Engine::~Engine() { Stop(std::chrono::milliseconds(0)); }
 
 Status Engine::ServeApi(const std::string& address, const std::string& version) {
+  if (!coordinator_) return FailedPrecondition("only a coordinator serves the API");
   auto parsed = api::ParseAddress(address);
   if (!parsed.ok()) return parsed.status();
   api::ApiOptions options;
@@ -87,24 +143,37 @@ Status Engine::ServeApi(const std::string& address, const std::string& version) 
 }
 
 Status Engine::Start() {
-  BATON_RETURN_IF_ERROR(worker_->Start());
-  // Only this process's worker is alive: RUNNING tasks of any other node (an earlier
-  // run of this process) are re-run as new attempts.
-  BATON_RETURN_IF_ERROR(coordinator_->Start({worker_->node_id()}));
+  if (worker_) BATON_RETURN_IF_ERROR(worker_->Start());
+  if (coordinator_) {
+    std::set<std::string> live;
+    if (worker_) live.insert(worker_->node_id());
+    if (trust_live_nodes_) {
+      // Workers that heartbeat within the lease keep their tasks; the lease check
+      // re-queues the rest later.
+      auto nodes = datastore_->ActiveNodes(clock_->Now() - std::chrono::seconds(30));
+      if (!nodes.ok()) return nodes.status();
+      for (const NodeRecord& node : *nodes) live.insert(node.id);
+    }
+    // Standalone: only this process's worker is alive, so RUNNING tasks of any other node
+    // (an earlier run of this process) are re-run as new attempts.
+    BATON_RETURN_IF_ERROR(coordinator_->Start(live));
+  }
   if (server_) BATON_RETURN_IF_ERROR(server_->Start());
   started_ = true;
   return Status::Ok();
 }
 
 void Engine::Stop(std::chrono::milliseconds grace) {
-  if (!worker_) return;
   if (server_) server_->Stop();
-  worker_->Stop(grace);
-  coordinator_->Stop();
+  if (worker_) worker_->Stop(grace);
+  if (coordinator_) coordinator_->Stop();
   started_ = false;
 }
 
-Result<JobRecord> Engine::Submit(const Job& job) { return coordinator_->Submit(job); }
+Result<JobRecord> Engine::Submit(const Job& job) {
+  if (!coordinator_) return FailedPrecondition("a worker does not take jobs");
+  return coordinator_->Submit(job);
+}
 
 Result<JobRecord> Engine::Wait(const std::string& job_id, std::chrono::milliseconds timeout) {
   return coordinator_->Wait(job_id, timeout);

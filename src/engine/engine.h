@@ -28,13 +28,20 @@ class Engine {
   // data directory, the shell runtime.
   static Result<std::unique_ptr<Engine>> Standalone(const Config& config);
 
+  // Builds a distributed role from configuration (RabbitMQ broker; PostgreSQL datastore):
+  // "coordinator" (scheduler, reconciler, leases and the API; no worker) or "worker"
+  // (runs tasks; no datastore).
+  static Result<std::unique_ptr<Engine>> Distributed(const Config& config, const std::string& role);
+
   // Creates or upgrades the configured datastore's schema; returns the schema version.
   static Result<int> Migrate(const Config& config);
 
-  // Composes an engine from given parts (tests).
+  // Composes an engine from given parts (tests). Without a runtime there is no worker;
+  // without a datastore there is no coordinator.
   Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> broker,
          std::unique_ptr<Runtime> runtime, std::unique_ptr<Clock> clock,
-         std::unique_ptr<Timers> timers, WorkerOptions worker_options);
+         std::unique_ptr<Timers> timers, WorkerOptions worker_options,
+         CoordinatorOptions coordinator_options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -55,7 +62,8 @@ class Engine {
 
   Datastore& datastore() { return *datastore_; }
   Broker& broker() { return *broker_; }
-  const std::string& node_id() const { return worker_->node_id(); }
+  // The worker's node id; empty without a worker.
+  std::string node_id() const { return worker_ ? worker_->node_id() : std::string(); }
   // The port the API listens on, once started (0 without an API).
   int api_port() const { return server_ ? server_->port() : 0; }
 
@@ -69,6 +77,9 @@ class Engine {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<api::Api> api_;
   std::unique_ptr<api::Server> server_;
+  // Nodes whose RUNNING tasks stay theirs at start: standalone, its own worker; a
+  // coordinator, the workers that heartbeat within the lease.
+  bool trust_live_nodes_ = false;
   bool started_ = false;
 };
 

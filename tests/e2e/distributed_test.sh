@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Distributed mode end to end: one `baton run coordinator` and two `baton run worker`
+# processes over the RabbitMQ and PostgreSQL that make test starts
+# (BATON_TEST_RABBITMQ_URL, BATON_TEST_POSTGRES_DSN), driven over HTTP only.
+# Usage: distributed_test.sh BATON SOURCE_DIR
+set -uo pipefail
+baton=$1
+src=$2
+examples=$src/examples
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+if [[ -z ${BATON_TEST_RABBITMQ_URL:-} || -z ${BATON_TEST_POSTGRES_DSN:-} ]]; then
+  echo "SKIPPED: RabbitMQ/PostgreSQL not configured (make test starts them)"
+  exit 0
+fi
+
+work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-dist.XXXXXX")
+pids=()
+stop_all() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do
+    local deadline=$((SECONDS + 40))
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+  done
+  if ((failures)); then tail -n 30 "$work_dir"/*.log; fi
+  rm -rf "$work_dir"
+}
+trap stop_all EXIT
+trap "exit 143" TERM INT HUP
+
+# Each run gets its own database, so jobs of earlier runs do not interfere.
+db=baton_dist_$$_$RANDOM
+psql_dsn=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=postgres}
+psql "$psql_dsn" -qc "CREATE DATABASE $db" || { echo "FAIL: cannot create database $db"; exit 1; }
+export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$BATON_TEST_RABBITMQ_URL
+export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
+
+port=$(free_port)
+url=http://127.0.0.1:$port
+"$baton" run coordinator --address "127.0.0.1:$port" --data-dir "$work_dir/c" >"$work_dir/coordinator.log" 2>&1 &
+pids+=($!)
+for w in 1 2; do
+  "$baton" run worker --queue default:2 --data-dir "$work_dir/w$w" >"$work_dir/worker$w.log" 2>&1 &
+  pids+=($!)
+done
+deadline=$((SECONDS + 60))
+until curl -sf "$url/health" >/dev/null 2>&1; do
+  ((SECONDS > deadline)) && { echo "FAIL: the coordinator did not answer"; cat "$work_dir"/*.log; exit 1; }
+  sleep 0.1
+done
+deadline=$((SECONDS + 30))
+until [[ $(curl -s "$url/nodes" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 2 ]]; do
+  ((SECONDS > deadline)) && { fail "two workers did not register"; break; }
+  sleep 0.2
+done
+pass "coordinator and two workers are up"
+
+id=$(submit "$examples/hello.yaml") && wait_done "$id"
+expect "hello: state" "$(js "$body" 'j["state"]')" COMPLETED
+expect "hello: result" "$(js "$body" 'j["result"]')" "hello world"
+
+id=$(submit "$examples/parallel.yaml") && wait_done "$id"
+expect "parallel: state" "$(js "$body" 'j["state"]')" COMPLETED
+expect "parallel: executions" "$(js "$body" 'len(j["execution"])')" 9
+expect "parallel: both workers ran tasks" \
+  "$(js "$body" 'len({t.get("nodeId") for t in j["execution"] if t.get("nodeId")})')" 2
+
+id=$(submit "$examples/each-results.yaml") && wait_done "$id"
+expect "each: state" "$(js "$body" 'j["state"]')" COMPLETED
+expect "each: eachTask0" "$(js "$body" 'j["context"]["tasks"]["eachTask0"]')" 1
+
+id=$(submit "$examples/subjob.yaml") && wait_done "$id"
+expect "subjob: state" "$(js "$body" 'j["state"]')" COMPLETED
+
+id=$(submit "$examples/retry.yaml") && wait_done "$id"
+expect "retry: state" "$(js "$body" 'j["state"]')" FAILED
+expect "retry: attempts" "$(js "$body" 'len(j["execution"])')" 3
+
+finish distributed
