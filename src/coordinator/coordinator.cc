@@ -72,7 +72,37 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
     auto m = DecodeNodeRecord(body);
     if (m.ok()) (void)datastore_.UpsertNode(*m);
   }));
-  return scheduler_.Reconcile(live_nodes);
+  BATON_RETURN_IF_ERROR(scheduler_.Reconcile(live_nodes));
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = false;
+  }
+  ScheduleLeaseCheck();
+  return Status::Ok();
+}
+
+void Coordinator::ScheduleLeaseCheck() {
+  std::lock_guard lock(mu_);
+  if (stopped_) return;
+  lease_timer_ = timers_.Schedule(clock_.Now() + options_.lease_check_interval, [this] {
+    {
+      std::lock_guard inner(mu_);
+      if (stopped_) return;
+      lease_check_running_ = true;
+    }
+    auto requeued = scheduler_.ExpireLeases(options_.lease);
+    if (!requeued.ok()) {
+      log::Warn("checking task leases failed", {{"error", requeued.status().message()}});
+    } else if (*requeued > 0) {
+      log::Warn("re-queued the tasks of silent nodes", {{"tasks", std::to_string(*requeued)}});
+    }
+    {
+      std::lock_guard inner(mu_);
+      lease_check_running_ = false;
+    }
+    lease_cv_.notify_all();
+    ScheduleLeaseCheck();
+  });
 }
 
 std::vector<std::string> Coordinator::SecretsOf(const std::string& job_id) {
@@ -90,6 +120,14 @@ std::vector<std::string> Coordinator::SecretsOf(const std::string& job_id) {
 }
 
 void Coordinator::Stop() {
+  {
+    std::unique_lock lock(mu_);
+    stopped_ = true;
+    if (lease_timer_) timers_.Cancel(*lease_timer_);
+    lease_timer_.reset();
+    // A check already under way uses this object: wait for it to end.
+    lease_cv_.wait(lock, [&] { return !lease_check_running_; });
+  }
   for (auto& sub : subscriptions_) sub->Close();
   subscriptions_.clear();
 }

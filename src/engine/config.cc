@@ -6,12 +6,15 @@
 #include <filesystem>
 #include <toml++/toml.h>
 
+#include "core/duration.h"
+
 namespace baton {
 namespace {
 
 // Every key, as its dotted path.
 constexpr const char* kKeys[] = {
-    "coordinator.address", "data_dir",           "worker.queues",
+    "coordinator.address", "coordinator.lease",  "worker.heartbeat",
+    "data_dir",            "worker.queues",
     "broker.type",         "broker.rabbitmq.url", "datastore.type",
     "datastore.sqlite.path", "datastore.postgres.dsn", "runtime.type",
     "runtime.docker.host", "logging.level",      "logging.format"};
@@ -31,8 +34,21 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
     return InvalidArgument(fmt::format("{}: \"{}\" is not one of {}", key, value, list));
   };
+  auto duration = [&](std::chrono::milliseconds& out) -> Status {
+    auto d = ParseDuration(value);
+    if (!d.ok()) return InvalidArgument(fmt::format("{}: {}", key, d.status().message()));
+    if (*d <= std::chrono::milliseconds::zero()) {
+      return InvalidArgument(fmt::format("{}: must be more than 0", key));
+    }
+    out = *d;
+    return Status::Ok();
+  };
   if (key == "coordinator.address") {
     config.coordinator_address = value;
+  } else if (key == "coordinator.lease") {
+    BATON_RETURN_IF_ERROR(duration(config.coordinator_lease));
+  } else if (key == "worker.heartbeat") {
+    BATON_RETURN_IF_ERROR(duration(config.worker_heartbeat));
   } else if (key == "data_dir") {
     config.data_dir = value;
   } else if (key == "worker.queues") {

@@ -4,6 +4,7 @@
 // configs/sample.toml documents every key.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -16,6 +17,9 @@ namespace baton {
 
 struct Config {
   std::string coordinator_address = "localhost:8000";
+  // A RUNNING task's worker must heartbeat within this, or the task is re-queued.
+  std::chrono::milliseconds coordinator_lease = std::chrono::seconds(30);
+  std::chrono::milliseconds worker_heartbeat = std::chrono::seconds(5);
   std::string data_dir = ".baton";
   std::map<std::string, int> worker_queues;  // empty: {default = <cores>}
   std::string broker_type = "inmemory";

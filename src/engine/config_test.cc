@@ -89,6 +89,17 @@ TEST_F(ConfigTest, UnknownKeysAndBadValuesNameTheKey) {
             "BATON_LOGGING_LEVEL: logging.level: \"loud\" is not one of debug, info, warn, error");
 }
 
+TEST_F(ConfigTest, LeaseAndHeartbeatAreDurations) {
+  env_["BATON_COORDINATOR_LEASE"] = "3s";
+  env_["BATON_WORKER_HEARTBEAT"] = "500ms";
+  auto config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->coordinator_lease, std::chrono::seconds(3));
+  EXPECT_EQ(config->worker_heartbeat, std::chrono::milliseconds(500));
+  env_["BATON_COORDINATOR_LEASE"] = "soon";
+  EXPECT_FALSE(LoadConfig("", Env()).ok());
+}
+
 TEST_F(ConfigTest, TomlSyntaxErrorsHaveAPosition) {
   std::string path = Write("[coordinator\naddress = 1\n");
   auto config = LoadConfig(path, Env());

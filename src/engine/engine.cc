@@ -40,6 +40,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   shell.base_dir = config.data_dir + "/tasks";
   WorkerOptions worker;
   worker.name = "standalone";
+  worker.heartbeat_interval = config.worker_heartbeat;
   worker.queues = config.worker_queues;
   if (worker.queues.empty()) {
     worker.queues = {{"default", static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))}};
@@ -61,6 +62,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   if (!broker.ok()) return broker.status();
   WorkerOptions worker;
   worker.name = role;
+  worker.heartbeat_interval = config.worker_heartbeat;
   if (role == "worker") {
     worker.queues = config.worker_queues;
     if (worker.queues.empty()) {
@@ -81,6 +83,8 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   auto datastore = PostgresDatastore::Open(pg);
   if (!datastore.ok()) return datastore.status();
   CoordinatorOptions coordinator;
+  coordinator.lease = config.coordinator_lease;
+  coordinator.lease_check_interval = std::min(config.coordinator_lease / 2, coordinator.lease_check_interval);
   // RabbitMQ keeps published messages: re-publishing SCHEDULED tasks would run them twice.
   coordinator.scheduler.republish_scheduled_on_reconcile = false;
   auto engine = std::make_unique<Engine>(std::move(*datastore), std::move(*broker), nullptr,
@@ -121,6 +125,7 @@ Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> bro
   if (runtime_) {
     worker_ = std::make_unique<Worker>(*broker_, *runtime_, *clock_, std::move(worker_options));
   }
+  lease_ = coordinator_options.lease;
   if (datastore_) {
     coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, *clock_, *timers_,
                                                  coordinator_options);
@@ -150,7 +155,7 @@ Status Engine::Start() {
     if (trust_live_nodes_) {
       // Workers that heartbeat within the lease keep their tasks; the lease check
       // re-queues the rest later.
-      auto nodes = datastore_->ActiveNodes(clock_->Now() - std::chrono::seconds(30));
+      auto nodes = datastore_->ActiveNodes(clock_->Now() - lease_);
       if (!nodes.ok()) return nodes.status();
       for (const NodeRecord& node : *nodes) live.insert(node.id);
     }

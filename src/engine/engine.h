@@ -80,6 +80,7 @@ class Engine {
   // Nodes whose RUNNING tasks stay theirs at start: standalone, its own worker; a
   // coordinator, the workers that heartbeat within the lease.
   bool trust_live_nodes_ = false;
+  std::chrono::milliseconds lease_{std::chrono::seconds(30)};
   bool started_ = false;
 };
 

@@ -17,6 +17,7 @@ fi
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-dist.XXXXXX")
 pids=()
+worker_pids=()
 stop_all() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   for pid in "${pids[@]}"; do
@@ -35,6 +36,8 @@ db=baton_dist_$$_$RANDOM
 psql_dsn=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=postgres}
 psql "$psql_dsn" -qc "CREATE DATABASE $db" || { echo "FAIL: cannot create database $db"; exit 1; }
 export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$BATON_TEST_RABBITMQ_URL
+# Short leases, so the fault cases below take seconds.
+export BATON_COORDINATOR_LEASE=3s BATON_WORKER_HEARTBEAT=500ms
 export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
 
 port=$(free_port)
@@ -44,6 +47,7 @@ pids+=($!)
 for w in 1 2; do
   "$baton" run worker --queue default:2 --data-dir "$work_dir/w$w" >"$work_dir/worker$w.log" 2>&1 &
   pids+=($!)
+  worker_pids+=($!)
 done
 deadline=$((SECONDS + 60))
 until curl -sf "$url/health" >/dev/null 2>&1; do
@@ -77,5 +81,37 @@ expect "subjob: state" "$(js "$body" 'j["state"]')" COMPLETED
 id=$(submit "$examples/retry.yaml") && wait_done "$id"
 expect "retry: state" "$(js "$body" 'j["state"]')" FAILED
 expect "retry: attempts" "$(js "$body" 'len(j["execution"])')" 3
+
+# Fault: kill -9 the worker running a long task; after the lease the task re-runs on the
+# other worker and the job completes with its result recorded once.
+post_yaml <<'JOB'
+name: survive a worker
+output: "{{ tasks.slow }}"
+tasks:
+  - name: slow
+    var: slow
+    run: sleep 3; echo -n done > $TORK_OUTPUT
+JOB
+id=$(js "$body" 'j["id"]')
+victim=""
+deadline=$((SECONDS + 20))
+while [[ -z $victim ]] && ((SECONDS < deadline)); do
+  for w in 1 2; do
+    if [[ -n $(ls -A "$work_dir/w$w/tasks" 2>/dev/null) ]]; then victim=$w; fi
+  done
+  sleep 0.05
+done
+if [[ -z $victim ]]; then
+  fail "worker kill: no worker started the task"
+else
+  kill -KILL "${worker_pids[$((victim - 1))]}"
+  pass "worker kill: killed worker $victim while it ran the task"
+  wait_done "$id" 60
+  expect "worker kill: state" "$(js "$body" 'j["state"]')" COMPLETED
+  expect "worker kill: result" "$(js "$body" 'j["result"]')" done
+  expect "worker kill: attempts" "$(js "$body" '[t["state"] for t in j["execution"]]')" '["FAILED", "COMPLETED"]'
+  expect_match "worker kill: the lost attempt says why" \
+    "$(js "$body" 'j["execution"][0].get("error", "")')" "stopped heartbeating"
+fi
 
 finish distributed
