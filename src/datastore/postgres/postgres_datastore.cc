@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "core/job_decode.h"
 #include "core/job_json.h"
+#include "datastore/adapter_util.h"
 #include "datastore/postgres/postgres_migrations.h"
 
 namespace baton {
@@ -222,7 +223,12 @@ using postgres_internal::Statement;
 
 namespace {
 
-constexpr int kMaxPageSize = 100;
+using datastore_util::CallModifier;
+using datastore_util::ClampPage;
+using datastore_util::MakePage;
+using datastore_util::NoThrow;
+using datastore_util::PageSpec;
+
 
 // ---- SQL ----------------------------------------------------------------------------
 
@@ -569,54 +575,6 @@ Result<std::int64_t> FirstInt(const Rows& rows) {
 }
 
 // ---- Helpers ------------------------------------------------------------------------
-
-template <typename Record>
-Status CallModifier(const std::function<Status(Record&)>& modify, Record& record) {
-  try {
-    return modify(record);
-  } catch (const std::exception& e) {
-    return Internal(fmt::format("update modifier threw: {}", e.what()));
-  } catch (...) {
-    return Internal("update modifier threw");
-  }
-}
-
-// Runs `body` (returning Status or Result<T>), turning any exception into kInternal.
-template <typename F>
-auto NoThrow(F&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return Internal(fmt::format("datastore: {}", e.what()));
-  } catch (...) {
-    return Internal("datastore: unknown exception");
-  }
-}
-
-struct PageSpec {
-  int number;
-  int size;
-  std::int64_t offset;
-};
-
-PageSpec ClampPage(int page, int size) {
-  PageSpec spec;
-  spec.number = std::max(page, 1);
-  spec.size = std::clamp(size, 1, kMaxPageSize);
-  spec.offset = static_cast<std::int64_t>(spec.number - 1) * spec.size;
-  return spec;
-}
-
-template <typename T>
-Page<T> MakePage(const PageSpec& spec, std::int64_t total, std::vector<T> items) {
-  Page<T> page;
-  page.items = std::move(items);
-  page.number = spec.number;
-  page.size = spec.size;
-  page.total_items = total;
-  page.total_pages = static_cast<int>((total + spec.size - 1) / spec.size);
-  return page;
-}
 
 // A text[] literal of state names, bound to `state = ANY ($1::text[])`.
 template <typename State>

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "core/job_decode.h"
 #include "core/job_json.h"
+#include "datastore/adapter_util.h"
 #include "datastore/sqlite/sqlite_migrations.h"
 
 namespace baton {
@@ -230,8 +231,13 @@ using sqlite_internal::Stmt;
 
 namespace {
 
+using datastore_util::CallModifier;
+using datastore_util::ClampPage;
+using datastore_util::MakePage;
+using datastore_util::NoThrow;
+using datastore_util::PageSpec;
+
 constexpr int kMaxIdleReaders = 8;
-constexpr int kMaxPageSize = 100;
 
 // ---- SQL ----------------------------------------------------------------------------
 
@@ -531,54 +537,6 @@ Result<std::int64_t> CountRows(Stmt& s) {
 }
 
 // ---- Helpers ------------------------------------------------------------------------
-
-template <typename Record>
-Status CallModifier(const std::function<Status(Record&)>& modify, Record& record) {
-  try {
-    return modify(record);
-  } catch (const std::exception& e) {
-    return Internal(fmt::format("update modifier threw: {}", e.what()));
-  } catch (...) {
-    return Internal("update modifier threw");
-  }
-}
-
-// Runs `body` (returning Status or Result<T>), turning any exception into kInternal.
-template <typename F>
-auto NoThrow(F&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return Internal(fmt::format("datastore: {}", e.what()));
-  } catch (...) {
-    return Internal("datastore: unknown exception");
-  }
-}
-
-struct PageSpec {
-  int number;
-  int size;
-  std::int64_t offset;
-};
-
-PageSpec ClampPage(int page, int size) {
-  PageSpec spec;
-  spec.number = std::max(page, 1);
-  spec.size = std::clamp(size, 1, kMaxPageSize);
-  spec.offset = static_cast<std::int64_t>(spec.number - 1) * spec.size;
-  return spec;
-}
-
-template <typename T>
-Page<T> MakePage(const PageSpec& spec, std::int64_t total, std::vector<T> items) {
-  Page<T> page;
-  page.items = std::move(items);
-  page.number = spec.number;
-  page.size = spec.size;
-  page.total_items = total;
-  page.total_pages = static_cast<int>((total + spec.size - 1) / spec.size);
-  return page;
-}
 
 // A JSON array of state names, bound to `IN (SELECT value FROM json_each(?))`.
 template <typename State>

@@ -1,0 +1,71 @@
+// Helpers every datastore adapter needs: paging arithmetic, and keeping exceptions (from
+// a modifier, or from JSON handling) from crossing the Datastore interface.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "core/records.h"
+
+namespace baton::datastore_util {
+
+inline constexpr int kMaxPageSize = 100;
+
+// Calls an Update* modifier; an exception it throws becomes kInternal.
+template <typename Record>
+Status CallModifier(const std::function<Status(Record&)>& modify, Record& record) {
+  try {
+    return modify(record);
+  } catch (const std::exception& e) {
+    return Internal(fmt::format("update modifier threw: {}", e.what()));
+  } catch (...) {
+    return Internal("update modifier threw");
+  }
+}
+
+// Runs `body` (returning Status or Result<T>), turning any exception into kInternal.
+template <typename F>
+auto NoThrow(F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Internal(fmt::format("datastore: {}", e.what()));
+  } catch (...) {
+    return Internal("datastore: unknown exception");
+  }
+}
+
+struct PageSpec {
+  int number;
+  int size;
+  std::int64_t offset;
+};
+
+// Page numbers from 1, sizes 1..kMaxPageSize.
+inline PageSpec ClampPage(int page, int size) {
+  PageSpec spec;
+  spec.number = std::max(page, 1);
+  spec.size = std::clamp(size, 1, kMaxPageSize);
+  spec.offset = static_cast<std::int64_t>(spec.number - 1) * spec.size;
+  return spec;
+}
+
+template <typename T>
+Page<T> MakePage(const PageSpec& spec, std::int64_t total, std::vector<T> items) {
+  Page<T> page;
+  page.items = std::move(items);
+  page.number = spec.number;
+  page.size = spec.size;
+  page.total_items = total;
+  page.total_pages = static_cast<int>((total + spec.size - 1) / spec.size);
+  return page;
+}
+
+}  // namespace baton::datastore_util
