@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -66,6 +68,39 @@ Page<T> MakePage(const PageSpec& spec, std::int64_t total, std::vector<T> items)
   page.total_items = total;
   page.total_pages = static_cast<int>((total + spec.size - 1) / spec.size);
   return page;
+}
+
+// Job search (JobQuery::q): the words of a query, split on blanks.
+inline std::vector<std::string_view> SplitWords(std::string_view text) {
+  std::vector<std::string_view> words;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
+    std::size_t start = i;
+    while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\n') ++i;
+    if (i > start) words.push_back(text.substr(start, i - start));
+  }
+  return words;
+}
+
+// `word` as a LIKE pattern matching it anywhere, with LIKE's wildcards escaped.
+inline std::string ContainsPattern(std::string_view word) {
+  std::string pattern = "%";
+  for (char c : word) {
+    if (c == '%' || c == '_' || c == '\\') pattern += '\\';
+    pattern += c;
+  }
+  pattern += '%';
+  return pattern;
+}
+
+// For matching a word against a state name, whatever its case.
+inline std::string AsciiUpper(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return out;
 }
 
 }  // namespace baton::datastore_util

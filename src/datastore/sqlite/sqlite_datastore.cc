@@ -236,6 +236,9 @@ using datastore_util::ClampPage;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;
 using datastore_util::PageSpec;
+using datastore_util::AsciiUpper;
+using datastore_util::ContainsPattern;
+using datastore_util::SplitWords;
 
 constexpr int kMaxIdleReaders = 8;
 
@@ -544,37 +547,6 @@ std::string StatesJson(const std::vector<State>& states) {
   json names = json::array();
   for (State state : states) names.push_back(std::string(ToString(state)));
   return names.dump();
-}
-
-// `word` as a LIKE pattern matching it anywhere, with LIKE's wildcards escaped.
-std::string ContainsPattern(std::string_view word) {
-  std::string pattern = "%";
-  for (char c : word) {
-    if (c == '%' || c == '_' || c == '\\') pattern += '\\';
-    pattern += c;
-  }
-  pattern += '%';
-  return pattern;
-}
-
-std::string AsciiUpper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return out;
-}
-
-std::vector<std::string_view> SplitWords(std::string_view text) {
-  std::vector<std::string_view> words;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
-    std::size_t start = i;
-    while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\n') ++i;
-    if (i > start) words.push_back(text.substr(start, i - start));
-  }
-  return words;
 }
 
 Status InsertTask(Connection& c, const TaskRecord& task, std::string_view definition) {
