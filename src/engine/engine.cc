@@ -13,6 +13,19 @@
 #include "runtime/shell/shell_runtime.h"
 
 namespace baton {
+namespace {
+
+std::string SqlitePath(const Config& config) {
+  return config.sqlite_path.empty() ? config.data_dir + "/baton.db" : config.sqlite_path;
+}
+
+// The configured queues, or the default queue with one slot per core.
+std::map<std::string, int> WorkerQueues(const Config& config) {
+  if (!config.worker_queues.empty()) return config.worker_queues;
+  return {{"default", static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))}};
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   if (config.broker_type != "inmemory") {
@@ -32,7 +45,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
         fmt::format("cannot create the data directory {}: {}", config.data_dir, ec.message()));
   }
   SqliteOptions sqlite;
-  sqlite.path = config.sqlite_path.empty() ? config.data_dir + "/baton.db" : config.sqlite_path;
+  sqlite.path = SqlitePath(config);
   auto datastore = SqliteDatastore::Open(sqlite);
   if (!datastore.ok()) return datastore.status();
 
@@ -41,10 +54,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   WorkerOptions worker;
   worker.name = "standalone";
   worker.heartbeat_interval = config.worker_heartbeat;
-  worker.queues = config.worker_queues;
-  if (worker.queues.empty()) {
-    worker.queues = {{"default", static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))}};
-  }
+  worker.queues = WorkerQueues(config);
   return std::make_unique<Engine>(std::move(*datastore), std::make_unique<InMemoryBroker>(),
                                   std::make_unique<ShellRuntime>(shell),
                                   std::make_unique<SystemClock>(), NewThreadTimers(), worker);
@@ -64,10 +74,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   worker.name = role;
   worker.heartbeat_interval = config.worker_heartbeat;
   if (role == "worker") {
-    worker.queues = config.worker_queues;
-    if (worker.queues.empty()) {
-      worker.queues = {{"default", static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))}};
-    }
+    worker.queues = WorkerQueues(config);
     ShellRuntimeOptions shell;
     shell.base_dir = config.data_dir + "/tasks";
     return std::make_unique<Engine>(nullptr, std::move(*broker), std::make_unique<ShellRuntime>(shell),
@@ -105,7 +112,7 @@ Result<int> Engine::Migrate(const Config& config) {
     return (*datastore)->SchemaVersion();
   }
   SqliteOptions sqlite;
-  sqlite.path = config.sqlite_path.empty() ? config.data_dir + "/baton.db" : config.sqlite_path;
+  sqlite.path = SqlitePath(config);
   sqlite.auto_migrate = false;
   auto datastore = SqliteDatastore::Open(sqlite);
   if (!datastore.ok()) return datastore.status();
