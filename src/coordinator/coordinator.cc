@@ -1,5 +1,7 @@
 #include "coordinator/coordinator.h"
 
+#include <thread>
+
 #include "base/log.h"
 #include "core/messages.h"
 #include "core/names.h"
@@ -34,11 +36,22 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
 Coordinator::~Coordinator() { Stop(); }
 
 Status Coordinator::Start(const std::set<std::string>& live_nodes) {
+  started_at_ = clock_.Now();
+  if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
+  // A handler returns an error that may pass (datastore or lock unreachable) to have the
+  // event delivered again, after a pause so a long outage does not spin.
   auto subscribe = [&](std::string_view queue, auto handle) -> Status {
     auto sub = broker_.Subscribe(queue, options_.prefetch,
                                  [handle](std::unique_ptr<Delivery> d) {
-                                   handle(d->body());
-                                   (void)d->Ack();
+                                   Status s = handle(d->body());
+                                   if (s.ok()) {
+                                     (void)d->Ack();
+                                     return;
+                                   }
+                                   log::Warn("handling an event failed; it will be delivered again",
+                                             {{"queue", d->queue()}, {"error", s.message()}});
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                                   (void)d->Nack(true);
                                  });
     if (!sub.ok()) return sub.status();
     subscriptions_.push_back(std::move(*sub));
@@ -46,31 +59,35 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   };
   auto on_finished = [this](const std::string& body) {
     auto m = DecodeTaskFinished(body);
-    if (m.ok()) scheduler_.OnFinished(*m);
-    else log::Warn("dropping a bad outcome message", {{"error", m.status().message()}});
+    if (m.ok()) return scheduler_.OnFinished(*m);
+    log::Warn("dropping a bad outcome message", {{"error", m.status().message()}});
+    return Status::Ok();
   };
   BATON_RETURN_IF_ERROR(subscribe(kQueueStarted, [this](const std::string& body) {
     auto m = DecodeTaskStarted(body);
-    if (m.ok()) scheduler_.OnStarted(*m);
+    return m.ok() ? scheduler_.OnStarted(*m) : Status::Ok();
   }));
   BATON_RETURN_IF_ERROR(subscribe(kQueueCompleted, on_finished));
   BATON_RETURN_IF_ERROR(subscribe(kQueueFailed, on_finished));
   BATON_RETURN_IF_ERROR(subscribe(kQueueProgress, [this](const std::string& body) {
     auto m = DecodeTaskProgress(body);
-    if (m.ok()) scheduler_.OnProgress(*m);
+    return m.ok() ? scheduler_.OnProgress(*m) : Status::Ok();
   }));
   BATON_RETURN_IF_ERROR(subscribe(kQueueLogs, [this](const std::string& body) {
     auto m = DecodeLogPart(body);
-    if (!m.ok()) return;
+    if (!m.ok()) return Status::Ok();
     m->contents = RedactText(m->contents, SecretsOf(m->job_id));
     Status s = datastore_.CreateLogPart(*m);
+    if (s.code() == StatusCode::kUnavailable) return s;
     if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
       log::Warn("storing a log part failed", {{"task_id", m->task_id}, {"error", s.message()}});
     }
+    return Status::Ok();
   }));
   BATON_RETURN_IF_ERROR(subscribe(kQueueHeartbeat, [this](const std::string& body) {
     auto m = DecodeNodeRecord(body);
     if (m.ok()) (void)datastore_.UpsertNode(*m);
+    return Status::Ok();
   }));
   BATON_RETURN_IF_ERROR(scheduler_.Reconcile(live_nodes));
   {
@@ -79,6 +96,58 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   }
   ScheduleLeaseCheck();
   return Status::Ok();
+}
+
+void Coordinator::Heartbeat(NodeStatus status) {
+  NodeRecord node;
+  node.id = options_.node_id;
+  node.name = "coordinator";
+  node.hostname = options_.hostname;
+  node.version = options_.version;
+  node.started_at = started_at_;
+  node.last_heartbeat_at = clock_.Now();
+  node.status = status;
+  Status s = datastore_.UpsertNode(node);
+  if (!s.ok()) log::Warn("recording the coordinator's heartbeat failed", {{"error", s.message()}});
+}
+
+bool Coordinator::TakeOverSilentCoordinators() {
+  TimePoint now = clock_.Now();
+  auto nodes = datastore_.ActiveNodes(TimePoint{});
+  if (!nodes.ok()) return false;
+  bool silent = false;
+  std::set<std::string> known;
+  for (NodeRecord& node : *nodes) {
+    known.insert(node.id);
+    if (node.name != "coordinator" || node.id == options_.node_id || node.status != NodeStatus::kUp ||
+        now - node.last_heartbeat_at <= options_.lease) {
+      continue;
+    }
+    log::Warn("a coordinator stopped heartbeating; finishing the steps it may have left",
+              {{"node", node.id}});
+    node.status = NodeStatus::kDown;
+    (void)datastore_.UpsertNode(node);
+    silent = true;
+  }
+  if (!silent) return false;
+  // RUNNING tasks stay with their nodes: the lease checks decide about those.
+  Status s = scheduler_.Reconcile(known);
+  if (!s.ok()) log::Warn("taking over from a silent coordinator failed", {{"error", s.message()}});
+  return true;
+}
+
+void Coordinator::CheckLeases() {
+  if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
+  // Nodes whose heartbeats waited in the broker while no coordinator ran are heard
+  // within a lease of the start: only then are leases judged.
+  if (clock_.Now() - started_at_ < options_.lease) return;
+  auto requeued = scheduler_.ExpireLeases(options_.lease);
+  if (!requeued.ok()) {
+    log::Warn("checking task leases failed", {{"error", requeued.status().message()}});
+  } else if (*requeued > 0) {
+    log::Warn("re-queued the tasks of silent nodes", {{"tasks", std::to_string(*requeued)}});
+  }
+  if (!options_.node_id.empty()) TakeOverSilentCoordinators();
 }
 
 void Coordinator::ScheduleLeaseCheck() {
@@ -90,12 +159,7 @@ void Coordinator::ScheduleLeaseCheck() {
       if (stopped_) return;
       lease_check_running_ = true;
     }
-    auto requeued = scheduler_.ExpireLeases(options_.lease);
-    if (!requeued.ok()) {
-      log::Warn("checking task leases failed", {{"error", requeued.status().message()}});
-    } else if (*requeued > 0) {
-      log::Warn("re-queued the tasks of silent nodes", {{"tasks", std::to_string(*requeued)}});
-    }
+    CheckLeases();
     {
       std::lock_guard inner(mu_);
       lease_check_running_ = false;
@@ -128,8 +192,11 @@ void Coordinator::Stop() {
     // A check already under way uses this object: wait for it to end.
     lease_cv_.wait(lock, [&] { return !lease_check_running_; });
   }
+  bool was_running = !subscriptions_.empty();
   for (auto& sub : subscriptions_) sub->Close();
   subscriptions_.clear();
+  // Stopped cleanly, with no step half done: nothing for the others to take over.
+  if (was_running && !options_.node_id.empty()) Heartbeat(NodeStatus::kOffline);
 }
 
 Result<JobRecord> Coordinator::Submit(const Job& job) { return scheduler_.Submit(job); }
@@ -148,9 +215,12 @@ Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::mill
     lock.lock();
     if (!job.ok()) return job.status();
     if (IsTerminal(job->state)) return job;
-    if (!finished_cv_.wait_until(lock, deadline, [&] { return finished_count_ != seen; })) {
+    if (std::chrono::steady_clock::now() >= deadline) {
       return DeadlineExceeded("job " + job_id + " is still " + std::string(ToString(job->state)));
     }
+    // Another coordinator may finish it: look again at least every 200 ms.
+    auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    finished_cv_.wait_until(lock, until, [&] { return finished_count_ != seen; });
   }
 }
 

@@ -28,8 +28,15 @@ struct CoordinatorOptions {
   int prefetch = 64;  // events handled per queue before acking
   // A RUNNING task's node must heartbeat within this time, or the task is re-queued.
   std::chrono::milliseconds lease = std::chrono::seconds(30);
-  // How often leases are checked.
+  // How often leases are checked (and, with `node_id`, the coordinator heartbeats).
   std::chrono::milliseconds lease_check_interval = std::chrono::seconds(5);
+  // Several coordinators: with an id, this coordinator records itself as a node named
+  // "coordinator" and heartbeats, and when another coordinator stops heartbeating for a
+  // lease, takes over the steps it may have left half done (a reconcile, job by job under
+  // the job locks). Empty for a single coordinator.
+  std::string node_id;
+  std::string hostname;
+  std::string version;
 };
 
 class Coordinator {
@@ -41,7 +48,9 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   // Subscribes to the engine queues, then reconciles: `live_nodes` are the nodes whose
-  // RUNNING tasks are still theirs (for standalone: only its own worker).
+  // RUNNING tasks are still theirs (for standalone: only its own worker). Leases are
+  // checked from one lease after the start on, so that nodes whose heartbeats queued up
+  // while no coordinator ran are heard first.
   Status Start(const std::set<std::string>& live_nodes);
   void Stop();
 
@@ -55,6 +64,10 @@ class Coordinator {
 
  private:
   void ScheduleLeaseCheck();
+  void CheckLeases();
+  void Heartbeat(NodeStatus status);
+  // Reconciles after another coordinator went silent; true when one did.
+  bool TakeOverSilentCoordinators();
 
   Datastore& datastore_;
   Broker& broker_;
@@ -75,6 +88,7 @@ class Coordinator {
   bool lease_check_running_ = false;  // guarded by mu_
   std::condition_variable lease_cv_;
   std::optional<TimerId> lease_timer_;  // guarded by mu_
+  TimePoint started_at_{};
 };
 
 }  // namespace baton

@@ -120,6 +120,49 @@ void Scheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> lis
   listener_ = std::move(listener);
 }
 
+Result<std::unique_ptr<Lock>> Scheduler::LockJob(const std::string& job_id) {
+  if (options_.job_locker == nullptr) return std::unique_ptr<Lock>();
+  auto root = RootOf(job_id);
+  if (!root.ok()) return root.status();
+  return options_.job_locker->Acquire("baton.job:" + *root, options_.lock_timeout);
+}
+
+Result<std::string> Scheduler::RootOf(const std::string& job_id) {
+  // A job's top-level ancestor never changes, so it is cached.
+  std::string id = job_id;
+  std::string root;
+  for (int depth = 0; root.empty(); ++depth) {
+    if (depth > 100) return Internal("job " + job_id + ": its sub-jobs nest too deeply");
+    {
+      std::lock_guard lock(roots_mu_);
+      if (auto it = roots_.find(id); it != roots_.end()) {
+        root = it->second;
+        break;
+      }
+    }
+    auto job = datastore_.GetJob(id);
+    if (!job.ok()) return job.status();
+    if (job->parent_id.empty()) {
+      root = id;
+      break;
+    }
+    auto parent = datastore_.GetTask(job->parent_id);
+    if (!parent.ok()) return parent.status();
+    id = parent->job_id;
+  }
+  std::lock_guard lock(roots_mu_);
+  if (roots_.size() >= 100000) roots_.clear();  // bounded; refilled on demand
+  roots_[job_id] = root;
+  return root;
+}
+
+Result<std::string> Scheduler::JobOfTask(const std::string& task_id, const std::string& known) {
+  if (!known.empty() || options_.job_locker == nullptr) return known;
+  auto task = datastore_.GetTask(task_id);
+  if (!task.ok()) return task.status();
+  return task->job_id;
+}
+
 void Scheduler::Notify(const std::string& job_id) {
   auto job = datastore_.GetJob(job_id);
   if (job.ok()) finished_.push_back(std::move(*job));
@@ -141,10 +184,17 @@ void Scheduler::FlushNotifications() {
 // ---------------------------------------------------------------------------- jobs
 
 Result<JobRecord> Scheduler::Submit(const Job& job) {
+  std::string id = NewId();
+  {
+    std::lock_guard lock(roots_mu_);
+    roots_[id] = id;
+  }
+  auto guard = LockJob(id);
+  if (!guard.ok()) return guard.status();
   Result<JobRecord> record = InvalidArgument("");
   {
     std::lock_guard lock(mu_);
-    record = CreateJob(job, "");
+    record = CreateJob(job, "", id);
     if (!record.ok()) return record;
     Status started = StartJob(record->id);
     if (!started.ok()) log::Error("starting a job failed", {{"job_id", record->id}, {"error", started.message()}});
@@ -153,9 +203,10 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
   return record;
 }
 
-Result<JobRecord> Scheduler::CreateJob(const Job& job, const std::string& parent_task_id) {
+Result<JobRecord> Scheduler::CreateJob(const Job& job, const std::string& parent_task_id,
+                                       std::string id) {
   JobRecord record;
-  record.id = NewId();
+  record.id = id.empty() ? NewId() : std::move(id);
   record.parent_id = parent_task_id;
   record.state = JobState::kPending;
   record.created_at = clock_.Now();
@@ -186,17 +237,29 @@ Status Scheduler::StartJob(const std::string& job_id) {
 }
 
 void Scheduler::ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint from) {
-  job_timers_[job_id] = timers_.Schedule(from + timeout, [this, job_id, timeout] {
-    {
-      std::lock_guard lock(mu_);
-      job_timers_.erase(job_id);
-      Status s = FailJob(job_id, "job timed out after " + FormatDuration(timeout), JobState::kFailed);
-      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
-        log::Error("failing a timed-out job failed", {{"job_id", job_id}, {"error", s.message()}});
-      }
+  job_timers_[job_id] =
+      timers_.Schedule(from + timeout, [this, job_id, timeout] { JobTimedOut(job_id, timeout); });
+}
+
+void Scheduler::JobTimedOut(const std::string& job_id, Duration timeout) {
+  auto guard = LockJob(job_id);
+  {
+    std::lock_guard lock(mu_);
+    if (!guard.ok()) {
+      if (guard.status().code() == StatusCode::kNotFound) return;
+      log::Warn("a job timed out but its lock cannot be taken; trying again in a second",
+                {{"job_id", job_id}, {"error", guard.status().message()}});
+      job_timers_[job_id] = timers_.Schedule(clock_.Now() + std::chrono::seconds(1),
+                                             [this, job_id, timeout] { JobTimedOut(job_id, timeout); });
+      return;
     }
-    FlushNotifications();
-  });
+    job_timers_.erase(job_id);
+    Status s = FailJob(job_id, "job timed out after " + FormatDuration(timeout), JobState::kFailed);
+    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
+      log::Error("failing a timed-out job failed", {{"job_id", job_id}, {"error", s.message()}});
+    }
+  }
+  FlushNotifications();
 }
 
 Scheduler::Vars Scheduler::VarsFor(const JobRecord& job, const Vars& extra) const {
@@ -295,6 +358,8 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
 }
 
 Status Scheduler::Cancel(const std::string& job_id) {
+  auto guard = LockJob(job_id);
+  if (!guard.ok()) return guard.status();
   Status s;
   {
     std::lock_guard lock(mu_);
@@ -305,6 +370,8 @@ Status Scheduler::Cancel(const std::string& job_id) {
 }
 
 Status Scheduler::Restart(const std::string& job_id) {
+  auto guard = LockJob(job_id);
+  if (!guard.ok()) return guard.status();
   Status s;
   {
     std::lock_guard lock(mu_);
@@ -460,6 +527,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     if (!failures.empty()) return fail_now(fmt::format("each: {}", failures.front()));
     BATON_RETURN_IF_ERROR(datastore_.CreateTasks(children));
     auto& waiting = waiting_children_[task.id];
+    waiting.clear();
     int skipped = 0;
     for (const TaskRecord& child : children) {
       if (child.state == TaskState::kCreated) {
@@ -469,7 +537,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       }
     }
     for (int i = 0; i < skipped; ++i) BATON_RETURN_IF_ERROR(ChildDone(task.id));
-    return StartEachChildren(job, task, extra);
+    return StartEachChildren(task);
   }
   if (def.subjob) {
     Job child;
@@ -504,63 +572,131 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
 }
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {
+  TimePoint now = clock_.Now();
+  std::string queue = task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue;
+  int priority = task.task.priority.value_or(0);
+  auto refused = [&](const Status& s) {
+    log::Warn("the broker refused a task; publishing it again later",
+              {{"task_id", task.id}, {"error", s.message()}});
+    RepublishLater(task.id, task.job_id);
+    return Status::Ok();
+  };
+  if (options_.durable_broker) {
+    // SCHEDULED means "in the broker": the row is marked only once the broker confirmed
+    // the message, so a crash in between leaves it PENDING and reconciling publishes it.
+    task.state = TaskState::kPending;
+    if (create) BATON_RETURN_IF_ERROR(datastore_.CreateTask(task));
+    Status published = broker_.Publish(queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace), priority);
+    if (!published.ok()) return refused(published);
+    task.state = TaskState::kScheduled;
+    task.scheduled_at = now;
+    return datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
+      if (row.state != TaskState::kPending) return Status::Ok();  // already started
+      row.state = TaskState::kScheduled;
+      row.scheduled_at = now;
+      return Status::Ok();
+    });
+  }
   task.state = TaskState::kScheduled;
-  task.scheduled_at = clock_.Now();
+  task.scheduled_at = now;
   if (create) {
     BATON_RETURN_IF_ERROR(datastore_.CreateTask(task));
   } else {
-    TimePoint at = *task.scheduled_at;
     BATON_RETURN_IF_ERROR(datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
       row.state = TaskState::kScheduled;
-      row.scheduled_at = at;
+      row.scheduled_at = now;
       return Status::Ok();
     }));
   }
-  std::string queue = task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue;
-  return broker_.Publish(queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace),
-                         task.task.priority.value_or(0));
+  Status published = broker_.Publish(queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace), priority);
+  if (published.ok()) return Status::Ok();
+  BATON_RETURN_IF_ERROR(datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
+    if (row.state == TaskState::kScheduled) row.state = TaskState::kPending;
+    return Status::Ok();
+  }));
+  return refused(published);
 }
 
-Status Scheduler::StartEachChildren(const JobRecord& /*job*/, TaskRecord& parent,
-                                    const Vars& /*extra*/) {
+void Scheduler::RepublishLater(const std::string& task_id, const std::string& job_id) {
+  timers_.Schedule(clock_.Now() + options_.republish_delay,
+                   [this, task_id, job_id] { PublishPending(task_id, job_id); });
+}
+
+void Scheduler::PublishPending(const std::string& task_id, const std::string& job_id) {
+  auto guard = LockJob(job_id);
+  std::lock_guard lock(mu_);
+  if (!guard.ok()) {
+    if (guard.status().code() != StatusCode::kNotFound) RepublishLater(task_id, job_id);
+    return;
+  }
+  auto task = datastore_.GetTask(task_id);
+  if (!task.ok() || task->state != TaskState::kPending) return;  // cancelled or published
+  Status s = PublishTask(*task, false);
+  if (!s.ok()) log::Error("publishing a task failed", {{"task_id", task_id}, {"error", s.message()}});
+}
+
+std::deque<std::string>& Scheduler::WaitingChildren(const std::string& parent_id) {
+  if (auto it = waiting_children_.find(parent_id); it != waiting_children_.end()) return it->second;
+  if (waiting_children_.size() >= 10000) waiting_children_.clear();  // a cache: refilled on demand
+  auto& queue = waiting_children_[parent_id];
+  auto children = datastore_.ChildTasks(parent_id);
+  if (!children.ok()) return queue;
+  std::vector<const TaskRecord*> created;
+  for (const TaskRecord& child : *children) {
+    if (child.state == TaskState::kCreated) created.push_back(&child);
+  }
+  std::sort(created.begin(), created.end(), [](const TaskRecord* a, const TaskRecord* b) {
+    return a->each_index < b->each_index;
+  });
+  for (const TaskRecord* child : created) queue.push_back(child->id);
+  return queue;
+}
+
+Status Scheduler::StartEachChildren(const TaskRecord& parent) {
   int limit = parent.task.each->concurrency > 0 ? parent.task.each->concurrency
                                                  : std::numeric_limits<int>::max();
-  auto children = waiting_children_.find(parent.id);
-  int started = 0;
-  while (children != waiting_children_.end() && !children->second.empty() && started < limit) {
-    BATON_RETURN_IF_ERROR(StartNextEachChild(parent.id));
-    ++started;
-    children = waiting_children_.find(parent.id);
+  for (int started = 0; started < limit; ++started) {
+    auto next = StartNextEachChild(parent.id);
+    if (!next.ok()) return next.status();
+    if (!*next) break;
   }
   return Status::Ok();
 }
 
-Status Scheduler::StartNextEachChild(const std::string& parent_id) {
-  auto it = waiting_children_.find(parent_id);
-  if (it == waiting_children_.end() || it->second.empty()) return Status::Ok();
-  std::string child_id = it->second.front();
-  it->second.pop_front();
-  if (it->second.empty()) waiting_children_.erase(it);
-  BATON_RETURN_IF_ERROR(datastore_.UpdateTask(parent_id, [](TaskRecord& p) {
-    ++p.each_index;
-    return Status::Ok();
-  }));
-  auto child = datastore_.GetTask(child_id);
-  if (!child.ok()) return child.status();
-  if (child->state != TaskState::kCreated) return Status::Ok();
-  auto job = datastore_.GetJob(child->job_id);
-  if (!job.ok()) return job.status();
-  child->state = TaskState::kPending;
-  return Dispatch(*job, std::move(*child), json::object(), /*evaluated=*/true, /*create=*/false);
+Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
+  std::deque<std::string>& waiting = WaitingChildren(parent_id);
+  while (!waiting.empty()) {
+    std::string child_id = waiting.front();
+    waiting.pop_front();
+    auto child = datastore_.GetTask(child_id);
+    if (!child.ok()) return child.status();
+    // Started by another coordinator (or cancelled) since this list was made.
+    if (child->state != TaskState::kCreated) continue;
+    BATON_RETURN_IF_ERROR(datastore_.UpdateTask(parent_id, [](TaskRecord& p) {
+      ++p.each_index;
+      return Status::Ok();
+    }));
+    auto job = datastore_.GetJob(child->job_id);
+    if (!job.ok()) return job.status();
+    child->state = TaskState::kPending;
+    BATON_RETURN_IF_ERROR(
+        Dispatch(*job, std::move(*child), json::object(), /*evaluated=*/true, /*create=*/false));
+    return true;
+  }
+  return false;
 }
 
 Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
                                const std::string& result, const std::string& error,
-                               TaskRecord* out) {
+                               TaskRecord* out, const std::string& from_node) {
   TimePoint now = clock_.Now();
   bool changed = false;
   Status s = datastore_.UpdateTask(task_id, [&](TaskRecord& t) {
     if (IsTerminal(t.state)) return Status::Ok();
+    if (!from_node.empty()) {
+      if (!t.node_id.empty() && t.node_id != from_node) return Status::Ok();  // a duplicate
+      t.node_id = from_node;
+    }
     t.state = state;
     if (state == TaskState::kFailed) {
       t.failed_at = now;
@@ -615,7 +751,7 @@ Status Scheduler::ChildDone(const std::string& parent_id) {
     if (*finished) return TaskDone(done);
     return Status::Ok();
   }
-  if (parent.task.each) return StartNextEachChild(parent_id);
+  if (parent.task.each) return StartNextEachChild(parent_id).status();
   return Status::Ok();
 }
 
@@ -681,13 +817,8 @@ Status Scheduler::Retry(const TaskRecord& failed) {
   BATON_RETURN_IF_ERROR(datastore_.CreateTask(next));
   Duration delay = RetryDelay(*next.task.retry, next.task.retry->attempts);
   if (delay <= Duration::zero()) return PublishTask(next, false);
-  std::string id = next.id;
-  timers_.Schedule(clock_.Now() + delay, [this, id] {
-    std::lock_guard lock(mu_);
-    auto task = datastore_.GetTask(id);
-    if (!task.ok() || task->state != TaskState::kPending) return;  // cancelled meanwhile
-    Status s = PublishTask(*task, false);
-    if (!s.ok()) log::Error("publishing a retry failed", {{"task_id", id}, {"error", s.message()}});
+  timers_.Schedule(clock_.Now() + delay, [this, id = next.id, job_id = next.job_id] {
+    PublishPending(id, job_id);
   });
   return Status::Ok();
 }
@@ -719,14 +850,40 @@ Status Scheduler::Redeliver(const TaskRecord& lost) {
 
 // ---------------------------------------------------------------------------- events
 
-void Scheduler::OnStarted(const TaskStarted& event) {
+namespace {
+
+// Errors worth delivering the event again for; the rest are logged and dropped.
+bool MayPass(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
+
+Status Handled(const Status& s, const char* what, const std::string& task_id) {
+  if (s.ok() || s.code() == StatusCode::kNotFound || s.code() == StatusCode::kFailedPrecondition) {
+    return Status::Ok();
+  }
+  if (MayPass(s)) return s;
+  log::Error(what, {{"task_id", task_id}, {"error", s.message()}});
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Scheduler::OnStarted(const TaskStarted& event) {
+  auto job_id = JobOfTask(event.task_id, event.job_id);
+  if (!job_id.ok()) return Handled(job_id.status(), "recording a start failed", event.task_id);
+  auto guard = LockJob(*job_id);
+  if (!guard.ok()) return Handled(guard.status(), "recording a start failed", event.task_id);
   std::lock_guard lock(mu_);
   auto task = datastore_.GetTask(event.task_id);
-  if (!task.ok()) return;
-  if (task->state == TaskState::kCancelled) {
-    // Cancelled while it waited in the queue: stop it where it runs.
-    (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
-    return;
+  if (!task.ok()) return Handled(task.status(), "recording a start failed", event.task_id);
+  bool elsewhere = !task->node_id.empty() && task->node_id != event.node_id;
+  if (IsTerminal(task->state) || (task->state == TaskState::kRunning && elsewhere)) {
+    // Cancelled while it waited in the queue, or a second delivery of a task that runs
+    // (or ran) elsewhere: stop it where it runs now.
+    if (!event.node_id.empty() && (elsewhere || task->node_id.empty())) {
+      (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
+    }
+    return Status::Ok();
   }
   Status s = datastore_.UpdateTask(event.task_id, [&](TaskRecord& t) {
     if (t.state != TaskState::kScheduled && t.state != TaskState::kPending) return Status::Ok();
@@ -735,22 +892,27 @@ void Scheduler::OnStarted(const TaskStarted& event) {
     t.node_id = event.node_id;
     return Status::Ok();
   });
-  if (!s.ok()) log::Error("recording a start failed", {{"task_id", event.task_id}, {"error", s.message()}});
+  return Handled(s, "recording a start failed", event.task_id);
 }
 
-void Scheduler::OnFinished(const TaskFinished& event) {
+Status Scheduler::OnFinished(const TaskFinished& event) {
+  auto job_id = JobOfTask(event.task_id, event.job_id);
+  if (!job_id.ok()) return Handled(job_id.status(), "handling a task outcome failed", event.task_id);
+  auto guard = LockJob(*job_id);
+  if (!guard.ok()) return Handled(guard.status(), "handling a task outcome failed", event.task_id);
+  Status s;
   {
     std::lock_guard lock(mu_);
-    Status s;
     TaskRecord task;
+    const std::string& node = event.node_id;
     if (event.outcome == TaskFinished::Outcome::kCompleted) {
-      auto finished = Finish(event.task_id, TaskState::kCompleted, event.result, "", &task);
+      auto finished = Finish(event.task_id, TaskState::kCompleted, event.result, "", &task, node);
       s = finished.ok() ? (*finished ? TaskDone(task) : Status::Ok()) : finished.status();
     } else if (event.outcome == TaskFinished::Outcome::kCancelled) {
-      auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task);
+      auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task, node);
       s = finished.status();
     } else if (event.outcome == TaskFinished::Outcome::kHandedBack) {
-      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task);
+      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node);
       if (!finished.ok()) {
         s = finished.status();
       } else if (*finished) {
@@ -758,7 +920,7 @@ void Scheduler::OnFinished(const TaskFinished& event) {
         s = job.ok() && IsActive(job->state) ? Redeliver(task) : Status::Ok();
       }
     } else {
-      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task);
+      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node);
       if (!finished.ok()) {
         s = finished.status();
       } else if (*finished) {
@@ -772,15 +934,13 @@ void Scheduler::OnFinished(const TaskFinished& event) {
         }
       }
     }
-    if (!s.ok() && s.code() != StatusCode::kNotFound &&
-        s.code() != StatusCode::kFailedPrecondition) {
-      log::Error("handling a task outcome failed", {{"task_id", event.task_id}, {"error", s.message()}});
-    }
   }
   FlushNotifications();
+  return Handled(s, "handling a task outcome failed", event.task_id);
 }
 
-void Scheduler::OnProgress(const TaskProgress& event) {
+Status Scheduler::OnProgress(const TaskProgress& event) {
+  // Two plain row updates, each atomic in the datastore: no job lock needed.
   std::lock_guard lock(mu_);
   double p = std::clamp(event.progress, 0.0, 100.0);
   TaskRecord task;
@@ -790,57 +950,71 @@ void Scheduler::OnProgress(const TaskProgress& event) {
     task = t;
     return Status::Ok();
   });
-  if (!s.ok() || task.id.empty() || !task.parent_id.empty()) return;
-  (void)datastore_.UpdateJob(task.job_id, [&](JobRecord& j) {
+  if (!s.ok() || task.id.empty() || !task.parent_id.empty()) {
+    return Handled(s, "recording progress failed", event.task_id);
+  }
+  s = datastore_.UpdateJob(task.job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning || j.position != task.position) return Status::Ok();
     j.progress = 100.0 * ((task.position - 1) + p / 100.0) / std::max(1, j.task_count);
     return Status::Ok();
   });
+  return Handled(s, "recording progress failed", event.task_id);
 }
 
 // ---------------------------------------------------------------------------- recovery
 
 Result<int> Scheduler::ExpireLeases(Duration lease) {
   int requeued = 0;
-  {
-    std::lock_guard lock(mu_);
-    TimePoint now = clock_.Now();
-    auto nodes = datastore_.ActiveNodes(now - lease);
-    if (!nodes.ok()) return nodes.status();
-    std::set<std::string> alive;
-    for (const NodeRecord& node : *nodes) alive.insert(node.id);
-    auto running = datastore_.TasksInState({TaskState::kRunning});
-    if (!running.ok()) return running.status();
-    for (const TaskRecord& task : *running) {
-      if (task.task.IsComposite() || task.node_id.empty() || alive.contains(task.node_id)) continue;
-      // A task that started less than a lease ago may belong to a node whose first
-      // heartbeat is still on its way.
-      if (task.started_at && now - *task.started_at < lease) continue;
-      std::string error = fmt::format("node {} stopped heartbeating while the task ran", task.node_id);
-      TaskRecord lost;
-      auto finished = Finish(task.id, TaskState::kFailed, "", error, &lost);
-      if (!finished.ok()) return finished.status();
-      if (!*finished) continue;
-      BATON_RETURN_IF_ERROR(Redeliver(lost));
-      ++requeued;
+  TimePoint now = clock_.Now();
+  auto nodes = datastore_.ActiveNodes(now - lease);
+  if (!nodes.ok()) return nodes.status();
+  std::set<std::string> alive;
+  for (const NodeRecord& node : *nodes) alive.insert(node.id);
+  auto running = datastore_.TasksInState({TaskState::kRunning});
+  if (!running.ok()) return running.status();
+  Status first_error;
+  for (const TaskRecord& task : *running) {
+    if (task.task.IsComposite() || task.node_id.empty() || alive.contains(task.node_id)) continue;
+    // A task that started less than a lease ago may belong to a node whose first
+    // heartbeat is still on its way.
+    if (task.started_at && now - *task.started_at < lease) continue;
+    auto guard = LockJob(task.job_id);
+    if (!guard.ok()) {
+      if (first_error.ok()) first_error = guard.status();
+      continue;
     }
+    std::lock_guard lock(mu_);
+    std::string error = fmt::format("node {} stopped heartbeating while the task ran", task.node_id);
+    TaskRecord lost;
+    // Only while the row still names that node (another coordinator may have acted).
+    auto finished = Finish(task.id, TaskState::kFailed, "", error, &lost, task.node_id);
+    if (!finished.ok()) return finished.status();
+    if (!*finished) continue;
+    BATON_RETURN_IF_ERROR(Redeliver(lost));
+    ++requeued;
   }
   FlushNotifications();
+  if (!first_error.ok() && requeued == 0) return first_error;
   return requeued;
 }
 
 Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
   Status result;
-  {
-    std::lock_guard lock(mu_);
-    auto jobs = datastore_.JobsInState({JobState::kPending, JobState::kScheduled, JobState::kRunning});
-    if (!jobs.ok()) return jobs.status();
-    for (const JobRecord& job : *jobs) {
-      Status s = ReconcileJob(job, live_nodes);
-      if (!s.ok()) {
-        log::Error("reconciling a job failed", {{"job_id", job.id}, {"error", s.message()}});
-        if (result.ok()) result = s;
-      }
+  auto jobs = datastore_.JobsInState({JobState::kPending, JobState::kScheduled, JobState::kRunning});
+  if (!jobs.ok()) return jobs.status();
+  for (const JobRecord& listed : *jobs) {
+    auto guard = LockJob(listed.id);
+    Status s = guard.status();
+    if (guard.ok()) {
+      std::lock_guard lock(mu_);
+      // Read again under the lock: another coordinator may have moved it on.
+      auto job = datastore_.GetJob(listed.id);
+      s = job.status();
+      if (job.ok() && IsActive(job->state)) s = ReconcileJob(*job, live_nodes);
+    }
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      log::Error("reconciling a job failed", {{"job_id", listed.id}, {"error", s.message()}});
+      if (result.ok()) result = s;
     }
   }
   FlushNotifications();
@@ -859,10 +1033,19 @@ Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>
   if (!rows.ok()) return rows.status();
 
   // Runnable rows that were lost in flight.
+  TimePoint now = clock_.Now();
   for (const TaskRecord& row : *rows) {
     if (row.task.IsComposite()) continue;
     if (row.state == TaskState::kPending || (row.state == TaskState::kScheduled &&
-                                             options_.republish_scheduled_on_reconcile)) {
+                                             !options_.durable_broker)) {
+      // A retry still in its backoff waits for the rest of it.
+      if (row.state == TaskState::kPending && row.task.retry && row.task.retry->attempts > 0) {
+        TimePoint due = row.created_at + RetryDelay(*row.task.retry, row.task.retry->attempts);
+        if (due > now) {
+          timers_.Schedule(due, [this, id = row.id, job_id = row.job_id] { PublishPending(id, job_id); });
+          continue;
+        }
+      }
       TaskRecord copy = row;
       BATON_RETURN_IF_ERROR(PublishTask(copy, false));
     } else if (row.state == TaskState::kRunning && !live_nodes.contains(row.node_id)) {
@@ -934,12 +1117,12 @@ Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>
       auto& queue = waiting_children_[row.id];
       queue.clear();
       for (const TaskRecord* w : waiting) queue.push_back(w->id);  // map order: by index
-      if (queue.empty()) waiting_children_.erase(row.id);
       int limit = row.task.each->concurrency > 0 ? row.task.each->concurrency
                                                   : std::numeric_limits<int>::max();
       for (int slots = limit - active; slots > 0; --slots) {
-        if (!waiting_children_.contains(row.id)) break;
-        BATON_RETURN_IF_ERROR(StartNextEachChild(row.id));
+        auto started = StartNextEachChild(row.id);
+        if (!started.ok()) return started.status();
+        if (!*started) break;
       }
     }
   }

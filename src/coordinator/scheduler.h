@@ -6,14 +6,19 @@
 // It reaches the world only through Datastore, Broker, Clock and Timers, so tests drive
 // it with in-memory parts and a fake clock.
 //
-// Every handler is idempotent: a duplicate or late event for a finished task is ignored.
+// Every handler is idempotent: a duplicate or late event for a finished task is ignored,
+// and so is an outcome from another node than the one running the task (a duplicate
+// delivery, which is cancelled where it runs).
 // Thread-safety: thread-safe; one mutex serialises all decisions of this scheduler.
-// Across several schedulers (coordinators), the datastore's row updates are the guard.
+// Across several schedulers (coordinators) sharing a datastore, `job_locker` serialises
+// the decisions about one job tree: a handler takes the job's lock, then the mutex.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -27,15 +32,24 @@
 #include "core/messages.h"
 #include "core/records.h"
 #include "datastore/datastore.h"
+#include "locker/locker.h"
 
 namespace baton {
 
 struct SchedulerOptions {
-  // Re-publish SCHEDULED tasks when reconciling: right when the broker does not keep
-  // messages across restarts (the in-memory broker).
-  bool republish_scheduled_on_reconcile = true;
+  // The broker keeps messages across restarts (RabbitMQ). Then a row is marked SCHEDULED
+  // only once the broker confirmed its message, and reconciling re-publishes PENDING rows
+  // only; otherwise (the in-memory broker) SCHEDULED rows are re-published too.
+  bool durable_broker = false;
   // A RUNNING task whose node is gone is re-queued at most this many times.
   int max_redeliveries = 3;
+  // Several coordinators: every decision about a job is taken under the lock
+  // "baton.job:<id of its top-level job>" of this locker, so each step is decided once.
+  // Null for a single coordinator (its own mutex is enough).
+  Locker* job_locker = nullptr;
+  std::chrono::milliseconds lock_timeout = std::chrono::seconds(30);
+  // A task whose message the broker refused is published again after this long.
+  Duration republish_delay = std::chrono::seconds(2);
 };
 
 class Scheduler {
@@ -48,10 +62,12 @@ class Scheduler {
   // Stores a validated job as PENDING and starts it. Returns the stored record.
   Result<JobRecord> Submit(const Job& job);
 
-  // Events from workers.
-  void OnStarted(const TaskStarted& event);
-  void OnFinished(const TaskFinished& event);
-  void OnProgress(const TaskProgress& event);
+  // Events from workers. An error that may pass (the datastore or the job's lock
+  // unreachable: Unavailable, DeadlineExceeded) means the event should be delivered again;
+  // other errors are logged here, and the event is done with.
+  Status OnStarted(const TaskStarted& event);
+  Status OnFinished(const TaskFinished& event);
+  Status OnProgress(const TaskProgress& event);
 
   // PENDING/SCHEDULED/RUNNING → CANCELLED, with all its active tasks and sub-jobs.
   // FailedPrecondition otherwise.
@@ -60,10 +76,11 @@ class Scheduler {
   // FailedPrecondition otherwise.
   Status Restart(const std::string& job_id);
 
-  // Rebuilds what should be in flight from the datastore after a restart: starts PENDING
-  // jobs, re-dispatches lost tasks, re-queues RUNNING tasks whose node is not in
-  // `live_nodes` as new attempts, and finishes steps whose outcome was recorded but not
-  // acted on.
+  // Rebuilds what should be in flight from the datastore after a restart (or after
+  // another coordinator died mid-step): starts PENDING jobs, re-dispatches lost tasks
+  // (a retry still in its backoff waits for the rest of it), re-queues RUNNING tasks
+  // whose node is not in `live_nodes` as new attempts, and finishes steps whose outcome
+  // was recorded but not acted on. Each job under its lock.
   Status Reconcile(const std::set<std::string>& live_nodes);
 
   // Task leases: a RUNNING task belongs to its node while the node heartbeats. Tasks of
@@ -78,8 +95,18 @@ class Scheduler {
  private:
   using Vars = nlohmann::json;
 
-  // All private members run with mu_ held.
-  Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id);
+  // The lock of the job tree `job_id` belongs to (null without a job_locker).
+  Result<std::unique_ptr<Lock>> LockJob(const std::string& job_id);
+  Result<std::string> RootOf(const std::string& job_id);
+  Result<std::string> JobOfTask(const std::string& task_id, const std::string& known);
+
+  // Timer callbacks: take the job's lock, then the mutex.
+  void JobTimedOut(const std::string& job_id, Duration timeout);
+  void PublishPending(const std::string& task_id, const std::string& job_id);
+
+  // All private members below run with mu_ held (and the job's lock, when there is one).
+  Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id,
+                              std::string id = "");
   Status StartJob(const std::string& job_id);
   Vars VarsFor(const JobRecord& job, const Vars& extra) const;
 
@@ -91,8 +118,14 @@ class Scheduler {
   Status Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
                   bool create);
   Status PublishTask(TaskRecord& task, bool create);
-  Status StartEachChildren(const JobRecord& job, TaskRecord& parent, const Vars& extra);
-  Status StartNextEachChild(const std::string& parent_id);
+  // Publishes `task_id` again after republish_delay (the broker refused it).
+  void RepublishLater(const std::string& task_id, const std::string& job_id);
+  Status StartEachChildren(const TaskRecord& parent);
+  // Starts the next CREATED child of an each; false when none is left.
+  Result<bool> StartNextEachChild(const std::string& parent_id);
+  // The CREATED children of an each in index order, as this scheduler knows them (loaded
+  // from the datastore when it does not: another coordinator created the each).
+  std::deque<std::string>& WaitingChildren(const std::string& parent_id);
 
   // Outcomes, after the row is stored in its terminal state.
   Status TaskDone(const TaskRecord& task);
@@ -111,9 +144,11 @@ class Scheduler {
   // A task whose node went away (or handed it back): a new attempt with redelivered + 1,
   // or a final failure past max_redeliveries.
   Status Redeliver(const TaskRecord& lost);
-  // Marks a row terminal unless it already is; false when it was.
+  // Marks a row terminal unless it already is; false when it was. With `from_node`, only
+  // while the row is not recorded as running on another node.
   Result<bool> Finish(const std::string& task_id, TaskState state, const std::string& result,
-                      const std::string& error, TaskRecord* out);
+                      const std::string& error, TaskRecord* out,
+                      const std::string& from_node = "");
   Status ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes);
   void Notify(const std::string& job_id);
   void FlushNotifications();
@@ -124,8 +159,12 @@ class Scheduler {
   Timers& timers_;
   SchedulerOptions options_;
 
+  std::mutex roots_mu_;
+  std::map<std::string, std::string> roots_;  // job id → its top-level job; guarded by roots_mu_
+
   std::mutex mu_;
-  // each parents → their CREATED children, in index order, waiting for a slot.
+  // each parents → their CREATED children, in index order, waiting for a slot. A cache:
+  // an entry holds at least every child still CREATED (children never return to it).
   std::map<std::string, std::deque<std::string>> waiting_children_;  // guarded by mu_
   std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
   std::vector<JobRecord> finished_;                                  // guarded by mu_

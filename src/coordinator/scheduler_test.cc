@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "broker/inmemory/inmemory_broker.h"
 #include "coordinator/coordinator.h"
 #include "core/job_decode.h"
 #include "datastore/sqlite/sqlite_datastore.h"
+#include "locker/locker.h"
 #include "testing/fake_clock.h"
 #include "testing/fake_runtime.h"
 #include "testing/wait_for.h"
@@ -595,8 +598,12 @@ TEST_F(SchedulerTest, TasksOfASilentNodeAreRequeuedWhenTheLeaseExpires) {
   EXPECT_THAT(old->error, HasSubstr("node ghost stopped heartbeating"));
   ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 2; }));
   // The old attempt reporting late does not overwrite the new one.
-  coordinator_->scheduler().OnFinished(
-      TaskFinished{first_id, TaskFinished::Outcome::kCompleted, "stale", "", clock_.Now()});
+  EXPECT_TRUE(coordinator_->scheduler()
+                  .OnFinished(TaskFinished{.task_id = first_id,
+                                           .outcome = TaskFinished::Outcome::kCompleted,
+                                           .result = "stale",
+                                           .at = clock_.Now()})
+                  .ok());
   EXPECT_EQ(datastore_->GetTask(first_id)->state, TaskState::kFailed);
   runtime_.Release("long");
   auto done = coordinator_->Wait(submitted->id, kWait);
@@ -610,10 +617,18 @@ TEST_F(SchedulerTest, DuplicateOutcomesAreIgnored) {
   JobRecord job = Run("name: once\ntasks:\n  - {name: t, run: ok first}\n");
   auto rows = Execution(job.id);
   ASSERT_EQ(rows.size(), 1u);
-  coordinator_->scheduler().OnFinished(
-      TaskFinished{rows[0].id, TaskFinished::Outcome::kFailed, "", "late", clock_.Now()});
-  coordinator_->scheduler().OnFinished(
-      TaskFinished{rows[0].id, TaskFinished::Outcome::kCompleted, "second", "", clock_.Now()});
+  EXPECT_TRUE(coordinator_->scheduler()
+                  .OnFinished(TaskFinished{.task_id = rows[0].id,
+                                           .outcome = TaskFinished::Outcome::kFailed,
+                                           .error = "late",
+                                           .at = clock_.Now()})
+                  .ok());
+  EXPECT_TRUE(coordinator_->scheduler()
+                  .OnFinished(TaskFinished{.task_id = rows[0].id,
+                                           .outcome = TaskFinished::Outcome::kCompleted,
+                                           .result = "second",
+                                           .at = clock_.Now()})
+                  .ok());
   auto again = datastore_->GetTask(rows[0].id);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->state, TaskState::kCompleted);
@@ -671,6 +686,152 @@ tasks:
 
   auto ran = runtime_.ran();
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "first"), 1);
+}
+
+
+TEST_F(SchedulerTest, ADuplicateDeliveryIsCancelledAndItsOutcomeIgnored) {
+  auto submitted = coordinator_->Submit(ParseOrDie(
+      "name: dup\noutput: \"{{ tasks.t }}\"\ntasks:\n  - {name: t, var: t, run: hang}\n"));
+  ASSERT_TRUE(submitted.ok());
+  std::string task_id;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    for (const auto& row : Execution(submitted->id)) {
+      if (row.state == TaskState::kRunning) task_id = row.id;
+    }
+    return !task_id.empty();
+  }));
+  std::mutex mu;
+  std::vector<std::string> cancels;
+  auto sub = broker_->Subscribe(CancelQueueFor("other"), 1, [&](std::unique_ptr<Delivery> d) {
+    std::lock_guard lock(mu);
+    cancels.push_back(d->body());
+    (void)d->Ack();
+  });
+  ASSERT_TRUE(sub.ok());
+  // A second delivery of the same task started on node "other"…
+  EXPECT_TRUE(coordinator_->scheduler()
+                  .OnStarted(TaskStarted{.task_id = task_id,
+                                         .job_id = submitted->id,
+                                         .node_id = "other",
+                                         .at = clock_.Now()})
+                  .ok());
+  ASSERT_TRUE(testing::WaitFor([&] {
+    std::lock_guard lock(mu);
+    return cancels.size() == 1;
+  }));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_THAT(cancels[0], HasSubstr(task_id));
+  }
+  // …and its outcome is not the task's.
+  EXPECT_TRUE(coordinator_->scheduler()
+                  .OnFinished(TaskFinished{.task_id = task_id,
+                                           .job_id = submitted->id,
+                                           .node_id = "other",
+                                           .outcome = TaskFinished::Outcome::kCompleted,
+                                           .result = "duplicate",
+                                           .at = clock_.Now()})
+                  .ok());
+  auto row = datastore_->GetTask(task_id);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->state, TaskState::kRunning);
+  EXPECT_EQ(row->node_id, "node-1");
+  runtime_.Release("t");
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_EQ(done->result, "");
+  (*sub)->Close();
+}
+
+// Two coordinators on one datastore and broker, sharing a job locker, both take events
+// (the broker hands each event to one of them): every job completes, every task runs
+// exactly once, and the results are all there.
+TEST(TwoCoordinatorsTest, EachStepIsDecidedOnce) {
+  auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
+  ASSERT_TRUE(ds.ok());
+  InMemoryBroker broker;
+  testing::FakeClock clock;
+  testing::FakeRuntime runtime;
+  auto locker = NewInProcessLocker();
+  CoordinatorOptions options;
+  options.lease = std::chrono::hours(24);
+  options.prefetch = 1;  // spread events over both coordinators
+  options.scheduler.job_locker = locker.get();
+  Coordinator a(**ds, broker, clock, clock, options);
+  Coordinator b(**ds, broker, clock, clock, options);
+  WorkerOptions worker_options;
+  worker_options.node_id = "w";
+  worker_options.queues = {{"default", 6}};
+  Worker worker(broker, runtime, clock, worker_options);
+  ASSERT_TRUE(worker.Start().ok());
+  ASSERT_TRUE(a.Start({"w"}).ok());
+  ASSERT_TRUE(b.Start({"w"}).ok());
+
+  constexpr int kJobs = 24;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kJobs; ++i) {
+    std::string n = std::to_string(i);
+    Job job = ParseOrDie(R"(
+name: job)" + n + R"(
+output: "{{ tasks.first }}-{{ tasks.last }}"
+tasks:
+  - name: first-)" + n + R"(
+    var: first
+    run: ok a)" + n + R"(
+  - name: group
+    parallel:
+      tasks:
+        - {name: p1-)" + n + R"(, run: ok}
+        - {name: p2-)" + n + R"(, run: ok}
+        - name: inner
+          each:
+            list: "{{ [1, 2, 3] }}"
+            concurrency: 1
+            task: {name: "pe{{ item.value }}-)" + n + R"(", run: ok}
+  - name: fan
+    each:
+      list: "{{ sequence(1, 7) }}"
+      concurrency: 2
+      task: {name: "e{{ item.value }}-)" + n + R"(", run: ok}
+  - name: flaky-)" + n + R"(
+    run: flaky 1
+    retry: {limit: 2}
+  - name: sub
+    subjob:
+      name: child
+      tasks:
+        - {name: s1-)" + n + R"(, run: ok}
+  - name: last-)" + n + R"(
+    var: last
+    run: ok z)" + n + R"(
+)");
+    auto submitted = (i % 2 == 0 ? a : b).Submit(job);
+    ASSERT_TRUE(submitted.ok()) << submitted.status().message();
+    ids.push_back(submitted->id);
+  }
+  for (int i = 0; i < kJobs; ++i) {
+    auto done = (i % 2 == 0 ? b : a).Wait(ids[static_cast<std::size_t>(i)], std::chrono::seconds(60));
+    ASSERT_TRUE(done.ok()) << done.status().message();
+    EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
+    EXPECT_EQ(done->result, "a" + std::to_string(i) + "-z" + std::to_string(i));
+  }
+  auto ran = runtime.ran();
+  std::map<std::string, int> runs;
+  for (const auto& name : ran) ++runs[name];
+  for (int i = 0; i < kJobs; ++i) {
+    std::string n = std::to_string(i);
+    for (std::string name : {"first-", "p1-", "p2-", "pe1-", "pe2-", "pe3-", "e1-", "e4-", "e6-",
+                             "s1-", "last-"}) {
+      EXPECT_EQ(runs[name + n], 1) << name + n;
+    }
+    EXPECT_EQ(runs["flaky-" + n], 2) << "flaky-" + n;  // one failure, one retry
+  }
+  // 1 + 5 + 6 + 2 + 1 + 1 runnable runs per job.
+  EXPECT_EQ(ran.size(), static_cast<std::size_t>(kJobs * 16));
+  worker.Stop(std::chrono::milliseconds(0));
+  a.Stop();
+  b.Stop();
 }
 
 }  // namespace

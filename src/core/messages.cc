@@ -35,17 +35,22 @@ std::string CancelQueueFor(std::string_view node_id) {
 }
 
 std::string Encode(const TaskStarted& m) {
-  return Dump({{"taskId", m.task_id}, {"nodeId", m.node_id}, {"at", FormatTime(m.at)}});
+  return Dump({{"taskId", m.task_id},
+               {"jobId", m.job_id},
+               {"nodeId", m.node_id},
+               {"at", FormatTime(m.at)}});
 }
 std::string Encode(const TaskFinished& m) {
   return Dump({{"taskId", m.task_id},
+               {"jobId", m.job_id},
+               {"nodeId", m.node_id},
                {"outcome", kOutcomes[static_cast<int>(m.outcome)]},
                {"result", m.result},
                {"error", m.error},
                {"at", FormatTime(m.at)}});
 }
 std::string Encode(const TaskProgress& m) {
-  return Dump({{"taskId", m.task_id}, {"progress", m.progress}});
+  return Dump({{"taskId", m.task_id}, {"jobId", m.job_id}, {"progress", m.progress}});
 }
 std::string Encode(const CancelTask& m) { return Dump({{"taskId", m.task_id}}); }
 std::string Encode(const LogPart& m) {
@@ -72,6 +77,7 @@ std::string Encode(const NodeRecord& m) {
 Result<TaskStarted> DecodeTaskStarted(std::string_view body) {
   return Decode<TaskStarted>(body, "started", [](const json& j, TaskStarted& m) {
     m.task_id = j.at("taskId").get<std::string>();
+    m.job_id = j.value("jobId", "");
     m.node_id = j.value("nodeId", "");
     m.at = TimeOf(j, "at");
   });
@@ -80,6 +86,8 @@ Result<TaskStarted> DecodeTaskStarted(std::string_view body) {
 Result<TaskFinished> DecodeTaskFinished(std::string_view body) {
   return Decode<TaskFinished>(body, "finished", [](const json& j, TaskFinished& m) {
     m.task_id = j.at("taskId").get<std::string>();
+    m.job_id = j.value("jobId", "");
+    m.node_id = j.value("nodeId", "");
     std::string outcome = j.value("outcome", "COMPLETED");
     m.outcome = outcome == "FAILED"        ? TaskFinished::Outcome::kFailed
                 : outcome == "CANCELLED"   ? TaskFinished::Outcome::kCancelled
@@ -94,6 +102,7 @@ Result<TaskFinished> DecodeTaskFinished(std::string_view body) {
 Result<TaskProgress> DecodeTaskProgress(std::string_view body) {
   return Decode<TaskProgress>(body, "progress", [](const json& j, TaskProgress& m) {
     m.task_id = j.at("taskId").get<std::string>();
+    m.job_id = j.value("jobId", "");
     m.progress = j.value("progress", 0.0);
   });
 }

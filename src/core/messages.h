@@ -13,8 +13,11 @@ namespace baton {
 // The per-node queue a coordinator sends cancellations to.
 std::string CancelQueueFor(std::string_view node_id);
 
+// job_id (of the task) lets a coordinator take the job's lock before reading anything;
+// it may be empty in messages of older workers.
 struct TaskStarted {
   std::string task_id;
+  std::string job_id;
   std::string node_id;
   TimePoint at{};
 };
@@ -24,6 +27,10 @@ struct TaskFinished {
   // elsewhere, as a new attempt.
   enum class Outcome { kCompleted, kFailed, kCancelled, kHandedBack };
   std::string task_id;
+  std::string job_id;
+  // The node that ran this attempt: an outcome from another node than the one the task
+  // row names (a duplicate delivery) is ignored. Empty: not checked.
+  std::string node_id;
   Outcome outcome = Outcome::kCompleted;
   std::string result;
   std::string error;
@@ -32,6 +39,7 @@ struct TaskFinished {
 
 struct TaskProgress {
   std::string task_id;
+  std::string job_id;
   double progress = 0;
 };
 

@@ -7,21 +7,30 @@ namespace {
 
 TEST(MessagesTest, RoundTrip) {
   TimePoint at = Now();
-  auto started = DecodeTaskStarted(Encode(TaskStarted{"t1", "n1", at}));
+  auto started = DecodeTaskStarted(Encode(TaskStarted{.task_id = "t1", .job_id = "j1", .node_id = "n1", .at = at}));
   ASSERT_TRUE(started.ok());
   EXPECT_EQ(started->task_id, "t1");
+  EXPECT_EQ(started->job_id, "j1");
   EXPECT_EQ(started->node_id, "n1");
   EXPECT_EQ(started->at, at);
 
   auto finished = DecodeTaskFinished(
-      Encode(TaskFinished{"t2", TaskFinished::Outcome::kFailed, "", "exit code 1", at}));
+      Encode(TaskFinished{.task_id = "t2",
+                          .job_id = "j2",
+                          .node_id = "n2",
+                          .outcome = TaskFinished::Outcome::kFailed,
+                          .error = "exit code 1",
+                          .at = at}));
   ASSERT_TRUE(finished.ok());
+  EXPECT_EQ(finished->job_id, "j2");
+  EXPECT_EQ(finished->node_id, "n2");
   EXPECT_EQ(finished->outcome, TaskFinished::Outcome::kFailed);
   EXPECT_EQ(finished->error, "exit code 1");
 
-  auto progress = DecodeTaskProgress(Encode(TaskProgress{"t3", 42.5}));
+  auto progress = DecodeTaskProgress(Encode(TaskProgress{.task_id = "t3", .job_id = "j3", .progress = 42.5}));
   ASSERT_TRUE(progress.ok());
   EXPECT_EQ(progress->progress, 42.5);
+  EXPECT_EQ(progress->job_id, "j3");
 
   LogPart part{"p", "t4", "j", 3, "hello\n", at};
   auto log = DecodeLogPart(Encode(part));

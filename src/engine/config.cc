@@ -13,7 +13,8 @@ namespace {
 
 // Every key, as its dotted path.
 constexpr const char* kKeys[] = {
-    "coordinator.address", "coordinator.lease",  "worker.heartbeat",
+    "coordinator.address", "coordinator.lease",  "coordinator.max_redeliveries",
+    "worker.heartbeat",    "broker.rabbitmq.management_url",
     "data_dir",            "worker.queues",
     "broker.type",         "broker.rabbitmq.url", "datastore.type",
     "datastore.sqlite.path", "datastore.postgres.dsn", "runtime.type",
@@ -47,6 +48,15 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.coordinator_address = value;
   } else if (key == "coordinator.lease") {
     BATON_RETURN_IF_ERROR(duration(config.coordinator_lease));
+  } else if (key == "coordinator.max_redeliveries") {
+    int n = -1;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 0 || n > 1000) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a count 0..1000", key, value));
+    }
+    config.coordinator_max_redeliveries = n;
+  } else if (key == "broker.rabbitmq.management_url") {
+    config.rabbitmq_management_url = value;
   } else if (key == "worker.heartbeat") {
     BATON_RETURN_IF_ERROR(duration(config.worker_heartbeat));
   } else if (key == "data_dir") {
@@ -110,6 +120,7 @@ Status Walk(const toml::table& table, const std::string& prefix, Config& config)
       continue;
     }
     auto text = node.value<std::string>();
+    if (!text && node.is_integer()) text = std::to_string(*node.value<int64_t>());
     if (!text) {
       bool known = false;
       for (const char* k2 : kKeys) known = known || key == k2;

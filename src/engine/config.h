@@ -19,11 +19,16 @@ struct Config {
   std::string coordinator_address = "localhost:8000";
   // A RUNNING task's worker must heartbeat within this, or the task is re-queued.
   std::chrono::milliseconds coordinator_lease = std::chrono::seconds(30);
+  // A task whose worker died is re-queued this many times, then fails.
+  int coordinator_max_redeliveries = 3;
   std::chrono::milliseconds worker_heartbeat = std::chrono::seconds(5);
   std::string data_dir = ".baton";
   std::map<std::string, int> worker_queues;  // empty: {default = <cores>}
   std::string broker_type = "inmemory";
   std::string rabbitmq_url = "amqp://guest:guest@localhost:5672/";
+  // RabbitMQ's management API (http://user:password@host:15672), for queue statistics
+  // across every process (messages ready, unacked, consumers). Empty: AMQP alone.
+  std::string rabbitmq_management_url;
   std::string datastore_type = "sqlite";
   std::string sqlite_path;  // empty: <data_dir>/baton.db
   std::string postgres_dsn;

@@ -5,10 +5,15 @@
 #include <filesystem>
 #include <thread>
 
+#include <unistd.h>
+
 #include "base/log.h"
 #include "broker/inmemory/inmemory_broker.h"
 #include "broker/rabbitmq/rabbitmq_broker.h"
+#include "base/version.h"
+#include "core/names.h"
 #include "datastore/postgres/postgres_datastore.h"
+#include "datastore/postgres/postgres_locker.h"
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "runtime/shell/shell_runtime.h"
 
@@ -23,6 +28,12 @@ std::string SqlitePath(const Config& config) {
 std::map<std::string, int> WorkerQueues(const Config& config) {
   if (!config.worker_queues.empty()) return config.worker_queues;
   return {{"default", static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))}};
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
 }
 
 }  // namespace
@@ -93,10 +104,18 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   coordinator.lease = config.coordinator_lease;
   coordinator.lease_check_interval = std::min(config.coordinator_lease / 2, coordinator.lease_check_interval);
   // RabbitMQ keeps published messages: re-publishing SCHEDULED tasks would run them twice.
-  coordinator.scheduler.republish_scheduled_on_reconcile = false;
+  coordinator.scheduler.durable_broker = true;
+  // Several coordinators may share the datastore: each job's steps under its advisory lock.
+  auto locker = std::make_unique<PostgresLocker>(config.postgres_dsn);
+  coordinator.scheduler.job_locker = locker.get();
+  coordinator.scheduler.max_redeliveries = config.coordinator_max_redeliveries;
+  coordinator.node_id = NewId();
+  coordinator.hostname = HostName();
+  coordinator.version = Version();
   auto engine = std::make_unique<Engine>(std::move(*datastore), std::move(*broker), nullptr,
                                          std::make_unique<SystemClock>(), NewThreadTimers(),
                                          worker, coordinator);
+  engine->locker_ = std::move(locker);
   engine->trust_live_nodes_ = true;
   return engine;
 }
@@ -160,9 +179,9 @@ Status Engine::Start() {
     std::set<std::string> live;
     if (worker_) live.insert(worker_->node_id());
     if (trust_live_nodes_) {
-      // Workers that heartbeat within the lease keep their tasks; the lease check
-      // re-queues the rest later.
-      auto nodes = datastore_->ActiveNodes(clock_->Now() - lease_);
+      // Every node keeps its RUNNING tasks for now: the lease checks, from one lease after
+      // the start, re-queue those of nodes that stay silent.
+      auto nodes = datastore_->ActiveNodes(TimePoint{});
       if (!nodes.ok()) return nodes.status();
       for (const NodeRecord& node : *nodes) live.insert(node.id);
     }

@@ -1,3 +1,4 @@
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -12,6 +13,7 @@ namespace {
 struct HeldNames {
   std::mutex mu;
   std::set<std::string, std::less<>> names;  // guarded by mu
+  std::condition_variable released;
 };
 
 class InProcessLock : public Lock {
@@ -19,8 +21,11 @@ class InProcessLock : public Lock {
   InProcessLock(std::shared_ptr<HeldNames> held, std::string name)
       : held_(std::move(held)), name_(std::move(name)) {}
   ~InProcessLock() override {
-    std::lock_guard lock(held_->mu);
-    held_->names.erase(name_);
+    {
+      std::lock_guard lock(held_->mu);
+      held_->names.erase(name_);
+    }
+    held_->released.notify_all();
   }
 
  private:
@@ -36,6 +41,17 @@ class InProcessLocker : public Locker {
     if (!held_->names.emplace(name).second) {
       return FailedPrecondition("lock " + std::string(name) + " is held");
     }
+    return std::unique_ptr<Lock>(std::make_unique<InProcessLock>(held_, std::string(name)));
+  }
+
+  Result<std::unique_ptr<Lock>> Acquire(std::string_view name,
+                                        std::chrono::milliseconds timeout) override {
+    if (name.empty()) return InvalidArgument("a lock needs a name");
+    std::unique_lock lock(held_->mu);
+    if (!held_->released.wait_for(lock, timeout, [&] { return !held_->names.contains(name); })) {
+      return DeadlineExceeded("lock " + std::string(name) + " stayed held");
+    }
+    held_->names.emplace(name);
     return std::unique_ptr<Lock>(std::make_unique<InProcessLock>(held_, std::string(name)));
   }
 

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include "base/log.h"
 #include "core/messages.h"
 #include "core/names.h"
@@ -37,7 +40,8 @@ class Reporter : public RunObserver {
   }
 
   void OnProgress(double percent) override {
-    (void)broker_.Publish(kQueueProgress, Encode(TaskProgress{task_.id, percent}));
+    (void)broker_.Publish(kQueueProgress,
+                          Encode(TaskProgress{.task_id = task_.id, .job_id = task_.job_id, .progress = percent}));
   }
 
  private:
@@ -133,11 +137,20 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
       (void)delivery->Nack(true);
       return;
     }
+    if (running_.contains(task.id)) {
+      // Delivered again (its first ack was lost with a connection) while it runs here.
+      (void)delivery->Ack();
+      return;
+    }
     running_.emplace(task.id, cancel);
   }
   // Once the start is on its way the coordinator owns the task's fate (leases cover a
   // worker dying from here on), so the broker can forget the message.
-  Status started = broker_.Publish(kQueueStarted, Encode(TaskStarted{task.id, options_.node_id, clock_.Now()}));
+  Status started = broker_.Publish(
+      kQueueStarted, Encode(TaskStarted{.task_id = task.id,
+                                        .job_id = task.job_id,
+                                        .node_id = options_.node_id,
+                                        .at = clock_.Now()}));
   if (!started.ok()) {
     {
       std::lock_guard lock(mu_);
@@ -153,6 +166,8 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
   auto outcome = runtime_.Run(request, reporter, cancel.get_token());
   TaskFinished finished;
   finished.task_id = task.id;
+  finished.job_id = task.job_id;
+  finished.node_id = options_.node_id;
   finished.at = clock_.Now();
   if (!outcome.ok()) {
     finished.outcome = TaskFinished::Outcome::kFailed;
@@ -175,13 +190,53 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
   }
   std::string_view queue =
       finished.outcome == TaskFinished::Outcome::kCompleted ? kQueueCompleted : kQueueFailed;
-  Status s = broker_.Publish(queue, Encode(finished));
-  if (!s.ok()) log::Error("reporting an outcome failed", {{"task_id", task.id}, {"error", s.message()}});
+  Report(queue, Encode(finished), task.id);
   {
     std::lock_guard lock(mu_);
     running_.erase(task.id);
   }
   idle_cv_.notify_all();
+}
+
+void Worker::Report(std::string_view queue, const std::string& body, const std::string& task_id) {
+  auto first_try = std::chrono::steady_clock::now();
+  auto backoff = std::chrono::milliseconds(100);
+  for (;;) {
+    Status s = broker_.Publish(queue, body);
+    if (s.ok()) return;
+    bool give_up = false;
+    {
+      std::lock_guard lock(mu_);
+      give_up = grace_over_ && std::chrono::steady_clock::now() - first_try > std::chrono::seconds(10);
+    }
+    if (give_up) {
+      log::Error("reporting an outcome failed; giving up as the worker stops",
+                 {{"task_id", task_id}, {"error", s.message()}});
+      return;
+    }
+    log::Warn("reporting an outcome failed; trying again", {{"task_id", task_id}, {"error", s.message()}});
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+  }
+}
+
+double Worker::CpuPercent() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") {
+    return 0;
+  }
+  std::uint64_t busy = user + nice + system + irq + softirq + steal;
+  std::uint64_t total = busy + idle + iowait;
+  double percent = 0;
+  if (cpu_total_ != 0 && total > cpu_total_) {
+    percent = 100.0 * static_cast<double>(busy - std::min(busy, cpu_busy_)) /
+              static_cast<double>(total - cpu_total_);
+  }
+  cpu_busy_ = busy;
+  cpu_total_ = total;
+  return std::clamp(percent, 0.0, 100.0);
 }
 
 void Worker::Heartbeat() {
@@ -199,6 +254,7 @@ void Worker::Heartbeat() {
   node.started_at = started_at_;
   node.last_heartbeat_at = clock_.Now();
   node.task_count = running();
+  node.cpu_percent = CpuPercent();
   node.status = NodeStatus::kUp;
   (void)broker_.Publish(kQueueHeartbeat, Encode(node));
 }

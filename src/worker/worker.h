@@ -64,6 +64,11 @@ class Worker {
   void RunOne(std::unique_ptr<Delivery> delivery);
   void HeartbeatLoop(const std::stop_token& stop);
   void Heartbeat();
+  // Publishes an outcome, retrying while the broker is unreachable (an outcome must not
+  // be lost); gives up only once Stop's grace is over and it has tried for 10 s.
+  void Report(std::string_view queue, const std::string& body, const std::string& task_id);
+  // Busy share of all CPUs since the previous call, from /proc/stat (0 when unknown).
+  double CpuPercent();
 
   Broker& broker_;
   Runtime& runtime_;
@@ -82,6 +87,8 @@ class Worker {
   std::condition_variable_any heartbeat_cv_;
   std::mutex heartbeat_mu_;
   std::jthread heartbeat_thread_;
+  std::uint64_t cpu_busy_ = 0;   // heartbeat thread only
+  std::uint64_t cpu_total_ = 0;  // heartbeat thread only
 };
 
 }  // namespace baton

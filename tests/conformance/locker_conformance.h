@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <random>
@@ -85,6 +86,67 @@ TEST_P(LockerConformanceTest, OnlyOneOfManyContendersWins) {
 
 TEST_P(LockerConformanceTest, EmptyNameIsRefused) {
   EXPECT_EQ(a_->TryAcquire("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a_->Acquire("", std::chrono::milliseconds(10)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_P(LockerConformanceTest, AcquireTakesAFreeLockAtOnce) {
+  std::string name = Name("x");
+  auto lock = a_->Acquire(name, std::chrono::seconds(5));
+  ASSERT_TRUE(lock.ok()) << lock.status().message();
+  EXPECT_EQ(b_->TryAcquire(name).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_P(LockerConformanceTest, AcquireTimesOutWhileHeld) {
+  std::string name = Name("x");
+  auto held = a_->TryAcquire(name);
+  ASSERT_TRUE(held.ok());
+  auto start = std::chrono::steady_clock::now();
+  auto waited = b_->Acquire(name, std::chrono::milliseconds(200));
+  EXPECT_EQ(waited.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+}
+
+TEST_P(LockerConformanceTest, AcquireWaitsForTheRelease) {
+  std::string name = Name("x");
+  auto held = a_->TryAcquire(name);
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> released{false};
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    released = true;
+    held->reset();
+  });
+  auto waited = b_->Acquire(name, std::chrono::seconds(10));
+  EXPECT_TRUE(waited.ok()) << waited.status().message();
+  EXPECT_TRUE(released.load());
+  releaser.join();
+}
+
+TEST_P(LockerConformanceTest, AcquireSerialisesCriticalSections) {
+  // Many threads increment a plain counter under the lock: with mutual exclusion no
+  // increment is lost and no two sections overlap.
+  std::string name = Name("x");
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  int counter = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int n = 0; n < 25; ++n) {
+        auto lock = (i % 2 ? a_ : b_)->Acquire(name, std::chrono::seconds(30));
+        ASSERT_TRUE(lock.ok()) << lock.status().message();
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        int seen = counter;
+        std::this_thread::yield();
+        counter = seen + 1;
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(counter, 100);
+  EXPECT_EQ(overlaps.load(), 0);
 }
 
 }  // namespace baton::conformance

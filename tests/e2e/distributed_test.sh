@@ -55,7 +55,7 @@ until curl -sf "$url/health" >/dev/null 2>&1; do
   sleep 0.1
 done
 deadline=$((SECONDS + 30))
-until [[ $(curl -s "$url/nodes" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 2 ]]; do
+until [[ $(curl -s "$url/nodes" | python3 -c 'import json,sys; print(len([n for n in json.load(sys.stdin) if n["name"] == "worker"]))') == 2 ]]; do
   ((SECONDS > deadline)) && { fail "two workers did not register"; break; }
   sleep 0.2
 done
