@@ -10,6 +10,12 @@
 #   $BATON_SERVICES_DIR/rabbitmq.env. If that node is already running, does nothing.
 # stop: stops the node (SIGTERM, waits) and the epmd it started, and removes its state.
 # Both are idempotent.
+# stop-app / start-app: stops / starts the RabbitMQ application inside the running node
+#   (`rabbitmqctl stop_app` / `start_app`): clients lose their connections and cannot
+#   connect until start-app; durable queues and persistent messages are kept. For fault
+#   tests of reconnection.
+# vhost NAME: creates the virtual host NAME (guest may use it) and prints its AMQP URL,
+#   so a suite of processes has queues of its own.
 set -euo pipefail
 
 services_dir="${BATON_SERVICES_DIR:-/tmp/baton-services}"
@@ -90,6 +96,14 @@ stop_node() {
   fi
 }
 
+# Runs rabbitmqctl against our node.
+ctl() {
+  local port dist_port epmd_port
+  read -r port dist_port epmd_port < "$dir/ports"
+  HOME="$dir" RABBITMQ_NODENAME="baton$port@localhost" ERL_EPMD_PORT="$epmd_port" \
+    ERL_EPMD_ADDRESS=127.0.0.1 "$bin/rabbitmqctl" -n "baton$port@localhost" "$@"
+}
+
 stop() {
   stop_node
   rm -rf "$dir" "$env_file"
@@ -99,5 +113,13 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  stop-app) ctl stop_app ;;
+  start-app) ctl start_app && ctl await_startup ;;
+  vhost)
+    ctl add_vhost "$2" >/dev/null
+    ctl set_permissions -p "$2" guest '.*' '.*' '.*' >/dev/null
+    read -r port _ < "$dir/ports"
+    echo "amqp://guest:guest@127.0.0.1:$port/$2"
+    ;;
+  *) echo "usage: $0 start|stop|stop-app|start-app|vhost NAME" >&2; exit 2 ;;
 esac

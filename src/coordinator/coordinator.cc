@@ -139,8 +139,18 @@ bool Coordinator::TakeOverSilentCoordinators() {
 void Coordinator::CheckLeases() {
   if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
   // Nodes whose heartbeats waited in the broker while no coordinator ran are heard
-  // within a lease of the start: only then are leases judged.
-  if (clock_.Now() - started_at_ < options_.lease) return;
+  // within a lease of the start: only then are leases judged. Likewise after the broker
+  // was unreachable (heartbeats could not flow): only two leases after it was last seen
+  // down, so a broker outage longer than a lease does not make every node look dead.
+  TimePoint now = clock_.Now();
+  Status broker = broker_.Health();
+  if (!broker.ok()) {
+    log::Warn("the broker is unreachable; task leases wait", {{"error", broker.message()}});
+    broker_down_at_ = now;
+    return;
+  }
+  if (now - started_at_ < options_.lease) return;
+  if (broker_down_at_ && now - *broker_down_at_ < 2 * options_.lease) return;
   auto requeued = scheduler_.ExpireLeases(options_.lease);
   if (!requeued.ok()) {
     log::Warn("checking task leases failed", {{"error", requeued.status().message()}});

@@ -89,6 +89,7 @@ class Coordinator {
   std::condition_variable lease_cv_;
   std::optional<TimerId> lease_timer_;  // guarded by mu_
   TimePoint started_at_{};
+  std::optional<TimePoint> broker_down_at_;  // lease timer thread only
 };
 
 }  // namespace baton

@@ -591,7 +591,8 @@ Status Scheduler::PublishTask(TaskRecord& task, bool create) {
     task.state = TaskState::kScheduled;
     task.scheduled_at = now;
     return datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
-      if (row.state != TaskState::kPending) return Status::Ok();  // already started
+      // A waiting each child is still CREATED in the store; anything else has started.
+      if (row.state != TaskState::kPending && row.state != TaskState::kCreated) return Status::Ok();
       row.state = TaskState::kScheduled;
       row.scheduled_at = now;
       return Status::Ok();
@@ -879,8 +880,9 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
   bool elsewhere = !task->node_id.empty() && task->node_id != event.node_id;
   if (IsTerminal(task->state) || (task->state == TaskState::kRunning && elsewhere)) {
     // Cancelled while it waited in the queue, or a second delivery of a task that runs
-    // (or ran) elsewhere: stop it where it runs now.
-    if (!event.node_id.empty() && (elsewhere || task->node_id.empty())) {
+    // elsewhere or has finished (a message the broker delivered twice): stop it where
+    // it runs now. (A start heard after its own outcome finds nothing to stop.)
+    if (!event.node_id.empty()) {
       (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
     }
     return Status::Ok();

@@ -55,6 +55,7 @@ class SchedulerTest : public ::testing::Test {
     // lease keeps tests that move the clock far ahead from expiring them by accident.
     CoordinatorOptions coordinator_options;
     coordinator_options.lease = std::chrono::hours(24);
+    coordinator_options.scheduler.durable_broker = durable_;
     coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, clock_, clock_,
                                                  coordinator_options);
     WorkerOptions options;
@@ -108,6 +109,7 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Worker> worker_;
   int generation_ = 0;
+  bool durable_ = false;  // as over RabbitMQ: SCHEDULED only once published
 };
 
 TEST_F(SchedulerTest, RunsTasksInOrderAndPassesResultsThroughVar) {
@@ -744,10 +746,48 @@ TEST_F(SchedulerTest, ADuplicateDeliveryIsCancelledAndItsOutcomeIgnored) {
   (*sub)->Close();
 }
 
+TEST_F(SchedulerTest, WithADurableBrokerRowsFollowTheirTasks) {
+  StopEngine();
+  durable_ = true;
+  StartEngine(4);
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: durable
+tasks:
+  - name: fan
+    each:
+      list: "{{ [1, 2] }}"
+      concurrency: 1
+      task: {name: "c{{ item.value }}", run: hang}
+  - {name: after, run: hang}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  auto state_of = [&](const std::string& name) {
+    for (const auto& row : Execution(submitted->id)) {
+      if (row.task.name == name) return row.state;
+    }
+    return TaskState::kPending;
+  };
+  // A waiting each child leaves CREATED when it is published, then runs.
+  ASSERT_TRUE(testing::WaitFor([&] { return state_of("c1") == TaskState::kRunning; }));
+  EXPECT_EQ(state_of("c2"), TaskState::kCreated);
+  runtime_.Release("c1");
+  ASSERT_TRUE(testing::WaitFor([&] { return state_of("c2") == TaskState::kRunning; }));
+  runtime_.Release("c2");
+  ASSERT_TRUE(testing::WaitFor([&] { return state_of("after") == TaskState::kRunning; }));
+  runtime_.Release("after");
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  auto ran = runtime_.ran();
+  EXPECT_THAT(ran, ElementsAre("c1", "c2", "after"));
+}
+
 // Two coordinators on one datastore and broker, sharing a job locker, both take events
 // (the broker hands each event to one of them): every job completes, every task runs
 // exactly once, and the results are all there.
-TEST(TwoCoordinatorsTest, EachStepIsDecidedOnce) {
+class TwoCoordinatorsTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(TwoCoordinatorsTest, EachStepIsDecidedOnce) {
   auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
   ASSERT_TRUE(ds.ok());
   InMemoryBroker broker;
@@ -758,6 +798,7 @@ TEST(TwoCoordinatorsTest, EachStepIsDecidedOnce) {
   options.lease = std::chrono::hours(24);
   options.prefetch = 1;  // spread events over both coordinators
   options.scheduler.job_locker = locker.get();
+  options.scheduler.durable_broker = GetParam();
   Coordinator a(**ds, broker, clock, clock, options);
   Coordinator b(**ds, broker, clock, clock, options);
   WorkerOptions worker_options;
@@ -833,6 +874,9 @@ tasks:
   a.Stop();
   b.Stop();
 }
+
+INSTANTIATE_TEST_SUITE_P(Brokers, TwoCoordinatorsTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "durable" : "in_memory"; });
 
 }  // namespace
 }  // namespace baton

@@ -137,8 +137,10 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
       (void)delivery->Nack(true);
       return;
     }
-    if (running_.contains(task.id)) {
-      // Delivered again (its first ack was lost with a connection) while it runs here.
+    if (running_.contains(task.id) || recent_.contains(task.id)) {
+      // Delivered again (an ack or a publish confirm lost with a connection) while it
+      // runs here or after it ran here.
+      log::Warn("dropping a second delivery of a task", {{"task_id", task.id}});
       (void)delivery->Ack();
       return;
     }
@@ -194,6 +196,12 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
   {
     std::lock_guard lock(mu_);
     running_.erase(task.id);
+    recent_.insert(task.id);
+    recent_order_.push_back(task.id);
+    if (recent_order_.size() > 4096) {
+      recent_.erase(recent_order_.front());
+      recent_order_.pop_front();
+    }
   }
   idle_cv_.notify_all();
 }

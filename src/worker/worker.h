@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -78,6 +79,9 @@ class Worker {
 
   mutable std::mutex mu_;
   std::map<std::string, std::stop_source> running_;  // task id → its cancel; guarded by mu_
+  // The last tasks this worker ran (bounded), so a second delivery of one is dropped.
+  std::set<std::string> recent_;        // guarded by mu_
+  std::deque<std::string> recent_order_;  // guarded by mu_
   bool draining_ = false;                            // guarded by mu_
   bool grace_over_ = false;  // guarded by mu_; running tasks were stopped by Stop
   std::condition_variable idle_cv_;

@@ -35,7 +35,9 @@ trap "exit 143" TERM INT HUP
 db=baton_dist_$$_$RANDOM
 psql_dsn=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=postgres}
 psql "$psql_dsn" -qc "CREATE DATABASE $db" || { echo "FAIL: cannot create database $db"; exit 1; }
-export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$BATON_TEST_RABBITMQ_URL
+# A virtual host of its own: no other suite's process can take this suite's messages.
+vhost_url=$("$src/scripts/test-services/rabbitmq.sh" vhost "$db") || { echo "FAIL: cannot create vhost $db"; exit 1; }
+export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$vhost_url
 # Short leases, so the fault cases below take seconds.
 export BATON_COORDINATOR_LEASE=3s BATON_WORKER_HEARTBEAT=500ms
 export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}

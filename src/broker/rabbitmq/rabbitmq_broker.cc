@@ -45,7 +45,7 @@ constexpr milliseconds kConnectTimeout{5000};
 constexpr milliseconds kRpcTimeout{10000};
 constexpr milliseconds kIdlePoll{200};
 constexpr milliseconds kMinBackoff{100};
-constexpr milliseconds kMaxBackoff{5000};
+constexpr milliseconds kMaxBackoff{2000};
 
 timeval ToTimeval(milliseconds d) {
   if (d.count() < 0) d = milliseconds(0);
@@ -224,11 +224,15 @@ Status DeclareQueue(Connection& conn, amqp_channel_t channel, std::string_view n
   entries[n].value.kind = AMQP_FIELD_KIND_I32;
   entries[n].value.value.i32 = kMaxPriority;
   ++n;
-  if (options.queue_expires) {
+  // A node's own queue (its cancellations) goes once the node has been gone for an hour,
+  // so queues of nodes long dead do not pile up.
+  std::optional<milliseconds> expires = options.queue_expires;
+  if (!expires && name.starts_with("x-cancel.")) expires = std::chrono::hours(1);
+  if (expires) {
     entries[n].key = amqp_cstring_bytes("x-expires");
     entries[n].value.kind = AMQP_FIELD_KIND_I32;
-    entries[n].value.value.i32 = static_cast<std::int32_t>(
-        std::clamp<std::int64_t>(options.queue_expires->count(), 1, INT32_MAX));
+    entries[n].value.value.i32 =
+        static_cast<std::int32_t>(std::clamp<std::int64_t>(expires->count(), 1, INT32_MAX));
     ++n;
   }
   amqp_table_t args;
@@ -630,7 +634,11 @@ Status Core::Health() {
     if (shut_down_) return Unavailable("broker is shut down");
   }
   std::lock_guard lock(pub_mu_);
-  return EnsurePublisher();
+  // A round trip, not just "the socket looks open": a stopped broker is only noticed
+  // when something is sent. Any answer — "no such queue" included — means it is up.
+  auto probe = InspectLocked("x-health-probe");
+  if (probe.ok() || probe.status().code() == StatusCode::kNotFound) return Status::Ok();
+  return probe.status();
 }
 
 // ---- Subscriptions ----------------------------------------------------------------------

@@ -77,7 +77,8 @@ class RabbitMqBroker : public Broker {
                                                   DeliveryHandler handler) override;
   Result<std::vector<QueueInfo>> Queues() override;
   Result<QueueInfo> Queue(std::string_view name) override;
-  // Ok when the publisher connection is open (reopening it if needed).
+  // Ok when RabbitMQ answers on the publisher connection (reopened if needed): a
+  // passive queue.declare round trip.
   Status Health() override;
 
  private:
