@@ -386,8 +386,16 @@ docker::ContainerSpec DockerRuntime::TaskRun::SpecFor(const Step& step, const st
       step.aux != nullptr ? step.aux->entrypoint : task_.entrypoint;
   if (!run.empty()) {
     // As Tork: the script is a file run by `sh -c`, unless the entrypoint says otherwise.
-    spec.entrypoint = entrypoint.empty() ? std::vector<std::string>{"sh", "-c"} : entrypoint;
-    spec.cmd = std::vector<std::string>{std::string(kMountDir) + "/" + step.script};
+    // With the default `sh -c`, stderr joins stdout: the engine reads the two through
+    // separate pipes and would interleave them out of order.
+    std::string script = std::string(kMountDir) + "/" + step.script;
+    if (entrypoint.empty()) {
+      spec.entrypoint = std::vector<std::string>{"sh", "-c"};
+      spec.cmd = std::vector<std::string>{script + " 2>&1"};
+    } else {
+      spec.entrypoint = entrypoint;
+      spec.cmd = std::vector<std::string>{script};
+    }
   } else {
     if (!entrypoint.empty()) spec.entrypoint = entrypoint;
     if (!cmd.empty()) spec.cmd = cmd;
