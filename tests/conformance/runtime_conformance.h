@@ -35,6 +35,14 @@
 namespace baton::conformance {
 
 struct RuntimeFactory {
+  RuntimeFactory(std::string name_in, std::function<std::unique_ptr<Runtime>()> make_in,
+                 std::function<std::string()> skip_reason_in = {},
+                 std::function<void()> verify_clean_in = {})
+      : name(std::move(name_in)),
+        make(std::move(make_in)),
+        skip_reason(std::move(skip_reason_in)),
+        verify_clean(std::move(verify_clean_in)) {}
+
   std::string name;  // the instantiation's name: letters, digits and '_' only
   std::function<std::unique_ptr<Runtime>()> make;
   // Optional: why the runtime cannot be tested here (e.g. no container engine); a
