@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -216,7 +217,8 @@ class DockerRuntime::TaskRun {
   bool KeepGoing(Clock::time_point step_deadline, bool step_deadline_is_task);
   void OnOutput(std::string_view chunk);
   void CheckProgress();
-  void KillAndRemove(const std::string& id);
+  // `running`: SIGKILL first (a forced remove may otherwise wait out a stop timeout).
+  void KillAndRemove(const std::string& id, bool running = true);
   void Cleanup();
   Result<RunOutcome> ReadResult();
   std::string ContainerLogs(const std::string& id);
@@ -579,7 +581,8 @@ Result<DockerRuntime::TaskRun::StepEnd> DockerRuntime::TaskRun::RunStep(const St
     if (!wait.ok() && !stop_) return wait.status();
     if (!stop_) {
       json parsed = json::parse(waited, nullptr, false);
-      if (*wait != 200 || !parsed.is_object() || !parsed.contains("StatusCode")) {
+      if (*wait != 200 || !parsed.is_object() || !parsed.contains("StatusCode") ||
+          !parsed["StatusCode"].is_number_integer()) {
         return Internal("waiting for container " + *id + " failed: " +
                         ApiErrorMessage(HttpResponse{*wait, waited}));
       }
@@ -601,13 +604,14 @@ Result<DockerRuntime::TaskRun::StepEnd> DockerRuntime::TaskRun::RunStep(const St
           client_.Call("GET", "/containers/" + *id + "/json", "", rt_.options_.api_timeout);
       if (inspect.ok() && inspect->status == 200) {
         json state = json::parse(inspect->body, nullptr, false);
-        oom = state.is_object() && state.contains("State") &&
-              state["State"].value("OOMKilled", false);
+        oom = state.is_object() && state.contains("State") && state["State"].is_object() &&
+              state["State"].contains("OOMKilled") && state["State"]["OOMKilled"].is_boolean() &&
+              state["State"]["OOMKilled"].get<bool>();
       }
     }
     end.out_of_memory = oom;
   }
-  KillAndRemove(*id);
+  KillAndRemove(*id, /*running=*/false);
   return end;
 }
 
@@ -676,7 +680,11 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::Probe(const Step& step
     if (!exec.ok()) return exec.status();
     std::optional<int> exit_code;
     if (exec->status == 201 || exec->status == 200) {
-      std::string exec_id = json::parse(exec->body, nullptr, false).value("Id", "");
+      json created = json::parse(exec->body, nullptr, false);
+      std::string exec_id = created.is_object() && created.contains("Id") && created["Id"].is_string()
+                                ? created["Id"].get<std::string>()
+                                : "";
+      if (exec_id.empty()) return Internal("exec create answered without an Id");
       // Attached: the answer ends when the probe command does (Podman does not update a
       // detached exec's state).
       Result<long> started = client_.Stream(
@@ -691,27 +699,36 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::Probe(const Step& step
             client_.Call("GET", "/exec/" + exec_id + "/json", "", rt_.options_.api_timeout);
         if (!state.ok()) return state.status();
         json parsed = json::parse(state->body, nullptr, false);
-        if (state->status == 200 && parsed.is_object() && !parsed.value("Running", true) &&
-            parsed.contains("ExitCode") && parsed["ExitCode"].is_number()) {
+        if (state->status == 200 && parsed.is_object() && parsed.contains("Running") &&
+            parsed["Running"].is_boolean() && !parsed["Running"].get<bool>() &&
+            parsed.contains("ExitCode") && parsed["ExitCode"].is_number_integer()) {
           exit_code = parsed["ExitCode"].get<int>();
         }
       }
     }
-    if (exit_code == 0) return std::optional<RunOutcome>();
+    // Whatever the probe said, a sidecar that is gone is not ready (Podman may report an
+    // exec interrupted by the container's exit as exit code 0).
     {
       // Perhaps the sidecar is gone.
       Result<HttpResponse> inspect =
           client_.Call("GET", "/containers/" + id + "/json", "", rt_.options_.api_timeout);
       if (!inspect.ok()) return inspect.status();
       json parsed = json::parse(inspect->body, nullptr, false);
-      if (parsed.is_object() && parsed.contains("State") && !parsed["State"].value("Running", true)) {
-        int code = parsed["State"].value("ExitCode", -1);
+      const json* state = parsed.is_object() && parsed.contains("State") && parsed["State"].is_object()
+                              ? &parsed["State"]
+                              : nullptr;
+      if (state != nullptr && state->contains("Running") && (*state)["Running"].is_boolean() &&
+          !(*state)["Running"].get<bool>()) {
+        int code = state->contains("ExitCode") && (*state)["ExitCode"].is_number_integer()
+                       ? (*state)["ExitCode"].get<int>()
+                       : -1;
         std::string error = step.label + " failed: it exited (exit code " + std::to_string(code) +
                             ") before it was ready";
         std::string lines = LastLines(ContainerLogs(id), rt_.options_.output_tail_lines);
         if (!lines.empty()) error += "\n" + lines;
         return std::optional<RunOutcome>(Fail(error));
       }
+      if (exit_code == 0) return std::optional<RunOutcome>();
     }
     SleepFor(std::chrono::duration_cast<std::chrono::milliseconds>(
         std::min<Clock::duration>(kProbeInterval, std::max<Clock::duration>(
@@ -729,15 +746,16 @@ std::string DockerRuntime::TaskRun::ContainerLogs(const std::string& id) {
   return out;
 }
 
-void DockerRuntime::TaskRun::KillAndRemove(const std::string& id) {
-  // SIGKILL first: a forced remove may otherwise wait out a stop timeout (a shell as PID 1
-  // ignores SIGTERM).
+void DockerRuntime::TaskRun::KillAndRemove(const std::string& id, bool running) {
   auto erase = [this, &id] {
     containers_.erase(std::remove(containers_.begin(), containers_.end(), id), containers_.end());
   };
-  Result<HttpResponse> killed =
-      client_.Call("POST", "/containers/" + id + "/kill?signal=SIGKILL", "", kCleanupTimeout);
-  (void)killed;  // an exited container answers 409: fine
+  if (running) {
+    // A shell as PID 1 ignores SIGTERM: kill outright.
+    Result<HttpResponse> killed =
+        client_.Call("POST", "/containers/" + id + "/kill?signal=SIGKILL", "", kCleanupTimeout);
+    (void)killed;  // an exited container answers 409: fine
+  }
   Result<HttpResponse> removed =
       client_.Call("DELETE", "/containers/" + id + "?force=1&v=1", "", kCleanupTimeout);
   if (removed.ok() && (removed->status < 300 || removed->status == 404)) {
@@ -1004,8 +1022,14 @@ DockerRuntime::~DockerRuntime() = default;
 
 Result<RunOutcome> DockerRuntime::Run(const RunRequest& request, RunObserver& observer,
                                       std::stop_token cancel) {
-  TaskRun run(*this, request, observer, std::move(cancel));
-  return run.Execute();
+  // nlohmann::json and the standard library may throw; nothing crosses this boundary (the
+  // TaskRun's destructor still removes what was created).
+  try {
+    TaskRun run(*this, request, observer, std::move(cancel));
+    return run.Execute();
+  } catch (const std::exception& e) {
+    return Internal(std::string("docker runtime: ") + e.what());
+  }
 }
 
 Status DockerRuntime::Health() { return client_->Ping(); }

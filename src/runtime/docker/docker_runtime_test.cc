@@ -32,6 +32,10 @@ constexpr const char* kBusybox = "localhost/busybox:latest";
 constexpr const char* kDebian = "localhost/debian:bookworm";
 constexpr const char* kTestLabel = "baton.test";
 
+// CTest runs each test as its own process, several at once: each process labels its
+// containers with its own pid and looks only for those.
+std::string TestLabelValue() { return std::to_string(getpid()); }
+
 std::string DockerHost() {
   const char* host = std::getenv("BATON_TEST_DOCKER_HOST");
   return host != nullptr ? host : "";
@@ -63,12 +67,12 @@ DockerRuntimeOptions TestOptions() {
   DockerRuntimeOptions options;
   options.host = DockerHost();
   options.default_image = kBusybox;
-  options.labels = {{kTestLabel, "1"}};
+  options.labels = {{kTestLabel, TestLabelValue()}};
   return options;
 }
 
 std::string LabelFilter() {
-  return UrlEncode(json{{"label", {kTestLabel}}}.dump());
+  return UrlEncode(json{{"label", {std::string(kTestLabel) + "=" + TestLabelValue()}}}.dump());
 }
 
 // Containers and volumes carrying the test label.
