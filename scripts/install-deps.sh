@@ -10,12 +10,13 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev libssl-dev
-  libpq-dev librabbitmq-dev
+  libpq-dev librabbitmq-dev libcurl4-openssl-dev
 )
 test_pkgs=(
   postgresql rabbitmq-server
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libfuzzer-14-dev python3 curl
+  podman runc busybox-static debootstrap
 )
 
 pkgs=("${build_pkgs[@]}")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs a command with the test services up: a throwaway PostgreSQL and RabbitMQ on
 # loopback (see postgres.sh and rabbitmq.sh), their addresses exported as
-# BATON_TEST_POSTGRES_DSN and BATON_TEST_RABBITMQ_URL, and stops them afterwards.
+# BATON_TEST_POSTGRES_DSN and BATON_TEST_RABBITMQ_URL, and Podman's Docker-compatible
+# service with the local test images (podman.sh) as BATON_TEST_DOCKER_HOST; stops them
+# afterwards.
 # A service that cannot start is reported loudly; its integration tests then skip.
 # Usage: with-services.sh COMMAND [ARGS...]
 set -uo pipefail
@@ -10,12 +12,13 @@ export BATON_SERVICES_DIR="${BATON_SERVICES_DIR:-$(mktemp -d /tmp/baton-services
 services_dir="$BATON_SERVICES_DIR"
 
 stop_all() {
+  "$here/podman.sh" stop >/dev/null 2>&1 || true
   "$here/rabbitmq.sh" stop >/dev/null 2>&1 || true
   "$here/postgres.sh" stop >/dev/null 2>&1 || true
 }
 trap stop_all EXIT
 
-for service in postgres rabbitmq; do
+for service in postgres rabbitmq podman; do
   started=$(date +%s%N)
   if "$here/$service.sh" start > "$services_dir/$service-start.log" 2>&1; then
     # shellcheck disable=SC1090

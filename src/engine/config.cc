@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <toml++/toml.h>
@@ -18,7 +19,9 @@ constexpr const char* kKeys[] = {
     "data_dir",            "worker.queues",
     "broker.type",         "broker.rabbitmq.url", "datastore.type",
     "datastore.sqlite.path", "datastore.postgres.dsn", "runtime.type",
-    "runtime.docker.host", "logging.level",      "logging.format"};
+    "runtime.docker.host", "logging.level",      "logging.format",
+    "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
+    "runtime.docker.config"};
 
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
@@ -82,6 +85,27 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.runtime_type = value;
   } else if (key == "runtime.docker.host") {
     config.docker_host = value;
+  } else if (key == "runtime.docker.image") {
+    config.docker_image = value;
+  } else if (key == "runtime.docker.binds.allowed") {
+    BATON_RETURN_IF_ERROR(one_of({"true", "false"}));
+    config.docker_allow_binds = value == "true";
+  } else if (key == "runtime.docker.binds.sources") {
+    config.docker_bind_sources.clear();
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      std::string_view item = rest.substr(0, rest.find(','));
+      rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      if (item.empty()) continue;
+      if (item.front() != '/') {
+        return InvalidArgument(fmt::format("{}: \"{}\" is not an absolute path", key, item));
+      }
+      config.docker_bind_sources.emplace_back(item);
+    }
+  } else if (key == "runtime.docker.config") {
+    config.docker_config = value;
   } else if (key == "logging.level") {
     BATON_RETURN_IF_ERROR(one_of({"debug", "info", "warn", "error"}));
     config.log_level = value == "debug"  ? log::Level::kDebug
@@ -121,6 +145,7 @@ Status Walk(const toml::table& table, const std::string& prefix, Config& config)
     }
     auto text = node.value<std::string>();
     if (!text && node.is_integer()) text = std::to_string(*node.value<int64_t>());
+    if (!text && node.is_boolean()) text = *node.value<bool>() ? "true" : "false";
     if (!text) {
       bool known = false;
       for (const char* k2 : kKeys) known = known || key == k2;

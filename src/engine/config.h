@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "base/status.h"
@@ -34,6 +35,10 @@ struct Config {
   std::string postgres_dsn;
   std::string runtime_type = "shell";
   std::string docker_host = "unix:///var/run/docker.sock";
+  std::string docker_image = "busybox:latest";  // for tasks that name no image
+  bool docker_allow_binds = false;
+  std::vector<std::string> docker_bind_sources;  // empty: any source, when allowed
+  std::string docker_config;                     // empty: ~/.docker/config.json
   log::Level log_level = log::Level::kInfo;
   log::Format log_format = log::Format::kText;
 };

@@ -43,6 +43,33 @@ TEST_F(ConfigTest, DefaultsWithoutAFile) {
   EXPECT_TRUE(config->worker_queues.empty());
 }
 
+TEST_F(ConfigTest, ReadsTheDockerRuntimeKeys) {
+  auto config = LoadConfig(Write(R"(
+[runtime]
+type = "auto"
+[runtime.docker]
+host = "unix:///run/podman/podman.sock"
+image = "localhost/busybox:latest"
+config = "/etc/baton/docker.json"
+[runtime.docker.binds]
+allowed = true
+sources = "/srv/data, /mnt/shared"
+)"),
+                           Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->runtime_type, "auto");
+  EXPECT_EQ(config->docker_host, "unix:///run/podman/podman.sock");
+  EXPECT_EQ(config->docker_image, "localhost/busybox:latest");
+  EXPECT_EQ(config->docker_config, "/etc/baton/docker.json");
+  EXPECT_TRUE(config->docker_allow_binds);
+  EXPECT_EQ(config->docker_bind_sources, (std::vector<std::string>{"/srv/data", "/mnt/shared"}));
+
+  env_["BATON_RUNTIME_DOCKER_BINDS_SOURCES"] = "relative/path";
+  auto bad = LoadConfig("", Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("runtime.docker.binds.sources"), std::string::npos);
+}
+
 TEST_F(ConfigTest, ReadsEveryKindOfKey) {
   auto config = LoadConfig(Write(R"(
 data_dir = "/var/lib/baton"

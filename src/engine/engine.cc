@@ -15,6 +15,7 @@
 #include "datastore/postgres/postgres_datastore.h"
 #include "datastore/postgres/postgres_locker.h"
 #include "datastore/sqlite/sqlite_datastore.h"
+#include "runtime/docker/docker_runtime.h"
 #include "runtime/shell/shell_runtime.h"
 
 namespace baton {
@@ -36,6 +37,38 @@ std::string HostName() {
   return buf;
 }
 
+// The runtime runtime.type names; `auto` is the Docker API when its socket answers, else
+// the shell. Says which at start-up.
+Result<std::unique_ptr<Runtime>> MakeRuntime(const Config& config) {
+  ShellRuntimeOptions shell;
+  shell.base_dir = config.data_dir + "/tasks";
+  if (config.runtime_type == "shell") {
+    log::Info("Runtime: shell (tasks run as local processes).");
+    return std::unique_ptr<Runtime>(std::make_unique<ShellRuntime>(shell));
+  }
+  DockerRuntimeOptions docker;
+  docker.host = config.docker_host;
+  docker.default_image = config.docker_image;
+  docker.base_dir = config.data_dir + "/tasks";
+  docker.allow_binds = config.docker_allow_binds;
+  docker.bind_sources = config.docker_bind_sources;
+  docker.docker_config = config.docker_config;
+  auto runtime = std::make_unique<DockerRuntime>(docker);
+  Status health = runtime->Health();
+  if (health.ok()) {
+    log::Info("Runtime: docker (tasks run in containers).",
+              {{"runtime.docker.host", config.docker_host}, {"runtime.type", config.runtime_type}});
+    return std::unique_ptr<Runtime>(std::move(runtime));
+  }
+  if (config.runtime_type == "docker") {
+    return FailedPrecondition(fmt::format(
+        "runtime.type = docker, but the Docker API does not answer: {}", health.message()));
+  }
+  log::Info("Runtime: shell (runtime.type = auto and no Docker API answers).",
+            {{"runtime.docker.host", config.docker_host}, {"reason", health.message()}});
+  return std::unique_ptr<Runtime>(std::make_unique<ShellRuntime>(shell));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
@@ -45,9 +78,6 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   }
   if (config.datastore_type != "sqlite") {
     return FailedPrecondition("datastore.type: only sqlite is available in this version");
-  }
-  if (config.runtime_type == "docker") {
-    return FailedPrecondition("runtime.type: the docker runtime is not available in this version");
   }
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
@@ -60,14 +90,14 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   auto datastore = SqliteDatastore::Open(sqlite);
   if (!datastore.ok()) return datastore.status();
 
-  ShellRuntimeOptions shell;
-  shell.base_dir = config.data_dir + "/tasks";
+  auto runtime = MakeRuntime(config);
+  if (!runtime.ok()) return runtime.status();
   WorkerOptions worker;
   worker.name = "standalone";
   worker.heartbeat_interval = config.worker_heartbeat;
   worker.queues = WorkerQueues(config);
   return std::make_unique<Engine>(std::move(*datastore), std::make_unique<InMemoryBroker>(),
-                                  std::make_unique<ShellRuntime>(shell),
+                                  std::move(*runtime),
                                   std::make_unique<SystemClock>(), NewThreadTimers(), worker);
 }
 
@@ -86,9 +116,9 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   worker.heartbeat_interval = config.worker_heartbeat;
   if (role == "worker") {
     worker.queues = WorkerQueues(config);
-    ShellRuntimeOptions shell;
-    shell.base_dir = config.data_dir + "/tasks";
-    return std::make_unique<Engine>(nullptr, std::move(*broker), std::make_unique<ShellRuntime>(shell),
+    auto runtime = MakeRuntime(config);
+    if (!runtime.ok()) return runtime.status();
+    return std::make_unique<Engine>(nullptr, std::move(*broker), std::move(*runtime),
                                     std::make_unique<SystemClock>(), NewThreadTimers(), worker);
   }
   if (config.datastore_type != "postgres") {

@@ -35,8 +35,22 @@
 namespace baton::conformance {
 
 struct RuntimeFactory {
+  RuntimeFactory(std::string name_in, std::function<std::unique_ptr<Runtime>()> make_in,
+                 std::function<std::string()> skip_reason_in = {},
+                 std::function<void()> verify_clean_in = {})
+      : name(std::move(name_in)),
+        make(std::move(make_in)),
+        skip_reason(std::move(skip_reason_in)),
+        verify_clean(std::move(verify_clean_in)) {}
+
   std::string name;  // the instantiation's name: letters, digits and '_' only
   std::function<std::unique_ptr<Runtime>()> make;
+  // Optional: why the runtime cannot be tested here (e.g. no container engine); a
+  // non-empty answer skips the test, visibly.
+  std::function<std::string()> skip_reason;
+  // Optional: checks after each test that the runtime left nothing behind that the
+  // suite cannot see (e.g. containers); report failures with gtest's EXPECT_*.
+  std::function<void()> verify_clean;
 };
 
 inline std::string RuntimeFactoryName(const ::testing::TestParamInfo<RuntimeFactory>& info) {
@@ -78,8 +92,17 @@ class RuntimeConformanceTest : public ::testing::TestWithParam<RuntimeFactory> {
   using Clock = std::chrono::steady_clock;
 
   void SetUp() override {
+    if (GetParam().skip_reason) {
+      std::string reason = GetParam().skip_reason();
+      if (!reason.empty()) GTEST_SKIP() << reason;
+    }
     runtime_ = GetParam().make();
     ASSERT_NE(runtime_, nullptr);
+  }
+
+  void TearDown() override {
+    runtime_.reset();
+    if (GetParam().verify_clean && !IsSkipped()) GetParam().verify_clean();
   }
 
   static Task Script(std::string run) {
