@@ -6,7 +6,8 @@
 # start: runs /usr/lib/rabbitmq/bin/rabbitmq-server directly (no systemd, as root) on free
 #   loopback ports with all of its state under $BATON_SERVICES_DIR/rabbitmq (default
 #   /tmp/baton-services/rabbitmq), waits until it is ready, and writes
-#   `export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:PORT/` to
+#   `export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:PORT/` and
+#   BATON_TEST_RABBITMQ_MANAGEMENT_URL (the management plugin's HTTP API) to
 #   $BATON_SERVICES_DIR/rabbitmq.env. If that node is already running, does nothing.
 # stop: stops the node (SIGTERM, waits) and the epmd it started, and removes its state.
 # Both are idempotent.
@@ -52,13 +53,18 @@ start() {
   stop_node >/dev/null 2>&1 || true
   rm -rf "$dir"
   mkdir -p "$dir"
-  local port dist_port epmd_port
+  local port dist_port epmd_port mgmt_port
   port=$(free_port)
   dist_port=$(free_port)
   epmd_port=$(free_port)
-  echo "$port $dist_port $epmd_port" > "$dir/ports"
-  echo '[].' > "$dir/enabled_plugins"
-  printf 'listeners.tcp.default = 127.0.0.1:%s\nloopback_users = none\n' "$port" > "$dir/rabbitmq.conf"
+  mgmt_port=$(free_port)
+  echo "$port $dist_port $epmd_port $mgmt_port" > "$dir/ports"
+  # The management plugin serves queue statistics (unacked across processes), sampled
+  # every 500 ms instead of 5 s so tests see changes quickly.
+  echo '[rabbitmq_management].' > "$dir/enabled_plugins"
+  printf '%s\n' "listeners.tcp.default = 127.0.0.1:$port" "loopback_users = none" \
+    "management.tcp.ip = 127.0.0.1" "management.tcp.port = $mgmt_port" \
+    "collect_statistics_interval = 500" > "$dir/rabbitmq.conf"
   local started=$SECONDS
   (
     export HOME="$dir" RABBITMQ_NODENAME="baton$port@localhost" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
@@ -74,7 +80,10 @@ start() {
     tail -n 20 "$dir/out" >&2 || true
     exit 1
   }
-  echo "export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:$port/" > "$env_file"
+  {
+    echo "export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:$port/"
+    echo "export BATON_TEST_RABBITMQ_MANAGEMENT_URL=http://guest:guest@127.0.0.1:$mgmt_port"
+  } > "$env_file"
   log "started on 127.0.0.1:$port in $((SECONDS - started)) s ($env_file)"
 }
 
@@ -99,7 +108,7 @@ stop_node() {
 # Runs rabbitmqctl against our node.
 ctl() {
   local port dist_port epmd_port
-  read -r port dist_port epmd_port < "$dir/ports"
+  read -r port dist_port epmd_port _ < "$dir/ports"
   HOME="$dir" RABBITMQ_NODENAME="baton$port@localhost" ERL_EPMD_PORT="$epmd_port" \
     ERL_EPMD_ADDRESS=127.0.0.1 "$bin/rabbitmqctl" -n "baton$port@localhost" "$@"
 }

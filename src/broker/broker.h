@@ -63,6 +63,10 @@ class Subscription {
   // Stops deliveries and returns once no handler of this subscription is running.
   // Deliveries still unacked are requeued.
   virtual void Close() = 0;
+  // Changes how many unacked deliveries the subscription may hold from now on (≥ 0; 0
+  // pauses it). Deliveries already held stay. A worker sets it to its free slots.
+  // InvalidArgument below 0; FailedPrecondition once closed.
+  virtual Status SetPrefetch(int prefetch) = 0;
 };
 
 class Broker {

@@ -109,6 +109,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   }
   RabbitMqOptions rabbit;
   rabbit.url = config.rabbitmq_url;
+  rabbit.management_url = config.rabbitmq_management_url;
   auto broker = RabbitMqBroker::Connect(rabbit);
   if (!broker.ok()) return broker.status();
   WorkerOptions worker;
@@ -146,6 +147,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
                                          std::make_unique<SystemClock>(), NewThreadTimers(),
                                          worker, coordinator);
   engine->locker_ = std::move(locker);
+  engine->coordinator_node_id_ = coordinator.node_id;
   engine->trust_live_nodes_ = true;
   return engine;
 }

@@ -62,8 +62,10 @@ class Engine {
 
   Datastore& datastore() { return *datastore_; }
   Broker& broker() { return *broker_; }
-  // The worker's node id; empty without a worker.
-  std::string node_id() const { return worker_ ? worker_->node_id() : std::string(); }
+  // The worker's node id, else the coordinator's (several coordinators); else empty.
+  std::string node_id() const {
+    return worker_ ? worker_->node_id() : coordinator_node_id_;
+  }
   // The port the API listens on, once started (0 without an API).
   int api_port() const { return server_ ? server_->port() : 0; }
 
@@ -83,6 +85,7 @@ class Engine {
   // coordinator, every known node (the lease checks judge them once it has run a lease).
   bool trust_live_nodes_ = false;
   std::chrono::milliseconds lease_{std::chrono::seconds(30)};
+  std::string coordinator_node_id_;
   bool started_ = false;
 };
 

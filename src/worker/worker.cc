@@ -99,7 +99,10 @@ Status Worker::Start() {
           raw->cv.notify_one();
         });
     if (!subscription.ok()) return subscription.status();
-    lane->subscription = std::move(*subscription);
+    {
+      std::lock_guard lock(lane->mu);
+      lane->subscription = std::move(*subscription);
+    }
     lanes_.push_back(std::move(lane));
   }
   Heartbeat();
@@ -118,11 +121,19 @@ void Worker::SlotLoop(Lane& lane, const std::stop_token& stop) {
       delivery = std::move(lane.pending.front());
       lane.pending.pop_front();
     }
-    RunOne(std::move(delivery));
+    RunOne(lane, std::move(delivery));
   }
 }
 
-void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
+void Worker::Started(Lane& lane, int delta) {
+  std::lock_guard lock(lane.mu);
+  lane.running += delta;
+  // Acked messages no longer count against the prefetch, so without this a busy lane
+  // would take up to `concurrency` more than it can run.
+  if (lane.subscription) (void)lane.subscription->SetPrefetch(std::max(0, lane.concurrency - lane.running));
+}
+
+void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   auto record = TaskRecordFromJson(nlohmann::json::parse(delivery->body(), nullptr, false));
   if (!record.ok()) {
     log::Error("dropping a task message that cannot be read", {{"error", record.status().message()}});
@@ -161,6 +172,7 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
     (void)delivery->Nack(true);
     return;
   }
+  Started(lane, +1);
   (void)delivery->Ack();
 
   Reporter reporter(broker_, clock_, task);
@@ -193,6 +205,7 @@ void Worker::RunOne(std::unique_ptr<Delivery> delivery) {
   std::string_view queue =
       finished.outcome == TaskFinished::Outcome::kCompleted ? kQueueCompleted : kQueueFailed;
   Report(queue, Encode(finished), task.id);
+  Started(lane, -1);
   {
     std::lock_guard lock(mu_);
     running_.erase(task.id);

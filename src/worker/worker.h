@@ -57,12 +57,15 @@ class Worker {
     std::mutex mu;
     std::condition_variable_any cv;
     std::deque<std::unique_ptr<Delivery>> pending;  // guarded by mu
+    int running = 0;  // tasks started (their messages acked); guarded by mu
     std::unique_ptr<Subscription> subscription;
     std::vector<std::jthread> threads;
   };
 
   void SlotLoop(Lane& lane, const std::stop_token& stop);
-  void RunOne(std::unique_ptr<Delivery> delivery);
+  void RunOne(Lane& lane, std::unique_ptr<Delivery> delivery);
+  // The lane's subscription may hold as many messages as it has free slots.
+  static void Started(Lane& lane, int delta);
   void HeartbeatLoop(const std::stop_token& stop);
   void Heartbeat();
   // Publishes an outcome, retrying while the broker is unreachable (an outcome must not

@@ -142,6 +142,7 @@ class Inbox {
 class FailedSubscription : public Subscription {
  public:
   void Close() override {}
+  Status SetPrefetch(int) override { return FailedPrecondition("no subscription"); }
 };
 
 inline std::string RandomNonce() {
@@ -405,6 +406,42 @@ TEST_P(BrokerConformanceTest, PrefetchAlsoBoundsMessagesPublishedAfterSubscribin
   ASSERT_TRUE(inbox.WaitForSize(4));
   std::this_thread::sleep_for(kQuiet);
   EXPECT_EQ(inbox.size(), 4u);
+}
+
+TEST_P(BrokerConformanceTest, SetPrefetchPausesAndResumesDeliveries) {
+  const std::string q = QueueName();
+  for (const std::string& body : Numbered("m", 0, 5)) Publish(q, body);
+  Inbox inbox(Mode::kHold);
+  auto sub = Subscribe(q, 1, inbox.Handler());
+  ASSERT_TRUE(inbox.WaitForSize(1));
+  // Paused: acking what it holds brings nothing more.
+  ASSERT_TRUE(sub->SetPrefetch(0).ok());
+  for (auto& delivery : inbox.TakeHeld()) EXPECT_TRUE(delivery->Ack().ok());
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_EQ(inbox.size(), 1u);
+  // Room for three: three more arrive, and no fourth while they are held.
+  ASSERT_TRUE(sub->SetPrefetch(3).ok());
+  ASSERT_TRUE(inbox.WaitForSize(4));
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_EQ(inbox.size(), 4u);
+  // Lowered below what it holds: nothing more until it holds less than that.
+  ASSERT_TRUE(sub->SetPrefetch(1).ok());
+  auto held = inbox.TakeHeld();
+  ASSERT_EQ(held.size(), 3u);
+  EXPECT_TRUE(held[0]->Ack().ok());
+  EXPECT_TRUE(held[1]->Ack().ok());
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_EQ(inbox.size(), 4u);
+  EXPECT_TRUE(held[2]->Ack().ok());
+  ASSERT_TRUE(inbox.WaitForSize(5));
+  EXPECT_EQ(inbox.bodies(), Numbered("m", 0, 5));
+}
+
+TEST_P(BrokerConformanceTest, SetPrefetchRefusesANegativeCount) {
+  const std::string q = QueueName();
+  Inbox inbox;
+  auto sub = Subscribe(q, 1, inbox.Handler());
+  EXPECT_EQ(sub->SetPrefetch(-1).code(), StatusCode::kInvalidArgument);
 }
 
 // ---- Ack, nack, close -----------------------------------------------------------------

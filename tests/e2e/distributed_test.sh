@@ -38,6 +38,7 @@ psql "$psql_dsn" -qc "CREATE DATABASE $db" || { echo "FAIL: cannot create databa
 # A virtual host of its own: no other suite's process can take this suite's messages.
 vhost_url=$("$src/scripts/test-services/rabbitmq.sh" vhost "$db") || { echo "FAIL: cannot create vhost $db"; exit 1; }
 export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$vhost_url
+export BATON_BROKER_RABBITMQ_MANAGEMENT_URL=${BATON_TEST_RABBITMQ_MANAGEMENT_URL:-}
 # Short leases, so the fault cases below take seconds.
 export BATON_COORDINATOR_LEASE=3s BATON_WORKER_HEARTBEAT=500ms
 export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
@@ -83,6 +84,43 @@ expect "subjob: state" "$(js "$body" 'j["state"]')" COMPLETED
 id=$(submit "$examples/retry.yaml") && wait_done "$id"
 expect "retry: state" "$(js "$body" 'j["state"]')" FAILED
 expect "retry: attempts" "$(js "$body" 'len(j["execution"])')" 3
+
+# GET /queues: RabbitMQ's own figures for the vhost (sizes and consumers exact, unacked
+# sampled by its management API). Eight 2-second tasks on two workers of two slots: four
+# run, four wait in `default`, and the full workers stop consuming (their prefetch is
+# their free slots: none); the coordinator consumes x-completed.
+post_yaml <<'JOB'
+name: queue stats
+tasks:
+  - name: wide
+    parallel:
+      tasks:
+        - {name: s1, run: sleep 2}
+        - {name: s2, run: sleep 2}
+        - {name: s3, run: sleep 2}
+        - {name: s4, run: sleep 2}
+        - {name: s5, run: sleep 2}
+        - {name: s6, run: sleep 2}
+        - {name: s7, run: sleep 2}
+        - {name: s8, run: sleep 2}
+JOB
+id=$(js "$body" 'j["id"]')
+queue_view=""
+views=()
+want='{"default": [4, 0], "x-completed": [0, 1]}'
+deadline=$((SECONDS + 15))
+while ((SECONDS < deadline)); do
+  http GET /queues
+  queue_view=$(js "$body" 'dict(sorted((q["name"], [q["size"], q["subscribers"]]) for q in j if q["name"] in ("default", "x-completed")))')
+  views+=("$queue_view")
+  [[ $queue_view == "$want" ]] && break
+  sleep 0.1
+done
+[[ $queue_view == "$want" ]] || printf 'views seen: %s\n' "${views[@]}" | uniq -c
+expect "queues: four wait in default, the coordinator consumes x-completed" "$queue_view" "$want"
+expect "queues: unacked is a count" "$(js "$body" 'all(isinstance(q["unacked"], int) for q in j)')" true
+wait_done "$id" 60
+expect "queue stats: state" "$(js "$body" 'j["state"]')" COMPLETED
 
 # Fault: kill -9 the worker running a long task; after the lease the task re-runs on the
 # other worker and the job completes with its result recorded once.

@@ -68,7 +68,7 @@ struct SubState {
 
   const std::uint64_t id;
   QueueState* const queue;  // Points into Core::queues_, whose nodes live as long as Core.
-  const std::size_t prefetch;
+  std::size_t prefetch;
   // Called only on `thread`, without the lock.
   const DeliveryHandler handler;
 
@@ -115,6 +115,7 @@ class Core : public std::enable_shared_from_this<Core> {
   Status Health();
 
   Status Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settlement);
+  Status SetPrefetch(std::uint64_t sub_id, int prefetch);
   void CloseSubscription(std::uint64_t sub_id);
   // Closes every subscription, waiting for their handlers; later calls fail.
   void Shutdown();
@@ -212,6 +213,12 @@ class InMemorySubscription final : public Subscription {
 
   void Close() override {
     if (std::shared_ptr<Core> core = core_.lock()) core->CloseSubscription(id_);
+  }
+  Status SetPrefetch(int prefetch) override {
+    if (prefetch < 0) return InvalidArgument("prefetch must be 0 or more");
+    std::shared_ptr<Core> core = core_.lock();
+    if (!core) return FailedPrecondition("the broker is gone");
+    return core->SetPrefetch(id_, prefetch);
   }
 
  private:
@@ -425,6 +432,22 @@ void Core::Pump(QueueState& q) {
     sub->wake.notify_one();
     GrantCreditIfRoom(q, *sub);
   }
+}
+
+Status Core::SetPrefetch(std::uint64_t sub_id, int prefetch) {
+  std::lock_guard lock(mu_);
+  auto it = subs_.find(sub_id);
+  if (it == subs_.end() || it->second->closing) return FailedPrecondition("subscription is closed");
+  SubState& sub = *it->second;
+  QueueState& q = *sub.queue;
+  sub.prefetch = static_cast<std::size_t>(prefetch);
+  if (sub.in_credit && sub.outstanding.size() >= sub.prefetch) {
+    std::erase(q.credit, &sub);  // O(subscribers), on a change only
+    sub.in_credit = false;
+  }
+  GrantCreditIfRoom(q, sub);
+  Pump(q);
+  return Status::Ok();
 }
 
 void Core::GrantCreditIfRoom(QueueState& q, SubState& sub) {

@@ -1,5 +1,8 @@
 #include "broker/rabbitmq/rabbitmq_broker.h"
 
+#include "base/log.h"
+#include "broker/rabbitmq/management.h"
+
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <poll.h>
@@ -16,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -285,7 +289,7 @@ struct Incoming {
 // One subscription: its connection (owned by `io`), and its dispatcher.
 struct SubState : std::enable_shared_from_this<SubState> {
   SubState(std::uint64_t id_in, std::string queue_in, int prefetch_in, DeliveryHandler handler_in)
-      : id(id_in), queue(std::move(queue_in)), prefetch(prefetch_in), handler(std::move(handler_in)) {}
+      : id(id_in), queue(std::move(queue_in)), handler(std::move(handler_in)), prefetch(prefetch_in) {}
 
   Status Settle(std::uint64_t tag, std::uint64_t delivery_generation, Settlement how) {
     {
@@ -303,7 +307,6 @@ struct SubState : std::enable_shared_from_this<SubState> {
 
   const std::uint64_t id;
   const std::string queue;
-  const int prefetch;
   // Called only on the dispatcher thread, without locks.
   const DeliveryHandler handler;
   const WakeFd wake;  // wakes `io` for settles and stops
@@ -319,13 +322,21 @@ struct SubState : std::enable_shared_from_this<SubState> {
   std::vector<Pending> settles;         // to send, for the current generation
   std::set<std::uint64_t> outstanding;  // received, not settled (current generation)
   std::uint64_t generation = 0;         // bumped when the connection is lost
+  int prefetch = 1;                     // wanted; 0: paused (no consumer)
+  std::uint64_t prefetch_version = 0;   // bumped by SetPrefetch
+  std::uint64_t applied_version = 0;    // what the io thread has applied (or will on reconnect)
+  bool connected = false;               // the io thread has a connection
+  std::condition_variable applied;      // SetPrefetch waits for applied_version
   bool closing = false;  // no more handler calls
   bool closed = false;   // the dispatcher has stopped: settles are refused
   bool finish_on_exit = false;  // closed from its own handler
   std::thread::id dispatcher_id;  // set before the sub is published in Core::subs_
 
-  // Only the io thread touches it once started.
+  // Only the io thread touches these once started.
   std::unique_ptr<Connection> conn;
+  int applied_prefetch = -1;  // what the connection has (basic.qos; 0: not consuming)
+  bool consuming = false;
+  std::string consumer_tag;
 
   // Declared last so that they are joined before the members above are destroyed.
   std::jthread io;
@@ -334,8 +345,8 @@ struct SubState : std::enable_shared_from_this<SubState> {
 
 class Core : public std::enable_shared_from_this<Core> {
  public:
-  Core(ServerAddress address, RabbitMqOptions options)
-      : address_(std::move(address)), options_(std::move(options)) {}
+  Core(ServerAddress address, RabbitMqOptions options, std::optional<ManagementApi> management)
+      : address_(std::move(address)), options_(std::move(options)), management_(std::move(management)) {}
 
   Status Publish(std::string_view queue, std::string body, int priority);
   Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
@@ -345,6 +356,7 @@ class Core : public std::enable_shared_from_this<Core> {
   Status Health();
 
   void CloseSubscription(std::uint64_t id);
+  Status SetPrefetch(std::uint64_t id, int prefetch);
   void Shutdown();
 
  private:
@@ -353,7 +365,9 @@ class Core : public std::enable_shared_from_this<Core> {
   Status PublishOnce(std::string_view queue, const std::string& body, int priority);
   Result<QueueInfo> InspectLocked(std::string_view name);
 
-  Result<std::unique_ptr<Connection>> OpenConsumer(const SubState& sub);
+  Result<std::unique_ptr<Connection>> OpenConsumer(SubState& sub);
+  // Brings the connection's basic.qos / consumer to the wanted prefetch (io thread).
+  Status ApplyPrefetch(SubState* sub);
   void IoLoop(const std::stop_token& stop, SubState* sub);
   // Sends queued acks/nacks; false when the connection failed.
   bool FlushSettles(SubState* sub);
@@ -366,6 +380,7 @@ class Core : public std::enable_shared_from_this<Core> {
 
   const ServerAddress address_;
   const RabbitMqOptions options_;
+  const std::optional<ManagementApi> management_;
 
   std::mutex pub_mu_;
   // Guarded by pub_mu_:
@@ -432,6 +447,12 @@ class RabbitMqSubscription final : public Subscription {
   ~RabbitMqSubscription() override { Close(); }
   void Close() override {
     if (std::shared_ptr<Core> core = core_.lock()) core->CloseSubscription(id_);
+  }
+  Status SetPrefetch(int prefetch) override {
+    if (prefetch < 0) return InvalidArgument("prefetch must be 0 or more");
+    std::shared_ptr<Core> core = core_.lock();
+    if (!core) return FailedPrecondition("the broker is gone");
+    return core->SetPrefetch(id_, prefetch);
   }
 
  private:
@@ -593,11 +614,24 @@ Result<QueueInfo> Core::InspectLocked(std::string_view name) {
 
 Result<QueueInfo> Core::Queue(std::string_view name) {
   BATON_RETURN_IF_ERROR(CheckQueueName(name));
+  // Ready messages and consumers from a passive queue.declare: exact, now.
   Result<QueueInfo> info = [&] {
     std::lock_guard lock(pub_mu_);
     return InspectLocked(name);
   }();
   if (!info.ok()) return info;
+  if (management_) {
+    // Unacked across every process, as RabbitMQ last sampled it.
+    auto sampled = management_->Queue(address_.vhost, name);
+    if (sampled.ok()) {
+      info->unacked = sampled->unacked;
+      return info;
+    }
+    if (sampled.status().code() != StatusCode::kNotFound) {
+      log::Warn("queue statistics from the management API failed; unacked counts this process only",
+                {{"error", sampled.status().message()}});
+    }
+  }
   std::lock_guard lock(mu_);
   for (const auto& [id, sub] : subs_) {
     if (sub->queue != name) continue;
@@ -609,13 +643,35 @@ Result<QueueInfo> Core::Queue(std::string_view name) {
 
 Result<std::vector<QueueInfo>> Core::Queues() {
   std::vector<std::string> names;
-  {
+  std::map<std::string, std::int64_t> sampled_unacked;
+  bool sampled = false;
+  if (management_) {
+    // Every queue of the vhost, not only those this object used.
+    auto listed = management_->Queues(address_.vhost);
+    if (listed.ok()) {
+      sampled = true;
+      for (const QueueInfo& q : *listed) {
+        names.push_back(q.name);
+        sampled_unacked[q.name] = q.unacked;
+      }
+    } else {
+      log::Warn("queue statistics from the management API failed; listing this process's queues",
+                {{"error", listed.status().message()}});
+    }
+  }
+  if (!sampled) {
     std::lock_guard lock(mu_);
     names.assign(known_.begin(), known_.end());
   }
   std::vector<QueueInfo> infos;
   for (const std::string& name : names) {
-    Result<QueueInfo> info = Queue(name);
+    Result<QueueInfo> info = sampled ? [&]() -> Result<QueueInfo> {
+      std::lock_guard lock(pub_mu_);
+      auto exact = InspectLocked(name);
+      if (exact.ok()) exact->unacked = sampled_unacked[name];
+      return exact;
+    }()
+                                     : Queue(name);
     if (info.ok()) {
       infos.push_back(std::move(info).value());
     } else if (info.status().code() == StatusCode::kNotFound) {
@@ -643,20 +699,84 @@ Status Core::Health() {
 
 // ---- Subscriptions ----------------------------------------------------------------------
 
-Result<std::unique_ptr<Connection>> Core::OpenConsumer(const SubState& sub) {
+Result<std::unique_ptr<Connection>> Core::OpenConsumer(SubState& sub) {
   auto conn = Connection::Open(address_);
   if (!conn.ok()) return conn.status();
   Connection& c = **conn;
   BATON_RETURN_IF_ERROR(c.OpenChannel(kConsumeChannel));
   BATON_RETURN_IF_ERROR(DeclareQueue(c, kConsumeChannel, sub.queue, options_));
-  amqp_basic_qos(c.state(), kConsumeChannel, 0,
-                 static_cast<std::uint16_t>(std::min(sub.prefetch, 65535)), 0);
-  BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.qos"));
-  amqp_basic_consume(c.state(), kConsumeChannel, Bytes(sub.queue), amqp_empty_bytes,
-                     /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
-  BATON_RETURN_IF_ERROR(
-      c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.consume"));
+  sub.applied_prefetch = -1;
+  sub.consuming = false;
   return conn;
+}
+
+Status Core::ApplyPrefetch(SubState* sub) {
+  int wanted = 0;
+  std::uint64_t version = 0;
+  {
+    std::lock_guard lock(sub->mu);
+    wanted = sub->prefetch;
+    version = sub->prefetch_version;
+  }
+  auto done = [&] {
+    {
+      std::lock_guard lock(sub->mu);
+      sub->applied_version = std::max(sub->applied_version, version);
+    }
+    sub->applied.notify_all();
+  };
+  if (wanted == sub->applied_prefetch) {
+    done();
+    return Status::Ok();
+  }
+  Connection& c = *sub->conn;
+  if (wanted > 0) {
+    // Other frames (deliveries) arriving meanwhile are queued by rabbitmq-c and read next.
+    // global = 1, the channel's limit: RabbitMQ applies a per-consumer limit only to
+    // consumers started after it, but changes a channel's at once (one consumer each).
+    amqp_basic_qos(c.state(), kConsumeChannel, 0, static_cast<std::uint16_t>(std::min(wanted, 65535)),
+                   /*global=*/1);
+    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.qos"));
+    if (!sub->consuming) {
+      amqp_basic_consume_ok_t* ok =
+          amqp_basic_consume(c.state(), kConsumeChannel, Bytes(sub->queue), amqp_empty_bytes,
+                             /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
+      BATON_RETURN_IF_ERROR(
+          c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.consume"));
+      sub->consumer_tag = FromBytes(ok->consumer_tag);
+      sub->consuming = true;
+    }
+  } else if (sub->consuming) {
+    // Paused: no consumer, so nothing more is delivered; what is held stays unacked.
+    amqp_basic_cancel(c.state(), kConsumeChannel, Bytes(sub->consumer_tag));
+    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.cancel"));
+    sub->consuming = false;
+  }
+  sub->applied_prefetch = wanted;
+  done();
+  return Status::Ok();
+}
+
+Status Core::SetPrefetch(std::uint64_t id, int prefetch) {
+  std::shared_ptr<SubState> sub;
+  {
+    std::lock_guard lock(mu_);
+    auto it = subs_.find(id);
+    if (it == subs_.end()) return FailedPrecondition("subscription is closed");
+    sub = it->second;
+  }
+  std::unique_lock lock(sub->mu);
+  if (sub->closing) return FailedPrecondition("subscription is closed");
+  sub->prefetch = prefetch;
+  std::uint64_t version = ++sub->prefetch_version;
+  sub->wake.Notify();
+  // "From now on": wait until the connection has it, so that an ack sent after this call
+  // cannot bring a delivery the new prefetch forbids. Without a connection there is
+  // nothing to wait for: a new one starts with it.
+  sub->applied.wait_for(lock, std::chrono::seconds(5), [&] {
+    return sub->applied_version >= version || !sub->connected || sub->closing;
+  });
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, int prefetch,
@@ -685,6 +805,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
       std::lock_guard lock(sub->mu);
       sub->closing = true;
       sub->ready.notify_all();
+      sub->applied.notify_all();
     }
     sub->wake.Notify();
     return Unavailable(std::string("cannot start a subscription thread: ") + e.what());
@@ -706,6 +827,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
     std::lock_guard lock(sub->mu);
     sub->closing = true;
     sub->ready.notify_all();
+    sub->applied.notify_all();
   }
   sub->dispatcher.join();
   sub->io.request_stop();
@@ -742,6 +864,7 @@ bool Core::FlushSettles(SubState* sub) {
 void Core::LoseConnection(SubState* sub) {
   {
     std::lock_guard lock(sub->mu);
+    sub->connected = false;
     ++sub->generation;
     sub->outstanding.clear();
     sub->settles.clear();
@@ -768,8 +891,14 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
       }
       sub->conn = std::move(conn).value();
       backoff = kMinBackoff;
+      {
+        std::lock_guard lock(sub->mu);
+        sub->connected = true;
+      }
     }
-    if (!FlushSettles(sub)) {
+    // The prefetch first: SetPrefetch callers ack after it returns, and expect the new
+    // prefetch to be in force when the ack arrives.
+    if (!ApplyPrefetch(sub).ok() || !FlushSettles(sub)) {
       LoseConnection(sub);
       continue;
     }
@@ -894,6 +1023,7 @@ void Core::CloseSubscription(std::uint64_t id) {
       sub->closing = true;
       sub->inbox.clear();
       sub->ready.notify_all();
+      sub->applied.notify_all();
       if (own_thread) {
         sub->finish_on_exit = true;
         return;
@@ -951,8 +1081,15 @@ void Core::Shutdown() {
 Result<std::unique_ptr<RabbitMqBroker>> RabbitMqBroker::Connect(RabbitMqOptions options) {
   auto address = rabbitmq_internal::ParseUrl(options.url);
   if (!address.ok()) return address.status();
+  std::optional<rabbitmq_internal::ManagementApi> management;
+  if (!options.management_url.empty()) {
+    auto api = rabbitmq_internal::ManagementApi::Parse(options.management_url, address->user,
+                                                       address->password);
+    if (!api.ok()) return api.status();
+    management = std::move(*api);
+  }
   auto core = std::make_shared<rabbitmq_internal::Core>(std::move(address).value(),
-                                                        std::move(options));
+                                                        std::move(options), std::move(management));
   BATON_RETURN_IF_ERROR(core->Health());
   return std::unique_ptr<RabbitMqBroker>(new RabbitMqBroker(std::move(core)));
 }

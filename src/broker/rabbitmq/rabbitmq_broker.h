@@ -27,6 +27,10 @@ struct RabbitMqOptions {
   std::chrono::milliseconds confirm_timeout = std::chrono::seconds(10);
   // Publish retries (reconnecting) this many times after a connection failure.
   int publish_retries = 3;
+  // RabbitMQ's management API, http://[user:password@]host:port (the AMQP credentials
+  // when none are given): Queue() and Queues() then report every queue of the vhost with
+  // its unacked count across all processes (as of RabbitMQ's last statistics sample).
+  std::string management_url;
 };
 
 // Queues are durable classic queues declared with `x-max-priority: 9` (plus `x-expires`
@@ -51,10 +55,12 @@ struct RabbitMqOptions {
 //   what is still unacked.
 //
 // Queue statistics: `size` (messages ready) and `subscribers` (consumers) come from a
-// passive queue.declare. AMQP has no unacked count, so `unacked` counts only the unacked
-// deliveries of this broker object's own subscriptions; deliveries held by other processes
-// are not included. Queues() lists the queues this broker object published to or
-// subscribed to (not every queue on the server); Queue() answers for any existing queue.
+// passive queue.declare: exact at the time of the call. AMQP has no unacked count: with
+// `management_url`, `unacked` is RabbitMQ's (deliveries held by any process, as sampled
+// every collect_statistics_interval, 5 s by default) and Queues() lists every queue of
+// the vhost; without it (or when that API fails), `unacked` counts only the deliveries
+// held by this broker object's own subscriptions, and Queues() lists the queues this
+// object published to or subscribed to (Queue() answers for any existing queue).
 //
 // Heartbeats are off; a dead TCP peer is noticed when a read or write fails.
 //

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -143,6 +145,59 @@ TEST_F(RabbitMqBrokerTest, UnackedDeliveriesGoBackWhenTheBrokerObjectIsDestroyed
   EXPECT_TRUE(inbox.seen()[0].redelivered);
 }
 
+// Queue statistics through the management API: deliveries held by another broker object
+// (another process, as far as RabbitMQ can tell) count as unacked, and every queue of the
+// vhost is listed. The statistics are sampled (every 500 ms in the test service).
+TEST_F(RabbitMqBrokerTest, ManagementApiCountsUnackedDeliveriesOfOtherConnections) {
+  const char* management = std::getenv("BATON_TEST_RABBITMQ_MANAGEMENT_URL");
+  if (management == nullptr || *management == '\0') {
+    GTEST_SKIP() << "BATON_TEST_RABBITMQ_MANAGEMENT_URL not set (make test sets it)";
+  }
+  const std::string q = QueueName();
+  auto holder = Connect();
+  ASSERT_NE(holder, nullptr);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(holder->Publish(q, "m" + std::to_string(i)).ok());
+  Inbox held(Inbox::Mode::kHold);
+  auto sub = holder->Subscribe(q, 2, held.Handler());
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  ASSERT_TRUE(held.WaitForSize(2));
+
+  RabbitMqOptions options = testing::TestOptions(url_.c_str());
+  options.management_url = management;
+  auto observer = RabbitMqBroker::Connect(options);
+  ASSERT_TRUE(observer.ok()) << observer.status().ToString();
+  QueueInfo last;
+  bool seen = WaitFor(
+      [&] {
+        auto info = (*observer)->Queue(q);
+        if (info.ok()) last = *info;
+        return info.ok() && info->unacked == 2 && info->size == 1 && info->subscribers == 1;
+      },
+      std::chrono::seconds(15));
+  EXPECT_TRUE(seen) << "last: size " << last.size << ", unacked " << last.unacked
+                    << ", subscribers " << last.subscribers;
+  // Listed although this broker object never used the queue.
+  auto all = (*observer)->Queues();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(std::any_of(all->begin(), all->end(), [&](const QueueInfo& i) { return i.name == q; }));
+  EXPECT_TRUE(std::is_sorted(all->begin(), all->end(),
+                             [](const QueueInfo& a, const QueueInfo& b) { return a.name < b.name; }));
+  EXPECT_EQ((*observer)->Queue(q + ".missing").status().code(), StatusCode::kNotFound);
+  for (auto& delivery : held.TakeHeld()) EXPECT_TRUE(delivery->Ack().ok());
+}
+
+TEST_F(RabbitMqBrokerTest, UnreachableManagementApiFallsBackToAmqp) {
+  const std::string q = QueueName();
+  RabbitMqOptions options = testing::TestOptions(url_.c_str());
+  options.management_url = "http://guest:secret-pw@127.0.0.1:1";
+  auto broker = RabbitMqBroker::Connect(options);
+  ASSERT_TRUE(broker.ok()) << broker.status().ToString();
+  ASSERT_TRUE((*broker)->Publish(q, "x").ok());
+  auto info = (*broker)->Queue(q);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, 1);
+}
+
 RabbitMqOptions OptionsFor(std::string url) {
   RabbitMqOptions options;
   options.url = std::move(url);
@@ -153,6 +208,18 @@ TEST(RabbitMqBrokerConnectTest, UnreachableServerIsUnavailable) {
   auto broker = RabbitMqBroker::Connect(OptionsFor("amqp://guest:guest@127.0.0.1:1/"));
   ASSERT_FALSE(broker.ok());
   EXPECT_EQ(broker.status().code(), StatusCode::kUnavailable) << broker.status().ToString();
+}
+
+TEST(RabbitMqBrokerConnectTest, MalformedManagementUrlIsInvalidAndKeepsThePasswordOut) {
+  RabbitMqOptions options = OptionsFor("amqp://guest:guest@127.0.0.1:1/");
+  for (const char* bad : {"https://u:hunter2@host:15672", "http://u:hunter2@host:99999",
+                          "http://u:hunter2@host:15672/api"}) {
+    options.management_url = bad;
+    auto broker = RabbitMqBroker::Connect(options);
+    ASSERT_FALSE(broker.ok()) << bad;
+    EXPECT_EQ(broker.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(broker.status().message().find("hunter2"), std::string::npos) << broker.status().message();
+  }
 }
 
 TEST(RabbitMqBrokerConnectTest, MalformedUrlIsInvalid) {

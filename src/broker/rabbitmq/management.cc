@@ -1,0 +1,146 @@
+#include "broker/rabbitmq/management.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace baton::rabbitmq_internal {
+namespace {
+
+using nlohmann::json;
+
+std::string PercentEncode(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+std::string PercentDecode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    int value = 0;
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ec == std::errc()) {
+      out += static_cast<char>(value);
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+QueueInfo InfoOf(const json& q) {
+  auto count = [&](const char* key) -> std::int64_t {
+    auto it = q.find(key);
+    return it != q.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+  };
+  QueueInfo info;
+  info.name = q.value("name", "");
+  info.size = count("messages_ready");
+  info.unacked = count("messages_unacknowledged");
+  info.subscribers = count("consumers");
+  return info;
+}
+
+}  // namespace
+
+Result<ManagementApi> ManagementApi::Parse(std::string_view url, std::string user,
+                                           std::string password) {
+  constexpr std::string_view kScheme = "http://";
+  if (!url.starts_with(kScheme)) {
+    return InvalidArgument("broker.rabbitmq.management_url: expected http://[user:password@]host:port");
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  while (rest.ends_with('/')) rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) {
+    return InvalidArgument("broker.rabbitmq.management_url: expected no path after host:port");
+  }
+  ManagementApi api;
+  api.user_ = std::move(user);
+  api.password_ = std::move(password);
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    auto colon = userinfo.find(':');
+    api.user_ = PercentDecode(userinfo.substr(0, colon));
+    api.password_ = colon == std::string_view::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
+  }
+  auto colon = rest.rfind(':');
+  api.host_ = std::string(rest.substr(0, colon));
+  if (colon != std::string_view::npos) {
+    std::string_view port = rest.substr(colon + 1);
+    auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), api.port_);
+    if (ec != std::errc() || ptr != port.data() + port.size() || api.port_ < 1 || api.port_ > 65535) {
+      return InvalidArgument(fmt::format("broker.rabbitmq.management_url: bad port \"{}\"", port));
+    }
+  }
+  if (api.host_.empty()) return InvalidArgument("broker.rabbitmq.management_url: no host");
+  api.where_ = fmt::format("{}:{}", api.host_, api.port_);
+  return api;
+}
+
+Result<std::string> ManagementApi::Get(const std::string& path) const {
+  try {
+    httplib::Client client(host_, port_);
+    client.set_connection_timeout(std::chrono::seconds(5));
+    client.set_read_timeout(std::chrono::seconds(10));
+    client.set_basic_auth(user_, password_);
+    auto res = client.Get(path);
+    if (!res) {
+      return Unavailable(fmt::format("RabbitMQ management API at {}: {}", where_,
+                                     httplib::to_string(res.error())));
+    }
+    if (res->status == 404) return NotFound("not found");
+    if (res->status == 401 || res->status == 403) {
+      return FailedPrecondition(
+          fmt::format("RabbitMQ management API at {} refused the credentials (HTTP {})", where_, res->status));
+    }
+    if (res->status != 200) {
+      return Unavailable(fmt::format("RabbitMQ management API at {}: HTTP {}", where_, res->status));
+    }
+    return std::move(res->body);
+  } catch (const std::exception& e) {
+    return Unavailable(fmt::format("RabbitMQ management API at {}: {}", where_, e.what()));
+  }
+}
+
+Result<QueueInfo> ManagementApi::Queue(std::string_view vhost, std::string_view name) const {
+  auto body = Get(fmt::format("/api/queues/{}/{}", PercentEncode(vhost), PercentEncode(name)));
+  if (!body.ok()) {
+    if (body.status().code() == StatusCode::kNotFound) {
+      return NotFound(fmt::format("no queue named '{}'", name));
+    }
+    return body.status();
+  }
+  json q = json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  if (!q.is_object()) return Unavailable(fmt::format("RabbitMQ management API at {}: not JSON", where_));
+  return InfoOf(q);
+}
+
+Result<std::vector<QueueInfo>> ManagementApi::Queues(std::string_view vhost) const {
+  auto body = Get(fmt::format(
+      "/api/queues/{}?columns=name,messages_ready,messages_unacknowledged,consumers",
+      PercentEncode(vhost)));
+  if (!body.ok()) return body.status();
+  json list = json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) return Unavailable(fmt::format("RabbitMQ management API at {}: not a list", where_));
+  std::vector<QueueInfo> infos;
+  for (const json& q : list) {
+    if (q.is_object()) infos.push_back(InfoOf(q));
+  }
+  std::sort(infos.begin(), infos.end(),
+            [](const QueueInfo& a, const QueueInfo& b) { return a.name < b.name; });
+  return infos;
+}
+
+}  // namespace baton::rabbitmq_internal
