@@ -127,6 +127,41 @@ TEST_F(ConfigTest, LeaseAndHeartbeatAreDurations) {
   EXPECT_FALSE(LoadConfig("", Env()).ok());
 }
 
+TEST_F(ConfigTest, ReadsTheDistributedKeys) {
+  std::string path = Write(R"(
+[coordinator]
+max_redeliveries = 5
+[broker.rabbitmq]
+management_url = "http://rabbit:15672"
+)");
+  auto config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->coordinator_max_redeliveries, 5);
+  EXPECT_EQ(config->rabbitmq_management_url, "http://rabbit:15672");
+  env_["BATON_COORDINATOR_MAX_REDELIVERIES"] = "1";
+  config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->coordinator_max_redeliveries, 1);
+  env_["BATON_COORDINATOR_MAX_REDELIVERIES"] = "many";
+  config = LoadConfig(path, Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("BATON_COORDINATOR_MAX_REDELIVERIES"), std::string::npos)
+      << config.status().message();
+}
+
+// The configuration files shipped in configs/ load as they are.
+TEST_F(ConfigTest, ShippedConfigurationsLoad) {
+  for (const char* name : {"sample.toml", "distributed.toml"}) {
+    auto config = LoadConfig(std::string(BATON_SOURCE_DIR) + "/configs/" + name, Env());
+    EXPECT_TRUE(config.ok()) << name << ": " << config.status().message();
+  }
+  auto distributed = LoadConfig(std::string(BATON_SOURCE_DIR) + "/configs/distributed.toml", Env());
+  ASSERT_TRUE(distributed.ok());
+  EXPECT_EQ(distributed->broker_type, "rabbitmq");
+  EXPECT_EQ(distributed->datastore_type, "postgres");
+  EXPECT_EQ(distributed->worker_queues.at("default"), 8);
+}
+
 TEST_F(ConfigTest, TomlSyntaxErrorsHaveAPosition) {
   std::string path = Write("[coordinator\naddress = 1\n");
   auto config = LoadConfig(path, Env());
