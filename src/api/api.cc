@@ -308,9 +308,9 @@ Response Api::Nodes() {
   if (!nodes.ok()) return ErrorResponse(nodes.status());
   json list = json::array();
   for (const NodeRecord& node : *nodes) {
-    // Heartbeats come every 5 s: a node silent for 30 s (its lease) is down.
+    // A node silent for longer than its lease is down.
     auto silent = now - node.last_heartbeat_at;
-    NodeStatus status = silent > std::chrono::seconds(30) ? NodeStatus::kDown : node.status;
+    NodeStatus status = silent > options_.lease ? NodeStatus::kDown : node.status;
     list.push_back({{"id", node.id},
                     {"name", node.name},
                     {"hostname", node.hostname},

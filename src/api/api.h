@@ -6,6 +6,8 @@
 // Thread-safety: Handle may be called concurrently.
 #pragma once
 
+#include <chrono>
+
 #include <map>
 #include <string>
 
@@ -32,6 +34,8 @@ struct Response {
 struct ApiOptions {
   std::string version;
   std::size_t max_body_bytes = 4 << 20;
+  // GET /nodes shows a node DOWN once it has not heartbeated for this long.
+  std::chrono::milliseconds lease = std::chrono::seconds(30);
 };
 
 // The HTTP status for an error code: the API's single mapping table.

@@ -198,6 +198,7 @@ Status Engine::ServeApi(const std::string& address, const std::string& version) 
   if (!parsed.ok()) return parsed.status();
   api::ApiOptions options;
   options.version = version;
+  options.lease = lease_;
   api_ = std::make_unique<api::Api>(*coordinator_, *datastore_, *broker_, options);
   server_ = std::make_unique<api::Server>(
       *api_, api::ServerOptions{.host = parsed->first, .port = parsed->second},

@@ -152,6 +152,16 @@ else
   expect "worker kill: attempts" "$(js "$body" '[t["state"] for t in j["execution"]]')" '["FAILED", "COMPLETED"]'
   expect_match "worker kill: the lost attempt says why" \
     "$(js "$body" 'j["execution"][0].get("error", "")')" "stopped heartbeating"
+  # GET /nodes: the dead worker is DOWN (silent for longer than the lease), the other
+  # worker and the coordinator UP, with their CPU and task counts.
+  dead=$(sed -n 's/.*worker started node=\([0-9a-f]*\).*/\1/p' "$work_dir/worker$victim.log" | head -1)
+  http GET /nodes
+  expect "nodes: the killed worker is DOWN" \
+    "$(js "$body" "[n['status'] for n in j if n['id'] == '$dead']")" '["DOWN"]'
+  expect "nodes: the other worker and the coordinator are UP" \
+    "$(js "$body" "sorted(n['name'] for n in j if n['status'] == 'UP')")" '["coordinator", "worker"]'
+  expect "nodes: CPU and task counts are numbers" \
+    "$(js "$body" "all(isinstance(n['cpuPercent'], (int, float)) and isinstance(n['taskCount'], int) for n in j)")" true
 fi
 
 finish distributed
