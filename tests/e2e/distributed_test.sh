@@ -85,6 +85,27 @@ id=$(submit "$examples/retry.yaml") && wait_done "$id"
 expect "retry: state" "$(js "$body" 'j["state"]')" FAILED
 expect "retry: attempts" "$(js "$body" 'len(j["execution"])')" 3
 
+# Queue routing: a task for `gpu` waits until a worker consuming `gpu` comes, and runs there.
+post_yaml <<'JOB'
+name: routed
+output: "{{ tasks.where }}"
+tasks:
+  - name: on the gpu queue
+    queue: gpu
+    var: where
+    run: echo -n "$(basename "$(dirname "$(dirname "$PWD")")")" > $TORK_OUTPUT
+JOB
+id=$(js "$body" 'j["id"]')
+sleep 1.5
+http GET "/jobs/$id"
+expect "routing: no gpu worker, the task waits" "$(js "$body" '[t["state"] for t in j["execution"]]')" '["SCHEDULED"]'
+"$baton" run worker --queue gpu:1 --data-dir "$work_dir/gpu" >"$work_dir/worker-gpu.log" 2>&1 &
+pids+=($!)
+wait_done "$id" 30
+expect "routing: state" "$(js "$body" 'j["state"]')" COMPLETED
+expect "routing: ran on the gpu worker" "$(js "$body" 'j["result"]')" gpu
+kill -TERM "${pids[-1]}"
+
 # GET /queues: RabbitMQ's own figures for the vhost (sizes and consumers exact, unacked
 # sampled by its management API). Eight 2-second tasks on two workers of two slots: four
 # run, four wait in `default`, and the full workers stop consuming (their prefetch is
