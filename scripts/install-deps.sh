@@ -17,6 +17,7 @@ test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libfuzzer-14-dev python3 curl
   podman runc busybox-static debootstrap
+  iproute2 socat
 )
 
 pkgs=("${build_pkgs[@]}")

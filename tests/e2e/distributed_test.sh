@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Distributed mode end to end: one `baton run coordinator` and two `baton run worker`
 # processes over the RabbitMQ and PostgreSQL that make test starts
-# (BATON_TEST_RABBITMQ_URL, BATON_TEST_POSTGRES_DSN), driven over HTTP only.
+# (BATON_TEST_RABBITMQ_URL, BATON_TEST_POSTGRES_DSN), driven over HTTP only; as root,
+# each process is a host of its own (a network namespace, see netns.sh).
 # Usage: distributed_test.sh BATON SOURCE_DIR
 set -uo pipefail
 baton=$1
@@ -9,6 +10,8 @@ src=$2
 examples=$src/examples
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=netns.sh
+. "$(dirname "$0")/netns.sh"
 
 if [[ -z ${BATON_TEST_RABBITMQ_URL:-} || -z ${BATON_TEST_POSTGRES_DSN:-} ]]; then
   echo "SKIPPED: RabbitMQ/PostgreSQL not configured (make test starts them)"
@@ -26,6 +29,7 @@ stop_all() {
     kill -KILL "$pid" 2>/dev/null
   done
   if ((failures)); then tail -n 30 "$work_dir"/*.log; fi
+  netns_cleanup
   rm -rf "$work_dir"
 }
 trap stop_all EXIT
@@ -43,12 +47,37 @@ export BATON_BROKER_RABBITMQ_MANAGEMENT_URL=${BATON_TEST_RABBITMQ_MANAGEMENT_URL
 export BATON_COORDINATOR_LEASE=3s BATON_WORKER_HEARTBEAT=500ms
 export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
 
+# Each process on a host of its own when network namespaces can be made here (tests/e2e/
+# netns.sh): the coordinator and the workers reach RabbitMQ and PostgreSQL, and this
+# script the API, over veth interfaces.
+if netns_start; then
+  for h in c w1 w2 gpu; do netns_host "$h" || { echo "FAIL: cannot make network namespace $h"; exit 1; }; done
+  pass "separate network namespaces: coordinator ${addr_of[c]}, workers ${addr_of[w1]} and ${addr_of[w2]}"
+else
+  for h in c w1 w2 gpu; do netns_host "$h"; done
+  echo "note: network namespaces cannot be made here (root, ip and socat needed): processes share loopback"
+fi
+# start_on HOST COMMAND...: runs COMMAND on HOST (its namespace), with the service
+# addresses as HOST sees them; $! is its PID.
+start_on() {
+  local host=$1
+  shift
+  netns_forward "$host" "$BATON_BROKER_RABBITMQ_URL" "$BATON_BROKER_RABBITMQ_MANAGEMENT_URL" \
+    "$BATON_DATASTORE_POSTGRES_DSN"
+  (
+    export BATON_BROKER_RABBITMQ_URL=$(netns_rewrite "$host" "$BATON_BROKER_RABBITMQ_URL")
+    export BATON_BROKER_RABBITMQ_MANAGEMENT_URL=$(netns_rewrite "$host" "$BATON_BROKER_RABBITMQ_MANAGEMENT_URL")
+    export BATON_DATASTORE_POSTGRES_DSN=$(netns_rewrite "$host" "$BATON_DATASTORE_POSTGRES_DSN")
+    netns_run "$host" "$@"
+  ) &
+}
+
 port=$(free_port)
-url=http://127.0.0.1:$port
-"$baton" run coordinator --address "127.0.0.1:$port" --data-dir "$work_dir/c" >"$work_dir/coordinator.log" 2>&1 &
+url=http://${addr_of[c]}:$port
+start_on c "$baton" run coordinator --address "${addr_of[c]}:$port" --data-dir "$work_dir/c" >"$work_dir/coordinator.log" 2>&1
 pids+=($!)
 for w in 1 2; do
-  "$baton" run worker --queue default:2 --data-dir "$work_dir/w$w" >"$work_dir/worker$w.log" 2>&1 &
+  start_on "w$w" "$baton" run worker --queue default:2 --data-dir "$work_dir/w$w" >"$work_dir/worker$w.log" 2>&1
   pids+=($!)
   worker_pids+=($!)
 done
@@ -99,7 +128,7 @@ id=$(js "$body" 'j["id"]')
 sleep 1.5
 http GET "/jobs/$id"
 expect "routing: no gpu worker, the task waits" "$(js "$body" '[t["state"] for t in j["execution"]]')" '["SCHEDULED"]'
-"$baton" run worker --queue gpu:1 --data-dir "$work_dir/gpu" >"$work_dir/worker-gpu.log" 2>&1 &
+start_on gpu "$baton" run worker --queue gpu:1 --data-dir "$work_dir/gpu" >"$work_dir/worker-gpu.log" 2>&1
 pids+=($!)
 wait_done "$id" 30
 expect "routing: state" "$(js "$body" 'j["state"]')" COMPLETED
