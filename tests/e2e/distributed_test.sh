@@ -50,8 +50,13 @@ export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_P
 # Each process on a host of its own when network namespaces can be made here (tests/e2e/
 # netns.sh): the coordinator and the workers reach RabbitMQ and PostgreSQL, and this
 # script the API, over veth interfaces.
+made=false
 if netns_start; then
-  for h in c w1 w2 gpu; do netns_host "$h" || { echo "FAIL: cannot make network namespace $h"; exit 1; }; done
+  made=true
+  for h in c w1 w2 gpu; do netns_host "$h" || made=false; done
+  $made || { netns_cleanup; netns_ok=false; }
+fi
+if $made; then
   pass "separate network namespaces: coordinator ${addr_of[c]}, workers ${addr_of[w1]} and ${addr_of[w2]}"
 else
   for h in c w1 w2 gpu; do netns_host "$h"; done

@@ -4,7 +4,8 @@
 # machine's loopback; a socat forwarder on the host end of each pair makes a service
 # port reachable from that namespace at the host end's address.
 #
-#   netns_start            true when namespaces can be made here (root, ip, socat)
+#   netns_start            true when namespaces can be made here (root, ip, socat;
+#                          BATON_TEST_NO_NETNS=1 says no)
 #   netns_host NAME        creates NAME's namespace; sets host_ip[NAME] (this machine's
 #                          end) and addr_of[NAME] (the namespace's address)
 #   netns_forward NAME URL_OR_DSN...   forwards the 127.0.0.1 ports named in them
@@ -20,7 +21,7 @@ netns_index=0
 netns_base=$(( ($$ % 200) + 20 ))
 
 netns_start() {
-  if [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v socat >/dev/null &&
+  if [[ -z ${BATON_TEST_NO_NETNS:-} && $(id -u) == 0 ]] && command -v ip >/dev/null && command -v socat >/dev/null &&
     ip netns add "baton-probe-$$" 2>/dev/null; then
     ip netns del "baton-probe-$$"
     netns_ok=true
