@@ -25,57 +25,36 @@
 
 #include "base/log.h"
 #include "core/duration.h"
+#include "runtime/common/task_files.h"
 #include "runtime/docker/docker_client.h"
 #include "runtime/docker/docker_spec.h"
 
 namespace baton {
 namespace {
 
+using runtime::ErrnoText;
+using runtime::FailedOutcome;
+using runtime::kReservedPrefix;
+using runtime::LastLines;
+using runtime::NamePart;
+using runtime::ReadProgressFile;
+using runtime::ReadResultFile;
+using runtime::StepError;
+using runtime::ValidEnvName;
+using runtime::ValidFileName;
+using runtime::WriteWholeFile;
+
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 // Output kept for quoting the last lines of a failed step.
 constexpr std::size_t kTailBytes = 8 * 1024;
-constexpr std::size_t kMaxQuotedBytes = 2 * 1024;
-// The runtime's own files in the task directory start with this; task files may not.
-constexpr std::string_view kReservedPrefix = ".baton-";
 constexpr std::string_view kMountDir = "/baton";
 constexpr std::string_view kTorkMountDir = "/tork";
 // How often a sidecar's probe is retried.
 constexpr auto kProbeInterval = std::chrono::milliseconds(200);
 // Removing a container is never skipped, but it may not hang a worker forever.
 constexpr auto kCleanupTimeout = std::chrono::seconds(30);
-
-std::string ErrnoText(int err) { return std::strerror(err); }
-
-Status WriteWholeFile(const std::string& path, std::string_view contents, mode_t mode) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0) return Internal("cannot create " + path + ": " + ErrnoText(errno));
-  while (!contents.empty()) {
-    ssize_t n = write(fd, contents.data(), contents.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      return Internal("cannot write " + path + ": " + ErrnoText(err));
-    }
-    contents.remove_prefix(static_cast<std::size_t>(n));
-  }
-  fchmod(fd, mode);  // whatever the umask: containers may run as another user
-  close(fd);
-  return Status::Ok();
-}
-
-bool ValidFileName(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.substr(0, kReservedPrefix.size()) != kReservedPrefix &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
-}
-
-bool ValidEnvName(std::string_view name) {
-  return !name.empty() && name.find('=') == std::string_view::npos &&
-         name.find('\0') == std::string_view::npos;
-}
 
 // Image references as Docker takes them; anything else could change the request path.
 bool ValidImage(std::string_view image) {
@@ -88,17 +67,6 @@ bool ValidImage(std::string_view image) {
   });
 }
 
-// A task id made safe for a container or directory name.
-std::string NamePart(std::string_view id) {
-  std::string out;
-  for (char c : id.substr(0, 40)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_';
-    out.push_back(ok ? c : '_');
-  }
-  return out.empty() ? "task" : out;
-}
-
 std::string RandomSuffix() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   static constexpr char kHex[] = "0123456789abcdef";
@@ -106,39 +74,6 @@ std::string RandomSuffix() {
   std::uint64_t n = rng();
   for (int i = 0; i < 8; ++i) out.push_back(kHex[(n >> (4 * i)) & 15]);
   return out;
-}
-
-std::optional<double> ParseProgress(std::string_view text) {
-  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  if (text.empty()) return std::nullopt;
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
-    return std::nullopt;
-  }
-  return std::clamp(value, 0.0, 100.0);
-}
-
-// The last `count` lines of `text`, without the final newline.
-std::string LastLines(std::string_view text, int count) {
-  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-  if (count <= 0 || text.empty()) return "";
-  std::size_t start = text.size();
-  for (int lines = 0; lines < count; ++lines) {
-    std::size_t nl = text.rfind('\n', start - 1);
-    if (nl == std::string_view::npos) {
-      start = 0;
-      break;
-    }
-    start = nl;
-    if (start == 0) break;
-  }
-  if (start < text.size() && text[start] == '\n') ++start;
-  std::string_view lines = text.substr(start);
-  if (lines.size() > kMaxQuotedBytes) lines = lines.substr(lines.size() - kMaxQuotedBytes);
-  return std::string(lines);
 }
 
 // "image" → ("image", "latest"); "repo:tag" and "repo@digest" keep theirs.
@@ -264,7 +199,7 @@ Status DockerRuntime::TaskRun::Prepare() {
   const std::string& base = rt_.options_.base_dir;
   std::error_code ec;
   std::filesystem::create_directories(base, ec);
-  std::string tmpl = base + "/" + NamePart(request_.task_id) + "-XXXXXX";
+  std::string tmpl = base + "/" + NamePart(request_.task_id, 40) + "-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) {
     return Internal("cannot create a directory in " + base + ": " + ErrnoText(errno));
   }
@@ -470,7 +405,7 @@ Result<std::string> DockerRuntime::TaskRun::StartContainer(const Step& step, std
       BATON_RETURN_IF_ERROR(WriteWholeFile(dir_ + "/" + name, contents, 0755));
     }
   }
-  std::string name = "baton-" + NamePart(request_.task_id) + "-" + std::string(step.kind) +
+  std::string name = "baton-" + NamePart(request_.task_id, 40) + "-" + std::string(step.kind) +
                      std::to_string(step.index + 1) + "-" + RandomSuffix();
   std::string body = docker::CreateBody(SpecFor(step, image));
   Result<HttpResponse> created = client_.Call("POST", "/containers/create?name=" + name, body,
@@ -797,52 +732,14 @@ void DockerRuntime::TaskRun::Cleanup() {
 }
 
 void DockerRuntime::TaskRun::CheckProgress() {
-  if (progress_path_.empty()) return;
-  int fd = open(progress_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return;
-  char buf[64];
-  ssize_t n = read(fd, buf, sizeof buf);
-  close(fd);
-  if (n <= 0) return;
-  std::optional<double> value = ParseProgress(std::string_view(buf, static_cast<std::size_t>(n)));
+  std::optional<double> value = ReadProgressFile(progress_path_);
   if (!value || value == last_progress_) return;
   last_progress_ = value;
   observer_.OnProgress(*value);
 }
 
 Result<RunOutcome> DockerRuntime::TaskRun::ReadResult() {
-  RunOutcome outcome;
-  outcome.exit_code = 0;
-  int fd = open(output_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) return outcome;
-    if (errno == ELOOP) return Fail("$BATON_OUTPUT is not a regular file", 0);
-    return Internal("cannot read " + output_path_ + ": " + ErrnoText(errno));
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return Fail("$BATON_OUTPUT is not a regular file", 0);
-  }
-  const std::size_t cap = request_.max_result_bytes;
-  auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > cap) {
-    close(fd);
-    return Fail("result is " + std::to_string(size) + " bytes, over the " + std::to_string(cap) +
-                    "-byte limit",
-                0);
-  }
-  outcome.result.resize(static_cast<std::size_t>(size));
-  std::size_t have = 0;
-  while (have < outcome.result.size()) {
-    ssize_t n = read(fd, outcome.result.data() + have, outcome.result.size() - have);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    have += static_cast<std::size_t>(n);
-  }
-  close(fd);
-  outcome.result.resize(have);
-  return outcome;
+  return ReadResultFile(output_path_, request_.max_result_bytes);
 }
 
 std::string DockerRuntime::TaskRun::Describe(const Step& step, const StepEnd& end) const {
@@ -867,26 +764,15 @@ std::string DockerRuntime::TaskRun::Describe(const Step& step, const StepEnd& en
   if (end.out_of_memory) {
     what = "out of memory: exceeded the memory limit of " + FormatMemory(*task_.limits->memory);
   }
-  std::string error = step.label.empty() ? what : step.label + " failed: " + what;
-  std::string lines = LastLines(tail_, rt_.options_.output_tail_lines);
-  if (!lines.empty() && end.end != End::kNotStarted) error += "\n" + lines;
-  return error;
+  return StepError(step.label, what, tail_, rt_.options_.output_tail_lines,
+                   /*with_output=*/end.end != End::kNotStarted);
 }
 
 RunOutcome DockerRuntime::TaskRun::Fail(std::string error, std::optional<int> exit_code) const {
-  RunOutcome outcome;
-  outcome.state = RunOutcome::State::kFailed;
-  outcome.error = std::move(error);
-  outcome.exit_code = exit_code;
-  return outcome;
+  return FailedOutcome(std::move(error), exit_code);
 }
 
-RunOutcome DockerRuntime::TaskRun::CancelledOutcome() const {
-  RunOutcome outcome;
-  outcome.state = RunOutcome::State::kCancelled;
-  outcome.error = "cancelled";
-  return outcome;
-}
+RunOutcome DockerRuntime::TaskRun::CancelledOutcome() const { return runtime::CancelledOutcome(); }
 
 Result<RunOutcome> DockerRuntime::TaskRun::Execute() {
   if (cancel_.stop_requested()) return CancelledOutcome();
@@ -934,7 +820,7 @@ Result<RunOutcome> DockerRuntime::TaskRun::Execute() {
       return Fail("invalid network \"" + network + "\"");
     }
   }
-  std::string volume_prefix = "baton-" + NamePart(request_.task_id) + "-" + RandomSuffix() + "-";
+  std::string volume_prefix = "baton-" + NamePart(request_.task_id, 40) + "-" + RandomSuffix() + "-";
   docker::BindPolicy binds{rt_.options_.allow_binds, rt_.options_.bind_sources};
   Result<std::vector<docker::MountSpec>> mounts = docker::ResolveMounts(
       task_.mounts, binds, [&](std::size_t i) { return volume_prefix + std::to_string(i + 1); });

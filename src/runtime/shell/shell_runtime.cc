@@ -33,16 +33,28 @@
 
 #include "base/log.h"
 #include "core/duration.h"
+#include "runtime/common/task_files.h"
 
 namespace baton {
 namespace {
+
+using runtime::ErrnoStatus;
+using runtime::ErrnoText;
+using runtime::FailedOutcome;
+using runtime::kReservedPrefix;
+using runtime::NamePart;
+using runtime::ReadProgressFile;
+using runtime::ReadResultFile;
+using runtime::StepError;
+using runtime::ValidEnvName;
+using runtime::ValidFileName;
+using runtime::WriteWholeFile;
 
 using Clock = std::chrono::steady_clock;
 
 // Output kept for quoting the last lines of a failed step.
 constexpr std::size_t kTailBytes = 8 * 1024;
 // The quoted lines, at most (a line may be long).
-constexpr std::size_t kMaxQuotedBytes = 2 * 1024;
 constexpr std::size_t kReadChunk = 32 * 1024;
 // Reads per wakeup before checking the clock again, so a chatty task cannot starve the
 // timeout.
@@ -53,32 +65,10 @@ constexpr auto kDrainWait = std::chrono::milliseconds(300);
 // Without pidfd_open (Linux < 5.3) the exit is noticed by polling this often.
 constexpr int kExitPollMillis = 50;
 constexpr std::size_t kMaxWarnedJobs = 1024;
-// The runtime's own files in the task directory ($BATON_OUTPUT, $BATON_PROGRESS, long
-// scripts) start with this; task files may not.
-constexpr std::string_view kReservedPrefix = ".baton-";
 // Scripts up to this size go to bash as an argument (one argument may be 128 KiB); longer
 // ones through a file. Every file costs: on some disks creating and deleting one takes
 // milliseconds.
 constexpr std::size_t kMaxInlineScript = 64 * 1024;
-
-std::string ErrnoText(int err) {
-  char buf[128];
-  // GNU strerror_r returns the message (maybe not in buf); XSI returns an int.
-  auto r = strerror_r(err, buf, sizeof buf);
-  if constexpr (std::is_same_v<decltype(r), char*>) {
-    return r;
-  } else {
-    return r == 0 ? std::string(buf) : "errno " + std::to_string(err);
-  }
-}
-
-Status ErrnoStatus(std::string what, int err) {
-  StatusCode code =
-      (err == ENOMEM || err == EAGAIN || err == EMFILE || err == ENFILE || err == ENOSPC)
-          ? StatusCode::kUnavailable
-          : StatusCode::kInternal;
-  return {code, what + ": " + ErrnoText(err)};
-}
 
 // An owned file descriptor.
 class Fd {
@@ -115,75 +105,6 @@ int AboveStdio(int fd) {
   int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   close(fd);
   return moved;
-}
-
-Status WriteWholeFile(const std::string& path, std::string_view contents, mode_t mode) {
-  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-  if (!fd.valid()) return ErrnoStatus("cannot create " + path, errno);
-  while (!contents.empty()) {
-    ssize_t n = write(fd.get(), contents.data(), contents.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("cannot write " + path, errno);
-    }
-    contents.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return Status::Ok();
-}
-
-bool ValidFileName(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.substr(0, kReservedPrefix.size()) != kReservedPrefix &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
-}
-
-bool ValidEnvName(std::string_view name) {
-  return !name.empty() && name.find('=') == std::string_view::npos &&
-         name.find('\0') == std::string_view::npos;
-}
-
-// A task id made safe for a directory name.
-std::string DirNamePart(std::string_view id) {
-  std::string out;
-  for (char c : id.substr(0, 64)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_';
-    out.push_back(ok ? c : '_');
-  }
-  return out.empty() ? "task" : out;
-}
-
-std::optional<double> ParseProgress(std::string_view text) {
-  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  if (text.empty()) return std::nullopt;
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
-    return std::nullopt;
-  }
-  return std::clamp(value, 0.0, 100.0);
-}
-
-// The last `count` lines of `text`, without the final newline.
-std::string LastLines(std::string_view text, int count) {
-  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-  if (count <= 0 || text.empty()) return "";
-  std::size_t start = text.size();
-  for (int lines = 0; lines < count; ++lines) {
-    std::size_t nl = text.rfind('\n', start - 1);
-    if (nl == std::string_view::npos) {
-      start = 0;
-      break;
-    }
-    start = nl;
-    if (start == 0) break;
-  }
-  if (start < text.size() && text[start] == '\n') ++start;
-  std::string_view lines = text.substr(start);
-  if (lines.size() > kMaxQuotedBytes) lines = lines.substr(lines.size() - kMaxQuotedBytes);
-  return std::string(lines);
 }
 
 std::int64_t RoundUpMillis(Clock::duration d) {
@@ -480,14 +401,14 @@ class ShellRuntime::TaskRun {
 
 Status ShellRuntime::TaskRun::Prepare() {
   // A fresh directory: <base>/<task id>-XXXXXX.
-  std::string tmpl = rt_.options_.base_dir + "/" + DirNamePart(request_.task_id) + "-XXXXXX";
+  std::string tmpl = rt_.options_.base_dir + "/" + NamePart(request_.task_id, 64) + "-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) {
     int err = errno;
     if (err != ENOENT)
       return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, err);
     std::error_code ec;  // the base directory was removed since construction
     std::filesystem::create_directories(rt_.options_.base_dir, ec);
-    tmpl = rt_.options_.base_dir + "/" + DirNamePart(request_.task_id) + "-XXXXXX";
+    tmpl = rt_.options_.base_dir + "/" + NamePart(request_.task_id, 64) + "-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) {
       return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, errno);
     }
@@ -874,51 +795,14 @@ void ShellRuntime::TaskRun::Drain(Fd& output) {
 }
 
 void ShellRuntime::TaskRun::CheckProgress() {
-  Fd fd(open(progress_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) return;
-  char buf[64];
-  ssize_t n = read(fd.get(), buf, sizeof buf);
-  if (n <= 0) return;
-  std::optional<double> value = ParseProgress(std::string_view(buf, static_cast<std::size_t>(n)));
+  std::optional<double> value = ReadProgressFile(progress_path_);
   if (!value || value == last_progress_) return;
   last_progress_ = value;
   observer_.OnProgress(*value);
 }
 
 Result<RunOutcome> ShellRuntime::TaskRun::ReadResult() {
-  RunOutcome outcome;
-  outcome.exit_code = 0;
-  // The task may have put anything there: O_NONBLOCK so that a FIFO cannot block us,
-  // O_NOFOLLOW so that a symlink does not make us read elsewhere.
-  Fd fd(open(output_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return outcome;  // nothing written: an empty result
-    if (errno == ELOOP) return Fail("$BATON_OUTPUT is not a regular file", 0);
-    return ErrnoStatus("cannot read " + output_path_, errno);
-  }
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("cannot read " + output_path_, errno);
-  const std::size_t cap = request_.max_result_bytes;
-  auto size = static_cast<std::uint64_t>(st.st_size);
-  if (!S_ISREG(st.st_mode)) return Fail("$BATON_OUTPUT is not a regular file", 0);
-  if (size > cap) {
-    return Fail("result is " + std::to_string(size) + " bytes, over the " + std::to_string(cap) +
-                    "-byte limit",
-                0);
-  }
-  outcome.result.resize(static_cast<std::size_t>(size));
-  std::size_t have = 0;
-  while (have < outcome.result.size()) {
-    ssize_t n = read(fd.get(), outcome.result.data() + have, outcome.result.size() - have);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("cannot read " + output_path_, errno);
-    }
-    if (n == 0) break;
-    have += static_cast<std::size_t>(n);
-  }
-  outcome.result.resize(have);
-  return outcome;
+  return ReadResultFile(output_path_, request_.max_result_bytes);
 }
 
 std::string ShellRuntime::TaskRun::Describe(const Step& step, const StepEnd& end) const {
@@ -943,26 +827,14 @@ std::string ShellRuntime::TaskRun::Describe(const Step& step, const StepEnd& end
   if (end.out_of_memory) {
     what = "out of memory: exceeded the memory limit of " + FormatMemory(*task_.limits->memory);
   }
-  std::string error = step.label.empty() ? what : step.label + " failed: " + what;
-  std::string lines = LastLines(tail_, rt_.options_.output_tail_lines);
-  if (!lines.empty()) error += "\n" + lines;
-  return error;
+  return StepError(step.label, what, tail_, rt_.options_.output_tail_lines);
 }
 
 RunOutcome ShellRuntime::TaskRun::Fail(std::string error, std::optional<int> exit_code) const {
-  RunOutcome outcome;
-  outcome.state = RunOutcome::State::kFailed;
-  outcome.error = std::move(error);
-  outcome.exit_code = exit_code;
-  return outcome;
+  return FailedOutcome(std::move(error), exit_code);
 }
 
-RunOutcome ShellRuntime::TaskRun::CancelledOutcome() const {
-  RunOutcome outcome;
-  outcome.state = RunOutcome::State::kCancelled;
-  outcome.error = "cancelled";
-  return outcome;
-}
+RunOutcome ShellRuntime::TaskRun::CancelledOutcome() const { return runtime::CancelledOutcome(); }
 
 // ---- ShellRuntime ----
 
