@@ -460,8 +460,12 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     task.started_at = now;
     BATON_RETURN_IF_ERROR(store(task));
     for (std::size_t i = 0; i < def.parallel->tasks.size(); ++i) {
+      std::uint64_t finishes = finishes_;
       BATON_RETURN_IF_ERROR(ScheduleNew(job, def.parallel->tasks[i], task.id, task.position, extra,
                                         static_cast<int>(i)));
+      // Only a row that finished at once (a child failed or was skipped) can have ended
+      // the group: read it again then, not after every child.
+      if (finishes_ == finishes) continue;
       auto parent = datastore_.GetTask(task.id);
       if (!parent.ok()) return parent.status();
       if (IsTerminal(parent->state)) break;  // a child failed at once: fail-fast
@@ -483,9 +487,6 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       BATON_RETURN_IF_ERROR(store(task));
       return TaskDone(task);
     }
-    task.state = TaskState::kRunning;
-    task.started_at = now;
-    BATON_RETURN_IF_ERROR(store(task));
     // Children are evaluated now, while their item is known, and held as CREATED until
     // a slot frees up.
     std::string var = def.each->var.empty() ? "item" : def.each->var;
@@ -525,6 +526,26 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       if (!failures.empty()) break;
     }
     if (!failures.empty()) return fail_now(fmt::format("each: {}", failures.front()));
+    // The children that start at once (up to `concurrency`) are stored ready to publish,
+    // with the rest, in one write; the parent counts them as started. One row at a time
+    // (read, count on the parent, publish, mark) cost four round trips per child.
+    int limit = def.each->concurrency > 0 ? def.each->concurrency : std::numeric_limits<int>::max();
+    std::vector<std::size_t> start_now;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      TaskRecord& child = children[i];
+      if (child.state != TaskState::kCreated || static_cast<int>(start_now.size()) >= limit) continue;
+      if (options_.durable_broker) {
+        child.state = TaskState::kPending;  // SCHEDULED once the broker confirmed it
+      } else {
+        child.state = TaskState::kScheduled;
+        child.scheduled_at = now;
+      }
+      start_now.push_back(i);
+    }
+    task.state = TaskState::kRunning;
+    task.started_at = now;
+    task.each_index = static_cast<int>(start_now.size());
+    BATON_RETURN_IF_ERROR(store(task));
     BATON_RETURN_IF_ERROR(datastore_.CreateTasks(children));
     auto& waiting = waiting_children_[task.id];
     waiting.clear();
@@ -532,12 +553,13 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     for (const TaskRecord& child : children) {
       if (child.state == TaskState::kCreated) {
         waiting.push_back(child.id);
-      } else {
+      } else if (IsTerminal(child.state)) {
         ++skipped;
       }
     }
+    for (std::size_t i : start_now) BATON_RETURN_IF_ERROR(PublishStored(children[i]));
     for (int i = 0; i < skipped; ++i) BATON_RETURN_IF_ERROR(ChildDone(task.id));
-    return StartEachChildren(task);
+    return Status::Ok();
   }
   if (def.subjob) {
     Job child;
@@ -565,10 +587,8 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     BATON_RETURN_IF_ERROR(store(task));
     return StartJob(created->id);
   }
-  if (create) {
-    BATON_RETURN_IF_ERROR(store(task));
-  }
-  return PublishTask(task, false);
+  // A new runnable row is stored once, already in the state publishing gives it.
+  return PublishTask(task, create);
 }
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {
@@ -618,6 +638,24 @@ Status Scheduler::PublishTask(TaskRecord& task, bool create) {
   return refused(published);
 }
 
+Status Scheduler::PublishStored(TaskRecord& task) {
+  // Durable broker: the row is PENDING and becomes SCHEDULED once the broker confirmed.
+  if (options_.durable_broker) return PublishTask(task, false);
+  std::string queue = task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue;
+  Status published = broker_.Publish(
+      queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace),
+      task.task.priority.value_or(0));
+  if (published.ok()) return Status::Ok();
+  BATON_RETURN_IF_ERROR(datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
+    if (row.state == TaskState::kScheduled) row.state = TaskState::kPending;
+    return Status::Ok();
+  }));
+  log::Warn("the broker refused a task; publishing it again later",
+            {{"task_id", task.id}, {"error", published.message()}});
+  RepublishLater(task.id, task.job_id);
+  return Status::Ok();
+}
+
 void Scheduler::RepublishLater(const std::string& task_id, const std::string& job_id) {
   timers_.Schedule(clock_.Now() + options_.republish_delay,
                    [this, task_id, job_id] { PublishPending(task_id, job_id); });
@@ -651,17 +689,6 @@ std::deque<std::string>& Scheduler::WaitingChildren(const std::string& parent_id
   });
   for (const TaskRecord* child : created) queue.push_back(child->id);
   return queue;
-}
-
-Status Scheduler::StartEachChildren(const TaskRecord& parent) {
-  int limit = parent.task.each->concurrency > 0 ? parent.task.each->concurrency
-                                                 : std::numeric_limits<int>::max();
-  for (int started = 0; started < limit; ++started) {
-    auto next = StartNextEachChild(parent.id);
-    if (!next.ok()) return next.status();
-    if (!*next) break;
-  }
-  return Status::Ok();
 }
 
 Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
@@ -715,6 +742,7 @@ Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  if (changed) ++finishes_;
   return changed;
 }
 

@@ -118,9 +118,11 @@ class Scheduler {
   Status Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
                   bool create);
   Status PublishTask(TaskRecord& task, bool create);
+  // Publishes a row already stored as PublishTask stores it before publishing
+  // (SCHEDULED, or PENDING with a durable broker).
+  Status PublishStored(TaskRecord& task);
   // Publishes `task_id` again after republish_delay (the broker refused it).
   void RepublishLater(const std::string& task_id, const std::string& job_id);
-  Status StartEachChildren(const TaskRecord& parent);
   // Starts the next CREATED child of an each; false when none is left.
   Result<bool> StartNextEachChild(const std::string& parent_id);
   // The CREATED children of an each in index order, as this scheduler knows them (loaded
@@ -168,6 +170,8 @@ class Scheduler {
   std::map<std::string, std::deque<std::string>> waiting_children_;  // guarded by mu_
   std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
   std::vector<JobRecord> finished_;                                  // guarded by mu_
+  // Rows Finish has moved to a terminal state: a cheap "did anything finish meanwhile".
+  std::uint64_t finishes_ = 0;                                       // guarded by mu_
   std::function<void(const JobRecord&)> listener_;                   // guarded by mu_
 };
 
