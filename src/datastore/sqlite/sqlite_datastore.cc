@@ -141,7 +141,7 @@ class Connection {
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, static_cast<int>(options.busy_timeout.count()));
     if (reader) {
-      // Writes go through the writer thread only; a reader that tried would be a bug.
+      // Writes go through the write connection only; a reader that tried would be a bug.
       BATON_RETURN_IF_ERROR(conn->ExecScript("PRAGMA query_only = ON"));
       return conn;
     }
@@ -614,16 +614,15 @@ Result<std::unique_ptr<SqliteDatastore>> SqliteDatastore::Open(SqliteOptions opt
 SqliteDatastore::SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer)
     : options_(std::move(options)),
       in_memory_(options_.path == ":memory:"),
-      writer_(std::move(writer)),
-      writer_thread_([this](std::stop_token stop) { WriterLoop(std::move(stop)); }) {}
+      writer_(std::move(writer)) {}
 
 SqliteDatastore::~SqliteDatastore() {
   {
-    std::lock_guard lock(queue_mu_);
+    // Refuse new calls, and let the ones queued finish.
+    std::unique_lock lock(queue_mu_);
     closing_ = true;
+    drained_cv_.wait(lock, [&] { return queue_.empty(); });
   }
-  writer_thread_.request_stop();
-  if (writer_thread_.joinable()) writer_thread_.join();
   idle_readers_.clear();
   writer_.reset();
 }
@@ -632,65 +631,70 @@ SqliteStats SqliteDatastore::Stats() const {
   return {writes_.load(std::memory_order_relaxed), commits_.load(std::memory_order_relaxed)};
 }
 
-// ---- The writer thread --------------------------------------------------------------
+// ---- Group commit -------------------------------------------------------------------
+
+namespace {
+// Set while this thread runs the writes of a batch: a modifier calling back into the
+// datastore would wait for itself.
+thread_local bool in_write_batch = false;
+}  // namespace
 
 Status SqliteDatastore::Write(const Op& op) { return Enqueue(op, /*solo=*/false); }
 Status SqliteDatastore::Solo(const Op& op) { return Enqueue(op, /*solo=*/true); }
 
 Status SqliteDatastore::Enqueue(const Op& op, bool solo) {
-  // A modifier calling back into the datastore would wait for itself forever.
-  if (std::this_thread::get_id() == writer_thread_.get_id()) {
+  if (in_write_batch) {
     return FailedPrecondition("sqlite: the datastore was called from inside an update modifier");
   }
   PendingOp pending;
   pending.op = &op;
   pending.solo = solo;
-  {
-    std::lock_guard lock(queue_mu_);
-    if (closing_) return Unavailable("sqlite: the datastore is closing");
-    queue_.push_back(&pending);
+  std::unique_lock lock(queue_mu_);
+  if (closing_) return Unavailable("sqlite: the datastore is closing");
+  queue_.push_back(&pending);
+  // The caller at the front of the queue leads: it runs everything queued behind it as
+  // one transaction on its own thread, commits, and only then wakes the others. An
+  // uncontended write therefore costs no thread hand-off; concurrent ones still share a
+  // commit.
+  while (!pending.done && queue_.front() != &pending) pending.cv.wait(lock);
+  if (pending.done) return std::move(pending.status);
+
+  std::vector<PendingOp*> batch;
+  if (solo) {
+    batch.push_back(&pending);
+  } else {
+    // Everything queued up to the next solo op commits together.
+    for (PendingOp* next : queue_) {
+      if (next->solo || static_cast<int>(batch.size()) >= options_.max_batch) break;
+      batch.push_back(next);
+    }
   }
-  queue_cv_.notify_one();
-  std::unique_lock lock(pending.mu);
-  pending.cv.wait(lock, [&] { return pending.done; });
+  lock.unlock();
+  in_write_batch = true;
+  if (solo) {
+    pending.status = NoThrow([&] { return op(*writer_); });
+  } else {
+    RunBatch(batch);
+  }
+  in_write_batch = false;
+  lock.lock();
+  for (PendingOp* done : batch) {
+    queue_.pop_front();  // the batch is the front of the queue, in order
+    done->done = true;
+    if (done != &pending) done->cv.notify_one();
+  }
+  if (!queue_.empty()) {
+    queue_.front()->cv.notify_one();  // the next leader
+  } else if (closing_) {
+    drained_cv_.notify_all();
+  }
   return std::move(pending.status);
 }
 
 void SqliteDatastore::Complete(PendingOp* pending, Status status) {
-  // Notify under the lock: once it is released the caller may return and free `pending`.
-  std::lock_guard lock(pending->mu);
+  // Only the status: the leader marks the op done (under queue_mu_) once the whole
+  // batch is committed or rolled back.
   pending->status = std::move(status);
-  pending->done = true;
-  pending->cv.notify_one();
-}
-
-void SqliteDatastore::WriterLoop(std::stop_token stop) {
-  std::vector<PendingOp*> batch;
-  for (;;) {
-    batch.clear();
-    {
-      std::unique_lock lock(queue_mu_);
-      queue_cv_.wait(lock, stop, [&] { return !queue_.empty(); });
-      // Stop was requested and nothing is left: callers are refused from now on.
-      if (queue_.empty()) return;
-      if (queue_.front()->solo) {
-        batch.push_back(queue_.front());
-        queue_.pop_front();
-      } else {
-        // Everything queued up to the next solo op commits together.
-        while (!queue_.empty() && !queue_.front()->solo &&
-               static_cast<int>(batch.size()) < options_.max_batch) {
-          batch.push_back(queue_.front());
-          queue_.pop_front();
-        }
-      }
-    }
-    if (batch.front()->solo) {
-      Complete(batch.front(), NoThrow([&] { return (*batch.front()->op)(*writer_); }));
-    } else {
-      RunBatch(batch);
-    }
-  }
 }
 
 void SqliteDatastore::RunBatch(const std::vector<PendingOp*>& batch) {
@@ -768,7 +772,7 @@ void SqliteDatastore::ReleaseReader(std::unique_ptr<Connection> reader) {
 }
 
 Status SqliteDatastore::Read(const Op& op) {
-  // A private in-memory database has one connection: the writer thread's.
+  // A private in-memory database has one connection: the write connection.
   if (in_memory_) return Solo(op);
   BATON_SQL_ASSIGN(reader, AcquireReader());
   // One read transaction, so a count and its page see the same snapshot.
@@ -840,7 +844,7 @@ Result<int> SqliteDatastore::SchemaVersion() {
 
 Status SqliteDatastore::CreateJob(const JobRecord& job) {
   return NoThrow([&]() -> Status {
-    // Encoded here, not on the writer thread, which every write waits for.
+    // Encoded here, before queueing: the writes queued behind this one wait for it.
     BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
     return Write([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kInsertJob));
