@@ -452,8 +452,18 @@ def w7(args, engine_factory, n=20000, concurrency=8):
             engine = engine_factory(concurrency)
             try:
                 name = "w7" + uuid.uuid4().hex[:8]
+                # Planning (the each's 20,000 rows stored) is over when the first child
+                # runs: children are published only once all rows are stored. The first
+                # one to run leaves a mark (a shell builtin, no extra process).
+                mark = os.path.join(engine.dir, "first-child-ran")
+                job = each_job(name, n, run=f"[ -e {mark} ] || : > {mark}")
                 start = time.perf_counter()
-                job = engine.client.submit(each_job(name, n))
+                job = engine.client.submit(job)
+                deadline = time.time() + 600
+                while not os.path.exists(mark):
+                    if time.time() > deadline:
+                        raise RuntimeError("W7: no child ran within 600 s")
+                    time.sleep(0.005)
                 plan.append(time.perf_counter() - start)
                 deadline = time.time() + 1200
                 while True:
@@ -479,7 +489,8 @@ def w7(args, engine_factory, n=20000, concurrency=8):
         f"peak MB {fmt_list(peak)}")
     p, t, b, m = (statistics.median(v) for v in (plan, total, base, peak))
     return [
-        Row(f"W7 plan each of {n}", "s", "target", 1.0, p, "≤ 1 s", p <= 1.0),
+        Row(f"W7 plan each of {n} (POST → first child runs)", "s", "target", 1.0, p, "≤ 1 s",
+            p <= 1.0),
         Row(f"W7 peak RSS, each of {n}", "MB", "target", 300, m, "≤ 300 MB", m <= 300),
         Row(f"W7 each of {n} × true, c={concurrency}", "s", f"xargs -P {concurrency}", b, t,
             "≤ 1.5 × baseline", t / b <= 1.5),
@@ -567,6 +578,7 @@ def main():
     p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,W7,D1,D2")
     p.add_argument("--results", default="", help="append the table to this Markdown file")
     p.add_argument("--distributed", action="store_true", help="also D1/D2 (RabbitMQ + PostgreSQL)")
+    p.add_argument("--label", default="", help="what was measured, when not the checked-out commit")
     p.add_argument("--extra", default="", help="text added to the results entry (micro benches)")
     p.add_argument("--micro", default="", help="micro benchmark binary: its PostgreSQL and "
                    "RabbitMQ cases run once the services are up")
@@ -630,7 +642,8 @@ def main():
     if args.results:
         command = " ".join(["bench/workloads.py"] + sys.argv[1:]).replace(SRC + "/", "")
         with open(args.results, "a") as f:
-            f.write(f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} — commit {commit()}\n\n")
+            what = args.label or f"commit {commit()}"
+            f.write(f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} — {what}\n\n")
             f.write(f"- machine: {machine()}\n")
             f.write(f"- command: `{command}` (medians of {args.reps} alternating repetitions; "
                     f"took {time.time() - started:.0f} s)\n\n")

@@ -113,7 +113,48 @@ Duration RetryDelay(const Retry& retry, int attempt) {
 
 Scheduler::Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
                      SchedulerOptions options)
-    : datastore_(datastore), broker_(broker), clock_(clock), timers_(timers), options_(options) {}
+    : datastore_(datastore), broker_(broker), clock_(clock), timers_(timers), options_(options) {
+  if (options_.start_in_background) {
+    starter_ = std::jthread([this](std::stop_token stop) { StarterLoop(std::move(stop)); });
+  }
+}
+
+Scheduler::~Scheduler() {
+  starter_.request_stop();
+  if (starter_.joinable()) starter_.join();
+}
+
+void Scheduler::StarterLoop(std::stop_token stop) {
+  for (;;) {
+    std::string job_id;
+    {
+      std::unique_lock lock(start_mu_);
+      start_cv_.wait(lock, stop, [&] { return !to_start_.empty(); });
+      if (stop.stop_requested()) return;  // what is left stays PENDING, for reconciling
+      job_id = std::move(to_start_.front());
+      to_start_.pop_front();
+    }
+    StartSubmitted(job_id);
+  }
+}
+
+void Scheduler::StartSubmitted(const std::string& job_id) {
+  auto guard = LockJob(job_id);
+  if (!guard.ok()) {
+    // Reconciling (at the next start, or by another coordinator) starts it.
+    log::Error("starting a job failed", {{"job_id", job_id}, {"error", guard.status().message()}});
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    Status started = StartJob(job_id);
+    // Not pending any more: cancelled first, or started by a reconcile.
+    if (!started.ok() && started.code() != StatusCode::kFailedPrecondition) {
+      log::Error("starting a job failed", {{"job_id", job_id}, {"error", started.message()}});
+    }
+  }
+  FlushNotifications();
+}
 
 void Scheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> listener) {
   std::lock_guard lock(mu_);
@@ -188,6 +229,18 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
   {
     std::lock_guard lock(roots_mu_);
     roots_[id] = id;
+  }
+  if (options_.start_in_background) {
+    // Stored PENDING, durably, before the answer; started by the starter thread. Creating
+    // the row needs neither the mutex nor the job's lock: no one else knows the id yet.
+    Result<JobRecord> record = CreateJob(job, "", id);
+    if (!record.ok()) return record;
+    {
+      std::lock_guard lock(start_mu_);
+      to_start_.push_back(record->id);
+    }
+    start_cv_.notify_one();
+    return record;
   }
   auto guard = LockJob(id);
   if (!guard.ok()) return guard.status();

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -22,7 +23,9 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/clock.h"
@@ -50,12 +53,19 @@ struct SchedulerOptions {
   std::chrono::milliseconds lock_timeout = std::chrono::seconds(30);
   // A task whose message the broker refused is published again after this long.
   Duration republish_delay = std::chrono::seconds(2);
+  // Submit returns once the job is stored (PENDING), and a thread of the scheduler
+  // starts it right after: concurrent submissions then share commits instead of queueing
+  // behind the scheduler's decisions. A crash in between leaves the job PENDING, and
+  // reconciling starts it. Off: Submit starts the job before returning (tests rely on it).
+  bool start_in_background = false;
 };
 
 class Scheduler {
  public:
   Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
             SchedulerOptions options = {});
+  // Stops the starter thread (jobs it has not started stay PENDING, for reconciling).
+  ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -103,6 +113,10 @@ class Scheduler {
   // Timer callbacks: take the job's lock, then the mutex.
   void JobTimedOut(const std::string& job_id, Duration timeout);
   void PublishPending(const std::string& task_id, const std::string& job_id);
+
+  // start_in_background: starts the submitted jobs queued in to_start_.
+  void StarterLoop(std::stop_token stop);
+  void StartSubmitted(const std::string& job_id);
 
   // All private members below run with mu_ held (and the job's lock, when there is one).
   Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id,
@@ -173,6 +187,11 @@ class Scheduler {
   // Rows Finish has moved to a terminal state: a cheap "did anything finish meanwhile".
   std::uint64_t finishes_ = 0;                                       // guarded by mu_
   std::function<void(const JobRecord&)> listener_;                   // guarded by mu_
+
+  std::mutex start_mu_;
+  std::condition_variable_any start_cv_;
+  std::deque<std::string> to_start_;  // guarded by start_mu_
+  std::jthread starter_;              // last: stopped before the members above go
 };
 
 // Applies the job's defaults to a runnable task that leaves those fields empty.

@@ -429,11 +429,69 @@ void BindTask(Stmt& s, const TaskRecord& task, std::string_view definition) {
 
 // ---- Decoding -----------------------------------------------------------------------
 
+}  // namespace
+
+namespace sqlite_internal {
+
+// Decoded definitions of recently read rows, by row id, kept with the stored text they
+// came from: a row whose text is unchanged is not decoded again. Only large definitions
+// are kept (a job of hundreds of tasks, a parallel of hundreds of children), which the
+// scheduler reads at every step of their job and whose decoding dominated that step;
+// small ones decode faster than a look-up. Thread-safe.
+template <typename T>
+class DefinitionCache {
+ public:
+  static constexpr std::size_t kMinBytes = 4096;
+  static constexpr std::size_t kMaxEntries = 128;
+
+  std::shared_ptr<const T> Find(std::string_view id, std::string_view text) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(std::string(id));
+    if (it == entries_.end() || it->second.text != text) return nullptr;
+    return it->second.value;
+  }
+  void Put(std::string_view id, std::string_view text, std::shared_ptr<const T> value) {
+    std::lock_guard lock(mu_);
+    if (entries_.size() >= kMaxEntries) entries_.clear();  // bounded; refilled on demand
+    entries_[std::string(id)] = Entry{std::string(text), std::move(value)};
+  }
+
+ private:
+  struct Entry {
+    std::string text;
+    std::shared_ptr<const T> value;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+};
+
+struct DefinitionCaches {
+  DefinitionCache<Job> jobs;
+  DefinitionCache<Task> tasks;
+};
+
+}  // namespace sqlite_internal
+
+namespace {
+
+using sqlite_internal::DefinitionCache;
+using sqlite_internal::DefinitionCaches;
+
+template <typename T, typename Decode>
+Result<T> CachedDecode(DefinitionCache<T>* cache, std::string_view id, std::string_view text,
+                       Decode decode) {
+  if (cache == nullptr || text.size() < DefinitionCache<T>::kMinBytes) return decode(text);
+  if (std::shared_ptr<const T> hit = cache->Find(id, text)) return T(*hit);
+  Result<T> decoded = decode(text);
+  if (decoded.ok()) cache->Put(id, text, std::make_shared<const T>(*decoded));
+  return decoded;
+}
+
 Status Corrupt(std::string_view table, std::string_view id, std::string_view problem) {
   return Internal(fmt::format("stored {} row {} is unreadable: {}", table, id, problem));
 }
 
-Result<JobRecord> JobFromRow(const Stmt& s) {
+Result<JobRecord> JobFromRow(const Stmt& s, DefinitionCaches* caches) {
   JobRecord job;
   job.id = std::string(s.Text(0));
   job.parent_id = std::string(s.Text(1));
@@ -445,7 +503,9 @@ Result<JobRecord> JobFromRow(const Stmt& s) {
   job.completed_at = s.OptTime(8);
   job.failed_at = s.OptTime(9);
   job.delete_at = s.OptTime(10);
-  Result<Job> definition = DecodeJobJson(s.Text(11), DecodeMode::kStored);
+  Result<Job> definition =
+      CachedDecode<Job>(caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(11),
+                        [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
   if (!definition.ok()) {
     return Corrupt("jobs", job.id, "definition: " + definition.status().message());
   }
@@ -460,7 +520,7 @@ Result<JobRecord> JobFromRow(const Stmt& s) {
   return job;
 }
 
-Result<TaskRecord> TaskFromRow(const Stmt& s) {
+Result<TaskRecord> TaskFromRow(const Stmt& s, DefinitionCaches* caches) {
   TaskRecord task;
   task.id = std::string(s.Text(0));
   task.job_id = std::string(s.Text(1));
@@ -474,7 +534,9 @@ Result<TaskRecord> TaskFromRow(const Stmt& s) {
   task.started_at = s.OptTime(7);
   task.completed_at = s.OptTime(8);
   task.failed_at = s.OptTime(9);
-  Result<Task> definition = DecodeTaskJson(s.Text(10), DecodeMode::kStored);
+  Result<Task> definition = CachedDecode<Task>(
+      caches != nullptr ? &caches->tasks : nullptr, task.id, s.Text(10),
+      [](std::string_view text) { return DecodeTaskJson(text, DecodeMode::kStored); });
   if (!definition.ok()) {
     return Corrupt("tasks", task.id, "definition: " + definition.status().message());
   }
@@ -614,7 +676,8 @@ Result<std::unique_ptr<SqliteDatastore>> SqliteDatastore::Open(SqliteOptions opt
 SqliteDatastore::SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer)
     : options_(std::move(options)),
       in_memory_(options_.path == ":memory:"),
-      writer_(std::move(writer)) {}
+      writer_(std::move(writer)),
+      caches_(std::make_unique<sqlite_internal::DefinitionCaches>()) {}
 
 SqliteDatastore::~SqliteDatastore() {
   {
@@ -866,7 +929,7 @@ Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
       s.BindText(1, id);
       BATON_SQL_ASSIGN(row, s.Step());
       if (!row) return NotFound(fmt::format("job {} not found", id));
-      BATON_SQL_ASSIGN(job, JobFromRow(s));
+      BATON_SQL_ASSIGN(job, JobFromRow(s, caches_.get()));
       out = std::move(job);
       return Status::Ok();
     });
@@ -886,7 +949,7 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
         s.BindText(1, id);
         BATON_SQL_ASSIGN(row, s.Step());
         if (!row) return NotFound(fmt::format("job {} not found", id));
-        BATON_SQL_ASSIGN(decoded, JobFromRow(s));
+        BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches_.get()));
         job = std::move(decoded);
         definition = std::string(s.Text(11));
       }
@@ -950,7 +1013,7 @@ Result<Page<JobRecord>> SqliteDatastore::ListJobs(const JobQuery& query) {
       s.BindInt(static_cast<int>(params.size() + 1), spec.size);
       s.BindInt(static_cast<int>(params.size() + 2), spec.offset);
       std::vector<JobRecord> items;
-      BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(s, JobFromRow, items));
+      BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, items));
       out = MakePage(spec, total, std::move(items));
       return Status::Ok();
     });
@@ -967,7 +1030,7 @@ Result<std::vector<JobRecord>> SqliteDatastore::JobsInState(const std::vector<Jo
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kJobsInState));
       s.BindText(1, names);
-      return CollectRows<JobRecord>(s, JobFromRow, out);
+      return CollectRows<JobRecord>(s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1030,7 +1093,7 @@ Result<TaskRecord> SqliteDatastore::GetTask(std::string_view id) {
       s.BindText(1, id);
       BATON_SQL_ASSIGN(row, s.Step());
       if (!row) return NotFound(fmt::format("task {} not found", id));
-      BATON_SQL_ASSIGN(task, TaskFromRow(s));
+      BATON_SQL_ASSIGN(task, TaskFromRow(s, caches_.get()));
       out = std::move(task);
       return Status::Ok();
     });
@@ -1050,7 +1113,7 @@ Status SqliteDatastore::UpdateTask(std::string_view id,
         s.BindText(1, id);
         BATON_SQL_ASSIGN(row, s.Step());
         if (!row) return NotFound(fmt::format("task {} not found", id));
-        BATON_SQL_ASSIGN(decoded, TaskFromRow(s));
+        BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches_.get()));
         task = std::move(decoded);
         definition = std::string(s.Text(10));
       }
@@ -1074,7 +1137,7 @@ Result<std::vector<TaskRecord>> SqliteDatastore::JobTasks(std::string_view job_i
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kJobTasks));
       s.BindText(1, job_id);
-      return CollectRows<TaskRecord>(s, TaskFromRow, out);
+      return CollectRows<TaskRecord>(s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1087,7 +1150,7 @@ Result<std::vector<TaskRecord>> SqliteDatastore::ChildTasks(std::string_view par
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kChildTasks));
       s.BindText(1, parent_id);
-      return CollectRows<TaskRecord>(s, TaskFromRow, out);
+      return CollectRows<TaskRecord>(s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1103,7 +1166,7 @@ Result<std::vector<TaskRecord>> SqliteDatastore::TasksInState(
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kTasksInState));
       s.BindText(1, names);
-      return CollectRows<TaskRecord>(s, TaskFromRow, out);
+      return CollectRows<TaskRecord>(s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;

@@ -21,6 +21,7 @@ namespace baton {
 
 namespace sqlite_internal {
 class Connection;
+struct DefinitionCaches;
 }  // namespace sqlite_internal
 
 struct SqliteOptions {
@@ -141,6 +142,9 @@ class SqliteDatastore final : public Datastore {
   std::condition_variable drained_cv_;  // the queue emptied while closing
   std::deque<PendingOp*> queue_;        // guarded by queue_mu_; the front one leads
   bool closing_ = false;                // guarded by queue_mu_
+
+  // Decoded definitions of large rows, so reading one again costs a copy, not a parse.
+  std::unique_ptr<sqlite_internal::DefinitionCaches> caches_;
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;
