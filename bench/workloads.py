@@ -502,6 +502,7 @@ def w7(args, engine_factory, n=20000, concurrency=8):
 class Services:
     def __init__(self, directory):
         self.dir = directory
+        os.makedirs(directory, mode=0o755, exist_ok=True)
         self.env = dict(os.environ, BATON_SERVICES_DIR=directory)
         self.values = {}
         for service in ("postgres", "rabbitmq"):
@@ -591,6 +592,7 @@ def main():
             sys.exit(f"workloads.py: {tool} is missing (scripts/install-deps.sh bench installs it)")
 
     args.work = tempfile.mkdtemp(prefix="baton-bench.")
+    os.chmod(args.work, 0o755)  # PostgreSQL runs as its own user under it
     standalone = lambda c: Standalone(args.baton, args.work, c)  # noqa: E731
     rows = []
     started = time.time()
