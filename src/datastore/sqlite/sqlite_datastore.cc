@@ -155,6 +155,10 @@ class Connection {
     }
     BATON_RETURN_IF_ERROR(conn->ExecScript(options.sync_full ? "PRAGMA synchronous = FULL"
                                                              : "PRAGMA synchronous = NORMAL"));
+    // Checkpoint every 4,000 pages (16 MB of WAL) instead of 1,000: each checkpoint
+    // fsyncs, and a task's rows are rewritten several times in its life, so a wider window
+    // copies each page to the database once for several commits. Commits are as durable.
+    BATON_RETURN_IF_ERROR(conn->ExecScript("PRAGMA wal_autocheckpoint = 4000"));
     BATON_RETURN_IF_ERROR(conn->ExecScript("PRAGMA foreign_keys = ON"));
     return conn;
   }
