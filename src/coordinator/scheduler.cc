@@ -204,11 +204,6 @@ Result<std::string> Scheduler::JobOfTask(const std::string& task_id, const std::
   return task->job_id;
 }
 
-void Scheduler::Notify(const std::string& job_id) {
-  auto job = datastore_.GetJob(job_id);
-  if (job.ok()) finished_.push_back(std::move(*job));
-}
-
 void Scheduler::FlushNotifications() {
   std::vector<JobRecord> finished;
   std::function<void(const JobRecord&)> listener;
@@ -322,37 +317,50 @@ Scheduler::Vars Scheduler::VarsFor(const JobRecord& job, const Vars& extra) cons
 }
 
 Status Scheduler::AdvanceJob(const std::string& job_id, int position) {
+  // What scheduling the next step needs, not a copy of the whole definition (a job of
+  // hundreds of tasks would be copied at every step).
   JobRecord job;
+  Task next;
   bool advanced = false;
+  bool last = false;
   BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning || j.position != position) return Status::Ok();
+    if (position >= j.task_count) {
+      last = true;  // CompleteJob takes it from here, in one update
+      return Status::Ok();
+    }
     advanced = true;
-    if (position < j.task_count) j.position = position + 1;
+    j.position = position + 1;
     j.progress = 100.0 * position / std::max(1, j.task_count);
-    job = j;
+    job.id = j.id;
+    job.context = j.context;
+    job.job.defaults = j.job.defaults;
+    next = j.job.tasks[static_cast<std::size_t>(position)];
     return Status::Ok();
   }));
+  if (last) return CompleteJob(job_id, position);
   if (!advanced) return Status::Ok();
-  if (position >= job.task_count) return CompleteJob(job_id);
-  return ScheduleNew(job, job.job.tasks[static_cast<std::size_t>(position)], "", position + 1,
-                     json::object());
+  return ScheduleNew(job, std::move(next), "", position + 1, json::object());
 }
 
-Status Scheduler::CompleteJob(const std::string& job_id) {
-  auto job = datastore_.GetJob(job_id);
-  if (!job.ok()) return job.status();
-  if (job->state != JobState::kRunning) return Status::Ok();
-  std::string result;
-  if (!job->job.output.empty()) {
-    auto value = expr::EvaluateTemplateValue(job->job.output, VarsFor(*job, json::object()));
-    if (!value.ok()) return FailJob(job_id, "output: " + value.status().message(), JobState::kFailed);
-    result = expr::ToText(*value);
-  }
+Status Scheduler::CompleteJob(const std::string& job_id, int position) {
   TimePoint now = clock_.Now();
   bool completed = false;
+  std::optional<std::string> output_error;
   JobRecord stored;
+  // The output is evaluated on the row as it is stored, in the update that completes it.
   BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning) return Status::Ok();
+    if (position > 0 && j.position != position) return Status::Ok();
+    std::string result;
+    if (!j.job.output.empty()) {
+      auto value = expr::EvaluateTemplateValue(j.job.output, VarsFor(j, json::object()));
+      if (!value.ok()) {
+        output_error = value.status().message();
+        return Status::Ok();
+      }
+      result = expr::ToText(*value);
+    }
     j.state = JobState::kCompleted;
     j.completed_at = now;
     j.result = result;
@@ -362,15 +370,16 @@ Status Scheduler::CompleteJob(const std::string& job_id) {
     stored = j;
     return Status::Ok();
   }));
+  if (output_error) return FailJob(job_id, "output: " + *output_error, JobState::kFailed);
   if (!completed) return Status::Ok();
   if (auto it = job_timers_.find(job_id); it != job_timers_.end()) {
     timers_.Cancel(it->second);
     job_timers_.erase(it);
   }
-  Notify(job_id);
+  finished_.push_back(stored);
   if (!stored.parent_id.empty()) {
     TaskRecord parent;
-    auto finished = Finish(stored.parent_id, TaskState::kCompleted, result, "", &parent);
+    auto finished = Finish(stored.parent_id, TaskState::kCompleted, stored.result, "", &parent);
     if (!finished.ok()) return finished.status();
     if (*finished) return TaskDone(parent);
   }
@@ -398,7 +407,7 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
     job_timers_.erase(it);
   }
   BATON_RETURN_IF_ERROR(CancelActiveTasks(job_id));
-  Notify(job_id);
+  finished_.push_back(stored);
   // A failed sub-job fails the task that started it; a cancelled one was cancelled with
   // (or by) its parent, which decides for itself.
   if (!stored.parent_id.empty() && state == JobState::kFailed) {
@@ -956,25 +965,26 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
   auto guard = LockJob(*job_id);
   if (!guard.ok()) return Handled(guard.status(), "recording a start failed", event.task_id);
   std::lock_guard lock(mu_);
-  auto task = datastore_.GetTask(event.task_id);
-  if (!task.ok()) return Handled(task.status(), "recording a start failed", event.task_id);
-  bool elsewhere = !task->node_id.empty() && task->node_id != event.node_id;
-  if (IsTerminal(task->state) || (task->state == TaskState::kRunning && elsewhere)) {
-    // Cancelled while it waited in the queue, or a second delivery of a task that runs
-    // elsewhere or has finished (a message the broker delivered twice): stop it where
-    // it runs now. (A start heard after its own outcome finds nothing to stop.)
-    if (!event.node_id.empty()) {
-      (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
-    }
-    return Status::Ok();
-  }
+  bool stop_it = false;
+  // One read-modify-write decides and records.
   Status s = datastore_.UpdateTask(event.task_id, [&](TaskRecord& t) {
+    bool elsewhere = !t.node_id.empty() && t.node_id != event.node_id;
+    if (IsTerminal(t.state) || (t.state == TaskState::kRunning && elsewhere)) {
+      stop_it = true;
+      return Status::Ok();
+    }
     if (t.state != TaskState::kScheduled && t.state != TaskState::kPending) return Status::Ok();
     t.state = TaskState::kRunning;
     t.started_at = event.at;
     t.node_id = event.node_id;
     return Status::Ok();
   });
+  if (stop_it && !event.node_id.empty()) {
+    // Cancelled while it waited in the queue, or a second delivery of a task that runs
+    // elsewhere or has finished (a message the broker delivered twice): stop it where
+    // it runs now. (A start heard after its own outcome finds nothing to stop.)
+    (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
+  }
   return Handled(s, "recording a start failed", event.task_id);
 }
 

@@ -148,7 +148,8 @@ class Scheduler {
   Status TaskFailed(const TaskRecord& task);
   Status ChildDone(const std::string& parent_id);
   Status AdvanceJob(const std::string& job_id, int position);
-  Status CompleteJob(const std::string& job_id);
+  // Completes a RUNNING job (only while it is at `position`, when one is given).
+  Status CompleteJob(const std::string& job_id, int position = 0);
   Status FailJob(const std::string& job_id, const std::string& error, JobState state);
   Status CancelActiveTasks(const std::string& job_id);
   // Cancels one active row: its running process, its sub-job, its children.
@@ -166,7 +167,6 @@ class Scheduler {
                       const std::string& error, TaskRecord* out,
                       const std::string& from_node = "");
   Status ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes);
-  void Notify(const std::string& job_id);
   void FlushNotifications();
 
   Datastore& datastore_;
