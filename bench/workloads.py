@@ -252,16 +252,18 @@ class Row:
         return self.baton / self.baseline
 
 
-def alternate(reps, baseline, baton):
-    """Runs baseline() and baton() `reps` times each, alternating (the order flips each
-    repetition); returns their medians and the raw samples."""
-    b, x = [], []
+def alternate(reps, baseline, baton, reference=None):
+    """Runs baseline() and baton() (and reference(), when given) `reps` times each,
+    alternating (the order rotates each repetition); returns the medians of baseline and
+    baton, and of the reference (None without one)."""
+    b, x, r = [], [], []
+    runs = [(baseline, b), (baton, x)] + ([(reference, r)] if reference else [])
     for i in range(reps):
-        order = [(baseline, b), (baton, x)] if i % 2 == 0 else [(baton, x), (baseline, b)]
-        for fn, out in order:
+        k = i % len(runs)
+        for fn, out in runs[k:] + runs[:k]:
             out.append(fn())
-    log(f"    baseline {fmt_list(b)}  baton {fmt_list(x)}")
-    return statistics.median(b), statistics.median(x), b, x
+    log(f"    baseline {fmt_list(b)}  baton {fmt_list(x)}" + (f"  reference {fmt_list(r)}" if r else ""))
+    return statistics.median(b), statistics.median(x), statistics.median(r) if r else None
 
 
 def fmt_list(values):
@@ -273,17 +275,22 @@ def w1(args, engine_factory, label, concurrency, n=1000):
     engine = engine_factory(concurrency)
     try:
         engine.client.run(each_job("warmup", 10))
-        base, bat, _, _ = alternate(
+        # The shell runtime runs scripts with bash, which starts slower than sh (dash):
+        # the same xargs with bash is shown as a reference.
+        base, bat, ref = alternate(
             args.reps,
             lambda: sh(f"seq {n} | xargs -P {concurrency} -I{{}} sh -c true"),
-            lambda: engine.client.run(each_job("w1", n)))
+            lambda: engine.client.run(each_job("w1", n)),
+            lambda: sh(f"seq {n} | xargs -P {concurrency} -I{{}} bash -c true"))
     finally:
         engine.stop()
     limit = 3.0 if "distributed" in label else 1.5
     ratio = bat / base
     rows.append(Row(f"{label} fan-out {n} × true, c={concurrency}", "s",
                     f"xargs -P {concurrency}", base, bat, f"≤ {limit} × baseline",
-                    ratio <= limit, f"{1000 * bat / n:.2f} ms/task"))
+                    ratio <= limit,
+                    f"{1000 * bat / n:.2f} ms/task; xargs with bash -c: {ref:.3f} s "
+                    f"(Baton / that: {bat / ref:.2f})"))
     return rows
 
 
@@ -291,17 +298,19 @@ def w2(args, engine_factory, label, n=200):
     engine = engine_factory(2)
     try:
         engine.client.run(chain_job("warmup", 3))
-        base, bat, _, _ = alternate(
+        base, bat, ref = alternate(
             args.reps,
             lambda: sh(f"for i in $(seq {n}); do sh -c true; done"),
-            lambda: engine.client.run(chain_job("w2", n)))
+            lambda: engine.client.run(chain_job("w2", n)),
+            lambda: sh(f"for i in $(seq {n}); do bash -c true; done"))
     finally:
         engine.stop()
     added_ms = 1000 * (bat - base) / n
     target_ms = 1.0
     return [Row(f"{label} chain of {n} × true", "s", "shell loop", base, bat,
                 f"≤ {target_ms:g} ms added/step", added_ms <= target_ms,
-                f"{added_ms:.2f} ms added/step")]
+                f"{added_ms:.2f} ms added/step; {1000 * (bat - ref) / n:.2f} ms over a "
+                f"loop of bash -c ({ref:.3f} s)")]
 
 
 def w3(args, engine_factory, n=500, concurrency=2):
@@ -315,7 +324,7 @@ def w3(args, engine_factory, n=500, concurrency=2):
     engine = engine_factory(concurrency)
     try:
         engine.client.run(fan_in_job("warmup", 3))
-        base, bat, _, _ = alternate(
+        base, bat, _ = alternate(
             args.reps,
             lambda: sh(f"make -s -j{concurrency} -C {work} last"),
             lambda: engine.client.run(fan_in_job("w3", n)))
@@ -331,7 +340,7 @@ def w4(args, engine_factory, n=100, concurrency=8):
     engine = engine_factory(concurrency)
     try:
         engine.client.run(each_job("warmup", 8, "sleep 0.1"))
-        base, bat, _, _ = alternate(
+        base, bat, _ = alternate(
             args.reps,
             lambda: sh(f"seq {n} | xargs -P {concurrency} -I{{}} sleep 0.1"),
             lambda: engine.client.run(each_job("w4", n, "sleep 0.1")))
