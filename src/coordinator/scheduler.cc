@@ -822,19 +822,22 @@ Status Scheduler::TaskDone(const TaskRecord& task) {
 }
 
 Status Scheduler::ChildDone(const std::string& parent_id) {
-  TaskRecord parent;
+  // Counts, without copying the parent's definition (a parallel of hundreds of tasks).
   bool counted = false;
+  bool is_each = false;
+  int completions = 0;
+  int expected = 0;
   BATON_RETURN_IF_ERROR(datastore_.UpdateTask(parent_id, [&](TaskRecord& p) {
     if (p.state != TaskState::kRunning) return Status::Ok();
     ++p.completions;
-    parent = p;
     counted = true;
+    completions = p.completions;
+    is_each = p.task.each.has_value();
+    expected = p.task.parallel ? static_cast<int>(p.task.parallel->tasks.size()) : p.each_size;
     return Status::Ok();
   }));
   if (!counted) return Status::Ok();
-  int expected = parent.task.parallel ? static_cast<int>(parent.task.parallel->tasks.size())
-                                      : parent.each_size;
-  if (parent.completions >= expected) {
+  if (completions >= expected) {
     waiting_children_.erase(parent_id);
     TaskRecord done;
     auto finished = Finish(parent_id, TaskState::kCompleted, "", "", &done);
@@ -842,7 +845,7 @@ Status Scheduler::ChildDone(const std::string& parent_id) {
     if (*finished) return TaskDone(done);
     return Status::Ok();
   }
-  if (parent.task.each) return StartNextEachChild(parent_id).status();
+  if (is_each) return StartNextEachChild(parent_id).status();
   return Status::Ok();
 }
 

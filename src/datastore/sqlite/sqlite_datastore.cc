@@ -481,21 +481,28 @@ namespace {
 using sqlite_internal::DefinitionCache;
 using sqlite_internal::DefinitionCaches;
 
+// The decoded definition, shared with the cache when it is a large one. Also what an
+// update compares the modified definition against (no second copy of it).
 template <typename T, typename Decode>
-Result<T> CachedDecode(DefinitionCache<T>* cache, std::string_view id, std::string_view text,
-                       Decode decode) {
-  if (cache == nullptr || text.size() < DefinitionCache<T>::kMinBytes) return decode(text);
-  if (std::shared_ptr<const T> hit = cache->Find(id, text)) return T(*hit);
+Result<std::shared_ptr<const T>> CachedDecode(DefinitionCache<T>* cache, std::string_view id,
+                                              std::string_view text, Decode decode) {
+  if (cache != nullptr && text.size() >= DefinitionCache<T>::kMinBytes) {
+    if (std::shared_ptr<const T> hit = cache->Find(id, text)) return hit;
+  }
   Result<T> decoded = decode(text);
-  if (decoded.ok()) cache->Put(id, text, std::make_shared<const T>(*decoded));
-  return decoded;
+  if (!decoded.ok()) return decoded.status();
+  auto value = std::make_shared<const T>(std::move(*decoded));
+  if (cache != nullptr && text.size() >= DefinitionCache<T>::kMinBytes) cache->Put(id, text, value);
+  return value;
 }
 
 Status Corrupt(std::string_view table, std::string_view id, std::string_view problem) {
   return Internal(fmt::format("stored {} row {} is unreadable: {}", table, id, problem));
 }
 
-Result<JobRecord> JobFromRow(const Stmt& s, DefinitionCaches* caches) {
+// `original`, when given, receives the definition as decoded (before any change).
+Result<JobRecord> JobFromRow(const Stmt& s, DefinitionCaches* caches,
+                             std::shared_ptr<const Job>* original = nullptr) {
   JobRecord job;
   job.id = std::string(s.Text(0));
   job.parent_id = std::string(s.Text(1));
@@ -507,13 +514,14 @@ Result<JobRecord> JobFromRow(const Stmt& s, DefinitionCaches* caches) {
   job.completed_at = s.OptTime(8);
   job.failed_at = s.OptTime(9);
   job.delete_at = s.OptTime(10);
-  Result<Job> definition =
+  auto definition =
       CachedDecode<Job>(caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(11),
                         [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
   if (!definition.ok()) {
     return Corrupt("jobs", job.id, "definition: " + definition.status().message());
   }
-  job.job = std::move(*definition);
+  job.job = **definition;
+  if (original != nullptr) *original = std::move(*definition);
   job.position = s.Int32(12);
   job.task_count = s.Int32(13);
   job.progress = s.Real(14);
@@ -524,7 +532,8 @@ Result<JobRecord> JobFromRow(const Stmt& s, DefinitionCaches* caches) {
   return job;
 }
 
-Result<TaskRecord> TaskFromRow(const Stmt& s, DefinitionCaches* caches) {
+Result<TaskRecord> TaskFromRow(const Stmt& s, DefinitionCaches* caches,
+                               std::shared_ptr<const Task>* original = nullptr) {
   TaskRecord task;
   task.id = std::string(s.Text(0));
   task.job_id = std::string(s.Text(1));
@@ -538,13 +547,14 @@ Result<TaskRecord> TaskFromRow(const Stmt& s, DefinitionCaches* caches) {
   task.started_at = s.OptTime(7);
   task.completed_at = s.OptTime(8);
   task.failed_at = s.OptTime(9);
-  Result<Task> definition = CachedDecode<Task>(
+  auto definition = CachedDecode<Task>(
       caches != nullptr ? &caches->tasks : nullptr, task.id, s.Text(10),
       [](std::string_view text) { return DecodeTaskJson(text, DecodeMode::kStored); });
   if (!definition.ok()) {
     return Corrupt("tasks", task.id, "definition: " + definition.status().message());
   }
-  task.task = std::move(*definition);
+  task.task = **definition;
+  if (original != nullptr) *original = std::move(*definition);
   task.error = std::string(s.Text(11));
   task.result = std::string(s.Text(12));
   task.node_id = std::string(s.Text(13));
@@ -948,21 +958,21 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
     return Write([&](Connection& c) -> Status {
       std::optional<JobRecord> job;
       std::string definition;
+      std::shared_ptr<const Job> before;
       {
         BATON_SQL_ASSIGN(s, c.Prepare(kSelectJob));
         s.BindText(1, id);
         BATON_SQL_ASSIGN(row, s.Step());
         if (!row) return NotFound(fmt::format("job {} not found", id));
-        BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches_.get()));
+        BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches_.get(), &before));
         job = std::move(decoded);
         definition = std::string(s.Text(11));
       }
-      const Job before = job->job;
       BATON_RETURN_IF_ERROR(CallModifier(modify, *job));
       job->id = std::string(id);  // the key is not the modifier's to change
       // Most updates change state, not the definition: keep its stored text then.
       std::optional<std::string> same;
-      if (job->job == before) same = std::move(definition);
+      if (job->job == *before) same = std::move(definition);
       BATON_SQL_ASSIGN(text, EncodeJobText(*job, std::move(same)));
       BATON_SQL_ASSIGN(s, c.Prepare(kUpdateJob));
       BindJob(s, *job, text);
@@ -1112,19 +1122,19 @@ Status SqliteDatastore::UpdateTask(std::string_view id,
     return Write([&](Connection& c) -> Status {
       std::optional<TaskRecord> task;
       std::string definition;
+      std::shared_ptr<const Task> before;
       {
         BATON_SQL_ASSIGN(s, c.Prepare(kSelectTask));
         s.BindText(1, id);
         BATON_SQL_ASSIGN(row, s.Step());
         if (!row) return NotFound(fmt::format("task {} not found", id));
-        BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches_.get()));
+        BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches_.get(), &before));
         task = std::move(decoded);
         definition = std::string(s.Text(10));
       }
-      const Task before = task->task;
       BATON_RETURN_IF_ERROR(CallModifier(modify, *task));
       task->id = std::string(id);  // the key is not the modifier's to change
-      if (!(task->task == before)) {
+      if (!(task->task == *before)) {
         BATON_SQL_ASSIGN(encoded, EncodeTask(task->task));
         definition = std::move(encoded);
       }
