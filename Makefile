@@ -42,6 +42,13 @@ test-fast: deps-test
 	cmake --build --preset $(PRESET_TEST)
 	ctest --preset $(PRESET_TEST) -L unit
 
+# The benchmarks (not part of `make test`): micro benchmarks of the hot paths and the
+# whole-system workloads against their baselines (xargs -P, a shell loop, make -j); prints
+# the table and appends it to bench/RESULTS.md. BENCH_REPS, BENCH_ONLY: see bench/run.sh.
+bench:
+	scripts/install-deps.sh bench
+	bench/run.sh
+
 tsan: deps-test
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan --target $(TSAN_TARGETS)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian packages, everything Baton needs to build and test.
 # Idempotent: only missing packages are installed; waits for the apt lock.
-# Usage: scripts/install-deps.sh [build|test]   (default: test)
+# Usage: scripts/install-deps.sh [build|test|bench]   (default: test)
 set -euo pipefail
 
 profile="${1:-test}"
@@ -20,9 +20,18 @@ test_pkgs=(
   iproute2 socat
 )
 
+# `make bench`: the micro benchmarks, the load generator, the baselines (make, xargs),
+# PostgreSQL + RabbitMQ for the distributed workloads, and the profilers.
+bench_pkgs=(
+  libbenchmark-dev wrk make findutils python3 curl postgresql rabbitmq-server
+  linux-perf valgrind
+)
+
 pkgs=("${build_pkgs[@]}")
 if [[ "$profile" == "test" ]]; then
   pkgs+=("${test_pkgs[@]}")
+elif [[ "$profile" == "bench" ]]; then
+  pkgs+=("${bench_pkgs[@]}")
 fi
 
 missing=()

@@ -37,7 +37,10 @@ Status Server::Start() {
   // Bodies a little over the limit are read so the API can answer 413 with a message;
   // far bigger ones are refused by httplib before reading (the error handler adds one).
   server_->set_payload_max_length(max_body_bytes_ + 1);
-  server_->set_keep_alive_max_count(1000);
+  // Responses go out as headers then body: without TCP_NODELAY, Nagle's algorithm holds
+  // the body back until the client's delayed ACK (~40 ms) on a kept-alive connection.
+  server_->set_tcp_nodelay(true);
+  server_->set_keep_alive_max_count(100000);
   server_->set_read_timeout(30, 0);
   server_->set_write_timeout(30, 0);
 

@@ -113,7 +113,48 @@ Duration RetryDelay(const Retry& retry, int attempt) {
 
 Scheduler::Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
                      SchedulerOptions options)
-    : datastore_(datastore), broker_(broker), clock_(clock), timers_(timers), options_(options) {}
+    : datastore_(datastore), broker_(broker), clock_(clock), timers_(timers), options_(options) {
+  if (options_.start_in_background) {
+    starter_ = std::jthread([this](std::stop_token stop) { StarterLoop(std::move(stop)); });
+  }
+}
+
+Scheduler::~Scheduler() {
+  starter_.request_stop();
+  if (starter_.joinable()) starter_.join();
+}
+
+void Scheduler::StarterLoop(std::stop_token stop) {
+  for (;;) {
+    std::string job_id;
+    {
+      std::unique_lock lock(start_mu_);
+      start_cv_.wait(lock, stop, [&] { return !to_start_.empty(); });
+      if (stop.stop_requested()) return;  // what is left stays PENDING, for reconciling
+      job_id = std::move(to_start_.front());
+      to_start_.pop_front();
+    }
+    StartSubmitted(job_id);
+  }
+}
+
+void Scheduler::StartSubmitted(const std::string& job_id) {
+  auto guard = LockJob(job_id);
+  if (!guard.ok()) {
+    // Reconciling (at the next start, or by another coordinator) starts it.
+    log::Error("starting a job failed", {{"job_id", job_id}, {"error", guard.status().message()}});
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    Status started = StartJob(job_id);
+    // Not pending any more: cancelled first, or started by a reconcile.
+    if (!started.ok() && started.code() != StatusCode::kFailedPrecondition) {
+      log::Error("starting a job failed", {{"job_id", job_id}, {"error", started.message()}});
+    }
+  }
+  FlushNotifications();
+}
 
 void Scheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> listener) {
   std::lock_guard lock(mu_);
@@ -163,11 +204,6 @@ Result<std::string> Scheduler::JobOfTask(const std::string& task_id, const std::
   return task->job_id;
 }
 
-void Scheduler::Notify(const std::string& job_id) {
-  auto job = datastore_.GetJob(job_id);
-  if (job.ok()) finished_.push_back(std::move(*job));
-}
-
 void Scheduler::FlushNotifications() {
   std::vector<JobRecord> finished;
   std::function<void(const JobRecord&)> listener;
@@ -188,6 +224,18 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
   {
     std::lock_guard lock(roots_mu_);
     roots_[id] = id;
+  }
+  if (options_.start_in_background) {
+    // Stored PENDING, durably, before the answer; started by the starter thread. Creating
+    // the row needs neither the mutex nor the job's lock: no one else knows the id yet.
+    Result<JobRecord> record = CreateJob(job, "", id);
+    if (!record.ok()) return record;
+    {
+      std::lock_guard lock(start_mu_);
+      to_start_.push_back(record->id);
+    }
+    start_cv_.notify_one();
+    return record;
   }
   auto guard = LockJob(id);
   if (!guard.ok()) return guard.status();
@@ -269,37 +317,50 @@ Scheduler::Vars Scheduler::VarsFor(const JobRecord& job, const Vars& extra) cons
 }
 
 Status Scheduler::AdvanceJob(const std::string& job_id, int position) {
+  // What scheduling the next step needs, not a copy of the whole definition (a job of
+  // hundreds of tasks would be copied at every step).
   JobRecord job;
+  Task next;
   bool advanced = false;
+  bool last = false;
   BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning || j.position != position) return Status::Ok();
+    if (position >= j.task_count) {
+      last = true;  // CompleteJob takes it from here, in one update
+      return Status::Ok();
+    }
     advanced = true;
-    if (position < j.task_count) j.position = position + 1;
+    j.position = position + 1;
     j.progress = 100.0 * position / std::max(1, j.task_count);
-    job = j;
+    job.id = j.id;
+    job.context = j.context;
+    job.job.defaults = j.job.defaults;
+    next = j.job.tasks[static_cast<std::size_t>(position)];
     return Status::Ok();
   }));
+  if (last) return CompleteJob(job_id, position);
   if (!advanced) return Status::Ok();
-  if (position >= job.task_count) return CompleteJob(job_id);
-  return ScheduleNew(job, job.job.tasks[static_cast<std::size_t>(position)], "", position + 1,
-                     json::object());
+  return ScheduleNew(job, std::move(next), "", position + 1, json::object());
 }
 
-Status Scheduler::CompleteJob(const std::string& job_id) {
-  auto job = datastore_.GetJob(job_id);
-  if (!job.ok()) return job.status();
-  if (job->state != JobState::kRunning) return Status::Ok();
-  std::string result;
-  if (!job->job.output.empty()) {
-    auto value = expr::EvaluateTemplateValue(job->job.output, VarsFor(*job, json::object()));
-    if (!value.ok()) return FailJob(job_id, "output: " + value.status().message(), JobState::kFailed);
-    result = expr::ToText(*value);
-  }
+Status Scheduler::CompleteJob(const std::string& job_id, int position) {
   TimePoint now = clock_.Now();
   bool completed = false;
+  std::optional<std::string> output_error;
   JobRecord stored;
+  // The output is evaluated on the row as it is stored, in the update that completes it.
   BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning) return Status::Ok();
+    if (position > 0 && j.position != position) return Status::Ok();
+    std::string result;
+    if (!j.job.output.empty()) {
+      auto value = expr::EvaluateTemplateValue(j.job.output, VarsFor(j, json::object()));
+      if (!value.ok()) {
+        output_error = value.status().message();
+        return Status::Ok();
+      }
+      result = expr::ToText(*value);
+    }
     j.state = JobState::kCompleted;
     j.completed_at = now;
     j.result = result;
@@ -309,15 +370,16 @@ Status Scheduler::CompleteJob(const std::string& job_id) {
     stored = j;
     return Status::Ok();
   }));
+  if (output_error) return FailJob(job_id, "output: " + *output_error, JobState::kFailed);
   if (!completed) return Status::Ok();
   if (auto it = job_timers_.find(job_id); it != job_timers_.end()) {
     timers_.Cancel(it->second);
     job_timers_.erase(it);
   }
-  Notify(job_id);
+  finished_.push_back(stored);
   if (!stored.parent_id.empty()) {
     TaskRecord parent;
-    auto finished = Finish(stored.parent_id, TaskState::kCompleted, result, "", &parent);
+    auto finished = Finish(stored.parent_id, TaskState::kCompleted, stored.result, "", &parent);
     if (!finished.ok()) return finished.status();
     if (*finished) return TaskDone(parent);
   }
@@ -345,7 +407,7 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
     job_timers_.erase(it);
   }
   BATON_RETURN_IF_ERROR(CancelActiveTasks(job_id));
-  Notify(job_id);
+  finished_.push_back(stored);
   // A failed sub-job fails the task that started it; a cancelled one was cancelled with
   // (or by) its parent, which decides for itself.
   if (!stored.parent_id.empty() && state == JobState::kFailed) {
@@ -460,8 +522,12 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     task.started_at = now;
     BATON_RETURN_IF_ERROR(store(task));
     for (std::size_t i = 0; i < def.parallel->tasks.size(); ++i) {
+      std::uint64_t finishes = finishes_;
       BATON_RETURN_IF_ERROR(ScheduleNew(job, def.parallel->tasks[i], task.id, task.position, extra,
                                         static_cast<int>(i)));
+      // Only a row that finished at once (a child failed or was skipped) can have ended
+      // the group: read it again then, not after every child.
+      if (finishes_ == finishes) continue;
       auto parent = datastore_.GetTask(task.id);
       if (!parent.ok()) return parent.status();
       if (IsTerminal(parent->state)) break;  // a child failed at once: fail-fast
@@ -483,9 +549,6 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       BATON_RETURN_IF_ERROR(store(task));
       return TaskDone(task);
     }
-    task.state = TaskState::kRunning;
-    task.started_at = now;
-    BATON_RETURN_IF_ERROR(store(task));
     // Children are evaluated now, while their item is known, and held as CREATED until
     // a slot frees up.
     std::string var = def.each->var.empty() ? "item" : def.each->var;
@@ -525,6 +588,26 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       if (!failures.empty()) break;
     }
     if (!failures.empty()) return fail_now(fmt::format("each: {}", failures.front()));
+    // The children that start at once (up to `concurrency`) are stored ready to publish,
+    // with the rest, in one write; the parent counts them as started. One row at a time
+    // (read, count on the parent, publish, mark) cost four round trips per child.
+    int limit = def.each->concurrency > 0 ? def.each->concurrency : std::numeric_limits<int>::max();
+    std::vector<std::size_t> start_now;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      TaskRecord& child = children[i];
+      if (child.state != TaskState::kCreated || static_cast<int>(start_now.size()) >= limit) continue;
+      if (options_.durable_broker) {
+        child.state = TaskState::kPending;  // SCHEDULED once the broker confirmed it
+      } else {
+        child.state = TaskState::kScheduled;
+        child.scheduled_at = now;
+      }
+      start_now.push_back(i);
+    }
+    task.state = TaskState::kRunning;
+    task.started_at = now;
+    task.each_index = static_cast<int>(start_now.size());
+    BATON_RETURN_IF_ERROR(store(task));
     BATON_RETURN_IF_ERROR(datastore_.CreateTasks(children));
     auto& waiting = waiting_children_[task.id];
     waiting.clear();
@@ -532,12 +615,13 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     for (const TaskRecord& child : children) {
       if (child.state == TaskState::kCreated) {
         waiting.push_back(child.id);
-      } else {
+      } else if (IsTerminal(child.state)) {
         ++skipped;
       }
     }
+    for (std::size_t i : start_now) BATON_RETURN_IF_ERROR(PublishStored(children[i]));
     for (int i = 0; i < skipped; ++i) BATON_RETURN_IF_ERROR(ChildDone(task.id));
-    return StartEachChildren(task);
+    return Status::Ok();
   }
   if (def.subjob) {
     Job child;
@@ -565,10 +649,8 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     BATON_RETURN_IF_ERROR(store(task));
     return StartJob(created->id);
   }
-  if (create) {
-    BATON_RETURN_IF_ERROR(store(task));
-  }
-  return PublishTask(task, false);
+  // A new runnable row is stored once, already in the state publishing gives it.
+  return PublishTask(task, create);
 }
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {
@@ -618,6 +700,24 @@ Status Scheduler::PublishTask(TaskRecord& task, bool create) {
   return refused(published);
 }
 
+Status Scheduler::PublishStored(TaskRecord& task) {
+  // Durable broker: the row is PENDING and becomes SCHEDULED once the broker confirmed.
+  if (options_.durable_broker) return PublishTask(task, false);
+  std::string queue = task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue;
+  Status published = broker_.Publish(
+      queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace),
+      task.task.priority.value_or(0));
+  if (published.ok()) return Status::Ok();
+  BATON_RETURN_IF_ERROR(datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
+    if (row.state == TaskState::kScheduled) row.state = TaskState::kPending;
+    return Status::Ok();
+  }));
+  log::Warn("the broker refused a task; publishing it again later",
+            {{"task_id", task.id}, {"error", published.message()}});
+  RepublishLater(task.id, task.job_id);
+  return Status::Ok();
+}
+
 void Scheduler::RepublishLater(const std::string& task_id, const std::string& job_id) {
   timers_.Schedule(clock_.Now() + options_.republish_delay,
                    [this, task_id, job_id] { PublishPending(task_id, job_id); });
@@ -651,17 +751,6 @@ std::deque<std::string>& Scheduler::WaitingChildren(const std::string& parent_id
   });
   for (const TaskRecord* child : created) queue.push_back(child->id);
   return queue;
-}
-
-Status Scheduler::StartEachChildren(const TaskRecord& parent) {
-  int limit = parent.task.each->concurrency > 0 ? parent.task.each->concurrency
-                                                 : std::numeric_limits<int>::max();
-  for (int started = 0; started < limit; ++started) {
-    auto next = StartNextEachChild(parent.id);
-    if (!next.ok()) return next.status();
-    if (!*next) break;
-  }
-  return Status::Ok();
 }
 
 Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
@@ -715,6 +804,7 @@ Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  if (changed) ++finishes_;
   return changed;
 }
 
@@ -732,19 +822,22 @@ Status Scheduler::TaskDone(const TaskRecord& task) {
 }
 
 Status Scheduler::ChildDone(const std::string& parent_id) {
-  TaskRecord parent;
+  // Counts, without copying the parent's definition (a parallel of hundreds of tasks).
   bool counted = false;
+  bool is_each = false;
+  int completions = 0;
+  int expected = 0;
   BATON_RETURN_IF_ERROR(datastore_.UpdateTask(parent_id, [&](TaskRecord& p) {
     if (p.state != TaskState::kRunning) return Status::Ok();
     ++p.completions;
-    parent = p;
     counted = true;
+    completions = p.completions;
+    is_each = p.task.each.has_value();
+    expected = p.task.parallel ? static_cast<int>(p.task.parallel->tasks.size()) : p.each_size;
     return Status::Ok();
   }));
   if (!counted) return Status::Ok();
-  int expected = parent.task.parallel ? static_cast<int>(parent.task.parallel->tasks.size())
-                                      : parent.each_size;
-  if (parent.completions >= expected) {
+  if (completions >= expected) {
     waiting_children_.erase(parent_id);
     TaskRecord done;
     auto finished = Finish(parent_id, TaskState::kCompleted, "", "", &done);
@@ -752,7 +845,7 @@ Status Scheduler::ChildDone(const std::string& parent_id) {
     if (*finished) return TaskDone(done);
     return Status::Ok();
   }
-  if (parent.task.each) return StartNextEachChild(parent_id).status();
+  if (is_each) return StartNextEachChild(parent_id).status();
   return Status::Ok();
 }
 
@@ -875,25 +968,26 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
   auto guard = LockJob(*job_id);
   if (!guard.ok()) return Handled(guard.status(), "recording a start failed", event.task_id);
   std::lock_guard lock(mu_);
-  auto task = datastore_.GetTask(event.task_id);
-  if (!task.ok()) return Handled(task.status(), "recording a start failed", event.task_id);
-  bool elsewhere = !task->node_id.empty() && task->node_id != event.node_id;
-  if (IsTerminal(task->state) || (task->state == TaskState::kRunning && elsewhere)) {
-    // Cancelled while it waited in the queue, or a second delivery of a task that runs
-    // elsewhere or has finished (a message the broker delivered twice): stop it where
-    // it runs now. (A start heard after its own outcome finds nothing to stop.)
-    if (!event.node_id.empty()) {
-      (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
-    }
-    return Status::Ok();
-  }
+  bool stop_it = false;
+  // One read-modify-write decides and records.
   Status s = datastore_.UpdateTask(event.task_id, [&](TaskRecord& t) {
+    bool elsewhere = !t.node_id.empty() && t.node_id != event.node_id;
+    if (IsTerminal(t.state) || (t.state == TaskState::kRunning && elsewhere)) {
+      stop_it = true;
+      return Status::Ok();
+    }
     if (t.state != TaskState::kScheduled && t.state != TaskState::kPending) return Status::Ok();
     t.state = TaskState::kRunning;
     t.started_at = event.at;
     t.node_id = event.node_id;
     return Status::Ok();
   });
+  if (stop_it && !event.node_id.empty()) {
+    // Cancelled while it waited in the queue, or a second delivery of a task that runs
+    // elsewhere or has finished (a message the broker delivered twice): stop it where
+    // it runs now. (A start heard after its own outcome finds nothing to stop.)
+    (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
+  }
   return Handled(s, "recording a start failed", event.task_id);
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -22,7 +23,9 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/clock.h"
@@ -50,12 +53,19 @@ struct SchedulerOptions {
   std::chrono::milliseconds lock_timeout = std::chrono::seconds(30);
   // A task whose message the broker refused is published again after this long.
   Duration republish_delay = std::chrono::seconds(2);
+  // Submit returns once the job is stored (PENDING), and a thread of the scheduler
+  // starts it right after: concurrent submissions then share commits instead of queueing
+  // behind the scheduler's decisions. A crash in between leaves the job PENDING, and
+  // reconciling starts it. Off: Submit starts the job before returning (tests rely on it).
+  bool start_in_background = false;
 };
 
 class Scheduler {
  public:
   Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
             SchedulerOptions options = {});
+  // Stops the starter thread (jobs it has not started stay PENDING, for reconciling).
+  ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -104,6 +114,10 @@ class Scheduler {
   void JobTimedOut(const std::string& job_id, Duration timeout);
   void PublishPending(const std::string& task_id, const std::string& job_id);
 
+  // start_in_background: starts the submitted jobs queued in to_start_.
+  void StarterLoop(std::stop_token stop);
+  void StartSubmitted(const std::string& job_id);
+
   // All private members below run with mu_ held (and the job's lock, when there is one).
   Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id,
                               std::string id = "");
@@ -118,9 +132,11 @@ class Scheduler {
   Status Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
                   bool create);
   Status PublishTask(TaskRecord& task, bool create);
+  // Publishes a row already stored as PublishTask stores it before publishing
+  // (SCHEDULED, or PENDING with a durable broker).
+  Status PublishStored(TaskRecord& task);
   // Publishes `task_id` again after republish_delay (the broker refused it).
   void RepublishLater(const std::string& task_id, const std::string& job_id);
-  Status StartEachChildren(const TaskRecord& parent);
   // Starts the next CREATED child of an each; false when none is left.
   Result<bool> StartNextEachChild(const std::string& parent_id);
   // The CREATED children of an each in index order, as this scheduler knows them (loaded
@@ -132,7 +148,8 @@ class Scheduler {
   Status TaskFailed(const TaskRecord& task);
   Status ChildDone(const std::string& parent_id);
   Status AdvanceJob(const std::string& job_id, int position);
-  Status CompleteJob(const std::string& job_id);
+  // Completes a RUNNING job (only while it is at `position`, when one is given).
+  Status CompleteJob(const std::string& job_id, int position = 0);
   Status FailJob(const std::string& job_id, const std::string& error, JobState state);
   Status CancelActiveTasks(const std::string& job_id);
   // Cancels one active row: its running process, its sub-job, its children.
@@ -150,7 +167,6 @@ class Scheduler {
                       const std::string& error, TaskRecord* out,
                       const std::string& from_node = "");
   Status ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes);
-  void Notify(const std::string& job_id);
   void FlushNotifications();
 
   Datastore& datastore_;
@@ -168,7 +184,14 @@ class Scheduler {
   std::map<std::string, std::deque<std::string>> waiting_children_;  // guarded by mu_
   std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
   std::vector<JobRecord> finished_;                                  // guarded by mu_
+  // Rows Finish has moved to a terminal state: a cheap "did anything finish meanwhile".
+  std::uint64_t finishes_ = 0;                                       // guarded by mu_
   std::function<void(const JobRecord&)> listener_;                   // guarded by mu_
+
+  std::mutex start_mu_;
+  std::condition_variable_any start_cv_;
+  std::deque<std::string> to_start_;  // guarded by start_mu_
+  std::jthread starter_;              // last: stopped before the members above go
 };
 
 // Applies the job's defaults to a runnable task that leaves those fields empty.

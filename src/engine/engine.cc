@@ -96,9 +96,12 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   worker.name = "standalone";
   worker.heartbeat_interval = config.worker_heartbeat;
   worker.queues = WorkerQueues(config);
+  CoordinatorOptions coordinator;
+  // POST /jobs answers once the job is stored; the scheduler starts it right after.
+  coordinator.scheduler.start_in_background = true;
   return std::make_unique<Engine>(std::move(*datastore), std::make_unique<InMemoryBroker>(),
-                                  std::move(*runtime),
-                                  std::make_unique<SystemClock>(), NewThreadTimers(), worker);
+                                  std::move(*runtime), std::make_unique<SystemClock>(),
+                                  NewThreadTimers(), worker, coordinator);
 }
 
 Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const std::string& role) {
@@ -140,6 +143,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   auto locker = std::make_unique<PostgresLocker>(config.postgres_dsn);
   coordinator.scheduler.job_locker = locker.get();
   coordinator.scheduler.max_redeliveries = config.coordinator_max_redeliveries;
+  coordinator.scheduler.start_in_background = true;
   coordinator.node_id = NewId();
   coordinator.hostname = HostName();
   coordinator.version = Version();

@@ -21,6 +21,7 @@ namespace baton {
 
 namespace sqlite_internal {
 class Connection;
+struct DefinitionCaches;
 }  // namespace sqlite_internal
 
 struct SqliteOptions {
@@ -43,25 +44,26 @@ struct SqliteOptions {
 
 // Counters for observing group commit.
 struct SqliteStats {
-  std::int64_t writes = 0;   // write calls committed (or failed) by the writer thread
-  std::int64_t commits = 0;  // transactions the writer thread committed
+  std::int64_t writes = 0;   // write calls committed (or failed)
+  std::int64_t commits = 0;  // transactions committed
 };
 
-// Thread-safety: all methods may be called from any thread. One writer thread owns the
-// write connection: every write is queued to it as a closure, and it runs whatever has
-// queued up as one transaction (one savepoint per write, so a failing write is undone
-// alone), commits, and only then wakes the callers — group commit, with nothing
-// acknowledged before it is durable. Reads of a file database use a pool of read-only
+// Thread-safety: all methods may be called from any thread. Writes queue up for the one
+// write connection; the caller at the front of the queue leads: it runs whatever has
+// queued up behind it as one transaction on its own thread (one savepoint per write, so
+// a failing write is undone alone), commits, and only then wakes the other callers of
+// the batch — group commit, with nothing acknowledged before it is durable, and no thread
+// hand-off for an uncontended write. Reads of a file database use a pool of read-only
 // connections, one per concurrent reader, each query in its own read transaction (WAL
 // lets them run beside the writer). An in-memory database has a single connection, so
-// its reads are queued to the writer thread too.
+// its reads queue up with the writes.
 class SqliteDatastore final : public Datastore {
  public:
-  // Opens (creating if needed) the database and starts the writer thread. Fails when the
+  // Opens (creating if needed) the database. Fails when the
   // database cannot be opened, or its schema is newer than this binary knows.
   static Result<std::unique_ptr<SqliteDatastore>> Open(SqliteOptions options);
 
-  // Finishes queued writes, then closes every connection.
+  // Waits for queued writes, then closes every connection.
   ~SqliteDatastore() override;
   SqliteDatastore(const SqliteDatastore&) = delete;
   SqliteDatastore& operator=(const SqliteDatastore&) = delete;
@@ -103,29 +105,27 @@ class SqliteDatastore final : public Datastore {
   using Connection = sqlite_internal::Connection;
   using Op = std::function<Status(Connection&)>;
 
-  // A call waiting for the writer thread. Lives on the caller's stack; the writer
-  // completes it under `mu` so the caller cannot return (and free it) mid-notify.
+  // A call waiting for its turn. Lives on the caller's stack; it is done (and may be
+  // freed) once `done` is set under queue_mu_.
   struct PendingOp {
     const Op* op;
     bool solo;  // runs alone, outside the batch transaction (migrations, memory reads)
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+    std::condition_variable cv;  // waited on with queue_mu_
+    bool done = false;           // guarded by queue_mu_
     Status status;
   };
 
   SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer);
 
-  // Runs `op` on the writer thread inside a batch transaction; returns once committed.
+  // Runs `op` inside a batch transaction; returns once committed.
   Status Write(const Op& op);
-  // Runs `op` on the writer thread with no transaction around it.
+  // Runs `op` on the write connection with no transaction around it.
   Status Solo(const Op& op);
   Status Enqueue(const Op& op, bool solo);
   // Runs `op` in a read transaction on a pooled read connection (or, for an in-memory
-  // database, on the writer thread).
+  // database, queued with the writes).
   Status Read(const Op& op);
 
-  void WriterLoop(std::stop_token stop);
   void RunBatch(const std::vector<PendingOp*>& batch);
   static void Complete(PendingOp* pending, Status status);
 
@@ -135,12 +135,16 @@ class SqliteDatastore final : public Datastore {
   const SqliteOptions options_;
   const bool in_memory_;
 
-  std::unique_ptr<Connection> writer_;  // used only on writer_thread_ once it starts
+  // Used only by the leader of the write queue (one thread at a time).
+  std::unique_ptr<Connection> writer_;
 
   std::mutex queue_mu_;
-  std::condition_variable_any queue_cv_;
-  std::deque<PendingOp*> queue_;
-  bool closing_ = false;
+  std::condition_variable drained_cv_;  // the queue emptied while closing
+  std::deque<PendingOp*> queue_;        // guarded by queue_mu_; the front one leads
+  bool closing_ = false;                // guarded by queue_mu_
+
+  // Decoded definitions of large rows, so reading one again costs a copy, not a parse.
+  std::unique_ptr<sqlite_internal::DefinitionCaches> caches_;
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;
@@ -148,7 +152,6 @@ class SqliteDatastore final : public Datastore {
   std::atomic<std::int64_t> writes_{0};
   std::atomic<std::int64_t> commits_{0};
 
-  std::jthread writer_thread_;  // last: stopped and joined before the members above go
 };
 
 }  // namespace baton
