@@ -53,6 +53,10 @@ constexpr std::string_view kMountDir = "/baton";
 constexpr std::string_view kTorkMountDir = "/tork";
 // How often a sidecar's probe is retried.
 constexpr auto kProbeInterval = std::chrono::milliseconds(200);
+// How often a followed container is looked at, and how long after it exited its log
+// stream may still take to end.
+constexpr auto kExitCheckInterval = std::chrono::seconds(1);
+constexpr auto kExitGrace = std::chrono::seconds(3);
 // Removing a container is never skipped, but it may not hang a worker forever.
 constexpr auto kCleanupTimeout = std::chrono::seconds(30);
 
@@ -500,8 +504,32 @@ Result<DockerRuntime::TaskRun::StepEnd> DockerRuntime::TaskRun::RunStep(const St
   std::function<void(std::string_view)> on_log = [this](std::string_view data) {
     demux_.Feed(data, [this](std::string_view chunk) { OnOutput(chunk); });
   };
+  // Podman does not always end a followed log stream (or a wait) when the container
+  // exits: look at the container now and then, and stop waiting for the stream once the
+  // container has been gone for a while.
+  Clock::time_point next_look = Clock::now() + kExitCheckInterval;
+  std::optional<Clock::time_point> exited_at;
+  std::optional<int> exit_code_seen;
+  auto watching = [&] {
+    if (!keep_going()) return false;
+    Clock::time_point now = Clock::now();
+    if (exited_at) return now - *exited_at < kExitGrace;
+    if (now < next_look) return true;
+    next_look = now + kExitCheckInterval;
+    auto inspect = client_.Call("GET", "/containers/" + *id + "/json", "", rt_.options_.api_timeout);
+    if (!inspect.ok() || inspect->status != 200) return true;
+    json state = json::parse(inspect->body, nullptr, false);
+    if (!state.is_object() || !state.contains("State") || !state["State"].is_object()) return true;
+    const json& st = state["State"];
+    if (st.value("Running", true) || st.value("Status", "") == "created") return true;
+    exited_at = now;
+    if (st.contains("ExitCode") && st["ExitCode"].is_number_integer()) {
+      exit_code_seen = st["ExitCode"].get<int>();
+    }
+    return true;
+  };
   Result<long> logs = client_.Stream(
-      "GET", "/containers/" + *id + "/logs?follow=1&stdout=1&stderr=1", "", on_log, keep_going,
+      "GET", "/containers/" + *id + "/logs?follow=1&stdout=1&stderr=1", "", on_log, watching,
       Clock::time_point::max());
   if (!logs.ok() && logs.status().code() != StatusCode::kCancelled) {
     log::Warn("Could not follow a container's logs.",
@@ -511,8 +539,14 @@ Result<DockerRuntime::TaskRun::StepEnd> DockerRuntime::TaskRun::RunStep(const St
     std::string waited;
     Result<long> wait = client_.Stream(
         "POST", "/containers/" + *id + "/wait", "",
-        [&waited](std::string_view chunk) { waited.append(chunk); }, keep_going,
+        [&waited](std::string_view chunk) { waited.append(chunk); }, watching,
         Clock::time_point::max());
+    if (!wait.ok() && !stop_ && exited_at && exit_code_seen) {
+      log::Warn("The engine did not answer a wait for an exited container; using its exit code.",
+                {{"task_id", request_.task_id}, {"container", *id}});
+      wait = 200;
+      waited = json{{"StatusCode", *exit_code_seen}}.dump();
+    }
     if (!wait.ok() && !stop_) return wait.status();
     if (!stop_) {
       json parsed = json::parse(waited, nullptr, false);
