@@ -141,8 +141,16 @@ void Scheduler::StarterLoop(std::stop_token stop) {
 void Scheduler::StartSubmitted(const std::string& job_id) {
   auto guard = LockJob(job_id);
   if (!guard.ok()) {
-    // Reconciling (at the next start, or by another coordinator) starts it.
-    log::Error("starting a job failed", {{"job_id", job_id}, {"error", guard.status().message()}});
+    // The datastore is unreachable: try again in a second (it stays PENDING meanwhile,
+    // and reconciling would start it too).
+    log::Error("starting a job failed; trying again", {{"job_id", job_id}, {"error", guard.status().message()}});
+    timers_.Schedule(clock_.Now() + std::chrono::seconds(1), [this, job_id] {
+      {
+        std::lock_guard lock(start_mu_);
+        to_start_.push_back(job_id);
+      }
+      start_cv_.notify_one();
+    });
     return;
   }
   {
