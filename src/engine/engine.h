@@ -74,13 +74,15 @@ class Engine {
   std::unique_ptr<Broker> broker_;
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<Clock> clock_;
-  std::unique_ptr<Timers> timers_;
   // The job locks of several coordinators (distributed); outlives the coordinator.
   std::unique_ptr<Locker> locker_;
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<api::Api> api_;
   std::unique_ptr<api::Server> server_;
+  // Declared last, so destroyed first: its thread is joined (no callback runs any more)
+  // before the coordinator and worker its callbacks use go away.
+  std::unique_ptr<Timers> timers_;
   // Nodes whose RUNNING tasks stay theirs at start: standalone, its own worker; a
   // coordinator, every known node (the lease checks judge them once it has run a lease).
   bool trust_live_nodes_ = false;
