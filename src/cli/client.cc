@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/url.h"
 #include "cli/validate.h"
 #include "cli/job_file.h"
 #include "core/job_decode.h"
@@ -121,18 +122,6 @@ int ReportError(const Reply& reply, std::ostream& err) {
   }
   err << fmt::format("baton: {} (HTTP {})\n", message, reply.status);
   return kExitFailure;
-}
-
-std::string PercentEncode(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
 }
 
 std::string Query(const std::vector<std::pair<std::string, std::string>>& params) {

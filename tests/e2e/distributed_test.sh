@@ -35,17 +35,9 @@ stop_all() {
 trap stop_all EXIT
 trap "exit 143" TERM INT HUP
 
-# Each run gets its own database, so jobs of earlier runs do not interfere.
-db=baton_dist_$$_$RANDOM
-psql_dsn=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=postgres}
-psql "$psql_dsn" -qc "CREATE DATABASE $db" || { echo "FAIL: cannot create database $db"; exit 1; }
-# A virtual host of its own: no other suite's process can take this suite's messages.
-vhost_url=$("$src/scripts/test-services/rabbitmq.sh" vhost "$db") || { echo "FAIL: cannot create vhost $db"; exit 1; }
-export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$vhost_url
-export BATON_BROKER_RABBITMQ_MANAGEMENT_URL=${BATON_TEST_RABBITMQ_MANAGEMENT_URL:-}
+distributed_env baton_dist
 # Short leases, so the fault cases below take seconds.
 export BATON_COORDINATOR_LEASE=3s BATON_WORKER_HEARTBEAT=500ms
-export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
 
 # Each process on a host of its own when network namespaces can be made here (tests/e2e/
 # netns.sh): the coordinator and the workers reach RabbitMQ and PostgreSQL, and this

@@ -44,13 +44,7 @@ stop_all() {
 trap stop_all EXIT
 trap "exit 143" TERM INT HUP
 
-db=baton_faults_$$_$RANDOM
-psql_dsn=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=postgres}
-psql "$psql_dsn" -qc "CREATE DATABASE $db" || { echo "FAIL: cannot create database $db"; exit 1; }
-# A virtual host of its own: no other suite's process can take this suite's messages.
-vhost_url=$("$src/scripts/test-services/rabbitmq.sh" vhost "$db") || { echo "FAIL: cannot create vhost $db"; exit 1; }
-export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$vhost_url
-export BATON_DATASTORE_TYPE=postgres BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
+distributed_env baton_faults
 # Short leases so the cases take seconds; a lost task is re-queued once, then fails.
 export BATON_COORDINATOR_LEASE=3s BATON_WORKER_HEARTBEAT=500ms BATON_COORDINATOR_MAX_REDELIVERIES=1
 

@@ -142,3 +142,19 @@ expect() {
 expect_match() {
   if [[ "$2" =~ $3 ]]; then pass "$1"; else fail "$1: got [$2], want a match of /$3/"; fi
 }
+
+# distributed_env PREFIX: a database and a RabbitMQ virtual host of this run's own (so no
+# other suite's jobs or processes interfere), exported as the BATON_* settings of
+# `baton run coordinator|worker`. Needs BATON_TEST_POSTGRES_DSN, BATON_TEST_RABBITMQ_URL
+# and `src` (the source directory); exits the suite when they cannot be made.
+distributed_env() {
+  local db=$1_$$_$RANDOM vhost_url
+  psql "${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=postgres}" -qc "CREATE DATABASE $db" ||
+    { echo "FAIL: cannot create database $db"; exit 1; }
+  vhost_url=$("$src/scripts/test-services/rabbitmq.sh" vhost "$db") ||
+    { echo "FAIL: cannot create vhost $db"; exit 1; }
+  export BATON_BROKER_TYPE=rabbitmq BATON_BROKER_RABBITMQ_URL=$vhost_url
+  export BATON_BROKER_RABBITMQ_MANAGEMENT_URL=${BATON_TEST_RABBITMQ_MANAGEMENT_URL:-}
+  export BATON_DATASTORE_TYPE=postgres
+  export BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
+}

@@ -7,37 +7,12 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "base/url.h"
+
 namespace baton::rabbitmq_internal {
 namespace {
 
 using nlohmann::json;
-
-std::string PercentEncode(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
-std::string PercentDecode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    int value = 0;
-    if (text[i] == '%' && i + 2 < text.size() &&
-        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ec == std::errc()) {
-      out += static_cast<char>(value);
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 QueueInfo InfoOf(const json& q) {
   auto count = [&](const char* key) -> std::int64_t {

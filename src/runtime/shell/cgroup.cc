@@ -12,10 +12,10 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
-#include <type_traits>
 #include <utility>
 
 #include "base/log.h"
+#include "runtime/common/task_files.h"
 
 namespace baton {
 namespace {
@@ -25,16 +25,7 @@ constexpr std::int64_t kCpuPeriodMicros = 100000;
 // stuck in uninterruptible sleep can take this long; normally it is a millisecond).
 constexpr auto kKillWait = std::chrono::seconds(5);
 
-std::string ErrnoText(int err) {
-  char buf[128];
-  // GNU strerror_r returns the message (maybe not in buf); XSI returns an int. Handle both.
-  auto r = strerror_r(err, buf, sizeof buf);
-  if constexpr (std::is_same_v<decltype(r), char*>) {
-    return r;
-  } else {
-    return r == 0 ? std::string(buf) : "errno " + std::to_string(err);
-  }
-}
+using runtime::ErrnoText;
 
 // Reads a small pseudo-file (cgroup and proc files are a page or so).
 std::optional<std::string> ReadSmallFile(const std::string& path) {
