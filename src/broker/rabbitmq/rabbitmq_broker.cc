@@ -902,9 +902,10 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
         sub->connected = true;
       }
     }
-    // The prefetch first: SetPrefetch callers ack after it returns, and expect the new
-    // prefetch to be in force when the ack arrives.
-    if (!ApplyPrefetch(sub).ok() || !FlushSettles(sub)) {
+    // Settles first: those queued before a SetPrefetch call must reach RabbitMQ before
+    // the new limit does (a channel limit would count their deliveries as released from
+    // it). Those queued after it follow it anyway, as SetPrefetch waits until it applies.
+    if (!FlushSettles(sub) || !ApplyPrefetch(sub).ok()) {
       LoseConnection(sub);
       continue;
     }
