@@ -364,8 +364,6 @@ class Core : public std::enable_shared_from_this<Core> {
   Status EnsurePublisher();
   Status PublishOnce(std::string_view queue, const std::string& body, int priority);
   Result<QueueInfo> InspectLocked(std::string_view name);
-  // Takes pub_mu_.
-  Result<QueueInfo> Inspect(std::string_view name);
 
   Result<std::unique_ptr<Connection>> OpenConsumer(SubState& sub);
   // Brings the connection's basic.qos / consumer to the wanted prefetch (io thread).
@@ -614,15 +612,13 @@ Result<QueueInfo> Core::InspectLocked(std::string_view name) {
   }
 }
 
-Result<QueueInfo> Core::Inspect(std::string_view name) {
-  std::lock_guard lock(pub_mu_);
-  return InspectLocked(name);
-}
-
 Result<QueueInfo> Core::Queue(std::string_view name) {
   BATON_RETURN_IF_ERROR(CheckQueueName(name));
   // Ready messages and consumers from a passive queue.declare: exact, now.
-  Result<QueueInfo> info = Inspect(name);
+  Result<QueueInfo> info = [&] {
+    std::lock_guard lock(pub_mu_);
+    return InspectLocked(name);
+  }();
   if (!info.ok()) return info;
   if (management_) {
     // Unacked across every process, as RabbitMQ last sampled it.
@@ -646,33 +642,41 @@ Result<QueueInfo> Core::Queue(std::string_view name) {
 }
 
 Result<std::vector<QueueInfo>> Core::Queues() {
-  // With the management API every queue of the vhost, with its sampled unacked count;
-  // else the queues this object used.
-  std::vector<QueueInfo> listed;
+  std::vector<std::string> names;
+  std::map<std::string, std::int64_t> sampled_unacked;
   bool sampled = false;
   if (management_) {
-    auto all = management_->Queues(address_.vhost);
-    if (all.ok()) {
-      listed = std::move(*all);
+    // Every queue of the vhost, not only those this object used.
+    auto listed = management_->Queues(address_.vhost);
+    if (listed.ok()) {
       sampled = true;
+      for (const QueueInfo& q : *listed) {
+        names.push_back(q.name);
+        sampled_unacked[q.name] = q.unacked;
+      }
     } else {
       log::Warn("queue statistics from the management API failed; listing this process's queues",
-                {{"error", all.status().message()}});
+                {{"error", listed.status().message()}});
     }
   }
   if (!sampled) {
     std::lock_guard lock(mu_);
-    for (const std::string& name : known_) listed.push_back(QueueInfo{.name = name});
+    names.assign(known_.begin(), known_.end());
   }
   std::vector<QueueInfo> infos;
-  for (const QueueInfo& q : listed) {
-    Result<QueueInfo> info = sampled ? Inspect(q.name) : Queue(q.name);
+  for (const std::string& name : names) {
+    Result<QueueInfo> info = sampled ? [&]() -> Result<QueueInfo> {
+      std::lock_guard lock(pub_mu_);
+      auto exact = InspectLocked(name);
+      if (exact.ok()) exact->unacked = sampled_unacked[name];
+      return exact;
+    }()
+                                     : Queue(name);
     if (info.ok()) {
-      if (sampled) info->unacked = q.unacked;
       infos.push_back(std::move(info).value());
     } else if (info.status().code() == StatusCode::kNotFound) {
       std::lock_guard lock(mu_);
-      known_.erase(q.name);  // deleted (or expired) since
+      known_.erase(name);  // deleted (or expired) since
     } else {
       return info.status();
     }
@@ -726,23 +730,13 @@ Status Core::ApplyPrefetch(SubState* sub) {
     return Status::Ok();
   }
   Connection& c = *sub->conn;
-  auto qos = [&](int count, bool global) {
-    amqp_basic_qos(c.state(), kConsumeChannel, 0, static_cast<std::uint16_t>(std::min(count, 65535)),
-                   global ? 1 : 0);
-    return c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.qos");
-  };
   if (wanted > 0) {
     // Other frames (deliveries) arriving meanwhile are queued by rabbitmq-c and read next.
-    if (version == 0) {
-      // Never changed: a per-consumer limit, RabbitMQ's plain behaviour.
-      BATON_RETURN_IF_ERROR(qos(wanted, /*global=*/false));
-    } else {
-      // Changed by SetPrefetch: RabbitMQ gives a consumer the per-consumer limit in force
-      // when it started, but changes a channel's limit at once (one consumer per channel
-      // here), so the channel's limit governs and the consumer's is unlimited.
-      BATON_RETURN_IF_ERROR(qos(wanted, /*global=*/true));
-      if (!sub->consuming) BATON_RETURN_IF_ERROR(qos(0, /*global=*/false));
-    }
+    // global = 1, the channel's limit: RabbitMQ applies a per-consumer limit only to
+    // consumers started after it, but changes a channel's at once (one consumer each).
+    amqp_basic_qos(c.state(), kConsumeChannel, 0, static_cast<std::uint16_t>(std::min(wanted, 65535)),
+                   /*global=*/1);
+    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.qos"));
     if (!sub->consuming) {
       amqp_basic_consume_ok_t* ok =
           amqp_basic_consume(c.state(), kConsumeChannel, Bytes(sub->queue), amqp_empty_bytes,
@@ -902,10 +896,9 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
         sub->connected = true;
       }
     }
-    // Settles first: those queued before a SetPrefetch call must reach RabbitMQ before
-    // the new limit does (a channel limit would count their deliveries as released from
-    // it). Those queued after it follow it anyway, as SetPrefetch waits until it applies.
-    if (!FlushSettles(sub) || !ApplyPrefetch(sub).ok()) {
+    // The prefetch first: SetPrefetch callers ack after it returns, and expect the new
+    // prefetch to be in force when the ack arrives.
+    if (!ApplyPrefetch(sub).ok() || !FlushSettles(sub)) {
       LoseConnection(sub);
       continue;
     }

@@ -62,12 +62,6 @@ struct RabbitMqOptions {
 // held by this broker object's own subscriptions, and Queues() lists the queues this
 // object published to or subscribed to (Queue() answers for any existing queue).
 //
-// Prefetch: a subscription starts with a per-consumer limit (basic.qos). Once
-// SetPrefetch changes it, the channel's limit (global) takes over, since RabbitMQ applies
-// a per-consumer limit only to consumers started after it; 0 cancels the consumer. With
-// a channel limit RabbitMQ may deliver a lower-priority message before a just-requeued
-// higher one.
-//
 // Heartbeats are off; a dead TCP peer is noticed when a read or write fails.
 //
 // Thread-safety: every method may be called from any thread, including from handlers,
