@@ -27,5 +27,9 @@ args=(--baton "$baton" --reps "$reps" --results "$results")
 [[ ${BENCH_DISTRIBUTED:-1} == 1 ]] && args+=(--distributed --micro build/bench/bench/baton_micro_bench)
 extra=$(printf 'Micro benchmarks (`build/bench/bench/baton_micro_bench --benchmark_min_time=0.2`):\n\n```\n%s\n```\n' \
   "$(grep -E '^(BM_|-|Benchmark)' "$micro")")
-python3 bench/workloads.py "${args[@]}" --extra "$extra"
+invoked="make bench"
+for var in BENCH_REPS BENCH_ONLY BENCH_DISTRIBUTED BENCH_RESULTS; do
+  [[ -n ${!var:-} ]] && invoked="$var=${!var} $invoked"
+done
+python3 bench/workloads.py "${args[@]}" --extra "$extra" --invoked-as "$invoked"
 echo "appended to $results"

@@ -599,6 +599,8 @@ def main():
     p.add_argument("--distributed", action="store_true", help="also D1/D2 (RabbitMQ + PostgreSQL)")
     p.add_argument("--label", default="", help="what was measured, when not the checked-out commit")
     p.add_argument("--extra", default="", help="text added to the results entry (micro benches)")
+    p.add_argument("--invoked-as", default="",
+                   help="the command recorded in the results entry (default: this one's arguments)")
     p.add_argument("--micro", default="", help="micro benchmark binary: its PostgreSQL and "
                    "RabbitMQ cases run once the services are up")
     args = p.parse_args()
@@ -660,7 +662,15 @@ def main():
     out = table(rows)
     print(out)
     if args.results:
-        command = " ".join(["bench/workloads.py"] + sys.argv[1:]).replace(SRC + "/", "")
+        command = args.invoked_as
+        if not command:
+            shown, skip = [], False
+            for arg in sys.argv[1:]:  # the --extra text is written below, not in the command
+                if skip or arg == "--extra" or arg.startswith("--extra="):
+                    skip = arg == "--extra"
+                    continue
+                shown.append(arg)
+            command = " ".join(["bench/workloads.py"] + shown).replace(SRC + "/", "")
         with open(args.results, "a") as f:
             what = args.label or f"commit {commit()}"
             f.write(f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} — {what}\n\n")

@@ -296,10 +296,12 @@ struct SubState : std::enable_shared_from_this<SubState> {
       std::lock_guard lock(mu);
       // A handler still running while Close waits for it may settle; after that, no.
       if (closed) return FailedPrecondition("subscription is closed; the message was requeued");
-      if (delivery_generation != generation || outstanding.erase(tag) == 0) {
+      auto it = outstanding.find(tag);
+      if (delivery_generation != generation || it == outstanding.end()) {
         return FailedPrecondition("the connection was lost; RabbitMQ requeued the message");
       }
-      settles.push_back({tag, how});
+      settles.push_back({tag, how, it->second});
+      outstanding.erase(it);
     }
     wake.Notify();
     return Status::Ok();
@@ -318,9 +320,12 @@ struct SubState : std::enable_shared_from_this<SubState> {
   struct Pending {
     std::uint64_t tag;
     Settlement how;
+    std::uint64_t consumer;  // as in `outstanding`
   };
-  std::vector<Pending> settles;         // to send, for the current generation
-  std::set<std::uint64_t> outstanding;  // received, not settled (current generation)
+  std::vector<Pending> settles;  // to send, for the current generation
+  // Received, not settled (current generation): delivery tag → the consumer it came to
+  // (its `consumer_seq`; 0 for one already cancelled when the delivery was read).
+  std::map<std::uint64_t, std::uint64_t> outstanding;
   std::uint64_t generation = 0;         // bumped when the connection is lost
   int prefetch = 1;                     // wanted; 0: paused (no consumer)
   std::uint64_t prefetch_version = 0;   // bumped by SetPrefetch
@@ -334,9 +339,10 @@ struct SubState : std::enable_shared_from_this<SubState> {
 
   // Only the io thread touches these once started.
   std::unique_ptr<Connection> conn;
-  int applied_prefetch = -1;  // what the connection has (basic.qos; 0: not consuming)
   bool consuming = false;
   std::string consumer_tag;
+  std::uint64_t consumer_seq = 0;  // bumped for every basic.consume
+  int consumer_limit = 0;          // the consumer's own prefetch (basic.qos, per consumer)
 
   // Declared last so that they are joined before the members above are destroyed.
   std::jthread io;
@@ -705,11 +711,32 @@ Result<std::unique_ptr<Connection>> Core::OpenConsumer(SubState& sub) {
   Connection& c = **conn;
   BATON_RETURN_IF_ERROR(c.OpenChannel(kConsumeChannel));
   BATON_RETURN_IF_ERROR(DeclareQueue(c, kConsumeChannel, sub.queue, options_));
-  sub.applied_prefetch = -1;
   sub.consuming = false;
   return conn;
 }
 
+namespace {
+
+// Deliveries held (not settled, or settled but not yet sent) from consumers already
+// cancelled: all of them when none is consuming.
+int HeldFromEarlierConsumers(SubState& sub) {
+  std::lock_guard lock(sub.mu);
+  const std::uint64_t current = sub.consuming ? sub.consumer_seq : 0;
+  auto earlier = [&](std::uint64_t consumer) { return current == 0 || consumer != current; };
+  int n = 0;
+  for (const auto& [tag, consumer] : sub.outstanding) n += earlier(consumer) ? 1 : 0;
+  for (const SubState::Pending& p : sub.settles) n += earlier(p.consumer) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// RabbitMQ keeps a priority queue's order for a requeued message only under a consumer's
+// own limit (basic.qos with global = 0): under a channel-wide one, a message requeued by a
+// nack could lose its turn to a lower priority. A consumer's limit is fixed when it starts,
+// so another limit means another consumer: the old one is cancelled, what it delivered
+// stays held (unacked) and counts against `prefetch` here, and a new consumer starts with
+// the room left. Runs on the io thread at every turn of its loop.
 Status Core::ApplyPrefetch(SubState* sub) {
   int wanted = 0;
   std::uint64_t version = 0;
@@ -718,6 +745,7 @@ Status Core::ApplyPrefetch(SubState* sub) {
     wanted = sub->prefetch;
     version = sub->prefetch_version;
   }
+  int earlier = HeldFromEarlierConsumers(*sub);
   auto done = [&] {
     {
       std::lock_guard lock(sub->mu);
@@ -725,34 +753,36 @@ Status Core::ApplyPrefetch(SubState* sub) {
     }
     sub->applied.notify_all();
   };
-  if (wanted == sub->applied_prefetch) {
-    done();
-    return Status::Ok();
-  }
   Connection& c = *sub->conn;
-  if (wanted > 0) {
-    // Other frames (deliveries) arriving meanwhile are queued by rabbitmq-c and read next.
-    // global = 1, the channel's limit: RabbitMQ applies a per-consumer limit only to
-    // consumers started after it, but changes a channel's at once (one consumer each).
-    amqp_basic_qos(c.state(), kConsumeChannel, 0, static_cast<std::uint16_t>(std::min(wanted, 65535)),
-                   /*global=*/1);
-    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.qos"));
-    if (!sub->consuming) {
-      amqp_basic_consume_ok_t* ok =
-          amqp_basic_consume(c.state(), kConsumeChannel, Bytes(sub->queue), amqp_empty_bytes,
-                             /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
-      BATON_RETURN_IF_ERROR(
-          c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.consume"));
-      sub->consumer_tag = FromBytes(ok->consumer_tag);
-      sub->consuming = true;
-    }
-  } else if (sub->consuming) {
-    // Paused: no consumer, so nothing more is delivered; what is held stays unacked.
-    amqp_basic_cancel(c.state(), kConsumeChannel, Bytes(sub->consumer_tag));
-    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(c.state()), kConsumeChannel, "basic.cancel"));
+  amqp_connection_state_t state = c.state();
+  if (sub->consuming && earlier + sub->consumer_limit != wanted) {
+    // Deliveries sent before the cancel-ok are queued by rabbitmq-c and read next, as the
+    // cancelled consumer's. None come after it.
+    amqp_basic_cancel(state, kConsumeChannel, Bytes(sub->consumer_tag));
+    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.cancel"));
     sub->consuming = false;
+    earlier = HeldFromEarlierConsumers(*sub);  // what it held is earlier now
   }
-  sub->applied_prefetch = wanted;
+  if (!sub->consuming) {
+    // What the cancelled consumer was sent is read first (the loop comes back here).
+    if (!amqp_frames_enqueued(state) && !amqp_data_in_buffer(state)) {
+      const int room = wanted - earlier;
+      if (room > 0) {
+        amqp_basic_qos(state, kConsumeChannel, 0, static_cast<std::uint16_t>(std::min(room, 65535)),
+                       /*global=*/0);
+        BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.qos"));
+        amqp_basic_consume_ok_t* ok =
+            amqp_basic_consume(state, kConsumeChannel, Bytes(sub->queue), amqp_empty_bytes,
+                               /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
+        BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.consume"));
+        sub->consumer_tag = FromBytes(ok->consumer_tag);
+        sub->consumer_limit = room;
+        sub->consuming = true;
+        std::lock_guard lock(sub->mu);
+        ++sub->consumer_seq;
+      }
+    }
+  }
   done();
   return Status::Ok();
 }
@@ -796,6 +826,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
   auto conn = OpenConsumer(*sub);
   if (!conn.ok()) return conn.status();
   sub->conn = std::move(conn).value();
+  sub->connected = true;  // (no thread runs yet) SetPrefetch waits for the io thread
   try {
     sub->io = std::jthread(
         [this, raw = sub.get()](const std::stop_token& stop) { IoLoop(stop, raw); });
@@ -896,9 +927,9 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
         sub->connected = true;
       }
     }
-    // The prefetch first: SetPrefetch callers ack after it returns, and expect the new
-    // prefetch to be in force when the ack arrives.
-    if (!ApplyPrefetch(sub).ok() || !FlushSettles(sub)) {
+    // Settles first, so that the room for a new consumer counts what is still held. (A
+    // SetPrefetch caller acks after it returns, so its acks come after the new prefetch.)
+    if (!FlushSettles(sub) || !ApplyPrefetch(sub).ok()) {
       LoseConnection(sub);
       continue;
     }
@@ -926,11 +957,13 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
         in.priority = envelope.message.properties.priority;
       }
       in.redelivered = envelope.redelivered != 0;
+      const bool to_current =
+          sub->consuming && FromBytes(envelope.consumer_tag) == sub->consumer_tag;
       amqp_destroy_envelope(&envelope);
       std::lock_guard lock(sub->mu);
       if (!sub->closing) {
         in.generation = sub->generation;
-        sub->outstanding.insert(in.tag);
+        sub->outstanding.emplace(in.tag, to_current ? sub->consumer_seq : 0);
         sub->inbox.push_back(std::move(in));
         sub->ready.notify_one();
       }

@@ -43,8 +43,8 @@ struct RabbitMqOptions {
 //   thread in particular: every use holds the publisher mutex. It is reopened on demand
 //   after a failure; Publish retries with exponential backoff.
 // - Each subscription has its own connection, owned by that subscription's I/O thread,
-//   which alone touches it: it receives deliveries (basic.qos prefetch = the
-//   subscription's prefetch, manual acks) and sends the acks/nacks that any thread queues
+//   which alone touches it: it receives deliveries (a per-consumer basic.qos: a new
+//   consumer whenever the room beside what is held changes; manual acks) and sends the acks/nacks that any thread queues
 //   for it (an eventfd wakes it). A second thread per subscription, the dispatcher, hands
 //   deliveries to the handler one at a time, so a slow handler never stalls the acks. When
 //   the connection breaks, the I/O thread reconnects with backoff and consumes again;
