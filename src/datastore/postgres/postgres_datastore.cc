@@ -163,11 +163,65 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   PGconn* raw() const { return conn_; }
-  bool Healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
-  bool Idle() const { return PQtransactionStatus(conn_) == PQTRANS_IDLE; }
+  bool Healthy() const {
+    return PQstatus(conn_) == CONNECTION_OK && PQpipelineStatus(conn_) == PQ_PIPELINE_OFF;
+  }
+  bool Idle() const { return PQtransactionStatus(conn_) == PQTRANS_IDLE && !begin_pending_; }
+
+  // Transactions cost no round trips of their own: BEGIN goes with the first statement,
+  // and RunAndCommit sends the last statement with COMMIT (libpq's pipeline mode), so a
+  // read-modify-write takes two round trips, not four.
+  void Begin() {
+    begin_pending_ = true;
+    committed_ = false;
+  }
+  Status Commit() {
+    if (std::exchange(begin_pending_, false) || std::exchange(committed_, false)) {
+      return Status::Ok();  // nothing was sent, or RunAndCommit committed
+    }
+    return Exec("COMMIT").status();
+  }
+  void Rollback() {
+    committed_ = false;
+    if (std::exchange(begin_pending_, false)) return;
+    if (PQtransactionStatus(conn_) != PQTRANS_IDLE) (void)Exec("ROLLBACK");
+  }
 
   // Runs a prepared statement, preparing it first on this connection if needed.
   Result<Rows> Run(const Statement& stmt, const Params& params = Params()) {
+    return RunPrepared(stmt, params, /*commit=*/false);
+  }
+  // Runs the transaction's last statement and commits, in one round trip.
+  Result<Rows> RunAndCommit(const Statement& stmt, const Params& params) {
+    return RunPrepared(stmt, params, /*commit=*/true);
+  }
+
+  // Runs SQL built at run time, with parameters $1, $2, ...
+  Result<Rows> RunOnce(const std::string& sql, const Params& params) {
+    std::vector<const char*> values = params.Pointers();
+    auto send = [&] {
+      return PQsendQueryParams(conn_, sql.c_str(), params.size(), nullptr, values.data(),
+                               nullptr, nullptr, 0);
+    };
+    if (begin_pending_) return Pipelined(send, /*commit=*/false, "query");
+    PGresult* res = PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(),
+                                 nullptr, nullptr, 0);
+    return Check(res, "query");
+  }
+
+  // Runs one or more statements without parameters (transaction control, schema).
+  Result<Rows> Exec(const char* sql) {
+    if (begin_pending_) {
+      begin_pending_ = false;
+      BATON_RETURN_IF_ERROR(Check(PQexec(conn_, "BEGIN"), "BEGIN").status());
+    }
+    return Check(PQexec(conn_, sql), sql);
+  }
+
+ private:
+  explicit Connection(PGconn* conn) : conn_(conn) {}
+
+  Result<Rows> RunPrepared(const Statement& stmt, const Params& params, bool commit) {
     if (prepared_.count(stmt.name) == 0) {
       PGresult* res = PQprepare(conn_, stmt.name, stmt.sql, 0, nullptr);
       Rows check(res);
@@ -177,24 +231,75 @@ class Connection {
       prepared_.insert(stmt.name);
     }
     std::vector<const char*> values = params.Pointers();
+    if (begin_pending_ || commit) {
+      return Pipelined(
+          [&] {
+            return PQsendQueryPrepared(conn_, stmt.name, params.size(), values.data(), nullptr,
+                                       nullptr, 0);
+          },
+          commit, stmt.name);
+    }
     PGresult* res = PQexecPrepared(conn_, stmt.name, params.size(), values.data(), nullptr,
                                    nullptr, 0);
     return Check(res, stmt.name);
   }
 
-  // Runs SQL built at run time, with parameters $1, $2, ...
-  Result<Rows> RunOnce(const std::string& sql, const Params& params) {
-    std::vector<const char*> values = params.Pointers();
-    PGresult* res = PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(),
-                                 nullptr, nullptr, 0);
-    return Check(res, "query");
+  // Sends [BEGIN,] the statement `send` queues [, COMMIT] and a sync in one go, then reads
+  // every result up to the sync. Returns the statement's rows, or the first error (what
+  // follows an error in a pipeline is not run; the transaction is left to Rollback).
+  template <typename Send>
+  Result<Rows> Pipelined(const Send& send, bool commit, std::string_view what) {
+    const bool begin = std::exchange(begin_pending_, false);
+    if (PQenterPipelineMode(conn_) != 1) return PgStatus(conn_, nullptr, "entering pipeline mode");
+    auto send_plain = [&](const char* sql) {
+      return PQsendQueryParams(conn_, sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+    };
+    const bool sent = (!begin || send_plain("BEGIN")) && send() == 1 &&
+                      (!commit || send_plain("COMMIT")) && PQpipelineSync(conn_) == 1;
+    if (!sent) {
+      Status error = PgStatus(conn_, nullptr, fmt::format("sending {}", what));
+      (void)PQexitPipelineMode(conn_);  // fails while results are pending: then not reused
+      return error;
+    }
+    const int statement = begin ? 1 : 0;  // the statement's place among the queries
+    int query = 0;
+    std::optional<Rows> rows;
+    std::optional<Status> error;
+    // Each query's results end with a null; the sync's result ends the pipeline. A lost
+    // connection ends it too (its results are errors, then nulls).
+    for (int nulls = 0; nulls < 8;) {
+      PGresult* res = PQgetResult(conn_);
+      if (res == nullptr) {
+        ++query;
+        ++nulls;
+        if (PQstatus(conn_) == CONNECTION_BAD) break;
+        continue;
+      }
+      nulls = 0;
+      const ExecStatusType st = PQresultStatus(res);
+      if (st == PGRES_PIPELINE_SYNC) {
+        PQclear(res);
+        break;
+      }
+      if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        if (query == statement) rows.emplace(res);
+        else PQclear(res);
+      } else if (st == PGRES_PIPELINE_ABORTED) {
+        PQclear(res);
+      } else {
+        const std::string_view failed = query == statement ? what
+                                        : query < statement ? std::string_view("BEGIN")
+                                                            : std::string_view("COMMIT");
+        Rows owned(res);
+        if (!error) error = PgStatus(conn_, res, failed);
+      }
+    }
+    (void)PQexitPipelineMode(conn_);  // if results were left unread, Healthy() says so
+    if (error) return *error;
+    if (!rows) return PgStatus(conn_, nullptr, what);
+    if (commit) committed_ = true;
+    return std::move(*rows);
   }
-
-  // Runs one or more statements without parameters (transaction control, schema).
-  Result<Rows> Exec(const char* sql) { return Check(PQexec(conn_, sql), sql); }
-
- private:
-  explicit Connection(PGconn* conn) : conn_(conn) {}
 
   Result<Rows> Check(PGresult* res, std::string_view what) {
     Rows rows(res);
@@ -205,6 +310,8 @@ class Connection {
 
   PGconn* conn_;
   std::unordered_set<std::string_view> prepared_;
+  bool begin_pending_ = false;  // Begin() was called; BEGIN goes with the next statement
+  bool committed_ = false;      // RunAndCommit committed the transaction
 };
 
 }  // namespace postgres_internal
@@ -699,15 +806,13 @@ Status PostgresDatastore::WithConnection(const Op& op) {
 
 Status PostgresDatastore::InTransaction(const Op& op) {
   return WithConnection([&](Connection& c) -> Status {
-    BATON_RETURN_IF_ERROR(c.Exec("BEGIN").status());
+    c.Begin();
     Status status = NoThrow([&] { return op(c); });
     if (!status.ok()) {
-      (void)c.Exec("ROLLBACK");
+      c.Rollback();
       return status;
     }
-    Result<Rows> commit = c.Exec("COMMIT");
-    if (!commit.ok()) return commit.status();
-    return Status::Ok();
+    return c.Commit();
   });
 }
 
@@ -809,7 +914,7 @@ Status PostgresDatastore::UpdateJob(std::string_view id,
     std::optional<std::string> same;
     if (job.job == before) same = std::string(rows.Text(0, 11));
     BATON_PG_ASSIGN(params, EncodeJobParams(job, std::move(same)));
-    return c.Run(kUpdateJob, params).status();
+    return c.RunAndCommit(kUpdateJob, params).status();
   });
 }
 
@@ -984,7 +1089,7 @@ Status PostgresDatastore::UpdateTask(std::string_view id,
       BATON_PG_ASSIGN(encoded, EncodeTask(task.task));
       definition = std::move(encoded);
     }
-    return c.Run(kUpdateTask, TaskParams(task, definition)).status();
+    return c.RunAndCommit(kUpdateTask, TaskParams(task, definition)).status();
   });
 }
 

@@ -338,6 +338,56 @@ TEST(PostgresDatastoreTest, AModifierThatThrowsIsAnError) {
   EXPECT_TRUE(IsOk(store->Health()));  // the connection went back to the pool usable
 }
 
+// A read-modify-write sends BEGIN with its read and COMMIT with its write (one round trip
+// each): a write the server refuses must leave the row as it was and the one connection
+// usable for what follows, in and out of transactions.
+TEST(PostgresDatastoreTest, AWriteTheServerRefusesRollsBackAndTheConnectionGoesOn) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  auto store = OpenStore(PostgresOptions{.dsn = PostgresServer::test_dsn(), .pool_size = 1});
+  ASSERT_NE(store, nullptr);
+  JobRecord job = NewJob(SimpleJob("refused"), At(0));
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  TaskRecord task = NewTask(job.id, 0, At(0));
+  ASSERT_TRUE(IsOk(store->CreateTask(task)));
+  for (int round = 0; round < 3; ++round) {
+    // Not UTF-8: PostgreSQL refuses the UPDATE itself, after the SELECT ... FOR UPDATE.
+    Status s = store->UpdateTask(task.id, [](TaskRecord& t) {
+      t.error = "bad \xff byte";
+      t.error[4] = static_cast<char>(0xff);
+      return Status::Ok();
+    });
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("postgres"), std::string::npos) << s.ToString();
+    EXPECT_EQ(*store->GetTask(task.id), task);
+    s = store->UpdateJob(job.id, [](JobRecord& j) {
+      j.error = "x";
+      j.error[0] = static_cast<char>(0xc3);  // a lone lead byte
+      return Status::Ok();
+    });
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(*store->GetJob(job.id), job);
+  }
+  // And then good writes go through on the same connection.
+  ASSERT_TRUE(IsOk(store->UpdateTask(task.id, [](TaskRecord& t) {
+    t.error = "fine";
+    return Status::Ok();
+  })));
+  EXPECT_EQ(store->GetTask(task.id)->error, "fine");
+  ASSERT_TRUE(IsOk(store->UpdateJob(job.id, [](JobRecord& j) {
+    j.error = "fine too";
+    return Status::Ok();
+  })));
+  EXPECT_EQ(store->GetJob(job.id)->error, "fine too");
+  // A modifier's own error rolls back without any write being sent.
+  EXPECT_EQ(store->UpdateTask(task.id, [](TaskRecord& t) {
+              t.error = "not kept";
+              return InvalidArgument("no");
+            }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->GetTask(task.id)->error, "fine");
+  EXPECT_TRUE(IsOk(store->Health()));
+}
+
 TEST(PostgresDatastoreTest, StoredTextSurvivesQuotesAndBackslashes) {
   BATON_SKIP_UNLESS_CONFIGURED();
   auto store = OpenStore();
