@@ -981,7 +981,10 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
   Status s = datastore_.UpdateTask(event.task_id, [&](TaskRecord& t) {
     bool elsewhere = !t.node_id.empty() && t.node_id != event.node_id;
     if (IsTerminal(t.state) || (t.state == TaskState::kRunning && elsewhere)) {
-      stop_it = true;
+      // A start heard after the same node reported the task done (two queues, two
+      // threads) has nothing left to stop. (A row failed by an expired lease still has
+      // its node: that one may still run it, so it is told.)
+      stop_it = !(t.state == TaskState::kCompleted && t.node_id == event.node_id);
       return Status::Ok();
     }
     if (t.state != TaskState::kScheduled && t.state != TaskState::kPending) return Status::Ok();
@@ -993,7 +996,7 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
   if (stop_it && !event.node_id.empty()) {
     // Cancelled while it waited in the queue, or a second delivery of a task that runs
     // elsewhere or has finished (a message the broker delivered twice): stop it where
-    // it runs now. (A start heard after its own outcome finds nothing to stop.)
+    // it runs now.
     (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
   }
   return Handled(s, "recording a start failed", event.task_id);

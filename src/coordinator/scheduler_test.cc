@@ -746,6 +746,33 @@ TEST_F(SchedulerTest, ADuplicateDeliveryIsCancelledAndItsOutcomeIgnored) {
   (*sub)->Close();
 }
 
+// The started and completed queues are read by two threads, so a task's start can be
+// heard after its outcome: then there is nothing to stop on the node that completed it,
+// and no cancel is sent there. A start on another node is a duplicate to stop.
+TEST_F(SchedulerTest, AStartHeardAfterItsOwnOutcomeSendsNoCancel) {
+  JobRecord job = Run("name: late\ntasks:\n  - {name: t, run: ok}\n");
+  ASSERT_EQ(job.state, JobState::kCompleted);
+  std::vector<TaskRecord> rows = Execution(job.id);
+  ASSERT_EQ(rows.size(), 1u);
+  const TaskRecord task = rows[0];
+  ASSERT_EQ(task.node_id, "node-1");
+  worker_->Stop(milliseconds(0));  // nothing consumes its cancel queue from here on
+  for (const std::string node : {"node-1", "other"}) {
+    EXPECT_TRUE(coordinator_->scheduler()
+                    .OnStarted(TaskStarted{.task_id = task.id,
+                                           .job_id = job.id,
+                                           .node_id = node,
+                                           .at = clock_.Now()})
+                    .ok());
+  }
+  auto own = broker_->Queue(CancelQueueFor("node-1"));
+  EXPECT_TRUE(!own.ok() || own->size == 0) << "a cancel went to the node that finished it";
+  auto other = broker_->Queue(CancelQueueFor("other"));
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->size, 1);
+  EXPECT_EQ(*datastore_->GetTask(task.id), task);  // and the row is as it was
+}
+
 TEST_F(SchedulerTest, WithADurableBrokerRowsFollowTheirTasks) {
   StopEngine();
   durable_ = true;
