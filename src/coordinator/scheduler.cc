@@ -971,13 +971,11 @@ Status Handled(const Status& s, const char* what, const std::string& task_id) {
 }  // namespace
 
 Status Scheduler::OnStarted(const TaskStarted& event) {
-  auto job_id = JobOfTask(event.task_id, event.job_id);
-  if (!job_id.ok()) return Handled(job_id.status(), "recording a start failed", event.task_id);
-  auto guard = LockJob(*job_id);
-  if (!guard.ok()) return Handled(guard.status(), "recording a start failed", event.task_id);
-  std::lock_guard lock(mu_);
   bool stop_it = false;
-  // One read-modify-write decides and records.
+  // One read-modify-write decides and records. It needs neither the job's lock nor the
+  // scheduler's mutex: it reads and changes this row alone, and every decision that
+  // looks at a RUNNING or SCHEDULED row (cancel, outcome, lease expiry) changes it by a
+  // read-modify-write too, so the row's own lock orders them either way round.
   Status s = datastore_.UpdateTask(event.task_id, [&](TaskRecord& t) {
     bool elsewhere = !t.node_id.empty() && t.node_id != event.node_id;
     if (IsTerminal(t.state) || (t.state == TaskState::kRunning && elsewhere)) {
