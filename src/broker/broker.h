@@ -69,12 +69,25 @@ class Subscription {
   virtual Status SetPrefetch(int prefetch) = 0;
 };
 
+// One message of a PublishBatch.
+struct OutgoingMessage {
+  std::string queue;
+  std::string body;
+  int priority = 0;
+};
+
 class Broker {
  public:
   virtual ~Broker() = default;
 
   // Publishes `body` to `queue` (created on first use) with priority 0..9.
   virtual Status Publish(std::string_view queue, std::string body, int priority = 0) = 0;
+
+  // Publishes every message, each as Publish would, and returns once the broker has them
+  // all: a broker that confirms publishes waits once for all the confirms. Names and
+  // priorities are checked first (InvalidArgument: nothing is published). On any other
+  // error some of the messages may have been published. By default, Publish in turn.
+  virtual Status PublishBatch(std::vector<OutgoingMessage> messages);
 
   // Delivers messages of `queue` to `handler`, at most `prefetch` (≥ 1) unacked at once.
   virtual Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
@@ -87,5 +100,19 @@ class Broker {
   // Ok when the broker can accept and deliver messages.
   virtual Status Health() = 0;
 };
+
+inline Status Broker::PublishBatch(std::vector<OutgoingMessage> messages) {
+  for (const OutgoingMessage& m : messages) {
+    if (m.queue.empty()) return InvalidArgument("queue name is empty");
+    if (m.priority < 0 || m.priority > 9) {
+      return InvalidArgument("priority " + std::to_string(m.priority) + " is outside 0..9");
+    }
+  }
+  for (OutgoingMessage& m : messages) {
+    Status s = Publish(m.queue, std::move(m.body), m.priority);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
 
 }  // namespace baton

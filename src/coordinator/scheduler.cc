@@ -627,7 +627,10 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
         ++skipped;
       }
     }
-    for (std::size_t i : start_now) BATON_RETURN_IF_ERROR(PublishStored(children[i]));
+    std::vector<TaskRecord*> publish;
+    publish.reserve(start_now.size());
+    for (std::size_t i : start_now) publish.push_back(&children[i]);
+    BATON_RETURN_IF_ERROR(PublishStoredBatch(publish));
     for (int i = 0; i < skipped; ++i) BATON_RETURN_IF_ERROR(ChildDone(task.id));
     return Status::Ok();
   }
@@ -660,6 +663,16 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
   // A new runnable row is stored once, already in the state publishing gives it.
   return PublishTask(task, create);
 }
+
+namespace {
+
+OutgoingMessage MessageFor(const TaskRecord& task) {
+  return {task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue,
+          ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace),
+          task.task.priority.value_or(0)};
+}
+
+}  // namespace
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {
   TimePoint now = clock_.Now();
@@ -708,13 +721,35 @@ Status Scheduler::PublishTask(TaskRecord& task, bool create) {
   return refused(published);
 }
 
+Status Scheduler::PublishStoredBatch(const std::vector<TaskRecord*>& rows) {
+  if (rows.size() <= 1) return rows.empty() ? Status::Ok() : PublishStored(*rows[0]);
+  std::vector<OutgoingMessage> batch;
+  batch.reserve(rows.size());
+  for (const TaskRecord* row : rows) batch.push_back(MessageFor(*row));
+  if (!broker_.PublishBatch(std::move(batch)).ok()) {
+    // Some may be in the broker already; one at a time, each refusal is handled as it
+    // always is (a message published twice is run once: workers and OnStarted see to it).
+    for (TaskRecord* row : rows) BATON_RETURN_IF_ERROR(PublishStored(*row));
+    return Status::Ok();
+  }
+  if (!options_.durable_broker) return Status::Ok();
+  const TimePoint now = clock_.Now();
+  std::vector<std::string> ids;
+  ids.reserve(rows.size());
+  for (const TaskRecord* row : rows) ids.push_back(row->id);
+  BATON_RETURN_IF_ERROR(datastore_.MarkScheduled(ids, now));
+  for (TaskRecord* row : rows) {
+    row->state = TaskState::kScheduled;
+    row->scheduled_at = now;
+  }
+  return Status::Ok();
+}
+
 Status Scheduler::PublishStored(TaskRecord& task) {
   // Durable broker: the row is PENDING and becomes SCHEDULED once the broker confirmed.
   if (options_.durable_broker) return PublishTask(task, false);
-  std::string queue = task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue;
-  Status published = broker_.Publish(
-      queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace),
-      task.task.priority.value_or(0));
+  OutgoingMessage message = MessageFor(task);
+  Status published = broker_.Publish(message.queue, std::move(message.body), message.priority);
   if (published.ok()) return Status::Ok();
   BATON_RETURN_IF_ERROR(datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
     if (row.state == TaskState::kScheduled) row.state = TaskState::kPending;
@@ -988,6 +1023,8 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
     if (t.state != TaskState::kScheduled && t.state != TaskState::kPending) return Status::Ok();
     t.state = TaskState::kRunning;
     t.started_at = event.at;
+    // Started before its publish was recorded (a durable broker's confirm is on its way).
+    if (!t.scheduled_at) t.scheduled_at = event.at;
     t.node_id = event.node_id;
     return Status::Ok();
   });

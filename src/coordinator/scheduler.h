@@ -135,6 +135,9 @@ class Scheduler {
   // Publishes a row already stored as PublishTask stores it before publishing
   // (SCHEDULED, or PENDING with a durable broker).
   Status PublishStored(TaskRecord& task);
+  // The same for many rows with one broker batch (one wait for the confirms) and, with a
+  // durable broker, one write marking them SCHEDULED.
+  Status PublishStoredBatch(const std::vector<TaskRecord*>& rows);
   // Publishes `task_id` again after republish_delay (the broker refused it).
   void RepublishLater(const std::string& task_id, const std::string& job_id);
   // Starts the next CREATED child of an each; false when none is left.

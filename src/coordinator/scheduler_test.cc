@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -807,6 +808,34 @@ tasks:
   EXPECT_EQ(done->state, JobState::kCompleted);
   auto ran = runtime_.ran();
   EXPECT_THAT(ran, ElementsAre("c1", "c2", "after"));
+}
+
+// An each's children that start at once go to the broker in one batch, and with a
+// durable broker are marked SCHEDULED in one write. When the batch fails, each child is
+// published on its own, a refused one again after republish_delay: all run, once each.
+TEST_F(SchedulerTest, AFailedPublishBatchFallsBackToOneAtATime) {
+  StopEngine();
+  durable_ = true;
+  StartEngine(8);
+  broker_->FailPublishes(Unavailable("broker away"), 2);  // the batch, then the first child
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: batch
+tasks:
+  - name: fan
+    each:
+      list: "{{ [1, 2, 3, 4, 5, 6] }}"
+      task: {name: "c{{ item.value }}", run: ok}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.ran().size() == 5; }));
+  clock_.Advance(seconds(2));  // republish_delay
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_THAT(runtime_.ran(), UnorderedElementsAre("c1", "c2", "c3", "c4", "c5", "c6"));
+  for (const TaskRecord& row : Execution(submitted->id)) {
+    if (!row.parent_id.empty()) EXPECT_TRUE(row.scheduled_at.has_value()) << row.task.name;
+  }
 }
 
 // Two coordinators on one datastore and broker, sharing a job locker, both take events

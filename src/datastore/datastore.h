@@ -60,6 +60,10 @@ class Datastore {
   virtual Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) = 0;
   // Rows in any of `states` across all jobs, oldest first.
   virtual Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) = 0;
+  // The rows of `ids` still PENDING or CREATED become SCHEDULED at `at`, in one write;
+  // the rest (started, finished, unknown ids) are left as they are. For a batch whose
+  // messages a durable broker has just confirmed.
+  virtual Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) = 0;
 
   virtual Status CreateLogPart(const LogPart& part) = 0;
   // Highest number first.

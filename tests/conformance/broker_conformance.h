@@ -242,6 +242,50 @@ TEST_P(BrokerConformanceTest, DeliversMessagePublishedBeforeSubscribing) {
   EXPECT_EQ(inbox.bodies(), std::vector<std::string>{"hello"});
 }
 
+TEST_P(BrokerConformanceTest, PublishBatchDeliversEachMessageToItsQueueInOrder) {
+  const std::string q1 = QueueName("one");
+  const std::string q2 = QueueName("two");
+  std::vector<OutgoingMessage> batch;
+  for (int i = 0; i < 40; ++i) {
+    batch.push_back({i % 4 == 0 ? q2 : q1, "m" + std::to_string(i), 0});
+  }
+  ASSERT_TRUE(broker().PublishBatch(batch).ok());
+  EXPECT_TRUE(QueueReaches({.name = q1, .size = 30, .subscribers = 0, .unacked = 0}));
+  EXPECT_TRUE(QueueReaches({.name = q2, .size = 10, .subscribers = 0, .unacked = 0}));
+  Inbox one;
+  Inbox two;
+  auto sub1 = Subscribe(q1, 100, one.Handler());
+  auto sub2 = Subscribe(q2, 100, two.Handler());
+  ASSERT_TRUE(one.WaitForSize(30));
+  ASSERT_TRUE(two.WaitForSize(10));
+  std::vector<std::string> want1;
+  std::vector<std::string> want2;
+  for (const OutgoingMessage& m : batch) (m.queue == q1 ? want1 : want2).push_back(m.body);
+  EXPECT_EQ(one.bodies(), want1);
+  EXPECT_EQ(two.bodies(), want2);
+  EXPECT_TRUE(broker().PublishBatch({}).ok());  // nothing to send
+}
+
+TEST_P(BrokerConformanceTest, PublishBatchKeepsEachMessagesPriority) {
+  const std::string q = QueueName();
+  ASSERT_TRUE(broker().PublishBatch({{q, "p1", 1}, {q, "p9", 9}, {q, "p0", 0}, {q, "p5", 5}}).ok());
+  ASSERT_TRUE(QueueReaches({.name = q, .size = 4, .subscribers = 0, .unacked = 0}));
+  Inbox inbox;
+  auto sub = Subscribe(q, 1, inbox.Handler());
+  ASSERT_TRUE(inbox.WaitForSize(4));
+  EXPECT_EQ(inbox.bodies(), (std::vector<std::string>{"p9", "p5", "p1", "p0"}));
+}
+
+TEST_P(BrokerConformanceTest, PublishBatchWithAnInvalidMessagePublishesNone) {
+  const std::string q = QueueName();
+  Publish(q, "before");  // the queue exists, with one message
+  EXPECT_EQ(broker().PublishBatch({{q, "a", 0}, {q, "b", 10}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker().PublishBatch({{q, "a", 0}, {"", "b", 0}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker().PublishBatch({{q, "a", -1}}).code(), StatusCode::kInvalidArgument);
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_TRUE(QueueReaches({.name = q, .size = 1, .subscribers = 0, .unacked = 0}));
+}
+
 TEST_P(BrokerConformanceTest, DeliversMessagePublishedAfterSubscribing) {
   const std::string q = QueueName();
   Inbox inbox;

@@ -800,6 +800,35 @@ TEST_P(DatastoreConformanceTest, TasksInStateAreOldestFirstAcrossJobs) {
   EXPECT_TRUE(ds().TasksInState({})->empty());
 }
 
+TEST_P(DatastoreConformanceTest, MarkScheduledMovesOnlyPendingAndCreatedRows) {
+  JobRecord job = NewJob(SimpleJob("mark"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord pending = NewTask(job.id, 1, At(1), TaskState::kPending);
+  TaskRecord created = NewTask(job.id, 1, At(2), TaskState::kCreated);
+  TaskRecord running = NewTask(job.id, 1, At(3), TaskState::kRunning);
+  TaskRecord done = NewTask(job.id, 1, At(4), TaskState::kCompleted);
+  TaskRecord untouched = NewTask(job.id, 1, At(5), TaskState::kPending);  // not listed
+  ASSERT_TRUE(IsOk(ds().CreateTasks({pending, created, running, done, untouched})));
+  ASSERT_TRUE(IsOk(ds().MarkScheduled(
+      {pending.id, created.id, running.id, done.id, "0123456789abcdef0123456789abcdef"}, At(9))));
+  Reopen();
+  for (TaskRecord* t : {&pending, &created}) {
+    t->state = TaskState::kScheduled;
+    t->scheduled_at = At(9);
+  }
+  for (const TaskRecord& want : {pending, created, running, done, untouched}) {
+    auto got = ds().GetTask(want.id);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, want) << "task at " << want.created_at.time_since_epoch().count();
+  }
+  EXPECT_TRUE(IsOk(ds().MarkScheduled({}, At(10))));
+  // Queries by state see the change.
+  auto scheduled = ds().TasksInState({TaskState::kScheduled});
+  ASSERT_TRUE(scheduled.ok());
+  EXPECT_EQ(IdsAmong(*scheduled, {pending.id, created.id, running.id, done.id, untouched.id}),
+            (std::vector<std::string>{pending.id, created.id}));
+}
+
 TEST_P(DatastoreConformanceTest, CreateTasksStoresAThousandRowsQuickly) {
   JobRecord job = NewJob(SimpleJob("fan out"), At(0));
   ASSERT_TRUE(IsOk(ds().CreateJob(job)));

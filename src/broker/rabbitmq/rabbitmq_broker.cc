@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <system_error>
@@ -355,6 +356,7 @@ class Core : public std::enable_shared_from_this<Core> {
       : address_(std::move(address)), options_(std::move(options)), management_(std::move(management)) {}
 
   Status Publish(std::string_view queue, std::string body, int priority);
+  Status PublishBatch(std::vector<OutgoingMessage> messages);
   Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
                                                   DeliveryHandler handler);
   Result<std::vector<QueueInfo>> Queues();
@@ -368,7 +370,8 @@ class Core : public std::enable_shared_from_this<Core> {
  private:
   // Requires pub_mu_.
   Status EnsurePublisher();
-  Status PublishOnce(std::string_view queue, const std::string& body, int priority);
+  // Sends the messages not yet `confirmed` and waits for their confirms, marking them.
+  Status PublishOnce(std::span<const OutgoingMessage> messages, std::vector<char>& confirmed);
   Result<QueueInfo> InspectLocked(std::string_view name);
 
   Result<std::unique_ptr<Connection>> OpenConsumer(SubState& sub);
@@ -487,38 +490,55 @@ Status Core::EnsurePublisher() {
   return Status::Ok();
 }
 
-Status Core::PublishOnce(std::string_view queue, const std::string& body, int priority) {
+Status Core::PublishOnce(std::span<const OutgoingMessage> messages, std::vector<char>& confirmed) {
   Connection& c = *pub_;
-  const auto now = Clock::now();
-  auto declared = declared_.find(queue);
-  // With x-expires, publishing does not count as using the queue: redeclare it now and then.
-  const bool stale = declared != declared_.end() && options_.queue_expires &&
-                     now - declared->second > *options_.queue_expires / 2;
-  if (declared == declared_.end() || stale) {
-    Status status = DeclareQueue(c, kPublishChannel, queue, options_);
-    if (!status.ok()) {
-      c.MarkBroken();  // the channel is gone (or the connection): start afresh
-      return status;
+  // The publish sequence number of each message sent now → its index.
+  std::map<std::uint64_t, std::size_t> waiting;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (confirmed[i]) continue;
+    const OutgoingMessage& m = messages[i];
+    const auto now = Clock::now();
+    auto declared = declared_.find(m.queue);
+    // With x-expires, publishing does not count as using the queue: redeclare it now and
+    // then.
+    const bool stale = declared != declared_.end() && options_.queue_expires &&
+                       now - declared->second > *options_.queue_expires / 2;
+    if (declared == declared_.end() || stale) {
+      Status status = DeclareQueue(c, kPublishChannel, m.queue, options_);
+      if (!status.ok()) {
+        c.MarkBroken();  // the channel is gone (or the connection): start afresh
+        return status;
+      }
+      declared_.insert_or_assign(m.queue, now);
     }
-    declared_.insert_or_assign(std::string(queue), now);
+    amqp_basic_properties_t props{};
+    props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_PRIORITY_FLAG;
+    props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+    props.priority = static_cast<std::uint8_t>(m.priority);
+    int rc = amqp_basic_publish(c.state(), kPublishChannel, amqp_empty_bytes, Bytes(m.queue),
+                                /*mandatory=*/0, /*immediate=*/0, &props, Bytes(m.body));
+    if (rc != AMQP_STATUS_OK) {
+      c.MarkBroken();
+      return Unavailable(std::string("publishing: ") + amqp_error_string2(rc));
+    }
+    waiting.emplace(++publish_seq_, i);
   }
-
-  amqp_basic_properties_t props{};
-  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_PRIORITY_FLAG;
-  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-  props.priority = static_cast<std::uint8_t>(priority);
-  int rc = amqp_basic_publish(c.state(), kPublishChannel, amqp_empty_bytes, Bytes(queue),
-                              /*mandatory=*/0, /*immediate=*/0, &props, Bytes(body));
-  if (rc != AMQP_STATUS_OK) {
-    c.MarkBroken();
-    return Unavailable(std::string("publishing: ") + amqp_error_string2(rc));
-  }
-  const std::uint64_t seq = ++publish_seq_;
+  // One wait for every confirm: RabbitMQ acks (or nacks) each, or several at once.
+  int refused = 0;
+  auto settle = [&](std::uint64_t tag, bool multiple, bool ack) {
+    auto first = multiple ? waiting.begin() : waiting.find(tag);
+    auto last = multiple ? waiting.upper_bound(tag) : (first == waiting.end() ? first : std::next(first));
+    for (auto it = first; it != last; ++it) {
+      if (ack) confirmed[it->second] = 1;
+      else ++refused;
+    }
+    waiting.erase(first, last);
+  };
   const auto deadline = Clock::now() + options_.confirm_timeout;
-  while (true) {
+  while (!waiting.empty()) {
     timeval tv = ToTimeval(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
     amqp_frame_t frame;
-    rc = amqp_simple_wait_frame_noblock(c.state(), &frame, &tv);
+    int rc = amqp_simple_wait_frame_noblock(c.state(), &frame, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) {
       c.MarkBroken();
       return DeadlineExceeded("RabbitMQ did not confirm the publish in time");
@@ -532,18 +552,12 @@ Status Core::PublishOnce(std::string_view queue, const std::string& body, int pr
     switch (method.id) {
       case AMQP_BASIC_ACK_METHOD: {
         const auto* ack = static_cast<const amqp_basic_ack_t*>(method.decoded);
-        if (ack->delivery_tag == seq || (ack->multiple && ack->delivery_tag >= seq)) {
-          amqp_maybe_release_buffers(c.state());
-          return Status::Ok();
-        }
+        settle(ack->delivery_tag, ack->multiple != 0, /*ack=*/true);
         break;
       }
       case AMQP_BASIC_NACK_METHOD: {
         const auto* nack = static_cast<const amqp_basic_nack_t*>(method.decoded);
-        if (nack->delivery_tag == seq || (nack->multiple && nack->delivery_tag >= seq)) {
-          amqp_maybe_release_buffers(c.state());
-          return Unavailable("RabbitMQ refused the message (basic.nack)");
-        }
+        settle(nack->delivery_tag, nack->multiple != 0, /*ack=*/false);
         break;
       }
       case AMQP_CHANNEL_CLOSE_METHOD:
@@ -556,24 +570,35 @@ Status Core::PublishOnce(std::string_view queue, const std::string& body, int pr
         break;
     }
   }
+  amqp_maybe_release_buffers(c.state());
+  if (refused > 0) {
+    return Unavailable(refused == 1 ? std::string("RabbitMQ refused the message (basic.nack)")
+                                    : "RabbitMQ refused " + std::to_string(refused) +
+                                          " messages (basic.nack)");
+  }
+  return Status::Ok();
 }
 
-Status Core::Publish(std::string_view queue, std::string body, int priority) {
-  BATON_RETURN_IF_ERROR(CheckQueueName(queue));
-  if (priority < 0 || priority > kMaxPriority) {
-    return InvalidArgument("priority " + std::to_string(priority) + " is outside 0..9");
+Status Core::PublishBatch(std::vector<OutgoingMessage> messages) {
+  for (const OutgoingMessage& m : messages) {
+    BATON_RETURN_IF_ERROR(CheckQueueName(m.queue));
+    if (m.priority < 0 || m.priority > kMaxPriority) {
+      return InvalidArgument("priority " + std::to_string(m.priority) + " is outside 0..9");
+    }
   }
   {
     std::lock_guard lock(mu_);
     if (shut_down_) return Unavailable("broker is shut down");
   }
-  Status status;
+  if (messages.empty()) return Status::Ok();
+  std::vector<char> confirmed(messages.size(), 0);
   {
     std::lock_guard lock(pub_mu_);
     milliseconds backoff = kMinBackoff;
     for (int attempt = 0;; ++attempt) {
-      status = EnsurePublisher();
-      if (status.ok()) status = PublishOnce(queue, body, priority);
+      // A retry sends again only what was not confirmed.
+      Status status = EnsurePublisher();
+      if (status.ok()) status = PublishOnce(messages, confirmed);
       if (status.ok()) break;
       const bool retryable = status.code() == StatusCode::kUnavailable ||
                              status.code() == StatusCode::kDeadlineExceeded;
@@ -583,8 +608,14 @@ Status Core::Publish(std::string_view queue, std::string body, int priority) {
     }
   }
   std::lock_guard lock(mu_);
-  known_.emplace(queue);
+  for (const OutgoingMessage& m : messages) known_.emplace(m.queue);
   return Status::Ok();
+}
+
+Status Core::Publish(std::string_view queue, std::string body, int priority) {
+  std::vector<OutgoingMessage> one;
+  one.push_back({std::string(queue), std::move(body), priority});
+  return PublishBatch(std::move(one));
 }
 
 Result<QueueInfo> Core::InspectLocked(std::string_view name) {
@@ -1134,6 +1165,10 @@ RabbitMqBroker::~RabbitMqBroker() { core_->Shutdown(); }
 
 Status RabbitMqBroker::Publish(std::string_view queue, std::string body, int priority) {
   return core_->Publish(queue, std::move(body), priority);
+}
+
+Status RabbitMqBroker::PublishBatch(std::vector<OutgoingMessage> messages) {
+  return core_->PublishBatch(std::move(messages));
 }
 
 Result<std::unique_ptr<Subscription>> RabbitMqBroker::Subscribe(std::string_view queue,

@@ -79,6 +79,8 @@ class RabbitMqBroker : public Broker {
   RabbitMqBroker& operator=(const RabbitMqBroker&) = delete;
 
   Status Publish(std::string_view queue, std::string body, int priority = 0) override;
+  // Sends them all, then waits once for every confirm.
+  Status PublishBatch(std::vector<OutgoingMessage> messages) override;
   Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
                                                   DeliveryHandler handler) override;
   Result<std::vector<QueueInfo>> Queues() override;

@@ -407,6 +407,10 @@ constexpr Statement kTasksInState = {"tasks_in_state",
                                      "SELECT " BATON_TASK_COLUMNS
                                      " FROM tasks WHERE state = ANY ($1::text[]) "
                                      "ORDER BY created_at, id"};
+constexpr Statement kMarkScheduled = {
+    "mark_scheduled",
+    "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE id = ANY ($1::text[]) "
+    "AND state = ANY ($4::text[])"};
 
 #define BATON_LOG_COLUMNS "id, task_id, job_id, number, contents, created_at"
 constexpr Statement kInsertLogPart = {
@@ -1128,6 +1132,21 @@ Result<std::vector<TaskRecord>> PostgresDatastore::TasksInState(
     });
     if (!read.ok()) return read;
     return out;
+  });
+}
+
+Status PostgresDatastore::MarkScheduled(const std::vector<std::string>& ids, TimePoint at) {
+  return NoThrow([&]() -> Status {
+    if (ids.empty()) return Status::Ok();
+    ArrayLiteral list;
+    for (const std::string& id : ids) list.AddText(id);
+    Params p;
+    p.Text(list.Done())
+        .Text(ToString(TaskState::kScheduled))
+        .Time(at)
+        .Text(StatesArray(std::vector<TaskState>{TaskState::kPending, TaskState::kCreated}));
+    // One statement: atomic on its own, one round trip.
+    return WithConnection([&](Connection& c) { return c.Run(kMarkScheduled, p).status(); });
   });
 }
 

@@ -180,6 +180,7 @@ class NoDatastore final : public Datastore {
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>&) override {
     return Fail();
   }
+  Status MarkScheduled(const std::vector<std::string>&, TimePoint) override { return Fail(); }
   Status CreateLogPart(const LogPart&) override { return Fail(); }
   Result<Page<LogPart>> TaskLogParts(std::string_view, int, int) override { return Fail(); }
   Result<Page<LogPart>> JobLogParts(std::string_view, int, int) override { return Fail(); }

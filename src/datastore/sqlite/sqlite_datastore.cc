@@ -291,6 +291,8 @@ constexpr const char* kChildTasks =
 constexpr const char* kTasksInState =
     "SELECT " BATON_TASK_COLUMNS
     " FROM tasks WHERE state IN (SELECT value FROM json_each(?1)) ORDER BY created_at, id";
+constexpr const char* kMarkScheduled =
+    "UPDATE tasks SET state = ?2, scheduled_at = ?3 WHERE id = ?1 AND state IN (?4, ?5)";
 
 #define BATON_LOG_COLUMNS "id, task_id, job_id, number, contents, created_at"
 constexpr const char* kInsertLogPart =
@@ -1184,6 +1186,24 @@ Result<std::vector<TaskRecord>> SqliteDatastore::TasksInState(
     });
     if (!read.ok()) return read;
     return out;
+  });
+}
+
+Status SqliteDatastore::MarkScheduled(const std::vector<std::string>& ids, TimePoint at) {
+  return NoThrow([&]() -> Status {
+    if (ids.empty()) return Status::Ok();
+    return Write([&](Connection& c) -> Status {
+      for (const std::string& id : ids) {
+        BATON_SQL_ASSIGN(s, c.Prepare(kMarkScheduled));
+        s.BindText(1, id);
+        s.BindText(2, ToString(TaskState::kScheduled));
+        s.BindTime(3, at);
+        s.BindText(4, ToString(TaskState::kPending));
+        s.BindText(5, ToString(TaskState::kCreated));
+        BATON_RETURN_IF_ERROR(s.Run());
+      }
+      return Status::Ok();
+    });
   });
 }
 

@@ -91,6 +91,7 @@ class SqliteDatastore final : public Datastore {
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override;
+  Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override;
 
   Status CreateLogPart(const LogPart& part) override;
   Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override;
