@@ -204,8 +204,10 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   }
   std::string_view queue =
       finished.outcome == TaskFinished::Outcome::kCompleted ? kQueueCompleted : kQueueFailed;
-  Report(queue, Encode(finished), task.id);
+  // The slot is free now: the next message is on its way while the outcome is reported
+  // (over RabbitMQ both take a round trip).
   Started(lane, -1);
+  Report(queue, Encode(finished), task.id);
   {
     std::lock_guard lock(mu_);
     running_.erase(task.id);
