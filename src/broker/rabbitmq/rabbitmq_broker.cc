@@ -341,6 +341,8 @@ struct SubState : std::enable_shared_from_this<SubState> {
   // Only the io thread touches these once started.
   std::unique_ptr<Connection> conn;
   bool consuming = false;
+  bool cancelling = false;  // basic.cancel sent, its cancel-ok not read yet
+  int channel_qos = -1;     // the per-consumer prefetch last set on the channel
   std::string consumer_tag;
   std::uint64_t consumer_seq = 0;  // bumped for every basic.consume
   int consumer_limit = 0;          // the consumer's own prefetch (basic.qos, per consumer)
@@ -743,6 +745,8 @@ Result<std::unique_ptr<Connection>> Core::OpenConsumer(SubState& sub) {
   BATON_RETURN_IF_ERROR(c.OpenChannel(kConsumeChannel));
   BATON_RETURN_IF_ERROR(DeclareQueue(c, kConsumeChannel, sub.queue, options_));
   sub.consuming = false;
+  sub.cancelling = false;
+  sub.channel_qos = -1;
   return conn;
 }
 
@@ -787,21 +791,31 @@ Status Core::ApplyPrefetch(SubState* sub) {
   Connection& c = *sub->conn;
   amqp_connection_state_t state = c.state();
   if (sub->consuming && earlier + sub->consumer_limit != wanted) {
-    // Deliveries sent before the cancel-ok are queued by rabbitmq-c and read next, as the
-    // cancelled consumer's. None come after it.
-    amqp_basic_cancel(state, kConsumeChannel, Bytes(sub->consumer_tag));
-    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.cancel"));
+    // Not waiting for the cancel-ok: RabbitMQ handles a channel's frames in order, so no
+    // ack sent after this brings the cancelled consumer anything. Its deliveries sent
+    // before the cancel-ok are read as earlier ones; the loop notes the cancel-ok.
+    amqp_basic_cancel_t cancel{};
+    cancel.consumer_tag = Bytes(sub->consumer_tag);
+    cancel.nowait = 0;
+    int rc = amqp_send_method(state, kConsumeChannel, AMQP_BASIC_CANCEL_METHOD, &cancel);
+    if (rc != AMQP_STATUS_OK) {
+      return Unavailable(std::string("basic.cancel: ") + amqp_error_string2(rc));
+    }
     sub->consuming = false;
-    earlier = HeldFromEarlierConsumers(*sub);  // what it held is earlier now
+    sub->cancelling = true;
   }
-  if (!sub->consuming) {
-    // What the cancelled consumer was sent is read first (the loop comes back here).
-    if (!amqp_frames_enqueued(state) && !amqp_data_in_buffer(state)) {
+  // A new consumer once every delivery of the cancelled one has been read and counted.
+  if (!sub->consuming && !sub->cancelling && !amqp_frames_enqueued(state) &&
+      !amqp_data_in_buffer(state)) {
+    {
       const int room = wanted - earlier;
       if (room > 0) {
-        amqp_basic_qos(state, kConsumeChannel, 0, static_cast<std::uint16_t>(std::min(room, 65535)),
-                       /*global=*/0);
-        BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.qos"));
+        if (sub->channel_qos != room) {  // it stays set on the channel for later consumers
+          amqp_basic_qos(state, kConsumeChannel, 0,
+                         static_cast<std::uint16_t>(std::min(room, 65535)), /*global=*/0);
+          BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.qos"));
+          sub->channel_qos = room;
+        }
         amqp_basic_consume_ok_t* ok =
             amqp_basic_consume(state, kConsumeChannel, Bytes(sub->queue), amqp_empty_bytes,
                                /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
@@ -1019,6 +1033,8 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
           LoseConnection(sub);
         } else if (method.id == AMQP_BASIC_CANCEL_METHOD) {
           LoseConnection(sub);  // queue deleted: declare and consume again
+        } else if (method.id == AMQP_BASIC_CANCEL_OK_METHOD) {
+          sub->cancelling = false;  // what the cancelled consumer was sent has been read
         }
       }
       continue;
