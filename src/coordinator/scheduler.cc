@@ -1020,7 +1020,11 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
       stop_it = !(t.state == TaskState::kCompleted && t.node_id == event.node_id);
       return Status::Ok();
     }
-    if (t.state != TaskState::kScheduled && t.state != TaskState::kPending) return Status::Ok();
+    // A waiting each child is still CREATED in the store while its publish is confirmed.
+    if (t.state != TaskState::kScheduled && t.state != TaskState::kPending &&
+        t.state != TaskState::kCreated) {
+      return Status::Ok();
+    }
     t.state = TaskState::kRunning;
     t.started_at = event.at;
     // Started before its publish was recorded (a durable broker's confirm is on its way).
