@@ -248,6 +248,8 @@ std::string CgroupHost::Describe() const {
 Result<std::unique_ptr<TaskCgroup>> CgroupHost::Create(const std::string& name,
                                                        const CgroupLimits& limits) const {
   std::unique_ptr<TaskCgroup> cg(new TaskCgroup());
+  cg->limited_ = (limits.memory_bytes && memory_.where != Where::kNone) ||
+                 (limits.cpus && cpu_.where != Where::kNone);
   auto make = [&cg, &name](const std::string& parent, bool v2) -> Result<std::string> {
     std::string dir = parent + "/" + name;
     if (mkdir(dir.c_str(), 0755) != 0) {
@@ -327,11 +329,13 @@ TaskCgroup::~TaskCgroup() {
   if (!status.ok()) log::Warn("Could not remove a task cgroup.", {{"error", status.message()}});
 }
 
-std::vector<pid_t> TaskCgroup::Pids() const {
+namespace {
+
+// The processes in the cgroup `dir`; nullopt when its list cannot be read.
+std::optional<std::vector<pid_t>> ReadPids(const std::string& dir) {
   std::vector<pid_t> pids;
-  if (track_dir_.empty()) return pids;
-  std::optional<std::string> text = ReadSmallFile(track_dir_ + "/cgroup.procs");
-  if (!text) return pids;
+  std::optional<std::string> text = ReadSmallFile(dir + "/cgroup.procs");
+  if (!text) return std::nullopt;
   const char* p = text->data();
   const char* end = p + text->size();
   while (p < end) {
@@ -344,11 +348,39 @@ std::vector<pid_t> TaskCgroup::Pids() const {
   return pids;
 }
 
+}  // namespace
+
+std::vector<pid_t> TaskCgroup::Pids() const {
+  if (track_dir_.empty()) return {};
+  return ReadPids(track_dir_).value_or(std::vector<pid_t>{});
+}
+
+bool TaskCgroup::Reusable() const {
+  // Not after cgroup.kill: Linux 6.18 compares a CLONE_INTO_CGROUP child's kill sequence
+  // number with the one of its parent's cgroup instead of the target's, so every later
+  // process started into a killed cgroup is killed at birth.
+  if (limited_ || !emptied_ || kill_written_ || dirs_.empty()) return false;
+  for (const std::string& dir : dirs_) {
+    if (dir == track_dir_) continue;  // KillAll saw it empty
+    std::optional<std::vector<pid_t>> pids = ReadPids(dir);
+    if (!pids || !pids->empty()) return false;  // unreadable counts as not empty
+  }
+  return true;
+}
+
 std::vector<pid_t> TaskCgroup::KillAll() {
-  std::vector<pid_t> pids = Pids();
-  if (pids.empty()) return pids;
+  emptied_ = false;
+  if (track_dir_.empty()) return {};
+  std::optional<std::vector<pid_t>> listed = ReadPids(track_dir_);
+  if (!listed) return {};  // an unreadable list proves nothing: emptied_ stays false
+  std::vector<pid_t> pids = std::move(*listed);
+  if (pids.empty()) {
+    emptied_ = true;
+    return pids;
+  }
   std::vector<pid_t> killed = pids;
   if (kill_file_) {
+    kill_written_ = true;
     Status status = WriteSmallFile(track_dir_ + "/cgroup.kill", "1");
     if (!status.ok()) kill_file_ = false;  // fall back to killing one by one
   }
@@ -359,8 +391,13 @@ std::vector<pid_t> TaskCgroup::KillAll() {
     if (!kill_file_) {
       for (pid_t pid : pids) kill(pid, SIGKILL);
     }
-    pids = Pids();
-    if (pids.empty()) break;
+    listed = ReadPids(track_dir_);
+    if (!listed) break;  // the cgroup is gone
+    pids = std::move(*listed);
+    if (pids.empty()) {
+      emptied_ = true;
+      break;
+    }
     for (pid_t pid : pids) {
       if (std::find(killed.begin(), killed.end(), pid) == killed.end()) killed.push_back(pid);
     }

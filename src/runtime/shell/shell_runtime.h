@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -79,7 +81,20 @@ class ShellRuntime final : public Runtime {
  private:
   class TaskRun;
 
+  // A task directory kept for reuse: its path and an open descriptor of it.
+  struct IdleDir {
+    std::string path;
+    int fd = -1;
+  };
+
   void WarnImageIgnoredOnce(const RunRequest& request);
+  // Idle task cgroups and directories: taken by a starting task, given back by a finished
+  // one whose processes are verifiably gone (more than kMaxIdle are removed instead).
+  // Creating and removing them is most of a trivial task's cost in this process.
+  std::unique_ptr<TaskCgroup> TakeIdleCgroup();
+  void GiveBackCgroup(std::unique_ptr<TaskCgroup> cgroup);
+  std::optional<IdleDir> TakeIdleDir();
+  void GiveBackDir(IdleDir dir);
 
   ShellRuntimeOptions options_;
   CgroupHost cgroups_;
@@ -93,6 +108,11 @@ class ShellRuntime final : public Runtime {
   bool is_reaper_ = false;
   // Cleared when the kernel lacks clone3 or CLONE_INTO_CGROUP; then children are forked.
   std::atomic<bool> clone3_usable_{true};
+
+  std::atomic<std::uint64_t> next_cgroup_{0};  // names task cgroups <pid>-<n>
+  std::mutex idle_mu_;
+  std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_;  // guarded by idle_mu_
+  std::vector<IdleDir> idle_dirs_;                         // guarded by idle_mu_
 
   std::mutex warned_mu_;
   std::unordered_set<std::string> warned_jobs_;  // guarded by warned_mu_
