@@ -153,6 +153,11 @@ std::int64_t RoundUpMillis(Clock::duration d) {
 
 enum ChildStage : int { kJoinCgroup = 1, kNewSession, kLimitMemory, kRedirect, kChdir, kExec };
 
+struct ChildError {
+  int stage;
+  int err;
+};
+
 struct ChildSpec {
   const char* path = nullptr;
   char* const* argv = nullptr;
@@ -160,17 +165,16 @@ struct ChildSpec {
   const char* cwd = nullptr;
   int stdin_fd = -1;
   int output_fd = -1;
+  // How a failure before exec reaches the parent: through `shared_error` when the child
+  // shares the parent's memory (the parent sleeps until the child has exec'd or exited,
+  // then reads it), else by writing a ChildError to `report_fd`.
+  ChildError* shared_error = nullptr;
   int report_fd = -1;
   // cgroup files to write "0" (this process) into.
   const int* procs_fds = nullptr;
   std::size_t procs_fd_count = 0;
   bool limit_address_space = false;
   std::uint64_t address_space = 0;
-};
-
-struct ChildError {
-  int stage;
-  int err;
 };
 
 // The kernel's struct sigaction, all zero: SIG_DFL, no flags, empty mask (32 bytes cover
@@ -205,7 +209,13 @@ constexpr int kKernelSigsetBytes = 8;
 
 [[noreturn]] BATON_CHILD_CODE void ChildFail(const ChildSpec& spec, int stage, long err) {
   ChildError error{stage, static_cast<int>(err)};
-  syscall(SYS_write, spec.report_fd, &error, sizeof error);
+  if (spec.shared_error != nullptr) {
+    volatile ChildError* shared = spec.shared_error;
+    shared->stage = error.stage;
+    shared->err = error.err;
+  } else {
+    syscall(SYS_write, spec.report_fd, &error, sizeof error);
+  }
   syscall(SYS_exit_group, 127);
   __builtin_unreachable();
 }
@@ -306,6 +316,63 @@ int PidfdOpen(pid_t pid) {
 // `clone3_usable` stays true), else by writing too.
 Result<Spawned> Spawn(ChildSpec spec, const std::vector<int>& v1_procs, int v2_dir, int v2_procs,
                       std::atomic<bool>& clone3_usable) {
+  Spawned spawned;
+  int pidfd = -1;
+  CloneArgs args{};
+  args.flags = kClonePidfd | (v2_dir >= 0 ? kCloneIntoCgroup : 0);
+  args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = v2_dir >= 0 ? static_cast<std::uint64_t>(v2_dir) : 0;
+
+  // Block every signal across the copy so that no handler of this process runs in the
+  // child before it has reset them.
+  sigset_t all, old;
+  sigfillset(&all);
+  pid_t pid = -1;
+  int spawn_err = 0;
+
+  if (kHaveClone3Vfork && clone3_usable.load(std::memory_order_relaxed)) {
+    // The child shares our memory until exec: it reports a failure in `error`, no pipe.
+    // Its stack: this thread sleeps meanwhile, so one per thread is enough.
+    constexpr std::size_t kChildStackBytes = 64 * 1024;
+    thread_local std::unique_ptr<std::uint64_t[]> child_stack;
+    if (!child_stack) child_stack = std::make_unique<std::uint64_t[]>(kChildStackBytes / 8);
+    ChildError error{0, 0};
+    ChildSpec cloned = spec;
+    cloned.procs_fds = v1_procs.data();
+    cloned.procs_fd_count = v1_procs.size();
+    cloned.shared_error = &error;
+    CloneArgs vfork_args = args;
+    vfork_args.flags |= kCloneVm | kCloneVfork;
+    vfork_args.stack = reinterpret_cast<std::uintptr_t>(child_stack.get());
+    vfork_args.stack_size = kChildStackBytes;
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    long r = Clone3Vfork(&vfork_args, &cloned);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (r > 0) {
+      pid = static_cast<pid_t>(r);
+      spawned.pid = pid;
+      spawned.pidfd = Fd(pidfd >= 0 ? pidfd : PidfdOpen(pid));
+      const volatile ChildError* shared = &error;
+      ChildError seen{shared->stage, shared->err};
+      if (seen.stage != 0) {
+        siginfo_t info{};
+        while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED) != 0 && errno == EINTR) {
+        }
+        spawned.pid = -1;
+        spawned.pidfd.Reset();
+        spawned.failed_stage = seen.stage;
+        spawned.err = seen.err;
+      }
+      return spawned;
+    }
+    if (r == -ENOSYS || r == -E2BIG || r == -EINVAL) {
+      // Too old a kernel for clone3 or CLONE_INTO_CGROUP: fork from now on.
+      clone3_usable.store(false, std::memory_order_relaxed);
+    }
+  }
+
+  // A copy of this process (clone3 without CLONE_VM, or fork): failures come through a pipe.
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   Fd report_read(AboveStdio(report[0]));
@@ -323,39 +390,8 @@ Result<Spawned> Spawn(ChildSpec spec, const std::vector<int>& v1_procs, int v2_d
   forked.procs_fds = all_procs.data();
   forked.procs_fd_count = all_procs.size();
 
-  Spawned spawned;
-  int pidfd = -1;
-  CloneArgs args{};
-  args.flags = kClonePidfd | (v2_dir >= 0 ? kCloneIntoCgroup : 0);
-  args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  args.cgroup = v2_dir >= 0 ? static_cast<std::uint64_t>(v2_dir) : 0;
-
-  // Block every signal across the copy so that no handler of this process runs in the
-  // child before it has reset them.
-  sigset_t all, old;
-  sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = -1;
-  int spawn_err = 0;
-  // The child's stack while it shares our memory (until exec): this thread sleeps
-  // meanwhile, so one per thread is enough.
-  constexpr std::size_t kChildStackBytes = 64 * 1024;
-  thread_local std::unique_ptr<std::uint64_t[]> child_stack;
-  if (kHaveClone3Vfork && clone3_usable.load(std::memory_order_relaxed)) {
-    if (!child_stack) child_stack = std::make_unique<std::uint64_t[]>(kChildStackBytes / 8);
-    CloneArgs vfork_args = args;
-    vfork_args.flags |= kCloneVm | kCloneVfork;
-    vfork_args.stack = reinterpret_cast<std::uintptr_t>(child_stack.get());
-    vfork_args.stack_size = kChildStackBytes;
-    long r = Clone3Vfork(&vfork_args, &cloned);
-    if (r > 0) {
-      pid = static_cast<pid_t>(r);
-    } else if (r == -ENOSYS || r == -E2BIG || r == -EINVAL) {
-      // Too old a kernel for clone3 or CLONE_INTO_CGROUP: fork from now on.
-      clone3_usable.store(false, std::memory_order_relaxed);
-    }
-  } else if (clone3_usable.load(std::memory_order_relaxed)) {
+  if (!kHaveClone3Vfork && clone3_usable.load(std::memory_order_relaxed)) {
     long r = syscall(SYS_clone3, &args, sizeof args);
     if (r == 0) ChildMain(cloned);
     if (r > 0) {
@@ -418,7 +454,9 @@ class ShellRuntime::TaskRun {
     // another task when every process of this one is verifiably gone (the cgroup says so:
     // without one, a process that left the process group could still write there).
     bool processes_gone = false;
+    bool listing_current = false;  // nothing can have written there since the last listing
     if (cgroup_) {
+      listing_current = cgroup_->emptied();
       if (!cgroup_->emptied()) cgroup_->KillAll();
       processes_gone = cgroup_->emptied();
       if (cgroup_->Reusable()) {
@@ -428,7 +466,7 @@ class ShellRuntime::TaskRun {
       }
     }
     if (dir_.empty()) return;
-    if (processes_gone && dir_fd_.valid() && EmptyForReuse()) {
+    if (processes_gone && dir_fd_.valid() && ((listing_current && dir_empty_) || EmptyForReuse())) {
       rt_.GiveBackDir({std::move(dir_), dir_fd_.Release()});
       return;
     }
@@ -491,6 +529,8 @@ class ShellRuntime::TaskRun {
 
   std::string dir_;  // the per-task directory (removed or kept for reuse afterwards)
   Fd dir_fd_;        // open on dir_ (for the emptiness check that allows reuse)
+  // dir_ was seen empty once the last step's processes were gone: no output, no progress.
+  bool dir_empty_ = false;
   std::string output_path_;
   std::string progress_path_;
   std::string cwd_;
@@ -742,7 +782,7 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   Fd output_write(AboveStdio(out[1]));
   if (!output.valid() || !output_write.valid()) return ErrnoStatus("pipe", errno);
   // Only our end is non-blocking: the task's stdout must stay an ordinary blocking pipe.
-  fcntl(output.get(), F_SETFL, fcntl(output.get(), F_GETFL) | O_NONBLOCK);
+  fcntl(output.get(), F_SETFL, O_RDONLY | O_NONBLOCK);  // a fresh pipe end has no other flag
 
   ChildSpec spec;
   spec.path = rt_.options_.bash.c_str();
@@ -759,6 +799,7 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
 
   std::optional<std::int64_t> oom_before = cgroup_ ? cgroup_->OomKills() : std::nullopt;
   if (cgroup_) cgroup_->MarkInUse();
+  dir_empty_ = false;
   tail_.clear();
   Result<Spawned> spawned =
       Spawn(spec, cgroup_ ? cgroup_->v1_tasks_fds() : no_fds, cgroup_ ? cgroup_->v2_dir_fd() : -1,
@@ -790,7 +831,9 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   bool exited = end.end == End::kExited;
   siginfo_t info = Finish(pid, exited, exit_info);
   Drain(output);
-  CheckProgress();
+  // One directory read tells whether there is any output or progress file to open.
+  dir_empty_ = dir_fd_.valid() && DirIsEmpty(dir_fd_.get());
+  if (!dir_empty_) CheckProgress();
 
   if (exited) {
     if (info.si_code == CLD_EXITED) {
@@ -838,7 +881,11 @@ void ShellRuntime::TaskRun::Supervise(pid_t pid, int pidfd, Fd& output,
       output_index = static_cast<int>(count);
       fds[count++] = {output.get(), POLLIN, 0};
     }
-    if (pidfd >= 0) fds[count++] = {pidfd, POLLIN, 0};
+    int pidfd_index = -1;
+    if (pidfd >= 0) {
+      pidfd_index = static_cast<int>(count);
+      fds[count++] = {pidfd, POLLIN, 0};
+    }
     if (wakeup_.valid()) fds[count++] = {wakeup_.get(), POLLIN, 0};
     int ready = poll(fds.data(), count, static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) {
@@ -848,6 +895,9 @@ void ShellRuntime::TaskRun::Supervise(pid_t pid, int pidfd, Fd& output,
       // The task may close its stdout and go on running; then only the exit matters.
       if (!ReadOutput(output.get())) output.Reset();
     }
+    // The pidfd turns readable once the process has exited: until then waitid would
+    // find nothing (its output closing usually comes first).
+    if (pidfd_index >= 0 && fds[static_cast<std::size_t>(pidfd_index)].revents == 0) continue;
     // WNOWAIT: the exited process stays a zombie, so its pid (and process group id) cannot
     // be reused before Finish has killed the rest of the group.
     exit_info = {};
@@ -933,6 +983,11 @@ void ShellRuntime::TaskRun::CheckProgress() {
 }
 
 Result<RunOutcome> ShellRuntime::TaskRun::ReadResult() {
+  if (dir_empty_) {  // nothing written: an empty result
+    RunOutcome outcome;
+    outcome.exit_code = 0;
+    return outcome;
+  }
   return ReadResultFile(output_path_, request_.max_result_bytes);
 }
 
