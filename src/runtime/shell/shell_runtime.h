@@ -54,9 +54,11 @@ struct ShellRuntimeOptions {
 // step ends, whatever it left running is killed (as when a container's main process
 // exits).
 //
-// Each task gets a fresh directory under `base_dir`, removed afterwards: its `files` go
-// there, and so do $BATON_OUTPUT and $BATON_PROGRESS (.baton-output, .baton-progress). It
-// is the steps' working directory unless the task sets `workdir`. The environment is the
+// Each task gets an empty directory under `base_dir`: a new one, or one an earlier task
+// left empty (kept, with that task's cgroups, when its processes are verifiably gone; see
+// TaskRun's destructor and TaskCgroup::Reusable). Its `files` go there, and so do
+// $BATON_OUTPUT and $BATON_PROGRESS (.baton-output, .baton-progress). It is the steps'
+// working directory unless the task sets `workdir`. The environment is the
 // task's `env` (under a step's own), PATH and HOME, the `pass_env` variables, and the
 // output and progress paths (also as TORK_OUTPUT and TORK_PROGRESS); nothing else.
 //
