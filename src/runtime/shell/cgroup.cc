@@ -1,5 +1,6 @@
 #include "runtime/shell/cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -104,9 +105,31 @@ bool IsMountOption(std::string_view option) {
   return false;
 }
 
+// Removes the task cgroups "<pid>-<n>" in `dir` left by a process that is gone (one that
+// crashed with idle ones kept for reuse, or with tasks running). rmdir fails on a cgroup
+// that still holds processes, so only empty ones go.
+void RemoveStaleTaskCgroups(const std::string& dir) {
+  DIR* listing = opendir(dir.c_str());
+  if (listing == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* entry = readdir(listing)) {
+    std::string_view name = entry->d_name;
+    std::size_t dash = name.find('-');
+    if (dash == std::string_view::npos || dash == 0) continue;
+    pid_t pid = 0;
+    auto [end, ec] = std::from_chars(name.data(), name.data() + dash, pid);
+    if (ec != std::errc() || end != name.data() + dash || pid <= 0) continue;
+    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    stale.emplace_back(name);
+  }
+  closedir(listing);
+  for (const std::string& name : stale) rmdir((dir + "/" + name).c_str());
+}
+
 // Creates `dir` if needed and checks that a child cgroup can be created in it.
 bool PrepareParent(const std::string& dir) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  RemoveStaleTaskCgroups(dir);
   std::string probe = dir + "/.probe-" + std::to_string(getpid());
   if (mkdir(probe.c_str(), 0755) != 0) return false;
   rmdir(probe.c_str());

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -604,6 +605,36 @@ TEST_F(ShellRuntimeTest, ReusedCgroupHoldsNothingOfTheTaskBefore) {
   std::string self = logs.substr(self_at + 5, logs.find('\n', self_at) - self_at - 5);
   for (const std::string& dir : dirs) {
     EXPECT_THAT(logs, HasSubstr("in " + dir + ": " + self + "\n")) << logs;
+  }
+}
+
+TEST_F(ShellRuntimeTest, EmptyTaskCgroupsOfAGoneProcessAreRemovedAtStart) {
+  if (!Runtime().cgroups().tracks_processes()) {
+    GTEST_SKIP() << "no writable cgroup hierarchy here (needs root): "
+                 << Runtime().cgroups().Describe();
+  }
+  RunOutcome outcome = RunTask(Script("cat /proc/self/cgroup > \"$BATON_OUTPUT\""));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  std::vector<std::string> dirs = BatonCgroupDirs(outcome.result);
+  ASSERT_FALSE(dirs.empty()) << outcome.result;
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  std::vector<std::string> stale, alive;
+  for (const std::string& dir : dirs) {
+    std::string parent = fs::path(dir).parent_path().string();
+    stale.push_back(parent + "/" + std::to_string(gone) + "-1");
+    alive.push_back(parent + "/" + std::to_string(getppid()) + "-1");  // a live process's
+    ASSERT_TRUE(fs::create_directory(stale.back())) << stale.back();
+    ASSERT_TRUE(fs::create_directory(alive.back())) << alive.back();
+  }
+  runtime_.reset();
+  Runtime();  // finds the hierarchies again
+  for (const std::string& dir : stale) EXPECT_FALSE(fs::exists(dir)) << dir;
+  for (const std::string& dir : alive) {
+    EXPECT_TRUE(fs::exists(dir)) << dir;
+    rmdir(dir.c_str());
   }
 }
 
