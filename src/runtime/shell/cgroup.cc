@@ -105,21 +105,32 @@ bool IsMountOption(std::string_view option) {
   return false;
 }
 
-// Removes the task cgroups "<pid>-<n>" in `dir` left by a process that is gone (one that
-// crashed with idle ones kept for reuse, or with tasks running). rmdir fails on a cgroup
-// that still holds processes, so only empty ones go.
-void RemoveStaleTaskCgroups(const std::string& dir) {
+// This process's pid namespace (its nsfs inode): pids in cgroup names mean something
+// only within it (workers in containers share the host's cgroup hierarchy).
+std::string PidNamespace() {
+  struct stat st {};
+  if (stat("/proc/self/ns/pid", &st) != 0) return "0";
+  return std::to_string(static_cast<std::uint64_t>(st.st_ino));
+}
+
+// Removes the task cgroups "<pid namespace>-<pid>-<n>" in `dir` left by a process of this
+// pid namespace that is gone (one that crashed with idle ones kept for reuse, or with
+// tasks running). rmdir fails on a cgroup that holds processes, so only empty ones go.
+void RemoveStaleTaskCgroups(const std::string& dir, const std::string& pid_namespace) {
   DIR* listing = opendir(dir.c_str());
   if (listing == nullptr) return;
+  const std::string ours = pid_namespace + "-";
   std::vector<std::string> stale;
   while (const dirent* entry = readdir(listing)) {
     std::string_view name = entry->d_name;
-    std::size_t dash = name.find('-');
+    if (name.substr(0, ours.size()) != ours) continue;
+    std::string_view rest = name.substr(ours.size());
+    std::size_t dash = rest.find('-');
     if (dash == std::string_view::npos || dash == 0) continue;
     pid_t pid = 0;
-    auto [end, ec] = std::from_chars(name.data(), name.data() + dash, pid);
-    if (ec != std::errc() || end != name.data() + dash || pid <= 0) continue;
-    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + dash, pid);
+    if (ec != std::errc() || end != rest.data() + dash || pid <= 0) continue;
+    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive
     stale.emplace_back(name);
   }
   closedir(listing);
@@ -127,9 +138,9 @@ void RemoveStaleTaskCgroups(const std::string& dir) {
 }
 
 // Creates `dir` if needed and checks that a child cgroup can be created in it.
-bool PrepareParent(const std::string& dir) {
+bool PrepareParent(const std::string& dir, const std::string& pid_namespace) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  RemoveStaleTaskCgroups(dir);
+  RemoveStaleTaskCgroups(dir, pid_namespace);
   std::string probe = dir + "/.probe-" + std::to_string(getpid());
   if (mkdir(probe.c_str(), 0755) != 0) return false;
   rmdir(probe.c_str());
@@ -193,6 +204,8 @@ std::vector<CgroupMount> ParseCgroupMounts(std::string_view mountinfo) {
 
 CgroupHost CgroupHost::Detect(const std::string& parent) {
   CgroupHost host;
+  const std::string pid_namespace = PidNamespace();
+  host.task_name_prefix_ = pid_namespace + "-" + std::to_string(getpid()) + "-";
   std::optional<std::string> mountinfo = ReadSmallFile("/proc/self/mountinfo");
   if (!mountinfo) return host;
   std::vector<CgroupMount> mounts = ParseCgroupMounts(*mountinfo);
@@ -201,7 +214,7 @@ CgroupHost CgroupHost::Detect(const std::string& parent) {
   for (const CgroupMount& mount : mounts) {
     if (!mount.v2) continue;
     std::string dir = mount.mount_point + "/" + parent;
-    if (!PrepareParent(dir)) break;
+    if (!PrepareParent(dir, pid_namespace)) break;
     // Controllers reach our parent only when enabled in the mount root's subtree_control;
     // enable the ones we want that are available but off (allowed at the root; where the
     // mount root is not the real root this may fail, and then they stay off).
@@ -236,7 +249,7 @@ CgroupHost CgroupHost::Detect(const std::string& parent) {
     for (const CgroupMount& mount : mounts) {
       if (mount.v2 || !Contains(mount.controllers, controller)) continue;
       std::string dir = mount.mount_point + "/" + parent;
-      if (PrepareParent(dir) && Exists(dir + "/" + v1_probe_file)) {
+      if (PrepareParent(dir, pid_namespace) && Exists(dir + "/" + v1_probe_file)) {
         c.where = Where::kV1;
         c.v1_parent = dir;
       }

@@ -58,6 +58,10 @@ class CgroupHost {
   // Whether a task's processes can be tracked (and killed) through a cgroup.
   bool tracks_processes() const { return !v2_parent_.empty() || limits_pids(); }
 
+  // What the names of this process's task cgroups start with: "<pid namespace>-<pid>-".
+  // Detect removes empty ones of a process of this namespace that is gone.
+  const std::string& task_name_prefix() const { return task_name_prefix_; }
+
   // One line for logs: where each controller lives.
   std::string Describe() const;
 
@@ -73,6 +77,7 @@ class CgroupHost {
     std::string v1_parent;  // <v1 mount>/<parent>, when where == kV1
   };
 
+  std::string task_name_prefix_;
   std::string v2_parent_;  // <v2 mount>/<parent>; empty when v2 is unusable
   bool v2_kill_ = false;   // cgroup.kill exists (Linux 5.14+)
   Controller memory_;

@@ -569,7 +569,7 @@ Status ShellRuntime::TaskRun::Prepare() {
     // Cgroups without memory or cpu limits are alike: an idle one will do.
     if (!wanted.memory_bytes && !wanted.cpus) cgroup_ = rt_.TakeIdleCgroup();
     if (!cgroup_) {
-      std::string name = std::to_string(getpid()) + "-" + std::to_string(++rt_.next_cgroup_);
+      std::string name = host.task_name_prefix() + std::to_string(++rt_.next_cgroup_);
       Result<std::unique_ptr<TaskCgroup>> cgroup = host.Create(name, wanted);
       if (!cgroup.ok()) return cgroup.status();
       cgroup_ = std::move(*cgroup);

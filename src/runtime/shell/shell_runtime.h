@@ -111,7 +111,7 @@ class ShellRuntime final : public Runtime {
   // Cleared when the kernel lacks clone3 or CLONE_INTO_CGROUP; then children are forked.
   std::atomic<bool> clone3_usable_{true};
 
-  std::atomic<std::uint64_t> next_cgroup_{0};  // names task cgroups <pid>-<n>
+  std::atomic<std::uint64_t> next_cgroup_{0};  // names task cgroups <prefix><n>
   std::mutex idle_mu_;
   std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_;  // guarded by idle_mu_
   std::vector<IdleDir> idle_dirs_;                         // guarded by idle_mu_

@@ -621,18 +621,24 @@ TEST_F(ShellRuntimeTest, EmptyTaskCgroupsOfAGoneProcessAreRemovedAtStart) {
   if (gone == 0) _exit(0);
   ASSERT_GT(gone, 0);
   ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
-  std::vector<std::string> stale, alive;
+  // Named "<pid namespace>-<pid>-<n>": ours is in the runtime's own prefix.
+  const std::string& prefix = Runtime().cgroups().task_name_prefix();
+  std::string pid_namespace = prefix.substr(0, prefix.find('-'));
+  std::vector<std::string> stale, kept;
   for (const std::string& dir : dirs) {
     std::string parent = fs::path(dir).parent_path().string();
-    stale.push_back(parent + "/" + std::to_string(gone) + "-1");
-    alive.push_back(parent + "/" + std::to_string(getppid()) + "-1");  // a live process's
+    stale.push_back(parent + "/" + pid_namespace + "-" + std::to_string(gone) + "-1");
+    // A live process's, and one of another pid namespace (its pids mean nothing here).
+    kept.push_back(parent + "/" + pid_namespace + "-" + std::to_string(getppid()) + "-1");
+    kept.push_back(parent + "/1" + pid_namespace + "-" + std::to_string(gone) + "-1");
     ASSERT_TRUE(fs::create_directory(stale.back())) << stale.back();
-    ASSERT_TRUE(fs::create_directory(alive.back())) << alive.back();
+    ASSERT_TRUE(fs::create_directory(kept[kept.size() - 2])) << kept[kept.size() - 2];
+    ASSERT_TRUE(fs::create_directory(kept.back())) << kept.back();
   }
   runtime_.reset();
   Runtime();  // finds the hierarchies again
   for (const std::string& dir : stale) EXPECT_FALSE(fs::exists(dir)) << dir;
-  for (const std::string& dir : alive) {
+  for (const std::string& dir : kept) {
     EXPECT_TRUE(fs::exists(dir)) << dir;
     rmdir(dir.c_str());
   }
