@@ -21,6 +21,7 @@
 #include "core/records.h"
 #include "datastore/postgres/postgres_datastore.h"
 #include "datastore/sqlite/sqlite_datastore.h"
+#include "runtime/shell/shell_runtime.h"
 
 namespace baton {
 namespace {
@@ -272,6 +273,37 @@ void BM_RabbitMqRoundTrip(benchmark::State& state) {
   BrokerRoundTrip(state, **broker);
 }
 BENCHMARK(BM_RabbitMqRoundTrip)->UseRealTime();
+
+// One `true` task through the shell runtime: the CPU time is the runtime's own (the
+// calling thread: directory, cgroups, spawn, supervision), the real time includes bash.
+void BM_ShellRuntimeTrueTask(benchmark::State& state) {
+  class NullObserver : public RunObserver {
+   public:
+    void OnLog(std::string_view) override {}
+    void OnProgress(double) override {}
+  } observer;
+  std::filesystem::path base =
+      std::filesystem::temp_directory_path() / ("baton-bench-" + NewId());
+  {
+    ShellRuntimeOptions options;
+    options.base_dir = base.string();
+    ShellRuntime runtime(options);
+    RunRequest request;
+    request.task_id = "bench";
+    request.job_id = "bench";
+    request.task.run = "true";
+    for (auto _ : state) {
+      Result<RunOutcome> outcome = runtime.Run(request, observer, {});
+      if (!outcome.ok() || outcome->state != RunOutcome::State::kCompleted) {
+        state.SkipWithError("the task failed");
+        break;
+      }
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(base, ec);
+}
+BENCHMARK(BM_ShellRuntimeTrueTask)->UseRealTime();
 
 }  // namespace
 }  // namespace baton

@@ -1,5 +1,6 @@
 #include "runtime/shell/cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -104,9 +105,42 @@ bool IsMountOption(std::string_view option) {
   return false;
 }
 
+// This process's pid namespace (its nsfs inode): pids in cgroup names mean something
+// only within it (workers in containers share the host's cgroup hierarchy).
+std::string PidNamespace() {
+  struct stat st {};
+  if (stat("/proc/self/ns/pid", &st) != 0) return "0";
+  return std::to_string(static_cast<std::uint64_t>(st.st_ino));
+}
+
+// Removes the task cgroups "<pid namespace>-<pid>-<n>" in `dir` left by a process of this
+// pid namespace that is gone (one that crashed with idle ones kept for reuse, or with
+// tasks running). rmdir fails on a cgroup that holds processes, so only empty ones go.
+void RemoveStaleTaskCgroups(const std::string& dir, const std::string& pid_namespace) {
+  DIR* listing = opendir(dir.c_str());
+  if (listing == nullptr) return;
+  const std::string ours = pid_namespace + "-";
+  std::vector<std::string> stale;
+  while (const dirent* entry = readdir(listing)) {
+    std::string_view name = entry->d_name;
+    if (name.substr(0, ours.size()) != ours) continue;
+    std::string_view rest = name.substr(ours.size());
+    std::size_t dash = rest.find('-');
+    if (dash == std::string_view::npos || dash == 0) continue;
+    pid_t pid = 0;
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + dash, pid);
+    if (ec != std::errc() || end != rest.data() + dash || pid <= 0) continue;
+    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive
+    stale.emplace_back(name);
+  }
+  closedir(listing);
+  for (const std::string& name : stale) rmdir((dir + "/" + name).c_str());
+}
+
 // Creates `dir` if needed and checks that a child cgroup can be created in it.
-bool PrepareParent(const std::string& dir) {
+bool PrepareParent(const std::string& dir, const std::string& pid_namespace) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  RemoveStaleTaskCgroups(dir, pid_namespace);
   std::string probe = dir + "/.probe-" + std::to_string(getpid());
   if (mkdir(probe.c_str(), 0755) != 0) return false;
   rmdir(probe.c_str());
@@ -170,6 +204,8 @@ std::vector<CgroupMount> ParseCgroupMounts(std::string_view mountinfo) {
 
 CgroupHost CgroupHost::Detect(const std::string& parent) {
   CgroupHost host;
+  const std::string pid_namespace = PidNamespace();
+  host.task_name_prefix_ = pid_namespace + "-" + std::to_string(getpid()) + "-";
   std::optional<std::string> mountinfo = ReadSmallFile("/proc/self/mountinfo");
   if (!mountinfo) return host;
   std::vector<CgroupMount> mounts = ParseCgroupMounts(*mountinfo);
@@ -178,7 +214,7 @@ CgroupHost CgroupHost::Detect(const std::string& parent) {
   for (const CgroupMount& mount : mounts) {
     if (!mount.v2) continue;
     std::string dir = mount.mount_point + "/" + parent;
-    if (!PrepareParent(dir)) break;
+    if (!PrepareParent(dir, pid_namespace)) break;
     // Controllers reach our parent only when enabled in the mount root's subtree_control;
     // enable the ones we want that are available but off (allowed at the root; where the
     // mount root is not the real root this may fail, and then they stay off).
@@ -213,7 +249,7 @@ CgroupHost CgroupHost::Detect(const std::string& parent) {
     for (const CgroupMount& mount : mounts) {
       if (mount.v2 || !Contains(mount.controllers, controller)) continue;
       std::string dir = mount.mount_point + "/" + parent;
-      if (PrepareParent(dir) && Exists(dir + "/" + v1_probe_file)) {
+      if (PrepareParent(dir, pid_namespace) && Exists(dir + "/" + v1_probe_file)) {
         c.where = Where::kV1;
         c.v1_parent = dir;
       }
@@ -248,6 +284,8 @@ std::string CgroupHost::Describe() const {
 Result<std::unique_ptr<TaskCgroup>> CgroupHost::Create(const std::string& name,
                                                        const CgroupLimits& limits) const {
   std::unique_ptr<TaskCgroup> cg(new TaskCgroup());
+  cg->limited_ = (limits.memory_bytes && memory_.where != Where::kNone) ||
+                 (limits.cpus && cpu_.where != Where::kNone);
   auto make = [&cg, &name](const std::string& parent, bool v2) -> Result<std::string> {
     std::string dir = parent + "/" + name;
     if (mkdir(dir.c_str(), 0755) != 0) {
@@ -327,11 +365,13 @@ TaskCgroup::~TaskCgroup() {
   if (!status.ok()) log::Warn("Could not remove a task cgroup.", {{"error", status.message()}});
 }
 
-std::vector<pid_t> TaskCgroup::Pids() const {
+namespace {
+
+// The processes in the cgroup `dir`; nullopt when its list cannot be read.
+std::optional<std::vector<pid_t>> ReadPids(const std::string& dir) {
   std::vector<pid_t> pids;
-  if (track_dir_.empty()) return pids;
-  std::optional<std::string> text = ReadSmallFile(track_dir_ + "/cgroup.procs");
-  if (!text) return pids;
+  std::optional<std::string> text = ReadSmallFile(dir + "/cgroup.procs");
+  if (!text) return std::nullopt;
   const char* p = text->data();
   const char* end = p + text->size();
   while (p < end) {
@@ -344,11 +384,39 @@ std::vector<pid_t> TaskCgroup::Pids() const {
   return pids;
 }
 
+}  // namespace
+
+std::vector<pid_t> TaskCgroup::Pids() const {
+  if (track_dir_.empty()) return {};
+  return ReadPids(track_dir_).value_or(std::vector<pid_t>{});
+}
+
+bool TaskCgroup::Reusable() const {
+  // Not after cgroup.kill: Linux 6.18 compares a CLONE_INTO_CGROUP child's kill sequence
+  // number with the one of its parent's cgroup instead of the target's, so every later
+  // process started into a killed cgroup is killed at birth.
+  if (limited_ || !emptied_ || kill_written_ || dirs_.empty()) return false;
+  for (const std::string& dir : dirs_) {
+    if (dir == track_dir_) continue;  // KillAll saw it empty
+    std::optional<std::vector<pid_t>> pids = ReadPids(dir);
+    if (!pids || !pids->empty()) return false;  // unreadable counts as not empty
+  }
+  return true;
+}
+
 std::vector<pid_t> TaskCgroup::KillAll() {
-  std::vector<pid_t> pids = Pids();
-  if (pids.empty()) return pids;
+  emptied_ = false;
+  if (track_dir_.empty()) return {};
+  std::optional<std::vector<pid_t>> listed = ReadPids(track_dir_);
+  if (!listed) return {};  // an unreadable list proves nothing: emptied_ stays false
+  std::vector<pid_t> pids = std::move(*listed);
+  if (pids.empty()) {
+    emptied_ = true;
+    return pids;
+  }
   std::vector<pid_t> killed = pids;
   if (kill_file_) {
+    kill_written_ = true;
     Status status = WriteSmallFile(track_dir_ + "/cgroup.kill", "1");
     if (!status.ok()) kill_file_ = false;  // fall back to killing one by one
   }
@@ -359,8 +427,13 @@ std::vector<pid_t> TaskCgroup::KillAll() {
     if (!kill_file_) {
       for (pid_t pid : pids) kill(pid, SIGKILL);
     }
-    pids = Pids();
-    if (pids.empty()) break;
+    listed = ReadPids(track_dir_);
+    if (!listed) break;  // the cgroup is gone
+    pids = std::move(*listed);
+    if (pids.empty()) {
+      emptied_ = true;
+      break;
+    }
     for (pid_t pid : pids) {
       if (std::find(killed.begin(), killed.end(), pid) == killed.end()) killed.push_back(pid);
     }

@@ -58,6 +58,10 @@ class CgroupHost {
   // Whether a task's processes can be tracked (and killed) through a cgroup.
   bool tracks_processes() const { return !v2_parent_.empty() || limits_pids(); }
 
+  // What the names of this process's task cgroups start with: "<pid namespace>-<pid>-".
+  // Detect removes empty ones of a process of this namespace that is gone.
+  const std::string& task_name_prefix() const { return task_name_prefix_; }
+
   // One line for logs: where each controller lives.
   std::string Describe() const;
 
@@ -73,6 +77,7 @@ class CgroupHost {
     std::string v1_parent;  // <v1 mount>/<parent>, when where == kV1
   };
 
+  std::string task_name_prefix_;
   std::string v2_parent_;  // <v2 mount>/<parent>; empty when v2 is unusable
   bool v2_kill_ = false;   // cgroup.kill exists (Linux 5.14+)
   Controller memory_;
@@ -110,6 +115,18 @@ class TaskCgroup {
   // memory cgroup.
   std::optional<std::int64_t> OomKills() const;
 
+  // Whether another task may use these cgroups: they were created without a memory or cpu
+  // limit (nothing to reset: the pids cap is the runtime's, the same for every task, and
+  // an unlimited memory cgroup has no OOM state to carry over), and every one of them is
+  // verified empty now, after a KillAll that emptied the tracking one. Reads each other
+  // directory's process list.
+  bool Reusable() const;
+  // Whether the last KillAll saw the tracking cgroup empty, and nothing was started in it
+  // since (MarkInUse).
+  bool emptied() const { return emptied_; }
+  // Called before a process is started in the cgroup.
+  void MarkInUse() { emptied_ = false; }
+
   // Closes the fds and removes the directories (kill first). Idempotent.
   Status Remove();
 
@@ -128,6 +145,9 @@ class TaskCgroup {
   bool kill_file_ = false;  // track_dir_ has cgroup.kill
   std::string memory_dir_;  // empty without a memory limit
   bool memory_v2_ = false;
+  bool limited_ = false;   // created with a memory or cpu limit
+  bool emptied_ = false;   // the last KillAll saw track_dir_ empty
+  bool kill_written_ = false;  // cgroup.kill was used (see Reusable)
 };
 
 }  // namespace baton

@@ -65,6 +65,9 @@ constexpr auto kDrainWait = std::chrono::milliseconds(300);
 // Without pidfd_open (Linux < 5.3) the exit is noticed by polling this often.
 constexpr int kExitPollMillis = 50;
 constexpr std::size_t kMaxWarnedJobs = 1024;
+// Idle task cgroups (and directories) kept for reuse, at most: more than the tasks that
+// run at once on any worker we know of.
+constexpr std::size_t kMaxIdle = 64;
 // Scripts up to this size go to bash as an argument (one argument may be 128 KiB); longer
 // ones through a file. Every file costs: on some disks creating and deleting one takes
 // milliseconds.
@@ -93,6 +96,7 @@ class Fd {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
   }
+  int Release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;
@@ -105,6 +109,27 @@ int AboveStdio(int fd) {
   int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   close(fd);
   return moved;
+}
+
+// Whether the directory open as `fd` holds nothing but "." and "..": one getdents64 from
+// its start (a removed directory reads as an error, so not as empty).
+bool DirIsEmpty(int fd) {
+  if (lseek(fd, 0, SEEK_SET) != 0) return false;
+  alignas(8) char buf[512];
+  long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+  if (n <= 0) return false;
+  int entries = 0;
+  for (long pos = 0; pos < n;) {
+    unsigned short reclen = 0;
+    std::memcpy(&reclen, buf + pos + 16, sizeof reclen);  // d_ino(8) d_off(8) d_reclen(2)
+    const char* name = buf + pos + 19;                    // d_type(1), then the name
+    if (std::strcmp(name, ".") != 0 && std::strcmp(name, "..") != 0) return false;
+    ++entries;
+    if (reclen == 0) return false;
+    pos += reclen;
+  }
+  // "." and ".." fit in one read; if more followed they were not read, so read again.
+  return entries == 2 && syscall(SYS_getdents64, fd, buf, sizeof buf) == 0;
 }
 
 std::int64_t RoundUpMillis(Clock::duration d) {
@@ -128,6 +153,11 @@ std::int64_t RoundUpMillis(Clock::duration d) {
 
 enum ChildStage : int { kJoinCgroup = 1, kNewSession, kLimitMemory, kRedirect, kChdir, kExec };
 
+struct ChildError {
+  int stage;
+  int err;
+};
+
 struct ChildSpec {
   const char* path = nullptr;
   char* const* argv = nullptr;
@@ -135,17 +165,16 @@ struct ChildSpec {
   const char* cwd = nullptr;
   int stdin_fd = -1;
   int output_fd = -1;
+  // How a failure before exec reaches the parent: through `shared_error` when the child
+  // shares the parent's memory (the parent sleeps until the child has exec'd or exited,
+  // then reads it), else by writing a ChildError to `report_fd`.
+  ChildError* shared_error = nullptr;
   int report_fd = -1;
   // cgroup files to write "0" (this process) into.
   const int* procs_fds = nullptr;
   std::size_t procs_fd_count = 0;
   bool limit_address_space = false;
   std::uint64_t address_space = 0;
-};
-
-struct ChildError {
-  int stage;
-  int err;
 };
 
 // The kernel's struct sigaction, all zero: SIG_DFL, no flags, empty mask (32 bytes cover
@@ -180,7 +209,13 @@ constexpr int kKernelSigsetBytes = 8;
 
 [[noreturn]] BATON_CHILD_CODE void ChildFail(const ChildSpec& spec, int stage, long err) {
   ChildError error{stage, static_cast<int>(err)};
-  syscall(SYS_write, spec.report_fd, &error, sizeof error);
+  if (spec.shared_error != nullptr) {
+    volatile ChildError* shared = spec.shared_error;
+    shared->stage = error.stage;
+    shared->err = error.err;
+  } else {
+    syscall(SYS_write, spec.report_fd, &error, sizeof error);
+  }
   syscall(SYS_exit_group, 127);
   __builtin_unreachable();
 }
@@ -281,6 +316,63 @@ int PidfdOpen(pid_t pid) {
 // `clone3_usable` stays true), else by writing too.
 Result<Spawned> Spawn(ChildSpec spec, const std::vector<int>& v1_procs, int v2_dir, int v2_procs,
                       std::atomic<bool>& clone3_usable) {
+  Spawned spawned;
+  int pidfd = -1;
+  CloneArgs args{};
+  args.flags = kClonePidfd | (v2_dir >= 0 ? kCloneIntoCgroup : 0);
+  args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = v2_dir >= 0 ? static_cast<std::uint64_t>(v2_dir) : 0;
+
+  // Block every signal across the copy so that no handler of this process runs in the
+  // child before it has reset them.
+  sigset_t all, old;
+  sigfillset(&all);
+  pid_t pid = -1;
+  int spawn_err = 0;
+
+  if (kHaveClone3Vfork && clone3_usable.load(std::memory_order_relaxed)) {
+    // The child shares our memory until exec: it reports a failure in `error`, no pipe.
+    // Its stack: this thread sleeps meanwhile, so one per thread is enough.
+    constexpr std::size_t kChildStackBytes = 64 * 1024;
+    thread_local std::unique_ptr<std::uint64_t[]> child_stack;
+    if (!child_stack) child_stack = std::make_unique<std::uint64_t[]>(kChildStackBytes / 8);
+    ChildError error{0, 0};
+    ChildSpec cloned = spec;
+    cloned.procs_fds = v1_procs.data();
+    cloned.procs_fd_count = v1_procs.size();
+    cloned.shared_error = &error;
+    CloneArgs vfork_args = args;
+    vfork_args.flags |= kCloneVm | kCloneVfork;
+    vfork_args.stack = reinterpret_cast<std::uintptr_t>(child_stack.get());
+    vfork_args.stack_size = kChildStackBytes;
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    long r = Clone3Vfork(&vfork_args, &cloned);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (r > 0) {
+      pid = static_cast<pid_t>(r);
+      spawned.pid = pid;
+      spawned.pidfd = Fd(pidfd >= 0 ? pidfd : PidfdOpen(pid));
+      const volatile ChildError* shared = &error;
+      ChildError seen{shared->stage, shared->err};
+      if (seen.stage != 0) {
+        siginfo_t info{};
+        while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED) != 0 && errno == EINTR) {
+        }
+        spawned.pid = -1;
+        spawned.pidfd.Reset();
+        spawned.failed_stage = seen.stage;
+        spawned.err = seen.err;
+      }
+      return spawned;
+    }
+    if (r == -ENOSYS || r == -E2BIG || r == -EINVAL) {
+      // Too old a kernel for clone3 or CLONE_INTO_CGROUP: fork from now on.
+      clone3_usable.store(false, std::memory_order_relaxed);
+    }
+  }
+
+  // A copy of this process (clone3 without CLONE_VM, or fork): failures come through a pipe.
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   Fd report_read(AboveStdio(report[0]));
@@ -298,39 +390,8 @@ Result<Spawned> Spawn(ChildSpec spec, const std::vector<int>& v1_procs, int v2_d
   forked.procs_fds = all_procs.data();
   forked.procs_fd_count = all_procs.size();
 
-  Spawned spawned;
-  int pidfd = -1;
-  CloneArgs args{};
-  args.flags = kClonePidfd | (v2_dir >= 0 ? kCloneIntoCgroup : 0);
-  args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  args.cgroup = v2_dir >= 0 ? static_cast<std::uint64_t>(v2_dir) : 0;
-
-  // Block every signal across the copy so that no handler of this process runs in the
-  // child before it has reset them.
-  sigset_t all, old;
-  sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = -1;
-  int spawn_err = 0;
-  // The child's stack while it shares our memory (until exec): this thread sleeps
-  // meanwhile, so one per thread is enough.
-  constexpr std::size_t kChildStackBytes = 64 * 1024;
-  thread_local std::unique_ptr<std::uint64_t[]> child_stack;
-  if (kHaveClone3Vfork && clone3_usable.load(std::memory_order_relaxed)) {
-    if (!child_stack) child_stack = std::make_unique<std::uint64_t[]>(kChildStackBytes / 8);
-    CloneArgs vfork_args = args;
-    vfork_args.flags |= kCloneVm | kCloneVfork;
-    vfork_args.stack = reinterpret_cast<std::uintptr_t>(child_stack.get());
-    vfork_args.stack_size = kChildStackBytes;
-    long r = Clone3Vfork(&vfork_args, &cloned);
-    if (r > 0) {
-      pid = static_cast<pid_t>(r);
-    } else if (r == -ENOSYS || r == -E2BIG || r == -EINVAL) {
-      // Too old a kernel for clone3 or CLONE_INTO_CGROUP: fork from now on.
-      clone3_usable.store(false, std::memory_order_relaxed);
-    }
-  } else if (clone3_usable.load(std::memory_order_relaxed)) {
+  if (!kHaveClone3Vfork && clone3_usable.load(std::memory_order_relaxed)) {
     long r = syscall(SYS_clone3, &args, sizeof args);
     if (r == 0) ChildMain(cloned);
     if (r > 0) {
@@ -389,12 +450,31 @@ class ShellRuntime::TaskRun {
   TaskRun& operator=(const TaskRun&) = delete;
 
   ~TaskRun() {
-    // Processes first (the cgroup's destructor kills and waits), then their directory.
-    cgroup_.reset();
+    // Processes first, then their directory. The cgroups and the directory are kept for
+    // another task when every process of this one is verifiably gone (the cgroup says so:
+    // without one, a process that left the process group could still write there).
+    bool processes_gone = false;
+    bool listing_current = false;  // nothing can have written there since the last listing
+    if (cgroup_) {
+      listing_current = cgroup_->emptied();
+      if (!cgroup_->emptied()) cgroup_->KillAll();
+      processes_gone = cgroup_->emptied();
+      if (cgroup_->Reusable()) {
+        rt_.GiveBackCgroup(std::move(cgroup_));
+      } else {
+        cgroup_.reset();  // kills and removes
+      }
+    }
+    if (dir_.empty()) return;
+    if (processes_gone && dir_fd_.valid() && ((listing_current && dir_empty_) || EmptyForReuse())) {
+      rt_.GiveBackDir({std::move(dir_), dir_fd_.Release()});
+      return;
+    }
+    dir_fd_.Reset();
     // Most tasks leave their directory empty: one rmdir then. (remove_all opens and
     // lists it, then tries unlink before rmdir: three more calls, two of them taking the
     // lock of the directory every task's directory is made in.)
-    if (!dir_.empty() && rmdir(dir_.c_str()) != 0) {
+    if (rmdir(dir_.c_str()) != 0) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
       if (ec) {
@@ -424,6 +504,9 @@ class ShellRuntime::TaskRun {
   };
 
   Status Prepare();
+  Status MakeDir();
+  // Removes the runtime's own files from the directory; whether it is then empty.
+  bool EmptyForReuse();
   Result<StepEnd> RunStep(const Step& step);
   void Supervise(pid_t pid, int pidfd, Fd& output, Clock::time_point step_deadline,
                  bool step_deadline_is_task, StepEnd& end, siginfo_t& exit_info);
@@ -444,7 +527,10 @@ class ShellRuntime::TaskRun {
   RunObserver& observer_;
   std::stop_token cancel_;
 
-  std::string dir_;  // the per-task directory (removed afterwards)
+  std::string dir_;  // the per-task directory (removed or kept for reuse afterwards)
+  Fd dir_fd_;        // open on dir_ (for the emptiness check that allows reuse)
+  // dir_ was seen empty once the last step's processes were gone: no output, no progress.
+  bool dir_empty_ = false;
   std::string output_path_;
   std::string progress_path_;
   std::string cwd_;
@@ -457,20 +543,14 @@ class ShellRuntime::TaskRun {
 };
 
 Status ShellRuntime::TaskRun::Prepare() {
-  // A fresh directory: <base>/<task id>-XXXXXX.
-  std::string tmpl = rt_.options_.base_dir + "/" + NamePart(request_.task_id, 64) + "-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    int err = errno;
-    if (err != ENOENT)
-      return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, err);
-    std::error_code ec;  // the base directory was removed since construction
-    std::filesystem::create_directories(rt_.options_.base_dir, ec);
-    tmpl = rt_.options_.base_dir + "/" + NamePart(request_.task_id, 64) + "-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, errno);
-    }
+  // An idle directory of an earlier task (verified empty), else a fresh one:
+  // <base>/<task id>-XXXXXX.
+  if (std::optional<IdleDir> idle = rt_.TakeIdleDir()) {
+    dir_ = std::move(idle->path);
+    dir_fd_ = Fd(idle->fd);
+  } else {
+    BATON_RETURN_IF_ERROR(MakeDir());
   }
-  dir_ = std::move(tmpl);
   output_path_ = dir_ + "/" + std::string(kReservedPrefix) + "output";
   progress_path_ = dir_ + "/" + std::string(kReservedPrefix) + "progress";
   cwd_ = task_.workdir.empty() ? dir_ : task_.workdir;
@@ -486,15 +566,48 @@ Status ShellRuntime::TaskRun::Prepare() {
   if (limits && limits->cpus && host.limits_cpu()) wanted.cpus = limits->cpus;
   if (host.limits_pids()) wanted.pids_max = rt_.options_.pids_max;
   if (host.tracks_processes() || wanted.memory_bytes || wanted.cpus || wanted.pids_max > 0) {
-    std::string name = std::to_string(getpid()) + "-" + dir_.substr(dir_.rfind('/') + 1);
-    Result<std::unique_ptr<TaskCgroup>> cgroup = host.Create(name, wanted);
-    if (!cgroup.ok()) return cgroup.status();
-    cgroup_ = std::move(*cgroup);
+    // Cgroups without memory or cpu limits are alike: an idle one will do.
+    if (!wanted.memory_bytes && !wanted.cpus) cgroup_ = rt_.TakeIdleCgroup();
+    if (!cgroup_) {
+      std::string name = host.task_name_prefix() + std::to_string(++rt_.next_cgroup_);
+      Result<std::unique_ptr<TaskCgroup>> cgroup = host.Create(name, wanted);
+      if (!cgroup.ok()) return cgroup.status();
+      cgroup_ = std::move(*cgroup);
+    }
   }
   if (limits && limits->memory && !host.limits_memory()) {
     address_space_ = static_cast<rlim_t>(*limits->memory);
   }
   return Status::Ok();
+}
+
+Status ShellRuntime::TaskRun::MakeDir() {
+  std::string tmpl = rt_.options_.base_dir + "/" + NamePart(request_.task_id, 64) + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    int err = errno;
+    if (err != ENOENT)
+      return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, err);
+    std::error_code ec;  // the base directory was removed since construction
+    std::filesystem::create_directories(rt_.options_.base_dir, ec);
+    tmpl = rt_.options_.base_dir + "/" + NamePart(request_.task_id, 64) + "-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return ErrnoStatus("cannot create a directory in " + rt_.options_.base_dir, errno);
+    }
+  }
+  dir_ = std::move(tmpl);
+  // Only for reuse: without it the directory is simply removed afterwards.
+  dir_fd_ = Fd(AboveStdio(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)));
+  return Status::Ok();
+}
+
+bool ShellRuntime::TaskRun::EmptyForReuse() {
+  if (DirIsEmpty(dir_fd_.get())) return true;
+  const std::string output = std::string(kReservedPrefix) + "output";
+  const std::string progress = std::string(kReservedPrefix) + "progress";
+  // Not a directory's (flags 0): one the task made there leaves it non-empty.
+  unlinkat(dir_fd_.get(), output.c_str(), 0);
+  unlinkat(dir_fd_.get(), progress.c_str(), 0);
+  return DirIsEmpty(dir_fd_.get());
 }
 
 Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
@@ -669,7 +782,7 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   Fd output_write(AboveStdio(out[1]));
   if (!output.valid() || !output_write.valid()) return ErrnoStatus("pipe", errno);
   // Only our end is non-blocking: the task's stdout must stay an ordinary blocking pipe.
-  fcntl(output.get(), F_SETFL, fcntl(output.get(), F_GETFL) | O_NONBLOCK);
+  fcntl(output.get(), F_SETFL, O_RDONLY | O_NONBLOCK);  // a fresh pipe end has no other flag
 
   ChildSpec spec;
   spec.path = rt_.options_.bash.c_str();
@@ -685,6 +798,8 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   const std::vector<int> no_fds;
 
   std::optional<std::int64_t> oom_before = cgroup_ ? cgroup_->OomKills() : std::nullopt;
+  if (cgroup_) cgroup_->MarkInUse();
+  dir_empty_ = false;
   tail_.clear();
   Result<Spawned> spawned =
       Spawn(spec, cgroup_ ? cgroup_->v1_tasks_fds() : no_fds, cgroup_ ? cgroup_->v2_dir_fd() : -1,
@@ -716,7 +831,9 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   bool exited = end.end == End::kExited;
   siginfo_t info = Finish(pid, exited, exit_info);
   Drain(output);
-  CheckProgress();
+  // One directory read tells whether there is any output or progress file to open.
+  dir_empty_ = dir_fd_.valid() && DirIsEmpty(dir_fd_.get());
+  if (!dir_empty_) CheckProgress();
 
   if (exited) {
     if (info.si_code == CLD_EXITED) {
@@ -764,7 +881,11 @@ void ShellRuntime::TaskRun::Supervise(pid_t pid, int pidfd, Fd& output,
       output_index = static_cast<int>(count);
       fds[count++] = {output.get(), POLLIN, 0};
     }
-    if (pidfd >= 0) fds[count++] = {pidfd, POLLIN, 0};
+    int pidfd_index = -1;
+    if (pidfd >= 0) {
+      pidfd_index = static_cast<int>(count);
+      fds[count++] = {pidfd, POLLIN, 0};
+    }
     if (wakeup_.valid()) fds[count++] = {wakeup_.get(), POLLIN, 0};
     int ready = poll(fds.data(), count, static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) {
@@ -774,6 +895,9 @@ void ShellRuntime::TaskRun::Supervise(pid_t pid, int pidfd, Fd& output,
       // The task may close its stdout and go on running; then only the exit matters.
       if (!ReadOutput(output.get())) output.Reset();
     }
+    // The pidfd turns readable once the process has exited: until then waitid would
+    // find nothing (its output closing usually comes first).
+    if (pidfd_index >= 0 && fds[static_cast<std::size_t>(pidfd_index)].revents == 0) continue;
     // WNOWAIT: the exited process stays a zombie, so its pid (and process group id) cannot
     // be reused before Finish has killed the rest of the group.
     exit_info = {};
@@ -859,6 +983,11 @@ void ShellRuntime::TaskRun::CheckProgress() {
 }
 
 Result<RunOutcome> ShellRuntime::TaskRun::ReadResult() {
+  if (dir_empty_) {  // nothing written: an empty result
+    RunOutcome outcome;
+    outcome.exit_code = 0;
+    return outcome;
+  }
   return ReadResultFile(output_path_, request_.max_result_bytes);
 }
 
@@ -945,7 +1074,69 @@ ShellRuntime::ShellRuntime(ShellRuntimeOptions options) : options_(std::move(opt
 }
 
 ShellRuntime::~ShellRuntime() {
+  idle_cgroups_.clear();  // each removes itself
+  for (IdleDir& dir : idle_dirs_) {
+    close(dir.fd);
+    if (rmdir(dir.path.c_str()) != 0 && errno != ENOENT) {
+      log::Warn("Could not remove a task's working directory.",
+                {{"dir", dir.path}, {"error", ErrnoText(errno)}});
+    }
+  }
   if (dev_null_ >= 0) close(dev_null_);
+}
+
+std::unique_ptr<TaskCgroup> ShellRuntime::TakeIdleCgroup() {
+  std::lock_guard lock(idle_mu_);
+  if (idle_cgroups_.empty()) return nullptr;
+  std::unique_ptr<TaskCgroup> cgroup = std::move(idle_cgroups_.back());
+  idle_cgroups_.pop_back();
+  return cgroup;
+}
+
+void ShellRuntime::GiveBackCgroup(std::unique_ptr<TaskCgroup> cgroup) {
+  {
+    std::lock_guard lock(idle_mu_);
+    if (idle_cgroups_.size() < kMaxIdle) {
+      idle_cgroups_.push_back(std::move(cgroup));
+      return;
+    }
+  }
+  cgroup.reset();  // removed outside the lock
+}
+
+std::optional<ShellRuntime::IdleDir> ShellRuntime::TakeIdleDir() {
+  while (true) {
+    IdleDir dir;
+    {
+      std::lock_guard lock(idle_mu_);
+      if (idle_dirs_.empty()) return std::nullopt;
+      dir = std::move(idle_dirs_.back());
+      idle_dirs_.pop_back();
+    }
+    // Verified again now: it was empty when given back, but any process of the same user
+    // can write there meanwhile. Still ours (mode 0700, nothing below it) and still empty;
+    // else it is removed and the next one tried.
+    struct stat st {};
+    if (fstat(dir.fd, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700 &&
+        st.st_uid == geteuid() && st.st_nlink == 2 && DirIsEmpty(dir.fd)) {
+      return dir;
+    }
+    close(dir.fd);
+    std::error_code ec;
+    std::filesystem::remove_all(dir.path, ec);
+  }
+}
+
+void ShellRuntime::GiveBackDir(IdleDir dir) {
+  {
+    std::lock_guard lock(idle_mu_);
+    if (idle_dirs_.size() < kMaxIdle) {
+      idle_dirs_.push_back(std::move(dir));
+      return;
+    }
+  }
+  close(dir.fd);
+  rmdir(dir.path.c_str());
 }
 
 void ShellRuntime::WarnImageIgnoredOnce(const RunRequest& request) {

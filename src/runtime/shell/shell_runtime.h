@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -52,9 +54,11 @@ struct ShellRuntimeOptions {
 // step ends, whatever it left running is killed (as when a container's main process
 // exits).
 //
-// Each task gets a fresh directory under `base_dir`, removed afterwards: its `files` go
-// there, and so do $BATON_OUTPUT and $BATON_PROGRESS (.baton-output, .baton-progress). It
-// is the steps' working directory unless the task sets `workdir`. The environment is the
+// Each task gets an empty directory under `base_dir`: a new one, or one an earlier task
+// left empty (kept, with that task's cgroups, when its processes are verifiably gone; see
+// TaskRun's destructor and TaskCgroup::Reusable). Its `files` go there, and so do
+// $BATON_OUTPUT and $BATON_PROGRESS (.baton-output, .baton-progress). It is the steps'
+// working directory unless the task sets `workdir`. The environment is the
 // task's `env` (under a step's own), PATH and HOME, the `pass_env` variables, and the
 // output and progress paths (also as TORK_OUTPUT and TORK_PROGRESS); nothing else.
 //
@@ -79,7 +83,20 @@ class ShellRuntime final : public Runtime {
  private:
   class TaskRun;
 
+  // A task directory kept for reuse: its path and an open descriptor of it.
+  struct IdleDir {
+    std::string path;
+    int fd = -1;
+  };
+
   void WarnImageIgnoredOnce(const RunRequest& request);
+  // Idle task cgroups and directories: taken by a starting task, given back by a finished
+  // one whose processes are verifiably gone (more than kMaxIdle are removed instead).
+  // Creating and removing them is most of a trivial task's cost in this process.
+  std::unique_ptr<TaskCgroup> TakeIdleCgroup();
+  void GiveBackCgroup(std::unique_ptr<TaskCgroup> cgroup);
+  std::optional<IdleDir> TakeIdleDir();
+  void GiveBackDir(IdleDir dir);
 
   ShellRuntimeOptions options_;
   CgroupHost cgroups_;
@@ -93,6 +110,11 @@ class ShellRuntime final : public Runtime {
   bool is_reaper_ = false;
   // Cleared when the kernel lacks clone3 or CLONE_INTO_CGROUP; then children are forked.
   std::atomic<bool> clone3_usable_{true};
+
+  std::atomic<std::uint64_t> next_cgroup_{0};  // names task cgroups <prefix><n>
+  std::mutex idle_mu_;
+  std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_;  // guarded by idle_mu_
+  std::vector<IdleDir> idle_dirs_;                         // guarded by idle_mu_
 
   std::mutex warned_mu_;
   std::unordered_set<std::string> warned_jobs_;  // guarded by warned_mu_

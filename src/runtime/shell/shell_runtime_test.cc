@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -178,7 +179,9 @@ class ShellRuntimeTest : public ::testing::Test {
     return task;
   }
 
+  // Once the runtime is gone (it keeps empty directories of finished tasks for reuse).
   bool BaseDirIsEmpty() {
+    runtime_.reset();
     std::error_code ec;
     return fs::is_empty(options_.base_dir, ec) || !fs::exists(options_.base_dir);
   }
@@ -556,7 +559,141 @@ TEST_F(ShellRuntimeTest, EveryTaskGetsAPidsCgroupByDefault) {
   ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
   std::vector<std::string> dirs = BatonCgroupDirs(outcome.result);
   EXPECT_FALSE(dirs.empty()) << outcome.result;
+  // Kept, empty, for the next task while the runtime lives; removed with it.
+  for (const std::string& dir : dirs) EXPECT_EQ(ReadText(dir + "/cgroup.procs"), "") << dir;
+  runtime_.reset();
   for (const std::string& dir : dirs) EXPECT_FALSE(fs::exists(dir)) << dir << " was left behind";
+}
+
+TEST_F(ShellRuntimeTest, ReusedCgroupHoldsNothingOfTheTaskBefore) {
+  if (!Runtime().cgroups().tracks_processes()) {
+    GTEST_SKIP() << "no writable cgroup hierarchy here (needs root): "
+                 << Runtime().cgroups().Describe();
+  }
+  std::string pids = scratch_.path() + "/pids";
+  // The first task leaves a process outside its session behind.
+  Task first = Script(
+      "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! >> \"$PIDS\"\n"
+      "cat /proc/self/cgroup > \"$BATON_OUTPUT\"");
+  first.env = {{"PIDS", pids}};
+  RunOutcome a = RunTask(std::move(first));
+  ASSERT_EQ(a.state, State::kCompleted) << a.error;
+  ExpectAllGone(pids, 1);
+  // Its cgroups are emptied, or gone.
+  for (const std::string& dir : BatonCgroupDirs(a.result)) {
+    if (fs::exists(dir)) EXPECT_EQ(ReadText(dir + "/cgroup.procs"), "") << dir;
+  }
+  // A clean task's cgroups go to the next task, which finds only itself there (`read` is
+  // a builtin: listing forks nothing).
+  RunOutcome b = RunTask(Script("cat /proc/self/cgroup > \"$BATON_OUTPUT\""));
+  ASSERT_EQ(b.state, State::kCompleted) << b.error;
+  std::vector<std::string> dirs = BatonCgroupDirs(b.result);
+  ASSERT_FALSE(dirs.empty()) << b.result;
+  std::string dir_list;
+  for (const std::string& dir : dirs) dir_list += dir + " ";
+  Task third = Script(
+      "cat /proc/self/cgroup > \"$BATON_OUTPUT\"\n"
+      "for d in $DIRS; do printf 'in %s:' \"$d\"; while read -r p; do printf ' %s' \"$p\"; "
+      "done < \"$d/cgroup.procs\"; echo; done; echo \"self $$\"");
+  third.env = {{"DIRS", dir_list}};
+  RunOutcome c = RunTask(std::move(third));
+  ASSERT_EQ(c.state, State::kCompleted) << c.error;
+  EXPECT_EQ(BatonCgroupDirs(c.result), dirs) << "the cgroups were not reused";
+  std::string logs = observer_.logs();
+  std::size_t self_at = logs.find("self ");
+  ASSERT_NE(self_at, std::string::npos) << logs;
+  std::string self = logs.substr(self_at + 5, logs.find('\n', self_at) - self_at - 5);
+  for (const std::string& dir : dirs) {
+    EXPECT_THAT(logs, HasSubstr("in " + dir + ": " + self + "\n")) << logs;
+  }
+}
+
+TEST_F(ShellRuntimeTest, EmptyTaskCgroupsOfAGoneProcessAreRemovedAtStart) {
+  if (!Runtime().cgroups().tracks_processes()) {
+    GTEST_SKIP() << "no writable cgroup hierarchy here (needs root): "
+                 << Runtime().cgroups().Describe();
+  }
+  RunOutcome outcome = RunTask(Script("cat /proc/self/cgroup > \"$BATON_OUTPUT\""));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  std::vector<std::string> dirs = BatonCgroupDirs(outcome.result);
+  ASSERT_FALSE(dirs.empty()) << outcome.result;
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  // Named "<pid namespace>-<pid>-<n>": ours is in the runtime's own prefix.
+  const std::string& prefix = Runtime().cgroups().task_name_prefix();
+  std::string pid_namespace = prefix.substr(0, prefix.find('-'));
+  std::vector<std::string> stale, kept;
+  for (const std::string& dir : dirs) {
+    std::string parent = fs::path(dir).parent_path().string();
+    stale.push_back(parent + "/" + pid_namespace + "-" + std::to_string(gone) + "-1");
+    // A live process's, and one of another pid namespace (its pids mean nothing here).
+    kept.push_back(parent + "/" + pid_namespace + "-" + std::to_string(getppid()) + "-1");
+    kept.push_back(parent + "/1" + pid_namespace + "-" + std::to_string(gone) + "-1");
+    ASSERT_TRUE(fs::create_directory(stale.back())) << stale.back();
+    ASSERT_TRUE(fs::create_directory(kept[kept.size() - 2])) << kept[kept.size() - 2];
+    ASSERT_TRUE(fs::create_directory(kept.back())) << kept.back();
+  }
+  runtime_.reset();
+  Runtime();  // finds the hierarchies again
+  for (const std::string& dir : stale) EXPECT_FALSE(fs::exists(dir)) << dir;
+  for (const std::string& dir : kept) {
+    EXPECT_TRUE(fs::exists(dir)) << dir;
+    rmdir(dir.c_str());
+  }
+}
+
+TEST_F(ShellRuntimeTest, TaskAfterAnOutOfMemoryTaskIsNotLimited) {
+  if (!Runtime().cgroups().limits_memory()) {
+    GTEST_SKIP() << "no writable memory cgroup here (needs root): "
+                 << Runtime().cgroups().Describe();
+  }
+  Task limited = Script("head -c 200m /dev/zero | tail");
+  limited.limits = Limits{0.5, 32 * 1024 * 1024};
+  RunOutcome a = RunTask(limited);
+  EXPECT_EQ(a.state, State::kFailed);
+  EXPECT_THAT(a.error, HasSubstr("out of memory"));
+  for (int i = 0; i < 2; ++i) {
+    RunOutcome b = RunTask(Script("head -c 200m /dev/zero | tail; echo fine"));
+    EXPECT_EQ(b.state, State::kCompleted) << b.error;
+  }
+  // And a limited task after unlimited ones is limited again.
+  RunOutcome c = RunTask(limited);
+  EXPECT_EQ(c.state, State::kFailed);
+  EXPECT_THAT(c.error, HasSubstr("out of memory"));
+}
+
+TEST_F(ShellRuntimeTest, TaskDirectoryIsReusedOnlyOnceEmpty) {
+  if (!Runtime().cgroups().tracks_processes()) {
+    GTEST_SKIP() << "directories are reused only where cgroups track the processes: "
+                 << Runtime().cgroups().Describe();
+  }
+  auto run = [this](const std::string& script) {
+    RunOutcome outcome = RunTask(Script("pwd > \"$BATON_OUTPUT\"; ls -A >> \"$BATON_OUTPUT\"; " +
+                                        script));
+    EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+    return outcome.result;
+  };
+  // A file of the task's own: its directory is removed, not reused.
+  std::string a = run("echo x > left-behind; echo p > \"$BATON_PROGRESS\"");
+  std::string a_dir = a.substr(0, a.find('\n'));
+  EXPECT_EQ(a, a_dir + "\n.baton-output\n");
+  EXPECT_FALSE(fs::exists(a_dir));
+  // Only the runtime's own files: reused, and the next task finds it empty.
+  std::string b = run("echo 50 > \"$BATON_PROGRESS\"");
+  std::string b_dir = b.substr(0, b.find('\n'));
+  EXPECT_NE(b_dir, a_dir);
+  std::string c = run("");
+  EXPECT_EQ(c, b_dir + "\n.baton-output\n") << "not reused, or not empty";
+  // Something written there while it was idle: not reused.
+  std::ofstream(b_dir + "/intruder") << "x";
+  std::string d = run("");
+  std::string d_dir = d.substr(0, d.find('\n'));
+  EXPECT_NE(d_dir, b_dir);
+  EXPECT_EQ(d, d_dir + "\n.baton-output\n");
+  EXPECT_FALSE(fs::exists(b_dir));
+  EXPECT_TRUE(BaseDirIsEmpty());
 }
 
 // ---- Warnings and health ----
