@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -704,6 +705,73 @@ TEST_P(DatastoreConformanceTest, ConcurrentTaskUpdatesLoseNothing) {
   EXPECT_EQ(failures.load(), 0);
   Reopen();
   EXPECT_EQ(ds().GetTask(task.id)->completions, kThreads * kIncrements);
+}
+
+TEST_P(DatastoreConformanceTest, AddCompletionCountsOnlyWhileRunning) {
+  JobRecord job = NewJob(SimpleJob("j"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);  // RUNNING, 4 completions
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  Result<std::optional<int>> counted = ds().AddCompletion(task.id);
+  ASSERT_TRUE(counted.ok()) << counted.status().ToString();
+  EXPECT_EQ(*counted, std::optional<int>(5));
+  counted = ds().AddCompletion(task.id);
+  ASSERT_TRUE(counted.ok()) << counted.status().ToString();
+  EXPECT_EQ(*counted, std::optional<int>(6));
+  Reopen();
+  TaskRecord want = task;
+  want.completions = 6;  // and nothing else changed
+  EXPECT_EQ(*ds().GetTask(task.id), want);
+
+  ASSERT_TRUE(IsOk(ds().UpdateTask(task.id, [](TaskRecord& r) {
+    r.state = TaskState::kCompleted;
+    return Ok();
+  })));
+  counted = ds().AddCompletion(task.id);
+  ASSERT_TRUE(counted.ok()) << counted.status().ToString();
+  EXPECT_EQ(*counted, std::nullopt);
+  EXPECT_EQ(ds().GetTask(task.id)->completions, 6);
+}
+
+TEST_P(DatastoreConformanceTest, AddCompletionOfAnUnknownTaskIsNotFound) {
+  EXPECT_EQ(ds().AddCompletion(NewId()).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, ConcurrentCompletionsAreEachCountedOnce) {
+  auto [job, task] = MakeJobWithTask();
+  ASSERT_TRUE(IsOk(ds().UpdateTask(task.id, [](TaskRecord& r) {
+    r.state = TaskState::kRunning;
+    return Ok();
+  })));
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 50;
+  std::vector<std::vector<int>> seen(kThreads);
+  std::atomic<int> failures{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t, id = task.id] {
+        for (int i = 0; i < kPerThread; ++i) {
+          Result<std::optional<int>> counted = ds().AddCompletion(id);
+          if (!counted.ok() || !counted->has_value()) {
+            failures.fetch_add(1);
+          } else {
+            seen[static_cast<std::size_t>(t)].push_back(**counted);
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(failures.load(), 0);
+  // Every count from 1 to the total was handed out exactly once.
+  std::vector<int> all;
+  for (const auto& counts : seen) all.insert(all.end(), counts.begin(), counts.end());
+  std::sort(all.begin(), all.end());
+  std::vector<int> want(kThreads * kPerThread);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<int>(i) + 1;
+  EXPECT_EQ(all, want);
+  Reopen();
+  EXPECT_EQ(ds().GetTask(task.id)->completions, kThreads * kPerThread);
 }
 
 TEST_P(DatastoreConformanceTest, ConcurrentWritesFailOnlyAlone) {

@@ -289,6 +289,11 @@ constexpr Statement kSelectTask = {"select_task",
                                    "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1"};
 constexpr Statement kSelectTaskForUpdate = {
     "select_task_for_update", "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1 FOR UPDATE"};
+constexpr Statement kAddCompletion = {
+    "add_completion",
+    "UPDATE tasks SET completions = completions + 1 WHERE id = $1 AND state = $2 "
+    "RETURNING completions"};
+constexpr Statement kTaskExists = {"task_exists", "SELECT 1 FROM tasks WHERE id = $1"};
 constexpr Statement kJobTasks = {
     "job_tasks",
     "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE job_id = $1 ORDER BY position, created_at, id"};
@@ -985,6 +990,27 @@ Status PostgresDatastore::UpdateTask(std::string_view id,
       definition = std::move(encoded);
     }
     return c.Run(kUpdateTask, TaskParams(task, definition)).status();
+  });
+}
+
+Result<std::optional<int>> PostgresDatastore::AddCompletion(std::string_view id) {
+  return NoThrow([&]() -> Result<std::optional<int>> {
+    std::optional<int> count;
+    // One statement, atomic on its own: no transaction, one round trip.
+    Status write = WithConnection([&](Connection& c) -> Status {
+      BATON_PG_ASSIGN(rows, c.Run(kAddCompletion,
+                                  Params().Text(id).Text(ToString(TaskState::kRunning))));
+      if (rows.size() > 0) {
+        count = rows.Int32(0, 0);
+        return Status::Ok();
+      }
+      // Not counted: an unknown row, or one that is not running.
+      BATON_PG_ASSIGN(exists, c.Run(kTaskExists, Params().Text(id)));
+      if (exists.size() == 0) return NotFound(fmt::format("task {} not found", id));
+      return Status::Ok();
+    });
+    if (!write.ok()) return write;
+    return count;
   });
 }
 

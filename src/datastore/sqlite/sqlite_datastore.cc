@@ -283,6 +283,10 @@ constexpr const char* kUpdateTask =
     "error = ?12, result = ?13, node_id = ?14, progress = ?15, redelivered = ?16, "
     "each_size = ?17, each_index = ?18, completions = ?19, subjob_id = ?20 WHERE id = ?1";
 constexpr const char* kSelectTask = "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = ?1";
+constexpr const char* kAddCompletion =
+    "UPDATE tasks SET completions = completions + 1 WHERE id = ?1 AND state = ?2 "
+    "RETURNING completions";
+constexpr const char* kTaskExists = "SELECT 1 FROM tasks WHERE id = ?1";
 constexpr const char* kJobTasks =
     "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE job_id = ?1 ORDER BY position, created_at, id";
 constexpr const char* kChildTasks =
@@ -1142,6 +1146,32 @@ Status SqliteDatastore::UpdateTask(std::string_view id,
       BindTask(s, *task, definition);
       return s.Run();
     });
+  });
+}
+
+Result<std::optional<int>> SqliteDatastore::AddCompletion(std::string_view id) {
+  return NoThrow([&]() -> Result<std::optional<int>> {
+    std::optional<int> count;
+    Status write = Write([&](Connection& c) -> Status {
+      {
+        BATON_SQL_ASSIGN(s, c.Prepare(kAddCompletion));
+        s.BindText(1, id);
+        s.BindText(2, ToString(TaskState::kRunning));
+        BATON_SQL_ASSIGN(row, s.Step());
+        if (row) {
+          count = s.Int32(0);
+          return s.Run();  // to the end of the statement, which is then complete
+        }
+      }
+      // Not counted: an unknown row, or one that is not running.
+      BATON_SQL_ASSIGN(s, c.Prepare(kTaskExists));
+      s.BindText(1, id);
+      BATON_SQL_ASSIGN(exists, s.Step());
+      if (!exists) return NotFound(fmt::format("task {} not found", id));
+      return Status::Ok();
+    });
+    if (!write.ok()) return write;
+    return count;
   });
 }
 
