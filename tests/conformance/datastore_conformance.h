@@ -707,6 +707,90 @@ TEST_P(DatastoreConformanceTest, ConcurrentTaskUpdatesLoseNothing) {
   EXPECT_EQ(ds().GetTask(task.id)->completions, kThreads * kIncrements);
 }
 
+TEST_P(DatastoreConformanceTest, QueriesFollowWhatUpdatesChange) {
+  // Every column a query selects or orders by, changed by updates that change it alone
+  // or with others: what the queries see follows.
+  JobRecord job = NewJob(SimpleJob("j"), At(0));
+  JobRecord other_job = NewJob(SimpleJob("k"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  ASSERT_TRUE(IsOk(ds().CreateJob(other_job)));
+  std::string parent = NewId();
+  TaskRecord a = NewTask(job.id, 1, At(1));
+  TaskRecord b = NewTask(job.id, 2, At(2));
+  b.parent_id = parent;
+  ASSERT_TRUE(IsOk(ds().CreateTask(a)));
+  ASSERT_TRUE(IsOk(ds().CreateTask(b)));
+
+  auto in_state = [&](TaskState state) {
+    return IdsAmong(*ds().TasksInState({state}), {a.id, b.id});
+  };
+  ASSERT_TRUE(IsOk(ds().UpdateTask(a.id, [](TaskRecord& r) {
+    r.state = TaskState::kRunning;  // the state alone
+    return Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().UpdateTask(b.id, [](TaskRecord& r) {
+    r.progress = 50;  // neither the state nor any key
+    return Ok();
+  })));
+  EXPECT_EQ(in_state(TaskState::kRunning), (std::vector<std::string>{a.id}));
+  EXPECT_EQ(in_state(TaskState::kPending), (std::vector<std::string>{b.id}));
+  EXPECT_EQ(Ids(*ds().ChildTasks(parent)), (std::vector<std::string>{b.id}));
+
+  // b moves: to another position, parent and creation time (its state unchanged)...
+  ASSERT_TRUE(IsOk(ds().UpdateTask(b.id, [&](TaskRecord& r) {
+    r.position = 0;
+    r.parent_id = "";
+    r.created_at = At(0);
+    return Ok();
+  })));
+  EXPECT_EQ(Ids(*ds().JobTasks(job.id)), (std::vector<std::string>{b.id, a.id}));
+  EXPECT_TRUE(ds().ChildTasks(parent)->empty());
+  EXPECT_EQ(in_state(TaskState::kPending), (std::vector<std::string>{b.id}));
+  // ... then to another job, and a under a parent, each with a new state.
+  ASSERT_TRUE(IsOk(ds().UpdateTask(b.id, [&](TaskRecord& r) {
+    r.job_id = other_job.id;
+    r.state = TaskState::kCompleted;
+    return Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().UpdateTask(a.id, [&](TaskRecord& r) {
+    r.parent_id = parent;
+    r.state = TaskState::kFailed;
+    return Ok();
+  })));
+  Reopen();
+  EXPECT_EQ(Ids(*ds().JobTasks(job.id)), (std::vector<std::string>{a.id}));
+  EXPECT_EQ(Ids(*ds().JobTasks(other_job.id)), (std::vector<std::string>{b.id}));
+  EXPECT_EQ(Ids(*ds().ChildTasks(parent)), (std::vector<std::string>{a.id}));
+  EXPECT_TRUE(in_state(TaskState::kRunning).empty());
+  EXPECT_TRUE(in_state(TaskState::kPending).empty());
+  EXPECT_EQ(in_state(TaskState::kCompleted), (std::vector<std::string>{b.id}));
+  EXPECT_EQ(in_state(TaskState::kFailed), (std::vector<std::string>{a.id}));
+
+  // Jobs: the state alone, then neither, then the creation time.
+  auto jobs_in = [&](JobState state) {
+    return IdsAmong(*ds().JobsInState({state}), {job.id, other_job.id});
+  };
+  ASSERT_TRUE(IsOk(ds().UpdateJob(job.id, [](JobRecord& r) {
+    r.state = JobState::kRunning;
+    return Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().UpdateJob(other_job.id, [](JobRecord& r) {
+    r.position = 2;
+    return Ok();
+  })));
+  EXPECT_EQ(jobs_in(JobState::kRunning), (std::vector<std::string>{job.id}));
+  EXPECT_EQ(jobs_in(JobState::kPending), (std::vector<std::string>{other_job.id}));
+  ASSERT_TRUE(IsOk(ds().UpdateJob(other_job.id, [](JobRecord& r) {
+    r.created_at = At(-1000);
+    r.state = JobState::kRunning;
+    return Ok();
+  })));
+  Reopen();
+  EXPECT_EQ(jobs_in(JobState::kRunning), (std::vector<std::string>{other_job.id, job.id}));
+  EXPECT_TRUE(jobs_in(JobState::kPending).empty());
+  EXPECT_EQ(ds().GetJob(other_job.id)->position, 2);
+}
+
 TEST_P(DatastoreConformanceTest, AddCompletionCountsOnlyWhileRunning) {
   JobRecord job = NewJob(SimpleJob("j"), At(0));
   ASSERT_TRUE(IsOk(ds().CreateJob(job)));
