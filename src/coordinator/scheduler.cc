@@ -542,6 +542,14 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     task.started_at = now;
     BATON_RETURN_IF_ERROR(store(task));
     RememberShape(task);
+    // The common group, runnable tasks that all run now: stored in one write and then
+    // published, instead of a write per child.
+    std::optional<std::vector<TaskRecord>> runnable = RunnableChildren(job, task, extra, now);
+    if (runnable) {
+      BATON_RETURN_IF_ERROR(datastore_.CreateTasks(*runnable));
+      for (TaskRecord& child : *runnable) BATON_RETURN_IF_ERROR(PublishStored(child));
+      return Status::Ok();
+    }
     for (std::size_t i = 0; i < def.parallel->tasks.size(); ++i) {
       std::uint64_t finishes = finishes_;
       BATON_RETURN_IF_ERROR(ScheduleNew(job, def.parallel->tasks[i], task.id, task.position, extra,
@@ -673,6 +681,44 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
   }
   // A new runnable row is stored once, already in the state publishing gives it.
   return PublishTask(task, create);
+}
+
+std::optional<std::vector<TaskRecord>> Scheduler::RunnableChildren(const JobRecord& job,
+                                                                   const TaskRecord& parent,
+                                                                   const Vars& extra,
+                                                                   TimePoint now) const {
+  const std::vector<Task>& defs = parent.task.parallel->tasks;
+  if (std::any_of(defs.begin(), defs.end(), [](const Task& t) { return t.IsComposite(); })) {
+    return std::nullopt;
+  }
+  Vars vars = VarsFor(job, extra);
+  std::vector<TaskRecord> children;
+  children.reserve(defs.size());
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    TaskRecord child;
+    child.each_index = static_cast<int>(i);
+    child.id = NewId();
+    child.job_id = job.id;
+    child.parent_id = parent.id;
+    child.position = parent.position;
+    child.created_at = now;
+    child.task = defs[i];
+    ApplyDefaults(job.job.defaults, child.task);
+    // As Dispatch would: a child skipped or failing at once takes the general way.
+    if (!child.task.if_expr.empty()) {
+      auto cond = expr::EvaluateTemplateValue(child.task.if_expr, vars);
+      if (!cond.ok() || TrimCopy(expr::ToText(*cond)) == "false") return std::nullopt;
+    }
+    if (!EvaluateTask(child.task, vars).ok()) return std::nullopt;
+    if (options_.durable_broker) {
+      child.state = TaskState::kPending;  // SCHEDULED once the broker confirmed it
+    } else {
+      child.state = TaskState::kScheduled;
+      child.scheduled_at = now;
+    }
+    children.push_back(std::move(child));
+  }
+  return children;
 }
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {

@@ -131,6 +131,12 @@ class Scheduler {
   // Dispatches a row already stored (or to be stored when `create`) by its kind.
   Status Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
                   bool create);
+  // The rows of a parallel's children when all are runnable tasks that run now (none
+  // composite, skipped or failing evaluation), ready to store as PublishTask stores them;
+  // nullopt otherwise.
+  std::optional<std::vector<TaskRecord>> RunnableChildren(const JobRecord& job,
+                                                          const TaskRecord& parent,
+                                                          const Vars& extra, TimePoint now) const;
   Status PublishTask(TaskRecord& task, bool create);
   // Publishes a row already stored as PublishTask stores it before publishing
   // (SCHEDULED, or PENDING with a durable broker).
