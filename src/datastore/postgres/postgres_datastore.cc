@@ -834,7 +834,7 @@ Result<Page<JobRecord>> PostgresDatastore::ListJobs(const JobQuery& query) {
         params.Text(ContainsPattern(word));
         params.Text(AsciiUpper(word));
         where += fmt::format(
-            "(jobs.name ILIKE ${0} OR jobs.description ILIKE ${0} OR jobs.state = ${1})",
+            "(jobs.state = ${1} OR jobs.name ILIKE ${0} OR jobs.description ILIKE ${0})",
             params.size() - 1, params.size());
       }
     }

@@ -1033,9 +1033,11 @@ Result<Page<JobRecord>> SqliteDatastore::ListJobs(const JobQuery& query) {
       } else {
         params.push_back(ContainsPattern(word));
         params.push_back(AsciiUpper(word));
+        // The state first: a word that names one (the UI's filters) then settles most
+        // rows without the two LIKEs (half the CPU of counting a large table).
         where += fmt::format(
-            "(jobs.name LIKE ?{0} ESCAPE '\\' OR jobs.description LIKE ?{0} ESCAPE '\\' "
-            "OR jobs.state = ?{1})",
+            "(jobs.state = ?{1} OR jobs.name LIKE ?{0} ESCAPE '\\' "
+            "OR jobs.description LIKE ?{0} ESCAPE '\\')",
             params.size() - 1, params.size());
       }
     }
