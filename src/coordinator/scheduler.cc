@@ -326,15 +326,17 @@ Scheduler::Vars Scheduler::VarsFor(const JobRecord& job, const Vars& extra) cons
 
 Status Scheduler::AdvanceJob(const std::string& job_id, int position) {
   // What scheduling the next step needs, not a copy of the whole definition (a job of
-  // hundreds of tasks would be copied at every step).
+  // hundreds of tasks would be copied at every step). After the last step the job is
+  // completed in this same update.
+  TimePoint now = clock_.Now();
   JobRecord job;
   Task next;
   bool advanced = false;
-  bool last = false;
+  Completion completion;
   BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning || j.position != position) return Status::Ok();
     if (position >= j.task_count) {
-      last = true;  // CompleteJob takes it from here, in one update
+      completion = CompleteInPlace(j, now);
       return Status::Ok();
     }
     advanced = true;
@@ -346,48 +348,58 @@ Status Scheduler::AdvanceJob(const std::string& job_id, int position) {
     next = j.job.tasks[static_cast<std::size_t>(position)];
     return Status::Ok();
   }));
-  if (last) return CompleteJob(job_id, position);
-  if (!advanced) return Status::Ok();
-  return ScheduleNew(job, std::move(next), "", position + 1, json::object());
+  if (advanced) return ScheduleNew(job, std::move(next), "", position + 1, json::object());
+  return AfterCompletion(job_id, std::move(completion));
+}
+
+Scheduler::Completion Scheduler::CompleteInPlace(JobRecord& j, TimePoint now) const {
+  Completion completion;
+  // The output is evaluated on the row as it is stored, in the update that completes it.
+  std::string result;
+  if (!j.job.output.empty()) {
+    auto value = expr::EvaluateTemplateValue(j.job.output, VarsFor(j, json::object()));
+    if (!value.ok()) {
+      completion.output_error = value.status().message();
+      return completion;
+    }
+    result = expr::ToText(*value);
+  }
+  j.state = JobState::kCompleted;
+  j.completed_at = now;
+  j.result = result;
+  j.progress = 100;
+  if (j.job.auto_delete) j.delete_at = now + j.job.auto_delete->after;
+  completion.stored = j;
+  return completion;
 }
 
 Status Scheduler::CompleteJob(const std::string& job_id, int position) {
   TimePoint now = clock_.Now();
-  bool completed = false;
-  std::optional<std::string> output_error;
-  JobRecord stored;
-  // The output is evaluated on the row as it is stored, in the update that completes it.
+  Completion completion;
   BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning) return Status::Ok();
     if (position > 0 && j.position != position) return Status::Ok();
-    std::string result;
-    if (!j.job.output.empty()) {
-      auto value = expr::EvaluateTemplateValue(j.job.output, VarsFor(j, json::object()));
-      if (!value.ok()) {
-        output_error = value.status().message();
-        return Status::Ok();
-      }
-      result = expr::ToText(*value);
-    }
-    j.state = JobState::kCompleted;
-    j.completed_at = now;
-    j.result = result;
-    j.progress = 100;
-    if (j.job.auto_delete) j.delete_at = now + j.job.auto_delete->after;
-    completed = true;
-    stored = j;
+    completion = CompleteInPlace(j, now);
     return Status::Ok();
   }));
-  if (output_error) return FailJob(job_id, "output: " + *output_error, JobState::kFailed);
-  if (!completed) return Status::Ok();
+  return AfterCompletion(job_id, std::move(completion));
+}
+
+Status Scheduler::AfterCompletion(const std::string& job_id, Completion completion) {
+  if (completion.output_error) {
+    return FailJob(job_id, "output: " + *completion.output_error, JobState::kFailed);
+  }
+  if (!completion.stored) return Status::Ok();
   if (auto it = job_timers_.find(job_id); it != job_timers_.end()) {
     timers_.Cancel(it->second);
     job_timers_.erase(it);
   }
-  finished_.push_back(stored);
+  const JobRecord& stored = finished_.emplace_back(std::move(*completion.stored));
   if (!stored.parent_id.empty()) {
+    std::string parent_id = stored.parent_id;
+    std::string result = stored.result;
     TaskRecord parent;
-    auto finished = Finish(stored.parent_id, TaskState::kCompleted, stored.result, "", &parent);
+    auto finished = Finish(parent_id, TaskState::kCompleted, result, "", &parent);
     if (!finished.ok()) return finished.status();
     if (*finished) return TaskDone(parent);
   }
@@ -529,6 +541,18 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     task.state = TaskState::kRunning;
     task.started_at = now;
     BATON_RETURN_IF_ERROR(store(task));
+    RememberShape(task);
+    // The common group, runnable tasks that all run now: stored in one write and then
+    // published, instead of a write per child.
+    std::optional<std::vector<TaskRecord>> runnable = RunnableChildren(job, task, extra, now);
+    if (runnable) {
+      BATON_RETURN_IF_ERROR(datastore_.CreateTasks(*runnable));
+      std::vector<TaskRecord*> publish;
+      publish.reserve(runnable->size());
+      for (TaskRecord& child : *runnable) publish.push_back(&child);
+      BATON_RETURN_IF_ERROR(PublishStoredBatch(publish));
+      return Status::Ok();
+    }
     for (std::size_t i = 0; i < def.parallel->tasks.size(); ++i) {
       std::uint64_t finishes = finishes_;
       BATON_RETURN_IF_ERROR(ScheduleNew(job, def.parallel->tasks[i], task.id, task.position, extra,
@@ -617,6 +641,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     task.each_index = static_cast<int>(start_now.size());
     BATON_RETURN_IF_ERROR(store(task));
     BATON_RETURN_IF_ERROR(datastore_.CreateTasks(children));
+    RememberShape(task);
     auto& waiting = waiting_children_[task.id];
     waiting.clear();
     int skipped = 0;
@@ -673,6 +698,44 @@ OutgoingMessage MessageFor(const TaskRecord& task) {
 }
 
 }  // namespace
+
+std::optional<std::vector<TaskRecord>> Scheduler::RunnableChildren(const JobRecord& job,
+                                                                   const TaskRecord& parent,
+                                                                   const Vars& extra,
+                                                                   TimePoint now) const {
+  const std::vector<Task>& defs = parent.task.parallel->tasks;
+  if (std::any_of(defs.begin(), defs.end(), [](const Task& t) { return t.IsComposite(); })) {
+    return std::nullopt;
+  }
+  Vars vars = VarsFor(job, extra);
+  std::vector<TaskRecord> children;
+  children.reserve(defs.size());
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    TaskRecord child;
+    child.each_index = static_cast<int>(i);
+    child.id = NewId();
+    child.job_id = job.id;
+    child.parent_id = parent.id;
+    child.position = parent.position;
+    child.created_at = now;
+    child.task = defs[i];
+    ApplyDefaults(job.job.defaults, child.task);
+    // As Dispatch would: a child skipped or failing at once takes the general way.
+    if (!child.task.if_expr.empty()) {
+      auto cond = expr::EvaluateTemplateValue(child.task.if_expr, vars);
+      if (!cond.ok() || TrimCopy(expr::ToText(*cond)) == "false") return std::nullopt;
+    }
+    if (!EvaluateTask(child.task, vars).ok()) return std::nullopt;
+    if (options_.durable_broker) {
+      child.state = TaskState::kPending;  // SCHEDULED once the broker confirmed it
+    } else {
+      child.state = TaskState::kScheduled;
+      child.scheduled_at = now;
+    }
+    children.push_back(std::move(child));
+  }
+  return children;
+}
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {
   TimePoint now = clock_.Now();
@@ -864,31 +927,51 @@ Status Scheduler::TaskDone(const TaskRecord& task) {
   return ChildDone(task.parent_id);
 }
 
+void Scheduler::RememberShape(const TaskRecord& composite) {
+  CompositeShape shape;
+  if (composite.task.parallel) {
+    shape.expected = static_cast<int>(composite.task.parallel->tasks.size());
+  } else if (composite.task.each) {
+    shape.each = true;
+    shape.expected = composite.each_size;
+  } else {
+    return;
+  }
+  if (shapes_.size() >= 10000) shapes_.clear();  // a cache: refilled on demand
+  shapes_[composite.id] = shape;
+}
+
+Result<Scheduler::CompositeShape> Scheduler::ShapeOf(const std::string& parent_id) {
+  if (auto it = shapes_.find(parent_id); it != shapes_.end()) return it->second;
+  auto parent = datastore_.GetTask(parent_id);
+  if (!parent.ok()) return parent.status();
+  RememberShape(*parent);
+  if (auto it = shapes_.find(parent_id); it != shapes_.end()) return it->second;
+  return Internal("task " + parent_id + " has children but is neither a parallel nor an each");
+}
+
+void Scheduler::ForgetComposite(const std::string& parent_id) {
+  waiting_children_.erase(parent_id);
+  shapes_.erase(parent_id);
+}
+
 Status Scheduler::ChildDone(const std::string& parent_id) {
-  // Counts, without copying the parent's definition (a parallel of hundreds of tasks).
-  bool counted = false;
-  bool is_each = false;
-  int completions = 0;
-  int expected = 0;
-  BATON_RETURN_IF_ERROR(datastore_.UpdateTask(parent_id, [&](TaskRecord& p) {
-    if (p.state != TaskState::kRunning) return Status::Ok();
-    ++p.completions;
-    counted = true;
-    completions = p.completions;
-    is_each = p.task.each.has_value();
-    expected = p.task.parallel ? static_cast<int>(p.task.parallel->tasks.size()) : p.each_size;
-    return Status::Ok();
-  }));
-  if (!counted) return Status::Ok();
-  if (completions >= expected) {
-    waiting_children_.erase(parent_id);
+  // Counted in the row without reading it: the parent's definition (a parallel of
+  // hundreds of tasks) would be decoded, copied, compared and written back per child.
+  auto counted = datastore_.AddCompletion(parent_id);
+  if (!counted.ok()) return counted.status();
+  if (!counted->has_value()) return Status::Ok();  // the parent has finished already
+  auto shape = ShapeOf(parent_id);
+  if (!shape.ok()) return shape.status();
+  if (**counted >= shape->expected) {
+    ForgetComposite(parent_id);
     TaskRecord done;
     auto finished = Finish(parent_id, TaskState::kCompleted, "", "", &done);
     if (!finished.ok()) return finished.status();
     if (*finished) return TaskDone(done);
     return Status::Ok();
   }
-  if (is_each) return StartNextEachChild(parent_id).status();
+  if (shape->each) return StartNextEachChild(parent_id).status();
   return Status::Ok();
 }
 
@@ -898,14 +981,14 @@ Status Scheduler::TaskFailed(const TaskRecord& task) {
   auto finished = Finish(task.parent_id, TaskState::kFailed, "", task.error, &parent);
   if (!finished.ok()) return finished.status();
   if (!*finished) return Status::Ok();
-  waiting_children_.erase(parent.id);
+  ForgetComposite(parent.id);
   // Fail fast: the group's other children are cancelled.
   BATON_RETURN_IF_ERROR(CancelTaskTree(parent));
   return TaskFailed(parent);
 }
 
 Status Scheduler::CancelRow(const TaskRecord& row) {
-  waiting_children_.erase(row.id);
+  ForgetComposite(row.id);
   TaskRecord cancelled;
   auto finished = Finish(row.id, TaskState::kCancelled, "", "", &cancelled);
   if (!finished.ok()) return finished.status();

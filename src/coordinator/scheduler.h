@@ -131,6 +131,12 @@ class Scheduler {
   // Dispatches a row already stored (or to be stored when `create`) by its kind.
   Status Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
                   bool create);
+  // The rows of a parallel's children when all are runnable tasks that run now (none
+  // composite, skipped or failing evaluation), ready to store as PublishTask stores them;
+  // nullopt otherwise.
+  std::optional<std::vector<TaskRecord>> RunnableChildren(const JobRecord& job,
+                                                          const TaskRecord& parent,
+                                                          const Vars& extra, TimePoint now) const;
   Status PublishTask(TaskRecord& task, bool create);
   // Publishes a row already stored as PublishTask stores it before publishing
   // (SCHEDULED, or PENDING with a durable broker).
@@ -146,6 +152,18 @@ class Scheduler {
   // from the datastore when it does not: another coordinator created the each).
   std::deque<std::string>& WaitingChildren(const std::string& parent_id);
 
+  // What counting a composite's children needs to know of it: immutable once the row is
+  // dispatched, so it is cached, and read from the row when this scheduler has not seen
+  // it (another coordinator dispatched it, or the cache was cleared).
+  struct CompositeShape {
+    bool each = false;
+    int expected = 0;  // children that must finish for it to complete
+  };
+  void RememberShape(const TaskRecord& composite);
+  Result<CompositeShape> ShapeOf(const std::string& parent_id);
+  // Forgets what is cached about a composite that finished.
+  void ForgetComposite(const std::string& parent_id);
+
   // Outcomes, after the row is stored in its terminal state.
   Status TaskDone(const TaskRecord& task);
   Status TaskFailed(const TaskRecord& task);
@@ -153,6 +171,16 @@ class Scheduler {
   Status AdvanceJob(const std::string& job_id, int position);
   // Completes a RUNNING job (only while it is at `position`, when one is given).
   Status CompleteJob(const std::string& job_id, int position = 0);
+  // What completing a job in an update decided: the row as stored completed, or the
+  // error of its output (then it fails instead), or neither (nothing to complete).
+  struct Completion {
+    std::optional<JobRecord> stored;
+    std::optional<std::string> output_error;
+  };
+  // Completes `j` inside an update of its row (a modifier: no datastore calls).
+  Completion CompleteInPlace(JobRecord& j, TimePoint now) const;
+  // What follows a completion decided by CompleteInPlace, once it is stored.
+  Status AfterCompletion(const std::string& job_id, Completion completion);
   Status FailJob(const std::string& job_id, const std::string& error, JobState state);
   Status CancelActiveTasks(const std::string& job_id);
   // Cancels one active row: its running process, its sub-job, its children.
@@ -185,6 +213,7 @@ class Scheduler {
   // each parents → their CREATED children, in index order, waiting for a slot. A cache:
   // an entry holds at least every child still CREATED (children never return to it).
   std::map<std::string, std::deque<std::string>> waiting_children_;  // guarded by mu_
+  std::map<std::string, CompositeShape> shapes_;                     // guarded by mu_
   std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
   std::vector<JobRecord> finished_;                                  // guarded by mu_
   // Rows Finish has moved to a terminal state: a cheap "did anything finish meanwhile".

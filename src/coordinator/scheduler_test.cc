@@ -231,6 +231,78 @@ tasks:
   EXPECT_EQ(runtime_.ran().back(), "after");
 }
 
+TEST_F(SchedulerTest, ParallelChildrenAreEvaluatedLikeTasks) {
+  // All runnable (stored in one write), then with one skipped and one whose template
+  // fails (each child on its own).
+  JobRecord job = Run(R"(
+name: parallel evaluated
+inputs: {who: world}
+defaults: {queue: gpu}
+tasks:
+  - {name: first, var: first, run: ok hello}
+  - name: group
+    parallel:
+      tasks:
+        - name: "a {{ tasks.first }}"
+          env: {WHO: "{{ inputs.who }}"}
+          run: ok
+        - {name: "b {{ tasks.first }}", queue: default, if: "{{ true }}", run: ok}
+  - name: mixed
+    parallel:
+      tasks:
+        - {name: c, run: ok}
+        - {name: skipped, if: "{{ false }}", run: ok}
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted) << job.error;
+  EXPECT_EQ(runtime_.env_of("a hello").at("WHO"), "world");
+  auto rows = Execution(job.id);
+  auto row = [&](const std::string& name) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](auto& t) { return t.task.name == name; });
+    return it == rows.end() ? TaskRecord{} : *it;
+  };
+  EXPECT_EQ(row("a hello").task.queue, "gpu");  // the job's defaults apply
+  EXPECT_EQ(row("b hello").task.queue, "default");
+  EXPECT_EQ(row("a hello").each_index, 0);
+  EXPECT_EQ(row("b hello").each_index, 1);
+  EXPECT_EQ(row("b hello").state, TaskState::kCompleted);
+  EXPECT_EQ(row("skipped").state, TaskState::kSkipped);
+  EXPECT_THAT(runtime_.ran(), ::testing::Not(::testing::Contains("skipped")));
+
+  JobRecord failed = Run(R"(
+name: parallel failing
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: fine, run: ok}
+        - {name: broken, env: {X: "{{ nosuchfunction() }}"}, run: ok}
+)");
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_THAT(failed.error, HasSubstr("env.X"));
+}
+
+TEST_F(SchedulerTest, WithADurableBrokerParallelChildrenAreScheduledOncePublished) {
+  StopEngine();
+  durable_ = true;
+  StartEngine(4);
+  JobRecord job = Run(R"(
+name: durable parallel
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: a, run: ok}
+        - {name: b, run: ok}
+        - {name: c, run: ok}
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  for (const auto& row : Execution(job.id)) {
+    EXPECT_EQ(row.state, TaskState::kCompleted) << row.task.name;
+    if (!row.parent_id.empty()) EXPECT_TRUE(row.scheduled_at.has_value()) << row.task.name;
+  }
+  EXPECT_EQ(runtime_.ran().size(), 3u);
+}
+
 TEST_F(SchedulerTest, ParallelFailsFastAndCancelsSiblings) {
   JobRecord job = Run(R"(
 name: fail fast

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,13 @@ class Datastore {
   virtual Result<TaskRecord> GetTask(std::string_view id) = 0;
   virtual Status UpdateTask(std::string_view id,
                             const std::function<Status(TaskRecord&)>& modify) = 0;
+  // Counts one finished child of a composite row: while the row is RUNNING, adds one to
+  // its `completions` and returns the new count; otherwise changes nothing and returns
+  // nullopt. Atomic like UpdateTask (concurrent counts lose nothing), but neither reads
+  // nor re-encodes the row's definition (a parallel of hundreds of children would be
+  // decoded, compared and written back at every child's completion). kNotFound for an
+  // unknown id.
+  virtual Result<std::optional<int>> AddCompletion(std::string_view id) = 0;
   // Every row of a job (sub-tasks and retries included), ordered by position, then
   // created_at, then id: the job's `execution`.
   virtual Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) = 0;

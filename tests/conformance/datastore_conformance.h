@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -704,6 +705,157 @@ TEST_P(DatastoreConformanceTest, ConcurrentTaskUpdatesLoseNothing) {
   EXPECT_EQ(failures.load(), 0);
   Reopen();
   EXPECT_EQ(ds().GetTask(task.id)->completions, kThreads * kIncrements);
+}
+
+TEST_P(DatastoreConformanceTest, QueriesFollowWhatUpdatesChange) {
+  // Every column a query selects or orders by, changed by updates that change it alone
+  // or with others: what the queries see follows.
+  JobRecord job = NewJob(SimpleJob("j"), At(0));
+  JobRecord other_job = NewJob(SimpleJob("k"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  ASSERT_TRUE(IsOk(ds().CreateJob(other_job)));
+  std::string parent = NewId();
+  TaskRecord a = NewTask(job.id, 1, At(1));
+  TaskRecord b = NewTask(job.id, 2, At(2));
+  b.parent_id = parent;
+  ASSERT_TRUE(IsOk(ds().CreateTask(a)));
+  ASSERT_TRUE(IsOk(ds().CreateTask(b)));
+
+  auto in_state = [&](TaskState state) {
+    return IdsAmong(*ds().TasksInState({state}), {a.id, b.id});
+  };
+  ASSERT_TRUE(IsOk(ds().UpdateTask(a.id, [](TaskRecord& r) {
+    r.state = TaskState::kRunning;  // the state alone
+    return Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().UpdateTask(b.id, [](TaskRecord& r) {
+    r.progress = 50;  // neither the state nor any key
+    return Ok();
+  })));
+  EXPECT_EQ(in_state(TaskState::kRunning), (std::vector<std::string>{a.id}));
+  EXPECT_EQ(in_state(TaskState::kPending), (std::vector<std::string>{b.id}));
+  EXPECT_EQ(Ids(*ds().ChildTasks(parent)), (std::vector<std::string>{b.id}));
+
+  // b moves: to another position, parent and creation time (its state unchanged)...
+  ASSERT_TRUE(IsOk(ds().UpdateTask(b.id, [&](TaskRecord& r) {
+    r.position = 0;
+    r.parent_id = "";
+    r.created_at = At(0);
+    return Ok();
+  })));
+  EXPECT_EQ(Ids(*ds().JobTasks(job.id)), (std::vector<std::string>{b.id, a.id}));
+  EXPECT_TRUE(ds().ChildTasks(parent)->empty());
+  EXPECT_EQ(in_state(TaskState::kPending), (std::vector<std::string>{b.id}));
+  // ... then to another job, and a under a parent, each with a new state.
+  ASSERT_TRUE(IsOk(ds().UpdateTask(b.id, [&](TaskRecord& r) {
+    r.job_id = other_job.id;
+    r.state = TaskState::kCompleted;
+    return Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().UpdateTask(a.id, [&](TaskRecord& r) {
+    r.parent_id = parent;
+    r.state = TaskState::kFailed;
+    return Ok();
+  })));
+  Reopen();
+  EXPECT_EQ(Ids(*ds().JobTasks(job.id)), (std::vector<std::string>{a.id}));
+  EXPECT_EQ(Ids(*ds().JobTasks(other_job.id)), (std::vector<std::string>{b.id}));
+  EXPECT_EQ(Ids(*ds().ChildTasks(parent)), (std::vector<std::string>{a.id}));
+  EXPECT_TRUE(in_state(TaskState::kRunning).empty());
+  EXPECT_TRUE(in_state(TaskState::kPending).empty());
+  EXPECT_EQ(in_state(TaskState::kCompleted), (std::vector<std::string>{b.id}));
+  EXPECT_EQ(in_state(TaskState::kFailed), (std::vector<std::string>{a.id}));
+
+  // Jobs: the state alone, then neither, then the creation time.
+  auto jobs_in = [&](JobState state) {
+    return IdsAmong(*ds().JobsInState({state}), {job.id, other_job.id});
+  };
+  ASSERT_TRUE(IsOk(ds().UpdateJob(job.id, [](JobRecord& r) {
+    r.state = JobState::kRunning;
+    return Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().UpdateJob(other_job.id, [](JobRecord& r) {
+    r.position = 2;
+    return Ok();
+  })));
+  EXPECT_EQ(jobs_in(JobState::kRunning), (std::vector<std::string>{job.id}));
+  EXPECT_EQ(jobs_in(JobState::kPending), (std::vector<std::string>{other_job.id}));
+  ASSERT_TRUE(IsOk(ds().UpdateJob(other_job.id, [](JobRecord& r) {
+    r.created_at = At(-1000);
+    r.state = JobState::kRunning;
+    return Ok();
+  })));
+  Reopen();
+  EXPECT_EQ(jobs_in(JobState::kRunning), (std::vector<std::string>{other_job.id, job.id}));
+  EXPECT_TRUE(jobs_in(JobState::kPending).empty());
+  EXPECT_EQ(ds().GetJob(other_job.id)->position, 2);
+}
+
+TEST_P(DatastoreConformanceTest, AddCompletionCountsOnlyWhileRunning) {
+  JobRecord job = NewJob(SimpleJob("j"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);  // RUNNING, 4 completions
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  Result<std::optional<int>> counted = ds().AddCompletion(task.id);
+  ASSERT_TRUE(counted.ok()) << counted.status().ToString();
+  EXPECT_EQ(*counted, std::optional<int>(5));
+  counted = ds().AddCompletion(task.id);
+  ASSERT_TRUE(counted.ok()) << counted.status().ToString();
+  EXPECT_EQ(*counted, std::optional<int>(6));
+  Reopen();
+  TaskRecord want = task;
+  want.completions = 6;  // and nothing else changed
+  EXPECT_EQ(*ds().GetTask(task.id), want);
+
+  ASSERT_TRUE(IsOk(ds().UpdateTask(task.id, [](TaskRecord& r) {
+    r.state = TaskState::kCompleted;
+    return Ok();
+  })));
+  counted = ds().AddCompletion(task.id);
+  ASSERT_TRUE(counted.ok()) << counted.status().ToString();
+  EXPECT_EQ(*counted, std::nullopt);
+  EXPECT_EQ(ds().GetTask(task.id)->completions, 6);
+}
+
+TEST_P(DatastoreConformanceTest, AddCompletionOfAnUnknownTaskIsNotFound) {
+  EXPECT_EQ(ds().AddCompletion(NewId()).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, ConcurrentCompletionsAreEachCountedOnce) {
+  auto [job, task] = MakeJobWithTask();
+  ASSERT_TRUE(IsOk(ds().UpdateTask(task.id, [](TaskRecord& r) {
+    r.state = TaskState::kRunning;
+    return Ok();
+  })));
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 50;
+  std::vector<std::vector<int>> seen(kThreads);
+  std::atomic<int> failures{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t, id = task.id] {
+        for (int i = 0; i < kPerThread; ++i) {
+          Result<std::optional<int>> counted = ds().AddCompletion(id);
+          if (!counted.ok() || !counted->has_value()) {
+            failures.fetch_add(1);
+          } else {
+            seen[static_cast<std::size_t>(t)].push_back(**counted);
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(failures.load(), 0);
+  // Every count from 1 to the total was handed out exactly once.
+  std::vector<int> all;
+  for (const auto& counts : seen) all.insert(all.end(), counts.begin(), counts.end());
+  std::sort(all.begin(), all.end());
+  std::vector<int> want(kThreads * kPerThread);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<int>(i) + 1;
+  EXPECT_EQ(all, want);
+  Reopen();
+  EXPECT_EQ(ds().GetTask(task.id)->completions, kThreads * kPerThread);
 }
 
 TEST_P(DatastoreConformanceTest, ConcurrentWritesFailOnlyAlone) {

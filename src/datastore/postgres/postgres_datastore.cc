@@ -396,6 +396,11 @@ constexpr Statement kSelectTask = {"select_task",
                                    "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1"};
 constexpr Statement kSelectTaskForUpdate = {
     "select_task_for_update", "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1 FOR UPDATE"};
+constexpr Statement kAddCompletion = {
+    "add_completion",
+    "UPDATE tasks SET completions = completions + 1 WHERE id = $1 AND state = $2 "
+    "RETURNING completions"};
+constexpr Statement kTaskExists = {"task_exists", "SELECT 1 FROM tasks WHERE id = $1"};
 constexpr Statement kJobTasks = {
     "job_tasks",
     "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE job_id = $1 ORDER BY position, created_at, id"};
@@ -938,7 +943,7 @@ Result<Page<JobRecord>> PostgresDatastore::ListJobs(const JobQuery& query) {
         params.Text(ContainsPattern(word));
         params.Text(AsciiUpper(word));
         where += fmt::format(
-            "(jobs.name ILIKE ${0} OR jobs.description ILIKE ${0} OR jobs.state = ${1})",
+            "(jobs.state = ${1} OR jobs.name ILIKE ${0} OR jobs.description ILIKE ${0})",
             params.size() - 1, params.size());
       }
     }
@@ -1094,6 +1099,27 @@ Status PostgresDatastore::UpdateTask(std::string_view id,
       definition = std::move(encoded);
     }
     return c.RunAndCommit(kUpdateTask, TaskParams(task, definition)).status();
+  });
+}
+
+Result<std::optional<int>> PostgresDatastore::AddCompletion(std::string_view id) {
+  return NoThrow([&]() -> Result<std::optional<int>> {
+    std::optional<int> count;
+    // One statement, atomic on its own: no transaction, one round trip.
+    Status write = WithConnection([&](Connection& c) -> Status {
+      BATON_PG_ASSIGN(rows, c.Run(kAddCompletion,
+                                  Params().Text(id).Text(ToString(TaskState::kRunning))));
+      if (rows.size() > 0) {
+        count = rows.Int32(0, 0);
+        return Status::Ok();
+      }
+      // Not counted: an unknown row, or one that is not running.
+      BATON_PG_ASSIGN(exists, c.Run(kTaskExists, Params().Text(id)));
+      if (exists.size() == 0) return NotFound(fmt::format("task {} not found", id));
+      return Status::Ok();
+    });
+    if (!write.ok()) return write;
+    return count;
   });
 }
 

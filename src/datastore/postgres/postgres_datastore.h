@@ -71,6 +71,7 @@ class PostgresDatastore final : public Datastore {
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
   Result<TaskRecord> GetTask(std::string_view id) override;
   Status UpdateTask(std::string_view id, const std::function<Status(TaskRecord&)>& modify) override;
+  Result<std::optional<int>> AddCompletion(std::string_view id) override;
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override;

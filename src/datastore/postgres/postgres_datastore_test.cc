@@ -175,6 +175,7 @@ class NoDatastore final : public Datastore {
   Status UpdateTask(std::string_view, const std::function<Status(TaskRecord&)>&) override {
     return Fail();
   }
+  Result<std::optional<int>> AddCompletion(std::string_view) override { return Fail(); }
   Result<std::vector<TaskRecord>> JobTasks(std::string_view) override { return Fail(); }
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view) override { return Fail(); }
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>&) override {
