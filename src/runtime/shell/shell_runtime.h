@@ -59,7 +59,7 @@ struct ShellRuntimeOptions {
 // TaskRun's destructor and TaskCgroup::Reusable). Its `files` go there, and so do
 // $BATON_OUTPUT and $BATON_PROGRESS (.baton-output, .baton-progress). It is the steps'
 // working directory unless the task sets `workdir`. The environment is the
-// task's `env` (under a step's own), PATH and HOME, the `pass_env` variables, and the
+// task's `env` (under a step's own), PATH, HOME and SHELL, the `pass_env` variables, and the
 // output and progress paths (also as TORK_OUTPUT and TORK_PROGRESS); nothing else.
 //
 // Thread-safety: Run and Health may be called concurrently from any threads; each Run

@@ -210,7 +210,7 @@ TEST_F(ShellRuntimeTest, TaskEnvironmentHoldsOnlyTheDocumentedVariables) {
   EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
   // PWD, SHLVL and _ are bash's own.
   EXPECT_EQ(outcome.result,
-            "BATON_OUTPUT BATON_PROGRESS HOME MINE PATH PWD SHLVL TORK_OUTPUT TORK_PROGRESS _ ");
+            "BATON_OUTPUT BATON_PROGRESS HOME MINE PATH PWD SHELL SHLVL TORK_OUTPUT TORK_PROGRESS _ ");
 }
 
 TEST_F(ShellRuntimeTest, PassEnvCopiesNamedWorkerVariables) {
