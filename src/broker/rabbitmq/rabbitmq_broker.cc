@@ -780,7 +780,7 @@ Status Core::ApplyPrefetch(SubState* sub) {
     wanted = sub->prefetch;
     version = sub->prefetch_version;
   }
-  int earlier = HeldFromEarlierConsumers(*sub);
+  const int earlier = HeldFromEarlierConsumers(*sub);
   auto done = [&] {
     {
       std::lock_guard lock(sub->mu);
@@ -805,28 +805,24 @@ Status Core::ApplyPrefetch(SubState* sub) {
     sub->cancelling = true;
   }
   // A new consumer once every delivery of the cancelled one has been read and counted.
-  if (!sub->consuming && !sub->cancelling && !amqp_frames_enqueued(state) &&
+  const int room = wanted - earlier;
+  if (!sub->consuming && !sub->cancelling && room > 0 && !amqp_frames_enqueued(state) &&
       !amqp_data_in_buffer(state)) {
-    {
-      const int room = wanted - earlier;
-      if (room > 0) {
-        if (sub->channel_qos != room) {  // it stays set on the channel for later consumers
-          amqp_basic_qos(state, kConsumeChannel, 0,
-                         static_cast<std::uint16_t>(std::min(room, 65535)), /*global=*/0);
-          BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.qos"));
-          sub->channel_qos = room;
-        }
-        amqp_basic_consume_ok_t* ok =
-            amqp_basic_consume(state, kConsumeChannel, Bytes(sub->queue), amqp_empty_bytes,
-                               /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
-        BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.consume"));
-        sub->consumer_tag = FromBytes(ok->consumer_tag);
-        sub->consumer_limit = room;
-        sub->consuming = true;
-        std::lock_guard lock(sub->mu);
-        ++sub->consumer_seq;
-      }
+    if (sub->channel_qos != room) {  // it stays set on the channel for later consumers
+      amqp_basic_qos(state, kConsumeChannel, 0, static_cast<std::uint16_t>(std::min(room, 65535)),
+                     /*global=*/0);
+      BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.qos"));
+      sub->channel_qos = room;
     }
+    amqp_basic_consume_ok_t* ok =
+        amqp_basic_consume(state, kConsumeChannel, Bytes(sub->queue), amqp_empty_bytes,
+                           /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
+    BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "basic.consume"));
+    sub->consumer_tag = FromBytes(ok->consumer_tag);
+    sub->consumer_limit = room;
+    sub->consuming = true;
+    std::lock_guard lock(sub->mu);
+    ++sub->consumer_seq;
   }
   done();
   return Status::Ok();
