@@ -8,13 +8,19 @@
 # Usage: with-services.sh COMMAND [ARGS...]
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-export BATON_SERVICES_DIR="${BATON_SERVICES_DIR:-$(mktemp -d /tmp/baton-services.XXXXXX)}"
+created_dir=""  # removed afterwards, with the start logs, when this script made it
+if [[ -z ${BATON_SERVICES_DIR:-} ]]; then
+  BATON_SERVICES_DIR="$(mktemp -d /tmp/baton-services.XXXXXX)"
+  created_dir="$BATON_SERVICES_DIR"
+fi
+export BATON_SERVICES_DIR
 services_dir="$BATON_SERVICES_DIR"
 
 stop_all() {
   "$here/podman.sh" stop >/dev/null 2>&1 || true
   "$here/rabbitmq.sh" stop >/dev/null 2>&1 || true
   "$here/postgres.sh" stop >/dev/null 2>&1 || true
+  if [[ -n $created_dir ]]; then rm -rf "$created_dir"; fi
 }
 trap stop_all EXIT
 
