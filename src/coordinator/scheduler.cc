@@ -739,8 +739,10 @@ std::optional<std::vector<TaskRecord>> Scheduler::RunnableChildren(const JobReco
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {
   TimePoint now = clock_.Now();
-  std::string queue = task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue;
-  int priority = task.task.priority.value_or(0);
+  auto publish = [&] {
+    OutgoingMessage message = MessageFor(task);
+    return broker_.Publish(message.queue, std::move(message.body), message.priority);
+  };
   auto refused = [&](const Status& s) {
     log::Warn("the broker refused a task; publishing it again later",
               {{"task_id", task.id}, {"error", s.message()}});
@@ -752,17 +754,12 @@ Status Scheduler::PublishTask(TaskRecord& task, bool create) {
     // the message, so a crash in between leaves it PENDING and reconciling publishes it.
     task.state = TaskState::kPending;
     if (create) BATON_RETURN_IF_ERROR(datastore_.CreateTask(task));
-    Status published = broker_.Publish(queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace), priority);
+    Status published = publish();
     if (!published.ok()) return refused(published);
     task.state = TaskState::kScheduled;
     task.scheduled_at = now;
-    return datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
-      // A waiting each child is still CREATED in the store; anything else has started.
-      if (row.state != TaskState::kPending && row.state != TaskState::kCreated) return Status::Ok();
-      row.state = TaskState::kScheduled;
-      row.scheduled_at = now;
-      return Status::Ok();
-    });
+    // A waiting each child is still CREATED in the store; anything else has started.
+    return datastore_.MarkScheduled({task.id}, now);
   }
   task.state = TaskState::kScheduled;
   task.scheduled_at = now;
@@ -775,7 +772,7 @@ Status Scheduler::PublishTask(TaskRecord& task, bool create) {
       return Status::Ok();
     }));
   }
-  Status published = broker_.Publish(queue, ToJson(task).dump(-1, ' ', false, json::error_handler_t::replace), priority);
+  Status published = publish();
   if (published.ok()) return Status::Ok();
   BATON_RETURN_IF_ERROR(datastore_.UpdateTask(task.id, [&](TaskRecord& row) {
     if (row.state == TaskState::kScheduled) row.state = TaskState::kPending;
