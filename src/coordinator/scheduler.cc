@@ -628,12 +628,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     for (std::size_t i = 0; i < children.size(); ++i) {
       TaskRecord& child = children[i];
       if (child.state != TaskState::kCreated || static_cast<int>(start_now.size()) >= limit) continue;
-      if (options_.durable_broker) {
-        child.state = TaskState::kPending;  // SCHEDULED once the broker confirmed it
-      } else {
-        child.state = TaskState::kScheduled;
-        child.scheduled_at = now;
-      }
+      ReadyToPublish(child, now);
       start_now.push_back(i);
     }
     task.state = TaskState::kRunning;
@@ -726,12 +721,7 @@ std::optional<std::vector<TaskRecord>> Scheduler::RunnableChildren(const JobReco
       if (!cond.ok() || TrimCopy(expr::ToText(*cond)) == "false") return std::nullopt;
     }
     if (!EvaluateTask(child.task, vars).ok()) return std::nullopt;
-    if (options_.durable_broker) {
-      child.state = TaskState::kPending;  // SCHEDULED once the broker confirmed it
-    } else {
-      child.state = TaskState::kScheduled;
-      child.scheduled_at = now;
-    }
+    ReadyToPublish(child, now);
     children.push_back(std::move(child));
   }
   return children;
@@ -779,6 +769,15 @@ Status Scheduler::PublishTask(TaskRecord& task, bool create) {
     return Status::Ok();
   }));
   return refused(published);
+}
+
+void Scheduler::ReadyToPublish(TaskRecord& row, TimePoint now) const {
+  if (options_.durable_broker) {
+    row.state = TaskState::kPending;  // SCHEDULED once the broker confirmed it
+  } else {
+    row.state = TaskState::kScheduled;
+    row.scheduled_at = now;
+  }
 }
 
 Status Scheduler::PublishStoredBatch(const std::vector<TaskRecord*>& rows) {

@@ -141,6 +141,9 @@ class Scheduler {
   // Publishes a row already stored as PublishTask stores it before publishing
   // (SCHEDULED, or PENDING with a durable broker).
   Status PublishStored(TaskRecord& task);
+  // Gives a row to be stored and then published by PublishStored the state it is stored
+  // in: PENDING with a durable broker (SCHEDULED once confirmed), else SCHEDULED.
+  void ReadyToPublish(TaskRecord& row, TimePoint now) const;
   // The same for many rows with one broker batch (one wait for the confirms) and, with a
   // durable broker, one write marking them SCHEDULED.
   Status PublishStoredBatch(const std::vector<TaskRecord*>& rows);
