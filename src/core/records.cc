@@ -4,6 +4,8 @@
 #include <ctime>
 #include <random>
 
+#include <unistd.h>
+
 namespace baton {
 
 TimePoint Now() {
@@ -55,6 +57,14 @@ std::optional<TimePoint> ParseTime(std::string_view text) {
 
 std::string NewId() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
+  // A forked child inherits the generator's state: without a new seed it would repeat
+  // its parent's ids (an engine restarted by the process that forked the one it replaces
+  // took the dead worker's node id, and so left that worker's RUNNING task alone).
+  thread_local pid_t seeded_in = getpid();
+  if (const pid_t pid = getpid(); pid != seeded_in) {
+    rng.seed(std::random_device{}());
+    seeded_in = pid;
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id(32, '0');
   for (int half = 0; half < 2; ++half) {

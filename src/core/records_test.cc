@@ -4,6 +4,9 @@
 
 #include <set>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 namespace baton {
 namespace {
 
@@ -32,6 +35,28 @@ TEST(RecordsTest, IdsAre32HexCharactersAndUnique) {
     ids.insert(id);
   }
   EXPECT_EQ(ids.size(), 1000u);
+}
+
+// A forked child draws other ids than its parent, even when the parent drew some before
+// the fork (the generator's state is copied into the child).
+TEST(RecordsTest, AForkedChildDrawsOtherIdsThanItsParent) {
+  (void)NewId();  // the parent's generator is in use before the fork
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string id = NewId();
+    (void)!write(fds[1], id.data(), id.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[33] = {};
+  ASSERT_EQ(read(fds[0], buf, 32), 32);
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_NE(std::string(buf, 32), NewId());
 }
 
 }  // namespace
