@@ -22,8 +22,8 @@ run: build
 
 # The concurrent parts, also run under ThreadSanitizer by `make test`.
 TSAN_TARGETS = base_test locker_test inmemory_broker_test sqlite_datastore_test \
-               shell_runtime_test scheduler_test engine_test api_test
-TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|EngineTest|ApiTest
+               shell_runtime_test scheduler_test worker_test engine_test api_test
+TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|WorkerTest|EngineTest|ApiTest
 
 # Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, with
 # a throwaway PostgreSQL and RabbitMQ for the integration tests, then the engine's

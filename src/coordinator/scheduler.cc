@@ -880,7 +880,8 @@ Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
 
 Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
                                const std::string& result, const std::string& error,
-                               TaskRecord* out, const std::string& from_node) {
+                               TaskRecord* out, const std::string& from_node,
+                               std::optional<TimePoint> started_at) {
   TimePoint now = clock_.Now();
   bool changed = false;
   Status s = datastore_.UpdateTask(task_id, [&](TaskRecord& t) {
@@ -888,6 +889,7 @@ Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
     if (!from_node.empty()) {
       if (!t.node_id.empty() && t.node_id != from_node) return Status::Ok();  // a duplicate
       t.node_id = from_node;
+      if (!t.started_at) t.started_at = started_at.value_or(now);
     }
     t.state = state;
     if (state == TaskState::kFailed) {
@@ -1131,13 +1133,13 @@ Status Scheduler::OnFinished(const TaskFinished& event) {
     TaskRecord task;
     const std::string& node = event.node_id;
     if (event.outcome == TaskFinished::Outcome::kCompleted) {
-      auto finished = Finish(event.task_id, TaskState::kCompleted, event.result, "", &task, node);
+      auto finished = Finish(event.task_id, TaskState::kCompleted, event.result, "", &task, node, event.started_at);
       s = finished.ok() ? (*finished ? TaskDone(task) : Status::Ok()) : finished.status();
     } else if (event.outcome == TaskFinished::Outcome::kCancelled) {
-      auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task, node);
+      auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task, node, event.started_at);
       s = finished.status();
     } else if (event.outcome == TaskFinished::Outcome::kHandedBack) {
-      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node);
+      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node, event.started_at);
       if (!finished.ok()) {
         s = finished.status();
       } else if (*finished) {
@@ -1145,7 +1147,7 @@ Status Scheduler::OnFinished(const TaskFinished& event) {
         s = job.ok() && IsActive(job->state) ? Redeliver(task) : Status::Ok();
       }
     } else {
-      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node);
+      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node, event.started_at);
       if (!finished.ok()) {
         s = finished.status();
       } else if (*finished) {

@@ -196,10 +196,12 @@ class Scheduler {
   // or a final failure past max_redeliveries.
   Status Redeliver(const TaskRecord& lost);
   // Marks a row terminal unless it already is; false when it was. With `from_node`, only
-  // while the row is not recorded as running on another node.
+  // while the row is not recorded as running on another node. A row whose start was never
+  // recorded (a short task reports only its outcome) gets `started_at`, else now.
   Result<bool> Finish(const std::string& task_id, TaskState state, const std::string& result,
                       const std::string& error, TaskRecord* out,
-                      const std::string& from_node = "");
+                      const std::string& from_node = "",
+                      std::optional<TimePoint> started_at = std::nullopt);
   Status ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes);
   void FlushNotifications();
 

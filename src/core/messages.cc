@@ -41,13 +41,15 @@ std::string Encode(const TaskStarted& m) {
                {"at", FormatTime(m.at)}});
 }
 std::string Encode(const TaskFinished& m) {
-  return Dump({{"taskId", m.task_id},
-               {"jobId", m.job_id},
-               {"nodeId", m.node_id},
-               {"outcome", kOutcomes[static_cast<int>(m.outcome)]},
-               {"result", m.result},
-               {"error", m.error},
-               {"at", FormatTime(m.at)}});
+  json j = {{"taskId", m.task_id},
+            {"jobId", m.job_id},
+            {"nodeId", m.node_id},
+            {"outcome", kOutcomes[static_cast<int>(m.outcome)]},
+            {"result", m.result},
+            {"error", m.error},
+            {"at", FormatTime(m.at)}};
+  if (m.started_at) j["startedAt"] = FormatTime(*m.started_at);
+  return Dump(j);
 }
 std::string Encode(const TaskProgress& m) {
   return Dump({{"taskId", m.task_id}, {"jobId", m.job_id}, {"progress", m.progress}});
@@ -96,6 +98,7 @@ Result<TaskFinished> DecodeTaskFinished(std::string_view body) {
     m.result = j.value("result", "");
     m.error = j.value("error", "");
     m.at = TimeOf(j, "at");
+    if (j.contains("startedAt")) m.started_at = TimeOf(j, "startedAt");
   });
 }
 

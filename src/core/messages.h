@@ -2,6 +2,7 @@
 // coordinator and the worker agree. Task messages themselves are ToJson(TaskRecord).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,9 @@ struct TaskFinished {
   std::string result;
   std::string error;
   TimePoint at{};
+  // When the attempt started, for an outcome whose start was never reported (a task
+  // shorter than the worker's `report_start_after`); unset otherwise.
+  std::optional<TimePoint> started_at;
 };
 
 struct TaskProgress {

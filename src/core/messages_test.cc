@@ -26,6 +26,11 @@ TEST(MessagesTest, RoundTrip) {
   EXPECT_EQ(finished->node_id, "n2");
   EXPECT_EQ(finished->outcome, TaskFinished::Outcome::kFailed);
   EXPECT_EQ(finished->error, "exit code 1");
+  EXPECT_FALSE(finished->started_at.has_value());
+
+  auto quick = DecodeTaskFinished(Encode(TaskFinished{.task_id = "t2", .at = at, .started_at = at}));
+  ASSERT_TRUE(quick.ok());
+  EXPECT_EQ(quick->started_at, at);
 
   auto progress = DecodeTaskProgress(Encode(TaskProgress{.task_id = "t3", .job_id = "j3", .progress = 42.5}));
   ASSERT_TRUE(progress.ok());

@@ -74,7 +74,7 @@ Status Worker::Start() {
         if (message.ok()) {
           std::lock_guard lock(mu_);
           if (auto it = running_.find(message->task_id); it != running_.end()) {
-            it->second.request_stop();
+            it->second->cancel.request_stop();
           }
         }
         (void)d->Ack();
@@ -105,6 +105,7 @@ Status Worker::Start() {
     }
     lanes_.push_back(std::move(lane));
   }
+  start_thread_ = std::jthread([this](std::stop_token stop) { StartReportLoop(stop); });
   Heartbeat();
   heartbeat_thread_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
   log::Info("worker started", {{"node", options_.node_id}});
@@ -125,12 +126,23 @@ void Worker::SlotLoop(Lane& lane, const std::stop_token& stop) {
   }
 }
 
-void Worker::Started(Lane& lane, int delta) {
-  std::lock_guard lock(lane.mu);
+void Worker::Counted(Lane& lane, int delta) {
   lane.running += delta;
-  // Acked messages no longer count against the prefetch, so without this a busy lane
-  // would take up to `concurrency` more than it can run.
-  if (lane.subscription) (void)lane.subscription->SetPrefetch(std::max(0, lane.concurrency - lane.running));
+  if (lane.subscription) {
+    (void)lane.subscription->SetPrefetch(lane.paused ? 0 : std::max(0, lane.concurrency - lane.running));
+  }
+}
+
+void Worker::StartKnown(Attempt& attempt) {
+  {
+    std::lock_guard lock(attempt.lane->mu);
+    if (!attempt.ended) {
+      // Lowered before the ack, so the broker never sees room for one more.
+      attempt.counted = true;
+      Counted(*attempt.lane, +1);
+    }
+  }
+  (void)attempt.delivery->Ack();
 }
 
 void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
@@ -141,43 +153,54 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
     return;
   }
   TaskRecord task = std::move(*record);
-  std::stop_source cancel;
+  auto attempt = std::make_shared<Attempt>();
+  attempt->task_id = task.id;
+  attempt->lane = &lane;
+  attempt->delivery = std::move(delivery);
+  attempt->started = TaskStarted{
+      .task_id = task.id, .job_id = task.job_id, .node_id = options_.node_id, .at = clock_.Now()};
+  const bool report_first = options_.report_start_after.count() <= 0;
   {
     std::lock_guard lock(mu_);
     if (draining_) {
-      (void)delivery->Nack(true);
+      (void)attempt->delivery->Nack(true);
       return;
     }
     if (running_.contains(task.id) || recent_.contains(task.id)) {
       // Delivered again (an ack or a publish confirm lost with a connection) while it
       // runs here or after it ran here.
       log::Warn("dropping a second delivery of a task", {{"task_id", task.id}});
-      (void)delivery->Ack();
+      (void)attempt->delivery->Ack();
       return;
     }
-    running_.emplace(task.id, cancel);
+    running_.emplace(task.id, attempt);
+    if (!report_first) {
+      attempt->report_at = std::chrono::steady_clock::now() + options_.report_start_after;
+      start_queue_.push_back(attempt);
+    }
   }
-  // Once the start is on its way the coordinator owns the task's fate (leases cover a
-  // worker dying from here on), so the broker can forget the message.
-  Status started = broker_.Publish(
-      kQueueStarted, Encode(TaskStarted{.task_id = task.id,
-                                        .job_id = task.job_id,
-                                        .node_id = options_.node_id,
-                                        .at = clock_.Now()}));
-  if (!started.ok()) {
+  if (report_first) {
+    Status started = broker_.Publish(kQueueStarted, Encode(attempt->started));
+    if (!started.ok()) {
+      {
+        std::lock_guard lock(mu_);
+        running_.erase(task.id);
+      }
+      (void)attempt->delivery->Nack(true);
+      return;
+    }
     {
       std::lock_guard lock(mu_);
-      running_.erase(task.id);
+      attempt->start = Attempt::Start::kReported;
     }
-    (void)delivery->Nack(true);
-    return;
+    StartKnown(*attempt);
+  } else {
+    start_cv_.notify_one();
   }
-  Started(lane, +1);
-  (void)delivery->Ack();
 
   Reporter reporter(broker_, clock_, task);
   RunRequest request{task.id, task.job_id, task.task, options_.max_result_bytes};
-  auto outcome = runtime_.Run(request, reporter, cancel.get_token());
+  auto outcome = runtime_.Run(request, reporter, attempt->cancel.get_token());
   TaskFinished finished;
   finished.task_id = task.id;
   finished.job_id = task.job_id;
@@ -206,8 +229,28 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
       finished.outcome == TaskFinished::Outcome::kCompleted ? kQueueCompleted : kQueueFailed;
   // The slot is free now: the next message is on its way while the outcome is reported
   // (over RabbitMQ both take a round trip).
-  Started(lane, -1);
-  Report(queue, Encode(finished), task.id);
+  {
+    std::lock_guard lock(lane.mu);
+    attempt->ended = true;
+    if (attempt->counted) Counted(lane, -1);
+  }
+  bool outcome_acks = false;  // the start was never reported: the outcome stands for it
+  {
+    std::lock_guard lock(mu_);
+    if (attempt->start == Attempt::Start::kWaiting) {
+      attempt->start = Attempt::Start::kInOutcome;
+      finished.started_at = attempt->started.at;
+      outcome_acks = true;
+    }
+  }
+  std::vector<OutgoingMessage> report;
+  report.push_back({std::string(queue), Encode(finished), 0});
+  bool reported = Report(std::move(report), "the outcome of task " + task.id);
+  if (outcome_acks) {
+    // Not reported (the worker stops and the broker is unreachable): the message goes
+    // back to the queue, to run elsewhere.
+    (void)(reported ? attempt->delivery->Ack() : attempt->delivery->Nack(true));
+  }
   {
     std::lock_guard lock(mu_);
     running_.erase(task.id);
@@ -221,23 +264,72 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   idle_cv_.notify_all();
 }
 
-void Worker::Report(std::string_view queue, const std::string& body, const std::string& task_id) {
+void Worker::StartReportLoop(const std::stop_token& stop) {
+  for (;;) {
+    std::vector<std::shared_ptr<Attempt>> due;
+    {
+      std::unique_lock lock(mu_);
+      start_cv_.wait(lock, stop, [&] { return !start_queue_.empty(); });
+      if (stop.stop_requested()) return;
+      // Attempts are queued in the order they are due.
+      const auto at = start_queue_.front()->report_at;
+      if (std::chrono::steady_clock::now() < at) {
+        // Until it is due, or Stop made it due now.
+        start_cv_.wait_until(lock, stop, at, [&] {
+          return start_queue_.empty() || start_queue_.front()->report_at != at;
+        });
+        continue;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      while (!start_queue_.empty() && start_queue_.front()->report_at <= now) {
+        std::shared_ptr<Attempt> attempt = std::move(start_queue_.front());
+        start_queue_.pop_front();
+        if (attempt->start != Attempt::Start::kWaiting) continue;  // it finished first
+        attempt->start = Attempt::Start::kReporting;
+        due.push_back(std::move(attempt));
+      }
+      reporting_starts_ += static_cast<int>(due.size());
+    }
+    if (due.empty()) continue;
+    std::vector<OutgoingMessage> starts;
+    for (const auto& attempt : due) starts.push_back({std::string(kQueueStarted), Encode(attempt->started), 0});
+    bool reported = Report(std::move(starts), due.size() == 1 ? "the start of task " + due.front()->task_id
+                                                              : fmt::format("{} starts", due.size()));
+    for (const auto& attempt : due) {
+      {
+        std::lock_guard lock(mu_);
+        attempt->start = Attempt::Start::kReported;
+      }
+      // Unreported only when the worker stops and the broker is unreachable: the
+      // subscription's close then gives the message back.
+      if (reported) StartKnown(*attempt);
+    }
+    {
+      std::lock_guard lock(mu_);
+      reporting_starts_ -= static_cast<int>(due.size());
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+bool Worker::Report(std::vector<OutgoingMessage> messages, std::string_view what) {
   auto first_try = std::chrono::steady_clock::now();
   auto backoff = std::chrono::milliseconds(100);
   for (;;) {
-    Status s = broker_.Publish(queue, body);
-    if (s.ok()) return;
+    Status s = messages.size() == 1 ? broker_.Publish(messages.front().queue, messages.front().body)
+                                    : broker_.PublishBatch(messages);
+    if (s.ok()) return true;
     bool give_up = false;
     {
       std::lock_guard lock(mu_);
       give_up = grace_over_ && std::chrono::steady_clock::now() - first_try > std::chrono::seconds(10);
     }
     if (give_up) {
-      log::Error("reporting an outcome failed; giving up as the worker stops",
-                 {{"task_id", task_id}, {"error", s.message()}});
-      return;
+      log::Error(fmt::format("reporting {} failed; giving up as the worker stops", what),
+                 {{"error", s.message()}});
+      return false;
     }
-    log::Warn("reporting an outcome failed; trying again", {{"task_id", task_id}, {"error", s.message()}});
+    log::Warn(fmt::format("reporting {} failed; trying again", what), {{"error", s.message()}});
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
   }
@@ -298,27 +390,42 @@ void Worker::Stop(std::chrono::milliseconds grace) {
     std::lock_guard lock(mu_);
     if (draining_ && lanes_.empty()) return;
     draining_ = true;
+    // Every running task's start is reported now, so its message can be acked before the
+    // subscriptions close (closing gives back what is unacked, to run elsewhere).
+    for (auto& attempt : start_queue_) attempt->report_at = std::chrono::steady_clock::time_point::min();
   }
+  start_cv_.notify_all();
   // Stop taking work; what was delivered but not started goes back to the queue.
   for (auto& lane : lanes_) {
-    if (lane->subscription) lane->subscription->Close();
     std::deque<std::unique_ptr<Delivery>> pending;
     {
       std::lock_guard lock(lane->mu);
+      lane->paused = true;
+      Counted(*lane, 0);
       pending.swap(lane->pending);
     }
     for (auto& d : pending) (void)d->Nack(true);
   }
   {
     std::unique_lock lock(mu_);
-    idle_cv_.wait_for(lock, grace, [&] { return running_.empty(); });
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    idle_cv_.wait_until(lock, deadline, [&] { return start_queue_.empty() && reporting_starts_ == 0; });
+    idle_cv_.wait_until(lock, deadline, [&] { return running_.empty(); });
     grace_over_ = true;
-    for (auto& [id, cancel] : running_) cancel.request_stop();
+    for (auto& [id, attempt] : running_) attempt->cancel.request_stop();
   }
+  // Slots report what they ran and settle its message before the subscription closes.
   for (auto& lane : lanes_) {
     for (auto& t : lane->threads) t.request_stop();
     lane->cv.notify_all();
     lane->threads.clear();  // joins
+  }
+  start_thread_ = std::jthread();  // joins
+  for (auto& lane : lanes_) {
+    if (lane->subscription) lane->subscription->Close();
+    // Delivered while stopping, after the slots ended: unacked, so the close gave them back.
+    std::lock_guard lock(lane->mu);
+    lane->pending.clear();
   }
   lanes_.clear();
   if (cancel_subscription_) cancel_subscription_->Close();
