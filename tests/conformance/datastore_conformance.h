@@ -52,7 +52,7 @@ inline TimePoint At(std::int64_t ms) {
 }
 
 // A word no other test (or earlier run) uses, for scoping searches.
-inline std::string UniqueWord() { return "w" + NewId().substr(0, 16); }
+inline std::string UniqueWord() { return "w" + NewId().substr(16); }  // its random part
 
 inline Task RunnableTask(std::string name) {
   Task task;
