@@ -126,16 +126,43 @@ Scheduler::~Scheduler() {
 
 void Scheduler::StarterLoop(std::stop_token stop) {
   for (;;) {
-    std::string job_id;
+    std::vector<Submitted> stored_with_task;
+    std::vector<std::string> pending;
     {
       std::unique_lock lock(start_mu_);
       start_cv_.wait(lock, stop, [&] { return !to_start_.empty(); });
-      if (stop.stop_requested()) return;  // what is left stays PENDING, for reconciling
-      job_id = std::move(to_start_.front());
-      to_start_.pop_front();
+      // What is left stays for reconciling: PENDING jobs, and the unpublished first tasks
+      // of RUNNING ones.
+      if (stop.stop_requested()) return;
+      // Everything queued: the first tasks stored with their jobs go out as one batch.
+      for (Submitted& next : to_start_) {
+        if (next.first) {
+          stored_with_task.push_back(std::move(next));
+        } else {
+          pending.push_back(std::move(next.job_id));
+        }
+      }
+      to_start_.clear();
     }
-    StartSubmitted(job_id);
+    if (!stored_with_task.empty()) PublishSubmitted(stored_with_task);
+    for (const std::string& job_id : pending) StartSubmitted(job_id);
   }
+}
+
+void Scheduler::PublishSubmitted(std::vector<Submitted>& jobs) {
+  // Neither the jobs' locks nor a read: every decision was taken (and stored) at submit,
+  // and what may have happened since (a cancel) is settled by the rows' states, as for
+  // any queued task.
+  std::vector<TaskRecord*> rows;
+  rows.reserve(jobs.size());
+  std::lock_guard lock(mu_);
+  for (Submitted& job : jobs) {
+    if (job.timeout) ArmJobTimeout(job.job_id, *job.timeout, job.first->created_at);
+    rows.push_back(&*job.first);
+  }
+  Status s = PublishStoredBatch(rows);
+  if (!s.ok())
+    log::Error("publishing submitted jobs' first tasks failed", {{"error", s.message()}});
 }
 
 void Scheduler::StartSubmitted(const std::string& job_id) {
@@ -147,7 +174,7 @@ void Scheduler::StartSubmitted(const std::string& job_id) {
     timers_.Schedule(clock_.Now() + std::chrono::seconds(1), [this, job_id] {
       {
         std::lock_guard lock(start_mu_);
-        to_start_.push_back(job_id);
+        to_start_.push_back(Submitted{job_id, std::nullopt, std::nullopt});
       }
       start_cv_.notify_one();
     });
@@ -233,34 +260,68 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
     std::lock_guard lock(roots_mu_);
     roots_[id] = id;
   }
+  // A job whose first task is runnable and runs now is stored started, with that task's
+  // row, in one write (instead of one for the job, one to start it and one for the
+  // task); the task is published after. A crash in between leaves a RUNNING job with an
+  // unpublished row, which reconciling publishes. Other jobs are stored PENDING and
+  // started by StartJob. Deciding needs neither the mutex nor the job's lock: no one
+  // else knows the id yet.
+  JobRecord record = NewJobRecord(job, "", id);
+  std::optional<TaskRecord> first = FirstTaskAtSubmit(record, record.created_at);
+  if (first) {
+    record.state = JobState::kRunning;
+    record.started_at = record.created_at;
+  }
+  auto store = [&] {
+    return first ? datastore_.CreateJobWithTasks(record, {*first}) : datastore_.CreateJob(record);
+  };
   if (options_.start_in_background) {
-    // Stored PENDING, durably, before the answer; started by the starter thread. Creating
-    // the row needs neither the mutex nor the job's lock: no one else knows the id yet.
-    Result<JobRecord> record = CreateJob(job, "", id);
-    if (!record.ok()) return record;
+    // Stored durably before the answer; started (or its first task published) by the
+    // starter thread — except a first task bound for a broker that keeps nothing: that
+    // publish is a queue push, done here rather than by waking the starter for it. It
+    // needs no mutex (PublishStored touches nothing the mutex guards) unless a timeout is
+    // armed.
+    BATON_RETURN_IF_ERROR(store());
+    if (first && !options_.durable_broker) {
+      if (record.job.timeout) {
+        std::lock_guard lock(mu_);
+        ArmJobTimeout(record.id, *record.job.timeout, record.created_at);
+      }
+      Status published = PublishStored(*first);
+      if (!published.ok()) {
+        log::Error("publishing a job's first task failed",
+                   {{"job_id", record.id}, {"error", published.message()}});
+      }
+      return record;
+    }
     {
       std::lock_guard lock(start_mu_);
-      to_start_.push_back(record->id);
+      to_start_.push_back(Submitted{record.id, std::move(first), record.job.timeout});
     }
     start_cv_.notify_one();
     return record;
   }
   auto guard = LockJob(id);
   if (!guard.ok()) return guard.status();
-  Result<JobRecord> record = InvalidArgument("");
   {
     std::lock_guard lock(mu_);
-    record = CreateJob(job, "", id);
-    if (!record.ok()) return record;
-    Status started = StartJob(record->id);
-    if (!started.ok()) log::Error("starting a job failed", {{"job_id", record->id}, {"error", started.message()}});
+    BATON_RETURN_IF_ERROR(store());
+    Status started;
+    if (first) {
+      if (record.job.timeout) ArmJobTimeout(record.id, *record.job.timeout, record.created_at);
+      started = PublishStored(*first);
+    } else {
+      started = StartJob(record.id);
+    }
+    if (!started.ok())
+      log::Error("starting a job failed", {{"job_id", record.id}, {"error", started.message()}});
   }
   FlushNotifications();
   return record;
 }
 
-Result<JobRecord> Scheduler::CreateJob(const Job& job, const std::string& parent_task_id,
-                                       std::string id) {
+JobRecord Scheduler::NewJobRecord(const Job& job, const std::string& parent_task_id,
+                                  std::string id) const {
   JobRecord record;
   record.id = id.empty() ? NewId() : std::move(id);
   record.parent_id = parent_task_id;
@@ -273,6 +334,33 @@ Result<JobRecord> Scheduler::CreateJob(const Job& job, const std::string& parent
                     {"secrets", job.secrets},
                     {"tasks", json::object()},
                     {"job", {{"id", record.id}, {"name", job.name}}}};
+  return record;
+}
+
+std::optional<TaskRecord> Scheduler::FirstTaskAtSubmit(const JobRecord& job, TimePoint now) const {
+  if (job.job.tasks.empty() || job.job.tasks.front().IsComposite()) return std::nullopt;
+  // As ScheduleNew and Dispatch would, for a runnable task.
+  TaskRecord task;
+  task.id = NewId();
+  task.job_id = job.id;
+  task.position = 1;
+  task.created_at = now;
+  task.task = job.job.tasks.front();
+  ApplyDefaults(job.job.defaults, task.task);
+  Vars vars = VarsFor(job, json::object());
+  // Skipped, or failing evaluation: the general way records it.
+  if (!task.task.if_expr.empty()) {
+    auto cond = expr::EvaluateTemplateValue(task.task.if_expr, vars);
+    if (!cond.ok() || TrimCopy(expr::ToText(*cond)) == "false") return std::nullopt;
+  }
+  if (!EvaluateTask(task.task, vars).ok()) return std::nullopt;
+  ReadyToPublish(task, now);
+  return task;
+}
+
+Result<JobRecord> Scheduler::CreateJob(const Job& job, const std::string& parent_task_id,
+                                       std::string id) {
+  JobRecord record = NewJobRecord(job, parent_task_id, std::move(id));
   BATON_RETURN_IF_ERROR(datastore_.CreateJob(record));
   return record;
 }
@@ -325,31 +413,38 @@ Scheduler::Vars Scheduler::VarsFor(const JobRecord& job, const Vars& extra) cons
 }
 
 Status Scheduler::AdvanceJob(const std::string& job_id, int position) {
+  TimePoint now = clock_.Now();
+  Advance advance;
+  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+    AdvanceInPlace(j, position, now, advance);
+    return Status::Ok();
+  }));
+  return AfterAdvance(job_id, position, std::move(advance));
+}
+
+void Scheduler::AdvanceInPlace(JobRecord& j, int position, TimePoint now, Advance& advance) const {
   // What scheduling the next step needs, not a copy of the whole definition (a job of
   // hundreds of tasks would be copied at every step). After the last step the job is
   // completed in this same update.
-  TimePoint now = clock_.Now();
-  JobRecord job;
-  Task next;
-  bool advanced = false;
-  Completion completion;
-  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
-    if (j.state != JobState::kRunning || j.position != position) return Status::Ok();
-    if (position >= j.task_count) {
-      completion = CompleteInPlace(j, now);
-      return Status::Ok();
-    }
-    advanced = true;
-    j.position = position + 1;
-    j.progress = 100.0 * position / std::max(1, j.task_count);
-    job.id = j.id;
-    job.context = j.context;
-    job.job.defaults = j.job.defaults;
-    next = j.job.tasks[static_cast<std::size_t>(position)];
-    return Status::Ok();
-  }));
-  if (advanced) return ScheduleNew(job, std::move(next), "", position + 1, json::object());
-  return AfterCompletion(job_id, std::move(completion));
+  if (j.state != JobState::kRunning || j.position != position) return;
+  if (position >= j.task_count) {
+    advance.completion = CompleteInPlace(j, now);
+    return;
+  }
+  advance.advanced = true;
+  j.position = position + 1;
+  j.progress = 100.0 * position / std::max(1, j.task_count);
+  advance.job.id = j.id;
+  advance.job.context = j.context;
+  advance.job.job.defaults = j.job.defaults;
+  advance.next = j.job.tasks[static_cast<std::size_t>(position)];
+}
+
+Status Scheduler::AfterAdvance(const std::string& job_id, int position, Advance advance) {
+  if (advance.advanced) {
+    return ScheduleNew(advance.job, std::move(advance.next), "", position + 1, json::object());
+  }
+  return AfterCompletion(job_id, std::move(advance.completion));
 }
 
 Scheduler::Completion Scheduler::CompleteInPlace(JobRecord& j, TimePoint now) const {
@@ -878,6 +973,30 @@ Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
   return false;
 }
 
+bool Scheduler::FinishInPlace(TaskRecord& t, TaskState state, const std::string& result,
+                              const std::string& error, TimePoint now,
+                              const std::string& from_node, std::optional<TimePoint> started_at) {
+  if (IsTerminal(t.state)) return false;
+  if (!from_node.empty()) {
+    if (!t.node_id.empty() && t.node_id != from_node) return false;  // a duplicate
+    t.node_id = from_node;
+    if (!t.started_at) t.started_at = started_at.value_or(now);
+  }
+  t.state = state;
+  if (state == TaskState::kFailed) {
+    t.failed_at = now;
+    t.error = error;
+  } else {
+    t.completed_at = now;
+    if (state == TaskState::kCompleted) {
+      t.result = result;
+      t.progress = 100;
+    }
+    if (state == TaskState::kCancelled && !error.empty()) t.error = error;
+  }
+  return true;
+}
+
 Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
                                const std::string& result, const std::string& error,
                                TaskRecord* out, const std::string& from_node,
@@ -885,31 +1004,42 @@ Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
   TimePoint now = clock_.Now();
   bool changed = false;
   Status s = datastore_.UpdateTask(task_id, [&](TaskRecord& t) {
-    if (IsTerminal(t.state)) return Status::Ok();
-    if (!from_node.empty()) {
-      if (!t.node_id.empty() && t.node_id != from_node) return Status::Ok();  // a duplicate
-      t.node_id = from_node;
-      if (!t.started_at) t.started_at = started_at.value_or(now);
-    }
-    t.state = state;
-    if (state == TaskState::kFailed) {
-      t.failed_at = now;
-      t.error = error;
-    } else {
-      t.completed_at = now;
-      if (state == TaskState::kCompleted) {
-        t.result = result;
-        t.progress = 100;
-      }
-      if (state == TaskState::kCancelled && !error.empty()) t.error = error;
-    }
-    changed = true;
-    if (out != nullptr) *out = t;
+    changed = FinishInPlace(t, state, result, error, now, from_node, started_at);
+    if (changed && out != nullptr) *out = t;
     return Status::Ok();
   });
   if (!s.ok()) return s;
   if (changed) ++finishes_;
   return changed;
+}
+
+Status Scheduler::CompleteTask(const std::string& task_id, const std::string& result,
+                               const std::string& from_node, std::optional<TimePoint> started_at) {
+  TimePoint now = clock_.Now();
+  bool changed = false;
+  TaskRecord task;
+  Advance advance;
+  // One write for the row and its job: a top-level task's job moves on (or, after its
+  // last step, completes) with it; a child's job changes only for its `var`. As
+  // Finish, then TaskDone's job updates, would — in two or three writes.
+  BATON_RETURN_IF_ERROR(datastore_.UpdateTaskAndJob(
+      task_id,
+      [&](TaskRecord& t, bool& update_job) {
+        changed = FinishInPlace(t, TaskState::kCompleted, result, "", now, from_node, started_at);
+        if (!changed) return Status::Ok();
+        task = t;
+        update_job = t.parent_id.empty() || !t.task.var.empty();
+        return Status::Ok();
+      },
+      [&](JobRecord& j) {
+        if (!task.task.var.empty()) j.context["tasks"][task.task.var] = SanitizeUtf8(task.result);
+        if (task.parent_id.empty()) AdvanceInPlace(j, task.position, now, advance);
+        return Status::Ok();
+      }));
+  if (!changed) return Status::Ok();
+  ++finishes_;
+  if (!task.parent_id.empty()) return ChildDone(task.parent_id);
+  return AfterAdvance(task.job_id, task.position, std::move(advance));
 }
 
 Status Scheduler::TaskDone(const TaskRecord& task) {
@@ -1133,8 +1263,7 @@ Status Scheduler::OnFinished(const TaskFinished& event) {
     TaskRecord task;
     const std::string& node = event.node_id;
     if (event.outcome == TaskFinished::Outcome::kCompleted) {
-      auto finished = Finish(event.task_id, TaskState::kCompleted, event.result, "", &task, node, event.started_at);
-      s = finished.ok() ? (*finished ? TaskDone(task) : Status::Ok()) : finished.status();
+      s = CompleteTask(event.task_id, event.result, node, event.started_at);
     } else if (event.outcome == TaskFinished::Outcome::kCancelled) {
       auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task, node, event.started_at);
       s = finished.status();

@@ -114,9 +114,28 @@ class Scheduler {
   void JobTimedOut(const std::string& job_id, Duration timeout);
   void PublishPending(const std::string& task_id, const std::string& job_id);
 
+  // A submitted job the starter thread has to start. With `first`, the job was stored
+  // RUNNING with this row of its first task (decided at submit), which is then only
+  // published; without, the job was stored PENDING and StartJob decides.
+  struct Submitted {
+    std::string job_id;
+    std::optional<TaskRecord> first;
+    std::optional<Duration> timeout;  // the job's, armed when it is started
+  };
   // start_in_background: starts the submitted jobs queued in to_start_.
   void StarterLoop(std::stop_token stop);
   void StartSubmitted(const std::string& job_id);
+  // Publishes the first tasks of jobs stored with them (one broker batch), arming their
+  // jobs' timeouts first.
+  void PublishSubmitted(std::vector<Submitted>& jobs);
+
+  // A new job's row, not stored.
+  JobRecord NewJobRecord(const Job& job, const std::string& parent_task_id, std::string id) const;
+  // The row of a new job's first task when it is a runnable task that runs now (not
+  // composite, not skipped, its templates evaluated without error), ready to store with
+  // the job and publish as PublishStored publishes; nullopt otherwise (StartJob takes the
+  // general way then). Needs no lock: it reads `job` alone.
+  std::optional<TaskRecord> FirstTaskAtSubmit(const JobRecord& job, TimePoint now) const;
 
   // All private members below run with mu_ held (and the job's lock, when there is one).
   Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id,
@@ -139,7 +158,8 @@ class Scheduler {
                                                           const Vars& extra, TimePoint now) const;
   Status PublishTask(TaskRecord& task, bool create);
   // Publishes a row already stored as PublishTask stores it before publishing
-  // (SCHEDULED, or PENDING with a durable broker).
+  // (SCHEDULED, or PENDING with a durable broker). Without a durable broker it touches
+  // nothing the mutex guards, so Submit calls it without the mutex.
   Status PublishStored(TaskRecord& task);
   // Gives a row to be stored and then published by PublishStored the state it is stored
   // in: PENDING with a durable broker (SCHEDULED once confirmed), else SCHEDULED.
@@ -171,6 +191,11 @@ class Scheduler {
   Status TaskDone(const TaskRecord& task);
   Status TaskFailed(const TaskRecord& task);
   Status ChildDone(const std::string& parent_id);
+  // A runnable task's completion from `from_node`, recorded in the same write as what it
+  // does to its job (its `var`, and for a top-level task the job's next step or its
+  // completion), then acted on. Ignored when the row is terminal or runs elsewhere.
+  Status CompleteTask(const std::string& task_id, const std::string& result,
+                      const std::string& from_node, std::optional<TimePoint> started_at);
   Status AdvanceJob(const std::string& job_id, int position);
   // Completes a RUNNING job (only while it is at `position`, when one is given).
   Status CompleteJob(const std::string& job_id, int position = 0);
@@ -180,6 +205,19 @@ class Scheduler {
     std::optional<JobRecord> stored;
     std::optional<std::string> output_error;
   };
+  // What moving a job on from a step decided in an update of its row: the next step,
+  // or its completion (or nothing: the job is not at that step, or not running).
+  struct Advance {
+    bool advanced = false;
+    JobRecord job;  // what scheduling the next step needs: id, context, defaults
+    Task next;
+    Completion completion;
+  };
+  // Moves `j` on from step `position` inside an update of its row (a modifier: no
+  // datastore calls): to the next step, or completed after the last one.
+  void AdvanceInPlace(JobRecord& j, int position, TimePoint now, Advance& advance) const;
+  // What follows an AdvanceInPlace once it is stored.
+  Status AfterAdvance(const std::string& job_id, int position, Advance advance);
   // Completes `j` inside an update of its row (a modifier: no datastore calls).
   Completion CompleteInPlace(JobRecord& j, TimePoint now) const;
   // What follows a completion decided by CompleteInPlace, once it is stored.
@@ -198,6 +236,9 @@ class Scheduler {
   // Marks a row terminal unless it already is; false when it was. With `from_node`, only
   // while the row is not recorded as running on another node. A row whose start was never
   // recorded (a short task reports only its outcome) gets `started_at`, else now.
+  static bool FinishInPlace(TaskRecord& t, TaskState state, const std::string& result,
+                            const std::string& error, TimePoint now, const std::string& from_node,
+                            std::optional<TimePoint> started_at = std::nullopt);
   Result<bool> Finish(const std::string& task_id, TaskState state, const std::string& result,
                       const std::string& error, TaskRecord* out,
                       const std::string& from_node = "",
@@ -227,7 +268,7 @@ class Scheduler {
 
   std::mutex start_mu_;
   std::condition_variable_any start_cv_;
-  std::deque<std::string> to_start_;  // guarded by start_mu_
+  std::deque<Submitted> to_start_;    // guarded by start_mu_
   std::jthread starter_;              // last: stopped before the members above go
 };
 

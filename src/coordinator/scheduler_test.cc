@@ -39,12 +39,89 @@ Job ParseOrDie(const std::string& yaml) {
   return result.ok() ? *result.job : Job{};
 }
 
+// Passes every call on to a datastore, counting the writes of job and task rows (node
+// heartbeats and log parts aside): what the scheduler costs the store per job.
+class CountingDatastore final : public Datastore {
+ public:
+  explicit CountingDatastore(Datastore& inner) : inner_(inner) {}
+
+  int writes() const { return writes_.load(); }
+
+  Status CreateJob(const JobRecord& job) override { return Count(inner_.CreateJob(job)); }
+  Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
+    return Count(inner_.CreateJobWithTasks(job, tasks));
+  }
+  Result<JobRecord> GetJob(std::string_view id) override { return inner_.GetJob(id); }
+  Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override {
+    return Count(inner_.UpdateJob(id, modify));
+  }
+  Result<Page<JobRecord>> ListJobs(const JobQuery& query) override {
+    return inner_.ListJobs(query);
+  }
+  Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override {
+    return inner_.JobsInState(states);
+  }
+  Status DeleteJob(std::string_view id) override { return Count(inner_.DeleteJob(id)); }
+  Status CreateTask(const TaskRecord& task) override { return Count(inner_.CreateTask(task)); }
+  Status CreateTasks(const std::vector<TaskRecord>& tasks) override {
+    return Count(inner_.CreateTasks(tasks));
+  }
+  Result<TaskRecord> GetTask(std::string_view id) override { return inner_.GetTask(id); }
+  Status UpdateTask(std::string_view id,
+                    const std::function<Status(TaskRecord&)>& modify) override {
+    return Count(inner_.UpdateTask(id, modify));
+  }
+  Status UpdateTaskAndJob(std::string_view task_id,
+                          const std::function<Status(TaskRecord&, bool&)>& modify_task,
+                          const std::function<Status(JobRecord&)>& modify_job) override {
+    return Count(inner_.UpdateTaskAndJob(task_id, modify_task, modify_job));
+  }
+  Result<std::optional<int>> AddCompletion(std::string_view id) override {
+    ++writes_;
+    return inner_.AddCompletion(id);
+  }
+  Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
+    return inner_.JobTasks(job_id);
+  }
+  Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override {
+    return inner_.ChildTasks(parent_id);
+  }
+  Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override {
+    return inner_.TasksInState(states);
+  }
+  Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
+    return Count(inner_.MarkScheduled(ids, at));
+  }
+  Status CreateLogPart(const LogPart& part) override { return inner_.CreateLogPart(part); }
+  Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override {
+    return inner_.TaskLogParts(task_id, page, size);
+  }
+  Result<Page<LogPart>> JobLogParts(std::string_view job_id, int page, int size) override {
+    return inner_.JobLogParts(job_id, page, size);
+  }
+  Status UpsertNode(const NodeRecord& node) override { return inner_.UpsertNode(node); }
+  Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override {
+    return inner_.ActiveNodes(since);
+  }
+  Status Health() override { return inner_.Health(); }
+
+ private:
+  Status Count(Status status) {
+    ++writes_;
+    return status;
+  }
+
+  Datastore& inner_;
+  std::atomic<int> writes_{0};
+};
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
     ASSERT_TRUE(ds.ok()) << ds.status().message();
     datastore_ = std::move(*ds);
+    counting_ = std::make_unique<CountingDatastore>(*datastore_);
     StartEngine(4);
   }
 
@@ -57,11 +134,13 @@ class SchedulerTest : public ::testing::Test {
     CoordinatorOptions coordinator_options;
     coordinator_options.lease = std::chrono::hours(24);
     coordinator_options.scheduler.durable_broker = durable_;
-    coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, clock_, clock_,
-                                                 coordinator_options);
+    coordinator_options.scheduler.start_in_background = background_;
+    coordinator_ =
+        std::make_unique<Coordinator>(*counting_, *broker_, clock_, clock_, coordinator_options);
     WorkerOptions options;
     options.node_id = "node-" + std::to_string(++generation_);
     options.queues = {{"default", concurrency}, {"gpu", 1}};
+    options.report_start_after = report_start_after_;
     worker_ = std::make_unique<Worker>(*broker_, runtime_, clock_, options);
     ASSERT_TRUE(worker_->Start().ok());
     ASSERT_TRUE(coordinator_->Start({options.node_id}).ok());
@@ -107,10 +186,13 @@ class SchedulerTest : public ::testing::Test {
   testing::FakeRuntime runtime_;
   std::unique_ptr<InMemoryBroker> broker_;
   std::unique_ptr<SqliteDatastore> datastore_;
+  std::unique_ptr<CountingDatastore> counting_;  // what the coordinator uses
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Worker> worker_;
   int generation_ = 0;
   bool durable_ = false;  // as over RabbitMQ: SCHEDULED only once published
+  bool background_ = false;  // as the engines: Submit returns once the job is stored
+  milliseconds report_start_after_ = WorkerOptions{}.report_start_after;
 };
 
 TEST_F(SchedulerTest, RunsTasksInOrderAndPassesResultsThroughVar) {
@@ -134,6 +216,127 @@ tasks:
   EXPECT_EQ(runtime_.env_of("second").at("FROM_FIRST"), "hello world");
   EXPECT_EQ(job.progress, 100);
   EXPECT_EQ(CountState(job.id, TaskState::kCompleted), 2);
+}
+
+// A job whose first task runs now is stored started, with that task's row, in one write;
+// the task's start is one more; its completion is recorded with the job's (its var, its
+// completion) in a third. (Seven before: the job, its start, the task row, the task's
+// start, its completion, the var, the job's completion; ten for the two-step job.)
+TEST_F(SchedulerTest, AOneTaskJobCostsTwoWrites) {
+  // The worker reports a task's start only after it has run for a while (the fake
+  // runtime's tasks finish at once; a slow machine must not make them report one).
+  report_start_after_ = std::chrono::hours(1);
+  for (bool background : {false, true}) {
+    StopEngine();
+    background_ = background;
+    StartEngine(4);
+    int before = counting_->writes();
+    JobRecord job = Run("name: one\ntasks:\n  - {name: only, var: out, run: ok fine}\n");
+    EXPECT_EQ(job.state, JobState::kCompleted);
+    EXPECT_EQ(job.context["tasks"]["out"], "fine");
+    // The job with its task; the completion (with its start time) with the job's end.
+    EXPECT_EQ(counting_->writes() - before, 2) << (background ? "in the background" : "");
+  }
+  // Each further step: its row, its completion with the job's move.
+  int before = counting_->writes();
+  JobRecord job = Run("name: two\ntasks:\n  - {name: a, run: ok}\n  - {name: b, run: ok}\n");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_EQ(counting_->writes() - before, 4);
+  // A task that reports its start costs one write more.
+  StopEngine();
+  report_start_after_ = milliseconds(0);
+  StartEngine(4);
+  before = counting_->writes();
+  job = Run("name: three\ntasks:\n  - {name: only, var: out, run: ok fine}\n");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_EQ(counting_->writes() - before, 3);
+}
+
+TEST_F(SchedulerTest, SubmitAnswersWithTheJobStartedAndItsFirstTaskScheduled) {
+  for (bool background : {false, true}) {
+    StopEngine();
+    background_ = background;
+    StartEngine(4);
+    // A queue no worker reads: the task stays where submitting put it.
+    std::string queue_name = background ? "nowhere-b" : "nowhere";
+    auto submitted = coordinator_->Submit(
+        ParseOrDie("name: parked\ntasks:\n  - {name: only, run: ok, queue: " + queue_name + "}\n"));
+    ASSERT_TRUE(submitted.ok());
+    EXPECT_EQ(submitted->state, JobState::kRunning);
+    EXPECT_TRUE(submitted->started_at.has_value());
+    EXPECT_EQ(StateOf(submitted->id), JobState::kRunning);
+    auto rows = Execution(submitted->id);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].state, TaskState::kScheduled);
+    EXPECT_EQ(rows[0].task.queue, queue_name);
+    ASSERT_TRUE(testing::WaitFor([&] {
+      auto queue = broker_->Queue(queue_name);
+      return queue.ok() && queue->size == 1;
+    }));
+  }
+}
+
+// The first task of a job stored with it is published after the write: a process that
+// dies in between has acknowledged a job whose task is in no queue. The restarted
+// engine publishes it.
+TEST_F(SchedulerTest, AJobStoredWithItsFirstTaskRunsAfterACrashBeforeItsPublish) {
+  broker_->FailPublishes(Unavailable("broker away"), 1);
+  auto submitted =
+      coordinator_->Submit(ParseOrDie("name: crash\ntasks:\n  - {name: only, run: ok}\n"));
+  ASSERT_TRUE(submitted.ok());
+  EXPECT_EQ(StateOf(submitted->id), JobState::kRunning);
+  StopEngine();
+  StartEngine(4);
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_THAT(runtime_.ran(), ElementsAre("only"));
+}
+
+// A job whose first task is composite, skipped or fails evaluation is stored PENDING and
+// started by the general way, which records those outcomes.
+TEST_F(SchedulerTest, FirstTasksNotRunnableAtSubmitTakeTheGeneralWay) {
+  for (bool background : {false, true}) {
+    StopEngine();
+    background_ = background;
+    StartEngine(4);
+    JobRecord skipped =
+        Run("name: s\ntasks:\n  - {name: no, if: 'false', run: ok}\n  - {name: yes, run: ok}\n");
+    EXPECT_EQ(skipped.state, JobState::kCompleted);
+    EXPECT_EQ(CountState(skipped.id, TaskState::kSkipped), 1);
+    JobRecord bad = Run("name: b\ntasks:\n  - {name: bad, run: ok, env: {X: '{{ 1 / 0 }}'}}\n");
+    EXPECT_EQ(bad.state, JobState::kFailed);
+    EXPECT_THAT(bad.error, HasSubstr("env.X: division by zero"));
+    EXPECT_EQ(CountState(bad.id, TaskState::kFailed), 1);
+    JobRecord group =
+        Run("name: g\ntasks:\n  - name: p\n    parallel:\n      tasks:\n        - {name: p1, run: "
+            "ok}\n");
+    EXPECT_EQ(group.state, JobState::kCompleted);
+  }
+}
+
+// Submitted in the background, a job's first task is published by Submit (in-memory
+// broker) or by the starter thread (durable broker): either way its timeout is armed.
+TEST_F(SchedulerTest, AJobStartedInTheBackgroundHasItsTimeoutArmed) {
+  for (bool durable : {false, true}) {
+    StopEngine();
+    background_ = true;
+    durable_ = durable;
+    StartEngine(4);
+    auto submitted = coordinator_->Submit(
+        ParseOrDie("name: slow\ntimeout: 1m\ntasks:\n  - {name: forever, run: hang}\n"));
+    ASSERT_TRUE(submitted.ok());
+    ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+    clock_.Advance(seconds(60));
+    auto job = datastore_->GetJob(submitted->id);
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(job->state, JobState::kFailed) << (durable ? "durable" : "in memory");
+    EXPECT_EQ(job->error, "job timed out after 1m0s");
+    ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+    auto rows = Execution(submitted->id);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_TRUE(rows[0].scheduled_at.has_value());
+  }
 }
 
 TEST_F(SchedulerTest, IfFalseSkipsAndTrueRuns) {

@@ -110,7 +110,9 @@ TimePoint Now();
 std::string FormatTime(TimePoint t);
 std::optional<TimePoint> ParseTime(std::string_view text);
 
-// A new random id: 32 lowercase hex characters.
+// A new id: 32 lowercase hex characters, the first 12 the current time in milliseconds
+// and the rest random (80 bits), so ids made later sort after earlier ones (a clock that
+// steps back aside).
 std::string NewId();
 
 }  // namespace baton

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 
 #include <sys/wait.h>
@@ -56,7 +57,29 @@ TEST(RecordsTest, AForkedChildDrawsOtherIdsThanItsParent) {
   close(fds[0]);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_NE(std::string(buf, 32), NewId());
+  // The random part: the time part may differ anyway.
+  EXPECT_NE(std::string(buf + 12, 20), NewId().substr(12));
+}
+
+// Ids sort in the order they were made (rows keyed by them are appended to their
+// indexes): the first twelve characters are the time in milliseconds.
+TEST(RecordsTest, IdsMadeLaterSortAfterEarlierOnes) {
+  std::string first = NewId();
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  std::uint64_t stamp = std::stoull(first.substr(0, 12), nullptr, 16);
+  EXPECT_LE(static_cast<std::int64_t>(stamp), now_ms);
+  EXPECT_GE(static_cast<std::int64_t>(stamp), now_ms - 60'000);
+  std::string previous = first;
+  for (int i = 0; i < 5; ++i) {
+    std::string next;
+    do {
+      next = NewId();
+    } while (next.compare(0, 12, previous, 0, 12) == 0);  // until the next millisecond
+    EXPECT_LT(previous, next);
+    previous = next;
+  }
 }
 
 }  // namespace

@@ -39,6 +39,11 @@ class Datastore {
   virtual ~Datastore() = default;
 
   virtual Status CreateJob(const JobRecord& job) = 0;
+  // Creates a job together with rows of its tasks in one transaction: all of them, or
+  // (kAlreadyExists for a taken job or task id) none. For a job whose first step is
+  // decided as it is submitted: one write instead of one for the job, one to start it and
+  // one for its task. Every task must belong to `job` (kInvalidArgument otherwise).
+  virtual Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) = 0;
   virtual Result<JobRecord> GetJob(std::string_view id) = 0;
   virtual Status UpdateJob(std::string_view id,
                            const std::function<Status(JobRecord&)>& modify) = 0;
@@ -54,6 +59,17 @@ class Datastore {
   virtual Result<TaskRecord> GetTask(std::string_view id) = 0;
   virtual Status UpdateTask(std::string_view id,
                             const std::function<Status(TaskRecord&)>& modify) = 0;
+  // Updates a task row as UpdateTask does and, in the same transaction, the row of its
+  // job as UpdateJob does: both rows are stored, or neither. `modify_task` runs first;
+  // `modify_job` runs next, on the row of the task's job (its job_id as stored), only when
+  // `modify_task` set `update_job` (false on entry) — otherwise the task alone is stored.
+  // An error from either modifier aborts both and is returned; kNotFound for an unknown
+  // task (or a job row that is gone). For an outcome that moves its job on in the same
+  // write (the last task of a job completing it).
+  virtual Status UpdateTaskAndJob(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) = 0;
   // Counts one finished child of a composite row: while the row is RUNNING, adds one to
   // its `completions` and returns the new count; otherwise changes nothing and returns
   // nullopt. Atomic like UpdateTask (concurrent counts lose nothing), but neither reads

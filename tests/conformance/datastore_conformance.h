@@ -52,7 +52,7 @@ inline TimePoint At(std::int64_t ms) {
 }
 
 // A word no other test (or earlier run) uses, for scoping searches.
-inline std::string UniqueWord() { return "w" + NewId().substr(0, 16); }
+inline std::string UniqueWord() { return "w" + NewId().substr(16); }  // its random part
 
 inline Task RunnableTask(std::string name) {
   Task task;
@@ -856,6 +856,218 @@ TEST_P(DatastoreConformanceTest, ConcurrentCompletionsAreEachCountedOnce) {
   EXPECT_EQ(all, want);
   Reopen();
   EXPECT_EQ(ds().GetTask(task.id)->completions, kThreads * kPerThread);
+}
+
+TEST_P(DatastoreConformanceTest, CreateJobWithTasksStoresTheJobAndItsRows) {
+  JobRecord job = FullJobRecord();
+  TaskRecord first = FullTaskRecord(job.id);
+  first.task = FullRunnableTask();
+  TaskRecord second = NewTask(job.id, 2, At(20), TaskState::kCreated);
+  ASSERT_TRUE(IsOk(ds().CreateJobWithTasks(job, {first, second})));
+  JobRecord alone = NewJob(SimpleJob("no rows"), At(5));
+  ASSERT_TRUE(IsOk(ds().CreateJobWithTasks(alone, {})));
+  Reopen();
+  EXPECT_EQ(*ds().GetJob(job.id), job);
+  EXPECT_EQ(*ds().GetTask(first.id), first);
+  EXPECT_EQ(*ds().GetTask(second.id), second);
+  EXPECT_EQ(Ids(*ds().JobTasks(job.id)), (std::vector<std::string>{second.id, first.id}));
+  EXPECT_EQ(*ds().GetJob(alone.id), alone);
+  EXPECT_TRUE(ds().JobTasks(alone.id)->empty());
+}
+
+TEST_P(DatastoreConformanceTest, CreateJobWithTasksIsAllOrNothing) {
+  auto [existing, task] = MakeJobWithTask();
+  // A taken task id: the job is not stored either.
+  JobRecord job = NewJob(SimpleJob("j " + UniqueWord()), At(0));
+  TaskRecord fresh = NewTask(job.id, 1, At(1));
+  TaskRecord taken = NewTask(job.id, 2, At(2));
+  taken.id = task.id;
+  EXPECT_EQ(ds().CreateJobWithTasks(job, {fresh, taken}).code(), StatusCode::kAlreadyExists);
+  // A taken job id: no row is stored.
+  JobRecord again = NewJob(SimpleJob("again"), At(0));
+  again.id = existing.id;
+  TaskRecord orphan = NewTask(again.id, 2, At(3));
+  EXPECT_EQ(ds().CreateJobWithTasks(again, {orphan}).code(), StatusCode::kAlreadyExists);
+  // A row of another job: refused, nothing stored.
+  JobRecord third = NewJob(SimpleJob("third"), At(0));
+  TaskRecord elsewhere = NewTask(existing.id, 3, At(4));
+  EXPECT_EQ(ds().CreateJobWithTasks(third, {elsewhere}).code(), StatusCode::kInvalidArgument);
+  Reopen();
+  EXPECT_EQ(ds().GetJob(job.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetTask(fresh.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetTask(orphan.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetJob(third.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetTask(elsewhere.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetJob(existing.id)->job.name, existing.job.name);
+  EXPECT_EQ(Ids(*ds().JobTasks(existing.id)), std::vector<std::string>{task.id});
+}
+
+TEST_P(DatastoreConformanceTest, UpdateTaskAndJobStoresBothRows) {
+  JobRecord job = FullJobRecord();
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  TaskRecord want_task = task;
+  want_task.state = TaskState::kCompleted;
+  want_task.completed_at = At(600);
+  want_task.result = "done";
+  JobRecord want_job = job;
+  want_job.state = JobState::kCompleted;
+  want_job.completed_at = At(601);
+  want_job.progress = 100;
+  want_job.context["tasks"]["out"] = "done";
+  bool job_modified = false;
+  ASSERT_TRUE(IsOk(ds().UpdateTaskAndJob(
+      task.id,
+      [&](TaskRecord& r, bool& update_job) {
+        EXPECT_EQ(r, task);
+        EXPECT_FALSE(update_job);
+        r = want_task;
+        update_job = true;
+        return Ok();
+      },
+      [&](JobRecord& j) {
+        EXPECT_EQ(j, job);
+        j = want_job;
+        job_modified = true;
+        return Ok();
+      })));
+  EXPECT_TRUE(job_modified);
+  Reopen();
+  EXPECT_EQ(*ds().GetTask(task.id), want_task);
+  EXPECT_EQ(*ds().GetJob(job.id), want_job);
+  // Queries follow both changes.
+  auto completed = ds().JobsInState({JobState::kCompleted});
+  ASSERT_TRUE(completed.ok());
+  EXPECT_EQ(IdsAmong(*completed, {job.id}), std::vector<std::string>{job.id});
+  auto tasks = ds().TasksInState({TaskState::kCompleted});
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ(IdsAmong(*tasks, {task.id}), std::vector<std::string>{task.id});
+}
+
+TEST_P(DatastoreConformanceTest, UpdateTaskAndJobLeavesTheJobAloneUnlessAsked) {
+  auto [job, task] = MakeJobWithTask();
+  bool job_modified = false;
+  ASSERT_TRUE(IsOk(ds().UpdateTaskAndJob(
+      task.id,
+      [](TaskRecord& r, bool&) {
+        r.state = TaskState::kRunning;
+        return Ok();
+      },
+      [&](JobRecord& j) {
+        job_modified = true;
+        j.state = JobState::kFailed;
+        return Ok();
+      })));
+  EXPECT_FALSE(job_modified);
+  Reopen();
+  EXPECT_EQ(ds().GetTask(task.id)->state, TaskState::kRunning);
+  EXPECT_EQ(*ds().GetJob(job.id), job);
+}
+
+TEST_P(DatastoreConformanceTest, FailingModifierOfUpdateTaskAndJobLeavesBothRowsUnchanged) {
+  auto [job, task] = MakeJobWithTask();
+  Status status = ds().UpdateTaskAndJob(
+      task.id,
+      [](TaskRecord& r, bool& update_job) {
+        r.state = TaskState::kCompleted;
+        update_job = true;
+        return Ok();
+      },
+      [](JobRecord& j) {
+        j.state = JobState::kCompleted;
+        return InvalidArgument("rejected");
+      });
+  EXPECT_EQ(status, InvalidArgument("rejected"));
+  status = ds().UpdateTaskAndJob(
+      task.id,
+      [](TaskRecord& r, bool& update_job) {
+        r.state = TaskState::kFailed;
+        update_job = true;
+        return FailedPrecondition("no");
+      },
+      [](JobRecord& j) {
+        j.state = JobState::kFailed;
+        return Ok();
+      });
+  EXPECT_EQ(status, FailedPrecondition("no"));
+  Reopen();
+  EXPECT_EQ(*ds().GetTask(task.id), task);
+  EXPECT_EQ(*ds().GetJob(job.id), job);
+}
+
+TEST_P(DatastoreConformanceTest, UpdateTaskAndJobOfAnUnknownTaskIsNotFound) {
+  bool called = false;
+  Status status = ds().UpdateTaskAndJob(
+      NewId(),
+      [&](TaskRecord&, bool& update_job) {
+        called = true;
+        update_job = true;
+        return Ok();
+      },
+      [&](JobRecord&) {
+        called = true;
+        return Ok();
+      });
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_FALSE(called);
+}
+
+TEST_P(DatastoreConformanceTest, ConcurrentUpdatesOfTasksAndTheirJobLoseNothing) {
+  // Tasks of one job, each updated with the job by its own thread, while other threads
+  // update the job alone and a task alone: every change of every row is kept.
+  JobRecord job = NewJob(SimpleJob("j " + UniqueWord()), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  constexpr int kThreads = 6;
+  constexpr int kIncrements = 40;
+  std::vector<TaskRecord> tasks;
+  for (int t = 0; t < kThreads; ++t) tasks.push_back(NewTask(job.id, t + 1, At(t)));
+  ASSERT_TRUE(IsOk(ds().CreateTasks(tasks)));
+  std::atomic<int> failures{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, id = tasks[static_cast<std::size_t>(t)].id] {
+        for (int i = 0; i < kIncrements; ++i) {
+          Status s = ds().UpdateTaskAndJob(
+              id,
+              [](TaskRecord& r, bool& update_job) {
+                ++r.completions;
+                update_job = true;
+                return Ok();
+              },
+              [](JobRecord& j) {
+                ++j.position;
+                return Ok();
+              });
+          if (!s.ok()) failures.fetch_add(1);
+        }
+      });
+    }
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIncrements; ++i) {
+        Status s = ds().UpdateJob(job.id, [](JobRecord& j) {
+          ++j.position;
+          return Ok();
+        });
+        if (!s.ok()) failures.fetch_add(1);
+      }
+    });
+    threads.emplace_back([&, id = tasks[0].id] {
+      for (int i = 0; i < kIncrements; ++i) {
+        Status s = ds().UpdateTask(id, [](TaskRecord& r) {
+          ++r.completions;
+          return Ok();
+        });
+        if (!s.ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  EXPECT_EQ(failures.load(), 0);
+  Reopen();
+  EXPECT_EQ(ds().GetJob(job.id)->position, job.position + (kThreads + 1) * kIncrements);
+  EXPECT_EQ(ds().GetTask(tasks[0].id)->completions, 2 * kIncrements);
+  EXPECT_EQ(ds().GetTask(tasks[1].id)->completions, kIncrements);
 }
 
 TEST_P(DatastoreConformanceTest, ConcurrentWritesFailOnlyAlone) {

@@ -703,8 +703,11 @@ std::string StatesArray(const std::vector<State>& states) {
   return names.Done();
 }
 
-Status InsertTask(Connection& c, const TaskRecord& task, std::string_view definition) {
-  Result<Rows> rows = c.Run(kInsertTask, TaskParams(task, definition));
+// With `commit`, the transaction's last statement: it commits in the same round trip.
+Status InsertTask(Connection& c, const TaskRecord& task, std::string_view definition,
+                  bool commit = false) {
+  Params params = TaskParams(task, definition);
+  Result<Rows> rows = commit ? c.RunAndCommit(kInsertTask, params) : c.Run(kInsertTask, params);
   if (rows.ok()) return Status::Ok();
   if (rows.status().code() == StatusCode::kAlreadyExists) {
     return AlreadyExists(fmt::format("task {} already exists", task.id));
@@ -731,6 +734,102 @@ Status CheckNotNewer(int version) {
         version, LatestPostgresSchemaVersion()));
   }
   return Status::Ok();
+}
+
+// The parameters of kInsertTasks: one array per column, one element per row.
+Result<Params> TasksArrayParams(const std::vector<TaskRecord>& tasks) {
+  std::vector<ArrayLiteral> cols(20);
+  auto time = [](ArrayLiteral& a, const std::optional<TimePoint>& t) {
+    if (t) {
+      a.AddRaw(std::to_string(t->time_since_epoch().count()));
+    } else {
+      a.AddNull();
+    }
+  };
+  auto real = [](ArrayLiteral& a, double v) {
+    if (std::isnan(v)) {
+      a.AddText("NaN");
+    } else if (std::isinf(v)) {
+      a.AddText(v > 0 ? "Infinity" : "-Infinity");
+    } else {
+      a.AddRaw(fmt::format("{}", v));
+    }
+  };
+  for (const TaskRecord& t : tasks) {
+    BATON_PG_ASSIGN(definition, EncodeTask(t.task));
+    cols[0].AddText(t.id);
+    cols[1].AddText(t.job_id);
+    cols[2].AddText(t.parent_id);
+    cols[3].AddRaw(std::to_string(t.position));
+    cols[4].AddText(ToString(t.state));
+    time(cols[5], t.created_at);
+    time(cols[6], t.scheduled_at);
+    time(cols[7], t.started_at);
+    time(cols[8], t.completed_at);
+    time(cols[9], t.failed_at);
+    cols[10].AddText(definition);
+    cols[11].AddText(t.error);
+    cols[12].AddText(t.result);
+    cols[13].AddText(t.node_id);
+    real(cols[14], t.progress);
+    cols[15].AddRaw(std::to_string(t.redelivered));
+    cols[16].AddRaw(std::to_string(t.each_size));
+    cols[17].AddRaw(std::to_string(t.each_index));
+    cols[18].AddRaw(std::to_string(t.completions));
+    cols[19].AddText(t.subjob_id);
+  }
+  Params params;
+  for (ArrayLiteral& col : cols) params.Text(col.Done());
+  return params;
+}
+
+Status InsertTaskArrays(Connection& c, std::size_t count, const Params& params,
+                        bool commit = false) {
+  Result<Rows> rows = commit ? c.RunAndCommit(kInsertTasks, params) : c.Run(kInsertTasks, params);
+  if (rows.status().code() == StatusCode::kAlreadyExists) {
+    return AlreadyExists(
+        fmt::format("creating {} tasks: a task id is taken: {}", count, rows.status().message()));
+  }
+  if (rows.status().code() == StatusCode::kFailedPrecondition) {
+    return FailedPrecondition(
+        fmt::format("creating {} tasks: a job does not exist: {}", count, rows.status().message()));
+  }
+  return rows.status();
+}
+
+// The read of a read-modify-write (the row locked until the transaction ends) and its
+// modification: the parameters of kUpdateJob for the modified row.
+Result<Params> ModifiedJobParams(Connection& c, std::string_view id,
+                                 const std::function<Status(JobRecord&)>& modify) {
+  BATON_PG_ASSIGN(rows, c.Run(kSelectJobForUpdate, Params().Text(id)));
+  if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
+  BATON_PG_ASSIGN(job, JobFromRow(rows, 0));
+  const Job before = job.job;
+  BATON_RETURN_IF_ERROR(CallModifier(modify, job));
+  job.id = std::string(id);  // the key is not the modifier's to change
+  // Most updates change state, not the definition: keep its stored text then.
+  std::optional<std::string> same;
+  if (job.job == before) same = std::string(rows.Text(0, 11));
+  return EncodeJobParams(job, std::move(same));
+}
+
+// The same for kUpdateTask.
+Result<Params> ModifiedTaskParams(Connection& c, std::string_view id,
+                                  const std::function<Status(TaskRecord&)>& modify) {
+  BATON_PG_ASSIGN(rows, c.Run(kSelectTaskForUpdate, Params().Text(id)));
+  if (rows.size() == 0) return NotFound(fmt::format("task {} not found", id));
+  BATON_PG_ASSIGN(task, TaskFromRow(rows, 0));
+  const Task before = task.task;
+  BATON_RETURN_IF_ERROR(CallModifier(modify, task));
+  task.id = std::string(id);  // the key is not the modifier's to change
+  std::string definition;
+  if (task.task == before) {
+    definition = std::string(rows.Text(0, 10));
+  } else {
+    BATON_PG_ASSIGN(encoded, EncodeTask(task.task));
+    definition = std::move(encoded);
+  }
+  return TaskParams(task, definition);
 }
 
 }  // namespace
@@ -895,6 +994,41 @@ Status PostgresDatastore::CreateJob(const JobRecord& job) {
   });
 }
 
+Status PostgresDatastore::CreateJobWithTasks(const JobRecord& job,
+                                             const std::vector<TaskRecord>& tasks) {
+  return NoThrow([&]() -> Status {
+    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt));
+    for (const TaskRecord& task : tasks) {
+      if (task.job_id != job.id) {
+        return InvalidArgument(
+            fmt::format("task {} belongs to job {}, not {}", task.id, task.job_id, job.id));
+      }
+    }
+    std::string definition;
+    Params task_params;
+    if (tasks.size() == 1) {
+      BATON_PG_ASSIGN(encoded, EncodeTask(tasks.front().task));
+      definition = std::move(encoded);
+    } else if (tasks.size() > 1) {
+      BATON_PG_ASSIGN(arrays, TasksArrayParams(tasks));
+      task_params = std::move(arrays);
+    }
+    // BEGIN goes with the job's INSERT; the rows' INSERT then commits.
+    return InTransaction([&](Connection& c) -> Status {
+      Result<Rows> rows = c.Run(kInsertJob, params);
+      if (rows.status().code() == StatusCode::kAlreadyExists) {
+        return AlreadyExists(fmt::format("job {} already exists", job.id));
+      }
+      BATON_RETURN_IF_ERROR(rows.status());
+      if (tasks.size() == 1) return InsertTask(c, tasks.front(), definition, /*commit=*/true);
+      if (tasks.size() > 1) {
+        return InsertTaskArrays(c, tasks.size(), task_params, /*commit=*/true);
+      }
+      return Status::Ok();
+    });
+  });
+}
+
 Result<JobRecord> PostgresDatastore::GetJob(std::string_view id) {
   return NoThrow([&]() -> Result<JobRecord> {
     std::optional<JobRecord> out;
@@ -913,16 +1047,7 @@ Result<JobRecord> PostgresDatastore::GetJob(std::string_view id) {
 Status PostgresDatastore::UpdateJob(std::string_view id,
                                     const std::function<Status(JobRecord&)>& modify) {
   return InTransaction([&](Connection& c) -> Status {
-    BATON_PG_ASSIGN(rows, c.Run(kSelectJobForUpdate, Params().Text(id)));
-    if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
-    BATON_PG_ASSIGN(job, JobFromRow(rows, 0));
-    const Job before = job.job;
-    BATON_RETURN_IF_ERROR(CallModifier(modify, job));
-    job.id = std::string(id);  // the key is not the modifier's to change
-    // Most updates change state, not the definition: keep its stored text then.
-    std::optional<std::string> same;
-    if (job.job == before) same = std::string(rows.Text(0, 11));
-    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::move(same)));
+    BATON_PG_ASSIGN(params, ModifiedJobParams(c, id, modify));
     return c.RunAndCommit(kUpdateJob, params).status();
   });
 }
@@ -1009,61 +1134,8 @@ Status PostgresDatastore::CreateTasks(const std::vector<TaskRecord>& tasks) {
     if (tasks.empty()) return Status::Ok();
     if (tasks.size() == 1) return CreateTask(tasks.front());
     // One statement of arrays: one round trip, and all rows or none.
-    std::vector<ArrayLiteral> cols(20);
-    auto time = [](ArrayLiteral& a, const std::optional<TimePoint>& t) {
-      if (t) {
-        a.AddRaw(std::to_string(t->time_since_epoch().count()));
-      } else {
-        a.AddNull();
-      }
-    };
-    auto real = [](ArrayLiteral& a, double v) {
-      if (std::isnan(v)) {
-        a.AddText("NaN");
-      } else if (std::isinf(v)) {
-        a.AddText(v > 0 ? "Infinity" : "-Infinity");
-      } else {
-        a.AddRaw(fmt::format("{}", v));
-      }
-    };
-    for (const TaskRecord& t : tasks) {
-      BATON_PG_ASSIGN(definition, EncodeTask(t.task));
-      cols[0].AddText(t.id);
-      cols[1].AddText(t.job_id);
-      cols[2].AddText(t.parent_id);
-      cols[3].AddRaw(std::to_string(t.position));
-      cols[4].AddText(ToString(t.state));
-      time(cols[5], t.created_at);
-      time(cols[6], t.scheduled_at);
-      time(cols[7], t.started_at);
-      time(cols[8], t.completed_at);
-      time(cols[9], t.failed_at);
-      cols[10].AddText(definition);
-      cols[11].AddText(t.error);
-      cols[12].AddText(t.result);
-      cols[13].AddText(t.node_id);
-      real(cols[14], t.progress);
-      cols[15].AddRaw(std::to_string(t.redelivered));
-      cols[16].AddRaw(std::to_string(t.each_size));
-      cols[17].AddRaw(std::to_string(t.each_index));
-      cols[18].AddRaw(std::to_string(t.completions));
-      cols[19].AddText(t.subjob_id);
-    }
-    Params params;
-    for (ArrayLiteral& col : cols) params.Text(col.Done());
-    return WithConnection([&](Connection& c) -> Status {
-      Result<Rows> rows = c.Run(kInsertTasks, params);
-      if (rows.status().code() == StatusCode::kAlreadyExists) {
-        return AlreadyExists(
-            fmt::format("creating {} tasks: a task id is taken: {}", tasks.size(),
-                        rows.status().message()));
-      }
-      if (rows.status().code() == StatusCode::kFailedPrecondition) {
-        return FailedPrecondition(fmt::format("creating {} tasks: a job does not exist: {}",
-                                              tasks.size(), rows.status().message()));
-      }
-      return rows.status();
-    });
+    BATON_PG_ASSIGN(params, TasksArrayParams(tasks));
+    return WithConnection([&](Connection& c) { return InsertTaskArrays(c, tasks.size(), params); });
   });
 }
 
@@ -1085,20 +1157,28 @@ Result<TaskRecord> PostgresDatastore::GetTask(std::string_view id) {
 Status PostgresDatastore::UpdateTask(std::string_view id,
                                      const std::function<Status(TaskRecord&)>& modify) {
   return InTransaction([&](Connection& c) -> Status {
-    BATON_PG_ASSIGN(rows, c.Run(kSelectTaskForUpdate, Params().Text(id)));
-    if (rows.size() == 0) return NotFound(fmt::format("task {} not found", id));
-    BATON_PG_ASSIGN(task, TaskFromRow(rows, 0));
-    const Task before = task.task;
-    BATON_RETURN_IF_ERROR(CallModifier(modify, task));
-    task.id = std::string(id);  // the key is not the modifier's to change
-    std::string definition;
-    if (task.task == before) {
-      definition = std::string(rows.Text(0, 10));
-    } else {
-      BATON_PG_ASSIGN(encoded, EncodeTask(task.task));
-      definition = std::move(encoded);
-    }
-    return c.RunAndCommit(kUpdateTask, TaskParams(task, definition)).status();
+    BATON_PG_ASSIGN(params, ModifiedTaskParams(c, id, modify));
+    return c.RunAndCommit(kUpdateTask, params).status();
+  });
+}
+
+Status PostgresDatastore::UpdateTaskAndJob(
+    std::string_view task_id,
+    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+    const std::function<Status(JobRecord&)>& modify_job) {
+  return InTransaction([&](Connection& c) -> Status {
+    bool update_job = false;
+    std::string job_id;
+    // Both rows are locked (task, then job: the one order any transaction here takes
+    // both in) before either is written.
+    BATON_PG_ASSIGN(task_params, ModifiedTaskParams(c, task_id, [&](TaskRecord& task) -> Status {
+                      job_id = task.job_id;
+                      return modify_task(task, update_job);
+                    }));
+    if (!update_job) return c.RunAndCommit(kUpdateTask, task_params).status();
+    BATON_PG_ASSIGN(job_params, ModifiedJobParams(c, job_id, modify_job));
+    BATON_RETURN_IF_ERROR(c.Run(kUpdateTask, task_params).status());
+    return c.RunAndCommit(kUpdateJob, job_params).status();
   });
 }
 

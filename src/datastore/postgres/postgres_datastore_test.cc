@@ -160,6 +160,9 @@ class NoDatastore final : public Datastore {
  public:
   static Status Fail() { return Unavailable(kNotConfigured); }
   Status CreateJob(const JobRecord&) override { return Fail(); }
+  Status CreateJobWithTasks(const JobRecord&, const std::vector<TaskRecord>&) override {
+    return Fail();
+  }
   Result<JobRecord> GetJob(std::string_view) override { return Fail(); }
   Status UpdateJob(std::string_view, const std::function<Status(JobRecord&)>&) override {
     return Fail();
@@ -173,6 +176,10 @@ class NoDatastore final : public Datastore {
   Status CreateTasks(const std::vector<TaskRecord>&) override { return Fail(); }
   Result<TaskRecord> GetTask(std::string_view) override { return Fail(); }
   Status UpdateTask(std::string_view, const std::function<Status(TaskRecord&)>&) override {
+    return Fail();
+  }
+  Status UpdateTaskAndJob(std::string_view, const std::function<Status(TaskRecord&, bool&)>&,
+                          const std::function<Status(JobRecord&)>&) override {
     return Fail();
   }
   Result<std::optional<int>> AddCompletion(std::string_view) override { return Fail(); }

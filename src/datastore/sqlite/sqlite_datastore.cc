@@ -687,6 +687,75 @@ Status CheckNotNewer(int version) {
   return Status::Ok();
 }
 
+// The read-modify-write of UpdateJob, on a connection inside a write transaction.
+Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id,
+                    const std::function<Status(JobRecord&)>& modify) {
+  std::optional<JobRecord> job;
+  std::string definition;
+  std::shared_ptr<const Job> before;
+  {
+    BATON_SQL_ASSIGN(s, c.Prepare(kSelectJob));
+    s.BindText(1, id);
+    BATON_SQL_ASSIGN(row, s.Step());
+    if (!row) return NotFound(fmt::format("job {} not found", id));
+    BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches, &before));
+    job = std::move(decoded);
+    definition = std::string(s.Text(11));
+  }
+  const JobState state = job->state;
+  const TimePoint created_at = job->created_at;
+  const std::optional<TimePoint> delete_at = job->delete_at;
+  BATON_RETURN_IF_ERROR(CallModifier(modify, *job));
+  job->id = std::string(id);  // the key is not the modifier's to change
+  // Most updates change state, not the definition: keep its stored text then.
+  std::optional<std::string> same;
+  if (job->job == *before) same = std::move(definition);
+  BATON_SQL_ASSIGN(text, EncodeJobText(*job, std::move(same)));
+  const char* sql = kUpdateJob;
+  if (job->created_at == created_at && job->delete_at == delete_at) {
+    sql = job->state == state ? kUpdateJobFields : kUpdateJobState;
+  }
+  BATON_SQL_ASSIGN(s, c.Prepare(sql));
+  BindJob(s, *job, text);
+  return s.Run();
+}
+
+// The read-modify-write of UpdateTask, on a connection inside a write transaction.
+Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view id,
+                     const std::function<Status(TaskRecord&)>& modify) {
+  std::optional<TaskRecord> task;
+  std::string definition;
+  std::shared_ptr<const Task> before;
+  {
+    BATON_SQL_ASSIGN(s, c.Prepare(kSelectTask));
+    s.BindText(1, id);
+    BATON_SQL_ASSIGN(row, s.Step());
+    if (!row) return NotFound(fmt::format("task {} not found", id));
+    BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches, &before));
+    task = std::move(decoded);
+    definition = std::string(s.Text(10));
+  }
+  const std::string job_id = task->job_id;
+  const std::string parent_id = task->parent_id;
+  const int position = task->position;
+  const TimePoint created_at = task->created_at;
+  const TaskState state = task->state;
+  BATON_RETURN_IF_ERROR(CallModifier(modify, *task));
+  task->id = std::string(id);  // the key is not the modifier's to change
+  if (!(task->task == *before)) {
+    BATON_SQL_ASSIGN(encoded, EncodeTask(task->task));
+    definition = std::move(encoded);
+  }
+  const char* sql = kUpdateTask;
+  if (task->job_id == job_id && task->parent_id == parent_id && task->position == position &&
+      task->created_at == created_at) {
+    sql = task->state == state ? kUpdateTaskFields : kUpdateTaskState;
+  }
+  BATON_SQL_ASSIGN(s, c.Prepare(sql));
+  BindTask(s, *task, definition);
+  return s.Run();
+}
+
 }  // namespace
 
 // ---- Lifecycle ----------------------------------------------------------------------
@@ -965,6 +1034,40 @@ Status SqliteDatastore::CreateJob(const JobRecord& job) {
   });
 }
 
+Status SqliteDatastore::CreateJobWithTasks(const JobRecord& job,
+                                           const std::vector<TaskRecord>& tasks) {
+  return NoThrow([&]() -> Status {
+    // Encoded here, before queueing: the writes queued behind this one wait for it.
+    BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
+    std::vector<std::string> definitions;
+    definitions.reserve(tasks.size());
+    for (const TaskRecord& task : tasks) {
+      if (task.job_id != job.id) {
+        return InvalidArgument(
+            fmt::format("task {} belongs to job {}, not {}", task.id, task.job_id, job.id));
+      }
+      BATON_SQL_ASSIGN(definition, EncodeTask(task.task));
+      definitions.push_back(std::move(definition));
+    }
+    // One write: the job and its rows, or (its savepoint rolled back) none of them.
+    return Write([&](Connection& c) -> Status {
+      {
+        BATON_SQL_ASSIGN(s, c.Prepare(kInsertJob));
+        BindJob(s, job, text);
+        Status status = s.Run();
+        if (status.code() == StatusCode::kAlreadyExists) {
+          return AlreadyExists(fmt::format("job {} already exists", job.id));
+        }
+        BATON_RETURN_IF_ERROR(status);
+      }
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        BATON_RETURN_IF_ERROR(InsertTask(c, tasks[i], definitions[i]));
+      }
+      return Status::Ok();
+    });
+  });
+}
+
 Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
   return NoThrow([&]() -> Result<JobRecord> {
     std::optional<JobRecord> out;
@@ -985,36 +1088,7 @@ Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
 Status SqliteDatastore::UpdateJob(std::string_view id,
                                   const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) -> Status {
-      std::optional<JobRecord> job;
-      std::string definition;
-      std::shared_ptr<const Job> before;
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(kSelectJob));
-        s.BindText(1, id);
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) return NotFound(fmt::format("job {} not found", id));
-        BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches_.get(), &before));
-        job = std::move(decoded);
-        definition = std::string(s.Text(11));
-      }
-      const JobState state = job->state;
-      const TimePoint created_at = job->created_at;
-      const std::optional<TimePoint> delete_at = job->delete_at;
-      BATON_RETURN_IF_ERROR(CallModifier(modify, *job));
-      job->id = std::string(id);  // the key is not the modifier's to change
-      // Most updates change state, not the definition: keep its stored text then.
-      std::optional<std::string> same;
-      if (job->job == *before) same = std::move(definition);
-      BATON_SQL_ASSIGN(text, EncodeJobText(*job, std::move(same)));
-      const char* sql = kUpdateJob;
-      if (job->created_at == created_at && job->delete_at == delete_at) {
-        sql = job->state == state ? kUpdateJobFields : kUpdateJobState;
-      }
-      BATON_SQL_ASSIGN(s, c.Prepare(sql));
-      BindJob(s, *job, text);
-      return s.Run();
-    });
+    return Write([&](Connection& c) { return UpdateJobRow(c, caches_.get(), id, modify); });
   });
 }
 
@@ -1158,38 +1232,27 @@ Result<TaskRecord> SqliteDatastore::GetTask(std::string_view id) {
 Status SqliteDatastore::UpdateTask(std::string_view id,
                                    const std::function<Status(TaskRecord&)>& modify) {
   return NoThrow([&]() -> Status {
+    return Write([&](Connection& c) { return UpdateTaskRow(c, caches_.get(), id, modify); });
+  });
+}
+
+Status SqliteDatastore::UpdateTaskAndJob(
+    std::string_view task_id,
+    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+    const std::function<Status(JobRecord&)>& modify_job) {
+  return NoThrow([&]() -> Status {
+    // One write: the batch's savepoint (or, alone, its transaction) takes both rows back
+    // when the second fails.
     return Write([&](Connection& c) -> Status {
-      std::optional<TaskRecord> task;
-      std::string definition;
-      std::shared_ptr<const Task> before;
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(kSelectTask));
-        s.BindText(1, id);
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) return NotFound(fmt::format("task {} not found", id));
-        BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches_.get(), &before));
-        task = std::move(decoded);
-        definition = std::string(s.Text(10));
-      }
-      const std::string job_id = task->job_id;
-      const std::string parent_id = task->parent_id;
-      const int position = task->position;
-      const TimePoint created_at = task->created_at;
-      const TaskState state = task->state;
-      BATON_RETURN_IF_ERROR(CallModifier(modify, *task));
-      task->id = std::string(id);  // the key is not the modifier's to change
-      if (!(task->task == *before)) {
-        BATON_SQL_ASSIGN(encoded, EncodeTask(task->task));
-        definition = std::move(encoded);
-      }
-      const char* sql = kUpdateTask;
-      if (task->job_id == job_id && task->parent_id == parent_id && task->position == position &&
-          task->created_at == created_at) {
-        sql = task->state == state ? kUpdateTaskFields : kUpdateTaskState;
-      }
-      BATON_SQL_ASSIGN(s, c.Prepare(sql));
-      BindTask(s, *task, definition);
-      return s.Run();
+      bool update_job = false;
+      std::string job_id;
+      BATON_RETURN_IF_ERROR(
+          UpdateTaskRow(c, caches_.get(), task_id, [&](TaskRecord& task) -> Status {
+            job_id = task.job_id;
+            return modify_task(task, update_job);
+          }));
+      if (!update_job) return Status::Ok();
+      return UpdateJobRow(c, caches_.get(), job_id, modify_job);
     });
   });
 }

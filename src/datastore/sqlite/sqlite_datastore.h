@@ -79,6 +79,7 @@ class SqliteDatastore final : public Datastore {
   SqliteStats Stats() const;
 
   Status CreateJob(const JobRecord& job) override;
+  Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override;
   Result<JobRecord> GetJob(std::string_view id) override;
   Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override;
   Result<Page<JobRecord>> ListJobs(const JobQuery& query) override;
@@ -89,6 +90,9 @@ class SqliteDatastore final : public Datastore {
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
   Result<TaskRecord> GetTask(std::string_view id) override;
   Status UpdateTask(std::string_view id, const std::function<Status(TaskRecord&)>& modify) override;
+  Status UpdateTaskAndJob(std::string_view task_id,
+                          const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+                          const std::function<Status(JobRecord&)>& modify_job) override;
   Result<std::optional<int>> AddCompletion(std::string_view id) override;
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
