@@ -154,7 +154,6 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   }
   TaskRecord task = std::move(*record);
   auto attempt = std::make_shared<Attempt>();
-  attempt->task_id = task.id;
   attempt->lane = &lane;
   attempt->delivery = std::move(delivery);
   attempt->started = TaskStarted{
@@ -243,9 +242,7 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
       outcome_acks = true;
     }
   }
-  std::vector<OutgoingMessage> report;
-  report.push_back({std::string(queue), Encode(finished), 0});
-  bool reported = Report(std::move(report), "the outcome of task " + task.id);
+  bool reported = Report({{std::string(queue), Encode(finished), 0}}, "the outcome of task " + task.id);
   if (outcome_acks) {
     // Not reported (the worker stops and the broker is unreachable): the message goes
     // back to the queue, to run elsewhere.
@@ -293,7 +290,7 @@ void Worker::StartReportLoop(const std::stop_token& stop) {
     if (due.empty()) continue;
     std::vector<OutgoingMessage> starts;
     for (const auto& attempt : due) starts.push_back({std::string(kQueueStarted), Encode(attempt->started), 0});
-    bool reported = Report(std::move(starts), due.size() == 1 ? "the start of task " + due.front()->task_id
+    bool reported = Report(std::move(starts), due.size() == 1 ? "the start of task " + due.front()->started.task_id
                                                               : fmt::format("{} starts", due.size()));
     for (const auto& attempt : due) {
       {
@@ -316,8 +313,7 @@ bool Worker::Report(std::vector<OutgoingMessage> messages, std::string_view what
   auto first_try = std::chrono::steady_clock::now();
   auto backoff = std::chrono::milliseconds(100);
   for (;;) {
-    Status s = messages.size() == 1 ? broker_.Publish(messages.front().queue, messages.front().body)
-                                    : broker_.PublishBatch(messages);
+    Status s = broker_.PublishBatch(messages);
     if (s.ok()) return true;
     bool give_up = false;
     {

@@ -65,7 +65,6 @@ class Worker {
   // One task being run here.
   struct Attempt {
     enum class Start { kWaiting, kReporting, kReported, kInOutcome };
-    std::string task_id;
     Lane* lane = nullptr;
     std::shared_ptr<Delivery> delivery;
     std::stop_source cancel;
