@@ -242,11 +242,41 @@ Result<std::string> Scheduler::JobOfTask(const std::string& task_id, const std::
 void Scheduler::FlushNotifications() {
   std::vector<JobRecord> finished;
   std::function<void(const JobRecord&)> listener;
+  std::vector<std::string> drops;
+  std::map<std::string, std::vector<std::string>> kills;
   {
     std::lock_guard lock(mu_);
     finished.swap(finished_);
+    drops.swap(drops_);
+    kills.swap(kills_);
     listener = listener_;
   }
+  auto tell = [&](const std::string& node, const std::vector<std::string>& ids) {
+    constexpr std::size_t kPerMessage = 1000;
+    for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
+      CancelTask message;
+      message.task_ids.assign(
+          ids.begin() + static_cast<std::ptrdiff_t>(i),
+          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
+      Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
+      if (!s.ok()) {
+        log::Error("telling a worker of cancelled tasks failed",
+                   {{"node", node}, {"error", s.message()}});
+      }
+    }
+  };
+  if (!drops.empty()) {
+    auto nodes = datastore_.ActiveNodes(clock_.Now() - options_.node_lease);
+    if (!nodes.ok()) {
+      log::Error("listing workers to tell of cancelled tasks failed",
+                 {{"error", nodes.status().message()}});
+    } else {
+      for (const NodeRecord& node : *nodes) {
+        if (!node.queue.empty()) tell(node.id, drops);  // a coordinator takes no tasks
+      }
+    }
+  }
+  for (const auto& [node, ids] : kills) tell(node, ids);
   if (listener) {
     for (const auto& job : finished) listener(job);
   }
@@ -590,6 +620,8 @@ Status Scheduler::ScheduleNew(const JobRecord& job, Task def, const std::string&
   task.created_at = clock_.Now();
   ApplyDefaults(job.job.defaults, def);
   task.task = std::move(def);
+  // Only a composite row's children need the loop variables later.
+  if (task.task.IsComposite()) task.scope = extra;
   return Dispatch(job, std::move(task), extra, /*evaluated=*/false, /*create=*/true);
 }
 
@@ -695,6 +727,9 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       child.each_index = static_cast<int>(i);
       child.task = *def.each->task;
       ApplyDefaults(job.job.defaults, child.task);
+      // A composite child is dispatched later (StartNextEachChild, or below): its
+      // children are evaluated then, with its item.
+      if (child.task.IsComposite()) child.scope = child_extra;
       Vars vars = VarsFor(job, child_extra);
       if (!child.task.if_expr.empty()) {
         auto cond = expr::EvaluateTemplateValue(child.task.if_expr, vars);
@@ -707,8 +742,9 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
         child.task.if_expr.clear();
       }
       if (failures.empty() && child.state == TaskState::kCreated) {
-        Status s = child.task.IsComposite() ? EvaluateField(child.task.name, vars, "name")
-                                            : EvaluateTask(child.task, vars);
+        // A composite child's own fields (name, var, a subjob's inputs) too; its
+        // children are evaluated when it is dispatched.
+        Status s = EvaluateTask(child.task, vars);
         if (!s.ok()) failures.push_back(s.message());
       }
       children.push_back(std::move(child));
@@ -718,25 +754,38 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     // The children that start at once (up to `concurrency`) are stored ready to publish,
     // with the rest, in one write; the parent counts them as started. One row at a time
     // (read, count on the parent, publish, mark) cost four round trips per child.
+    // A composite child is not published: it is stored CREATED and dispatched by its kind
+    // once the rows are stored (a crash in between leaves it CREATED, for reconciling to
+    // start).
     int limit = def.each->concurrency > 0 ? def.each->concurrency : std::numeric_limits<int>::max();
     std::vector<std::size_t> start_now;
+    std::vector<std::size_t> dispatch_now;
     for (std::size_t i = 0; i < children.size(); ++i) {
       TaskRecord& child = children[i];
-      if (child.state != TaskState::kCreated || static_cast<int>(start_now.size()) >= limit) continue;
-      ReadyToPublish(child, now);
-      start_now.push_back(i);
+      int started = static_cast<int>(start_now.size() + dispatch_now.size());
+      if (child.state != TaskState::kCreated || started >= limit) continue;
+      if (child.task.IsComposite()) {
+        dispatch_now.push_back(i);
+      } else {
+        ReadyToPublish(child, now);
+        start_now.push_back(i);
+      }
     }
     task.state = TaskState::kRunning;
     task.started_at = now;
-    task.each_index = static_cast<int>(start_now.size());
+    task.each_index = static_cast<int>(start_now.size() + dispatch_now.size());
     BATON_RETURN_IF_ERROR(store(task));
     BATON_RETURN_IF_ERROR(datastore_.CreateTasks(children));
     RememberShape(task);
     auto& waiting = waiting_children_[task.id];
     waiting.clear();
     int skipped = 0;
-    for (const TaskRecord& child : children) {
-      if (child.state == TaskState::kCreated) {
+    std::size_t next_dispatch = 0;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      const TaskRecord& child = children[i];
+      if (next_dispatch < dispatch_now.size() && dispatch_now[next_dispatch] == i) {
+        ++next_dispatch;
+      } else if (child.state == TaskState::kCreated) {
         waiting.push_back(child.id);
       } else if (IsTerminal(child.state)) {
         ++skipped;
@@ -746,6 +795,18 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     publish.reserve(start_now.size());
     for (std::size_t i : start_now) publish.push_back(&children[i]);
     BATON_RETURN_IF_ERROR(PublishStoredBatch(publish));
+    for (std::size_t i : dispatch_now) {
+      std::uint64_t finishes = finishes_;
+      Vars scope = children[i].scope;
+      children[i].state = TaskState::kPending;
+      BATON_RETURN_IF_ERROR(Dispatch(job, std::move(children[i]), scope, /*evaluated=*/true,
+                                     /*create=*/false));
+      // A child that failed at once fails the each, which cancels the rest: stop then.
+      if (finishes_ == finishes) continue;
+      auto parent = datastore_.GetTask(task.id);
+      if (!parent.ok()) return parent.status();
+      if (IsTerminal(parent->state)) return Status::Ok();
+    }
     for (int i = 0; i < skipped; ++i) BATON_RETURN_IF_ERROR(ChildDone(task.id));
     return Status::Ok();
   }
@@ -780,6 +841,13 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
 }
 
 namespace {
+
+// Workers run runnable tasks only: a composite row on its way to one is a path that
+// skipped Dispatch, and would "complete" there as an empty script.
+Status ForWorkers(const TaskRecord& task) {
+  if (!task.task.IsComposite()) return Status::Ok();
+  return Internal(fmt::format("task {} is composite and cannot be sent to a worker", task.id));
+}
 
 OutgoingMessage MessageFor(const TaskRecord& task) {
   return {task.task.queue.empty() ? std::string(kQueueDefault) : task.task.queue,
@@ -823,6 +891,7 @@ std::optional<std::vector<TaskRecord>> Scheduler::RunnableChildren(const JobReco
 }
 
 Status Scheduler::PublishTask(TaskRecord& task, bool create) {
+  BATON_RETURN_IF_ERROR(ForWorkers(task));
   TimePoint now = clock_.Now();
   auto publish = [&] {
     OutgoingMessage message = MessageFor(task);
@@ -879,7 +948,10 @@ Status Scheduler::PublishStoredBatch(const std::vector<TaskRecord*>& rows) {
   if (rows.size() <= 1) return rows.empty() ? Status::Ok() : PublishStored(*rows[0]);
   std::vector<OutgoingMessage> batch;
   batch.reserve(rows.size());
-  for (const TaskRecord* row : rows) batch.push_back(MessageFor(*row));
+  for (const TaskRecord* row : rows) {
+    BATON_RETURN_IF_ERROR(ForWorkers(*row));
+    batch.push_back(MessageFor(*row));
+  }
   if (!broker_.PublishBatch(std::move(batch)).ok()) {
     // Some may be in the broker already; one at a time, each refusal is handled as it
     // always is (a message published twice is run once: workers and OnStarted see to it).
@@ -902,6 +974,7 @@ Status Scheduler::PublishStoredBatch(const std::vector<TaskRecord*>& rows) {
 Status Scheduler::PublishStored(TaskRecord& task) {
   // Durable broker: the row is PENDING and becomes SCHEDULED once the broker confirmed.
   if (options_.durable_broker) return PublishTask(task, false);
+  BATON_RETURN_IF_ERROR(ForWorkers(task));
   OutgoingMessage message = MessageFor(task);
   Status published = broker_.Publish(message.queue, std::move(message.body), message.priority);
   if (published.ok()) return Status::Ok();
@@ -966,8 +1039,9 @@ Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
     auto job = datastore_.GetJob(child->job_id);
     if (!job.ok()) return job.status();
     child->state = TaskState::kPending;
+    Vars scope = child->scope;
     BATON_RETURN_IF_ERROR(
-        Dispatch(*job, std::move(*child), json::object(), /*evaluated=*/true, /*create=*/false));
+        Dispatch(*job, std::move(*child), scope, /*evaluated=*/true, /*create=*/false));
     return true;
   }
   return false;
@@ -1125,11 +1199,14 @@ Status Scheduler::CancelRow(const TaskRecord& row) {
     Status s = FailJob(cancelled.subjob_id, "", JobState::kCancelled);
     if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
   }
-  if (!cancelled.node_id.empty()) {
-    BATON_RETURN_IF_ERROR(
-        broker_.Publish(CancelQueueFor(cancelled.node_id), Encode(CancelTask{cancelled.id})));
-  }
   if (cancelled.task.IsComposite()) return CancelTaskTree(cancelled);
+  if (!cancelled.node_id.empty()) {
+    kills_[cancelled.node_id].push_back(cancelled.id);
+  } else if (row.state != TaskState::kCreated || options_.durable_broker) {
+    // Possibly in a queue: every worker is told not to start it. (A CREATED row is in a
+    // queue only with a durable broker, whose confirm comes before the row is marked.)
+    drops_.push_back(cancelled.id);
+  }
   return Status::Ok();
 }
 
@@ -1247,7 +1324,7 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
     // Cancelled while it waited in the queue, or a second delivery of a task that runs
     // elsewhere or has finished (a message the broker delivered twice): stop it where
     // it runs now.
-    (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{event.task_id}));
+    (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{{event.task_id}}));
   }
   return Handled(s, "recording a start failed", event.task_id);
 }

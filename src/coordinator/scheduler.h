@@ -46,6 +46,9 @@ struct SchedulerOptions {
   bool durable_broker = false;
   // A RUNNING task whose node is gone is re-queued at most this many times.
   int max_redeliveries = 3;
+  // Workers heard from within this long are told of cancelled tasks still in a queue,
+  // since any of them may take such a task's message.
+  Duration node_lease = std::chrono::seconds(30);
   // Several coordinators: every decision about a job is taken under the lock
   // "baton.job:<id of its top-level job>" of this locker, so each step is decided once.
   // Null for a single coordinator (its own mutex is enough).
@@ -244,6 +247,8 @@ class Scheduler {
                       const std::string& from_node = "",
                       std::optional<TimePoint> started_at = std::nullopt);
   Status ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes);
+  // Tells workers what was cancelled (drops_, kills_), then the listener which jobs
+  // finished. Called after each decision, without mu_.
   void FlushNotifications();
 
   Datastore& datastore_;
@@ -262,6 +267,12 @@ class Scheduler {
   std::map<std::string, CompositeShape> shapes_;                     // guarded by mu_
   std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
   std::vector<JobRecord> finished_;                                  // guarded by mu_
+  // What cancelling decided to tell workers, sent by FlushNotifications in this order:
+  // tasks that may wait in a queue (to every live worker, so none starts them), then the
+  // tasks running on a node (to that node). Dropped first, so the slot a killed task
+  // frees cannot take a dropped one before its worker heard of it.
+  std::vector<std::string> drops_;                                   // guarded by mu_
+  std::map<std::string, std::vector<std::string>> kills_;            // guarded by mu_
   // Rows Finish has moved to a terminal state: a cheap "did anything finish meanwhile".
   std::uint64_t finishes_ = 0;                                       // guarded by mu_
   std::function<void(const JobRecord&)> listener_;                   // guarded by mu_

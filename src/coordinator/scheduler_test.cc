@@ -133,6 +133,7 @@ class SchedulerTest : public ::testing::Test {
     // lease keeps tests that move the clock far ahead from expiring them by accident.
     CoordinatorOptions coordinator_options;
     coordinator_options.lease = std::chrono::hours(24);
+    coordinator_options.scheduler.node_lease = coordinator_options.lease;
     coordinator_options.scheduler.durable_broker = durable_;
     coordinator_options.scheduler.start_in_background = background_;
     coordinator_ =
@@ -725,6 +726,177 @@ tasks:
     return CountState(submitted->id, TaskState::kCancelled) == 4;
   }));
   EXPECT_FALSE(coordinator_->Cancel(submitted->id).ok());
+}
+
+// What cancelling leaves behind: every task that was cancelled before it started must
+// never run. Waits until the queue `queue` has handed out everything it held and nothing
+// runs, then returns what ran.
+std::vector<std::string> RanOnceSettled(testing::FakeRuntime& runtime, InMemoryBroker& broker,
+                                        const std::string& queue) {
+  EXPECT_TRUE(testing::WaitFor([&] {
+    auto info = broker.Queue(queue);
+    return runtime.running() == 0 && info.ok() && info->size == 0 && info->unacked == 0;
+  }));
+  return runtime.ran();
+}
+
+TEST_F(SchedulerTest, CancelledTasksWaitingInAQueueNeverRun) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: cancel queued
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: slow, run: hang, queue: gpu}
+        - {name: quick 1, run: ok, queue: gpu}
+        - {name: quick 2, run: ok, queue: gpu}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  ASSERT_TRUE(coordinator_->Cancel(submitted->id).ok());
+  EXPECT_THAT(RanOnceSettled(runtime_, *broker_, "gpu"), ElementsAre("slow"));
+  EXPECT_EQ(CountState(submitted->id, TaskState::kCancelled), 4);
+}
+
+TEST_F(SchedulerTest, CancelledEachChildrenWaitingForASlotNeverRun) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: cancel each
+tasks:
+  - name: loop
+    each:
+      list: "{{ [1, 2, 3] }}"
+      task: {name: "sleep {{ item.value }}", run: hang, queue: gpu}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  ASSERT_TRUE(coordinator_->Cancel(submitted->id).ok());
+  EXPECT_THAT(RanOnceSettled(runtime_, *broker_, "gpu"), ElementsAre("sleep 1"));
+}
+
+TEST_F(SchedulerTest, SiblingsCancelledByFailFastNeverRunFromTheirQueue) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: fail fast
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: slow, run: hang, queue: gpu}
+        - {name: quick, run: ok, queue: gpu}
+        - {name: broken, run: fail boom}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kFailed);
+  std::vector<std::string> ran = RanOnceSettled(runtime_, *broker_, "gpu");
+  EXPECT_THAT(ran, ::testing::Not(::testing::Contains("quick")));
+  EXPECT_THAT(ran, ::testing::Contains("broken"));
+}
+
+TEST_F(SchedulerTest, TasksCancelledByAJobTimeoutNeverRunFromTheirQueue) {
+  auto submitted = coordinator_->Submit(ParseOrDie(R"(
+name: timed out
+timeout: 1m
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: slow, run: hang, queue: gpu}
+        - {name: quick, run: ok, queue: gpu}
+)"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
+  clock_.Advance(seconds(60));
+  EXPECT_EQ(StateOf(submitted->id), JobState::kFailed);
+  EXPECT_THAT(RanOnceSettled(runtime_, *broker_, "gpu"), ElementsAre("slow"));
+}
+
+// Every composite kind inside every other: the inner tasks of each pair run, each once,
+// with the loop variables of the loops around them. Names carry the path that led to
+// them, so the expected list is known.
+enum class Kind { kParallel, kEach, kEachOneAtATime, kSubjob };
+
+std::string KindName(Kind k) {
+  switch (k) {
+    case Kind::kParallel: return "parallel";
+    case Kind::kEach: return "each";
+    case Kind::kEachOneAtATime: return "each(concurrency 1)";
+    case Kind::kSubjob: return "subjob";
+  }
+  return "";
+}
+
+// The task at `level` of a nesting of `kinds` (a leaf below the last), as YAML flow
+// text; `name` is the template its leaves are named by, here.
+std::string NestedTask(const std::vector<Kind>& kinds, std::size_t level, const std::string& name) {
+  if (level == kinds.size()) return "{name: \"" + name + "\", run: ok}";
+  std::string n = std::to_string(level);
+  switch (kinds[level]) {
+    case Kind::kParallel:
+      return "{name: p" + n + ", parallel: {tasks: [" + NestedTask(kinds, level + 1, name + "/a") +
+             ", " + NestedTask(kinds, level + 1, name + "/b") + "]}}";
+    case Kind::kEach:
+    case Kind::kEachOneAtATime: {
+      std::string c = kinds[level] == Kind::kEach ? "0" : "1";
+      return "{name: e" + n + ", each: {list: \"{{ [1, 2] }}\", var: v" + n +
+             ", concurrency: " + c + ", task: " +
+             NestedTask(kinds, level + 1, name + "/{{ v" + n + ".value }}") + "}}";
+    }
+    case Kind::kSubjob:
+      return "{name: s" + n + ", subjob: {name: sub" + n + ", inputs: {p: \"" + name +
+             "\"}, tasks: [" + NestedTask(kinds, level + 1, "{{ inputs.p }}/s") + "]}}";
+  }
+  return "";
+}
+
+void NestedNames(const std::vector<Kind>& kinds, std::size_t level, const std::string& name,
+                 std::vector<std::string>& out) {
+  if (level == kinds.size()) {
+    out.push_back(name);
+    return;
+  }
+  switch (kinds[level]) {
+    case Kind::kParallel:
+      NestedNames(kinds, level + 1, name + "/a", out);
+      NestedNames(kinds, level + 1, name + "/b", out);
+      return;
+    case Kind::kEach:
+    case Kind::kEachOneAtATime:
+      NestedNames(kinds, level + 1, name + "/1", out);
+      NestedNames(kinds, level + 1, name + "/2", out);
+      return;
+    case Kind::kSubjob:
+      NestedNames(kinds, level + 1, name + "/s", out);
+      return;
+  }
+}
+
+TEST_F(SchedulerTest, EveryNestingOfCompositesRunsEachInnerTaskOnce) {
+  const std::vector<Kind> all = {Kind::kParallel, Kind::kEach, Kind::kEachOneAtATime,
+                                 Kind::kSubjob};
+  std::vector<std::vector<Kind>> nestings;
+  for (Kind outer : all) {
+    for (Kind inner : all) nestings.push_back({outer, inner});
+  }
+  // And a few three deep.
+  nestings.push_back({Kind::kEachOneAtATime, Kind::kParallel, Kind::kEach});
+  nestings.push_back({Kind::kEach, Kind::kSubjob, Kind::kEachOneAtATime});
+  nestings.push_back({Kind::kSubjob, Kind::kEachOneAtATime, Kind::kSubjob});
+  for (const auto& kinds : nestings) {
+    std::string label;
+    for (Kind k : kinds) label += (label.empty() ? "" : " in ") + KindName(k);
+    SCOPED_TRACE(label);
+    std::size_t before = runtime_.ran().size();
+    JobRecord job = Run("name: nested\ntasks:\n  - " + NestedTask(kinds, 0, "r") + "\n");
+    EXPECT_EQ(job.state, JobState::kCompleted) << job.error;
+    std::vector<std::string> ran = runtime_.ran();
+    ran.erase(ran.begin(), ran.begin() + static_cast<std::ptrdiff_t>(before));
+    std::vector<std::string> expected;
+    NestedNames(kinds, 0, "r", expected);
+    std::sort(ran.begin(), ran.end());
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(ran, expected);
+  }
 }
 
 TEST_F(SchedulerTest, CancelReachesSubjobs) {

@@ -54,7 +54,7 @@ std::string Encode(const TaskFinished& m) {
 std::string Encode(const TaskProgress& m) {
   return Dump({{"taskId", m.task_id}, {"jobId", m.job_id}, {"progress", m.progress}});
 }
-std::string Encode(const CancelTask& m) { return Dump({{"taskId", m.task_id}}); }
+std::string Encode(const CancelTask& m) { return Dump({{"taskIds", m.task_ids}}); }
 std::string Encode(const LogPart& m) {
   return Dump({{"id", m.id},
                {"taskId", m.task_id},
@@ -112,7 +112,12 @@ Result<TaskProgress> DecodeTaskProgress(std::string_view body) {
 
 Result<CancelTask> DecodeCancelTask(std::string_view body) {
   return Decode<CancelTask>(body, "cancel", [](const json& j, CancelTask& m) {
-    m.task_id = j.at("taskId").get<std::string>();
+    // "taskId" alone: what workers of earlier versions were sent.
+    if (j.contains("taskIds")) {
+      m.task_ids = j.at("taskIds").get<std::vector<std::string>>();
+    } else {
+      m.task_ids.push_back(j.at("taskId").get<std::string>());
+    }
   });
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "core/records.h"
@@ -47,8 +48,10 @@ struct TaskProgress {
   double progress = 0;
 };
 
+// To a worker's cancel queue: stop these tasks where they run there, and never start
+// them there (a cancelled task still waiting in a queue is dropped when it is taken).
 struct CancelTask {
-  std::string task_id;
+  std::vector<std::string> task_ids;
 };
 
 std::string Encode(const TaskStarted& m);

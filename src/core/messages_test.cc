@@ -48,6 +48,15 @@ TEST(MessagesTest, RoundTrip) {
   EXPECT_EQ(*hb, node);
 }
 
+TEST(MessagesTest, CancelCarriesManyTasksAndReadsTheOldSingleForm) {
+  auto many = DecodeCancelTask(Encode(CancelTask{{"a", "b", "c"}}));
+  ASSERT_TRUE(many.ok());
+  EXPECT_EQ(many->task_ids, (std::vector<std::string>{"a", "b", "c"}));
+  auto single = DecodeCancelTask(R"({"taskId":"x"})");
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->task_ids, (std::vector<std::string>{"x"}));
+}
+
 TEST(MessagesTest, BadBodiesAreErrors) {
   EXPECT_FALSE(DecodeTaskStarted("not json").ok());
   EXPECT_FALSE(DecodeTaskFinished("{}").ok());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,6 +50,19 @@ struct PageSpec {
   int size;
   std::int64_t offset;
 };
+
+// A task row's loop scope as stored: "{}" for the common empty one (no JSON work).
+inline std::string ScopeText(const nlohmann::json& scope) {
+  if (!scope.is_object() || scope.empty()) return "{}";
+  return scope.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+inline Result<nlohmann::json> ParseScope(std::string_view text) {
+  if (text.empty() || text == "{}") return nlohmann::json::object();
+  auto scope = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!scope.is_object()) return Internal("not a JSON object");
+  return scope;
+}
 
 // Page numbers from 1, sizes 1..kMaxPageSize.
 inline PageSpec ClampPage(int page, int size) {

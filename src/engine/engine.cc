@@ -143,6 +143,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   auto locker = std::make_unique<PostgresLocker>(config.postgres_dsn);
   coordinator.scheduler.job_locker = locker.get();
   coordinator.scheduler.max_redeliveries = config.coordinator_max_redeliveries;
+  coordinator.scheduler.node_lease = config.coordinator_lease;
   coordinator.scheduler.start_in_background = true;
   coordinator.node_id = NewId();
   coordinator.hostname = HostName();

@@ -61,6 +61,15 @@ Worker::Worker(Broker& broker, Runtime& runtime, Clock& clock, WorkerOptions opt
 
 Worker::~Worker() { Stop(std::chrono::milliseconds(0)); }
 
+void Worker::RememberCancelled(const std::string& task_id) {
+  if (!cancelled_.insert(task_id).second) return;
+  cancelled_order_.push_back(task_id);
+  if (cancelled_order_.size() > kMaxCancelled) {
+    cancelled_.erase(cancelled_order_.front());
+    cancelled_order_.pop_front();
+  }
+}
+
 int Worker::running() const {
   std::lock_guard lock(mu_);
   return static_cast<int>(running_.size());
@@ -73,14 +82,21 @@ Status Worker::Start() {
         auto message = DecodeCancelTask(d->body());
         if (message.ok()) {
           std::lock_guard lock(mu_);
-          if (auto it = running_.find(message->task_id); it != running_.end()) {
-            it->second->cancel.request_stop();
+          for (const std::string& id : message->task_ids) {
+            if (auto it = running_.find(id); it != running_.end()) {
+              it->second->cancel.request_stop();
+            } else {
+              RememberCancelled(id);
+            }
           }
         }
         (void)d->Ack();
       });
   if (!cancel.ok()) return cancel.status();
   cancel_subscription_ = std::move(*cancel);
+  // Heard of before it takes any task, so that coordinators cancelling tasks still in a
+  // queue count it among the workers to tell (its cancel queue is already read).
+  Heartbeat();
 
   for (const auto& [queue, concurrency] : options_.queues) {
     auto lane = std::make_unique<Lane>();
@@ -106,7 +122,6 @@ Status Worker::Start() {
     lanes_.push_back(std::move(lane));
   }
   start_thread_ = std::jthread([this](std::stop_token stop) { StartReportLoop(stop); });
-  Heartbeat();
   heartbeat_thread_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
   log::Info("worker started", {{"node", options_.node_id}});
   return Status::Ok();
@@ -163,6 +178,13 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
     std::lock_guard lock(mu_);
     if (draining_) {
       (void)attempt->delivery->Nack(true);
+      return;
+    }
+    if (cancelled_.contains(task.id)) {
+      // Cancelled while its message waited in a queue: it never starts. Its row is
+      // CANCELLED already; the message is done with.
+      log::Info("dropping a cancelled task", {{"task_id", task.id}});
+      (void)attempt->delivery->Ack();
       return;
     }
     if (running_.contains(task.id) || recent_.contains(task.id)) {

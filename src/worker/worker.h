@@ -119,6 +119,13 @@ class Worker {
   int reporting_starts_ = 0;  // being published by the start thread; guarded by mu_
   std::condition_variable_any start_cv_;
   std::jthread start_thread_;
+  // Tasks cancelled before they ran here (bounded, oldest forgotten first): a message of
+  // one taken from a queue later is dropped, not run. The coordinator tells every live
+  // worker, since any of them may take the message.
+  static constexpr std::size_t kMaxCancelled = 100000;
+  void RememberCancelled(const std::string& task_id);  // requires mu_
+  std::set<std::string> cancelled_;              // guarded by mu_
+  std::deque<std::string> cancelled_order_;      // guarded by mu_
   // The last tasks this worker ran (bounded), so a second delivery of one is dropped.
   std::set<std::string> recent_;        // guarded by mu_
   std::deque<std::string> recent_order_;  // guarded by mu_

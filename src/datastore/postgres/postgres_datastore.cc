@@ -338,6 +338,8 @@ using datastore_util::PageSpec;
 using datastore_util::AsciiUpper;
 using datastore_util::ContainsPattern;
 using datastore_util::SplitWords;
+using datastore_util::ParseScope;
+using datastore_util::ScopeText;
 
 
 // ---- SQL ----------------------------------------------------------------------------
@@ -372,12 +374,12 @@ constexpr Statement kDeleteJob = {"delete_job", "DELETE FROM jobs WHERE id = $1"
 #define BATON_TASK_COLUMNS                                                               \
   "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
   "completed_at, failed_at, definition, error, result, node_id, progress, redelivered, " \
-  "each_size, each_index, completions, subjob_id"
+  "each_size, each_index, completions, subjob_id, scope"
 constexpr Statement kInsertTask = {
     "insert_task",
     "INSERT INTO tasks (" BATON_TASK_COLUMNS
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
-    "$19, $20)"};
+    "$19, $20, $21)"};
 // Many rows in one statement: each parameter is an array, one element per row.
 constexpr Statement kInsertTasks = {
     "insert_tasks",
@@ -385,13 +387,13 @@ constexpr Statement kInsertTasks = {
     ") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], "
     "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], "
     "$12::text[], $13::text[], $14::text[], $15::float8[], $16::int[], $17::int[], $18::int[], "
-    "$19::int[], $20::text[])"};
+    "$19::int[], $20::text[], $21::text[])"};
 constexpr Statement kUpdateTask = {
     "update_task",
     "UPDATE tasks SET job_id = $2, parent_id = $3, position = $4, state = $5, created_at = $6, "
     "scheduled_at = $7, started_at = $8, completed_at = $9, failed_at = $10, definition = $11, "
     "error = $12, result = $13, node_id = $14, progress = $15, redelivered = $16, "
-    "each_size = $17, each_index = $18, completions = $19, subjob_id = $20 WHERE id = $1"};
+    "each_size = $17, each_index = $18, completions = $19, subjob_id = $20, scope = $21 WHERE id = $1"};
 constexpr Statement kSelectTask = {"select_task",
                                    "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1"};
 constexpr Statement kSelectTaskForUpdate = {
@@ -547,7 +549,8 @@ Params TaskParams(const TaskRecord& task, std::string_view definition) {
       .Int(task.each_size)
       .Int(task.each_index)
       .Int(task.completions)
-      .Text(task.subjob_id);
+      .Text(task.subjob_id)
+      .Text(ScopeText(task.scope));
   return p;
 }
 
@@ -643,6 +646,8 @@ Result<TaskRecord> TaskFromRow(const Rows& s, int r) {
   task.each_index = s.Int32(r, 17);
   task.completions = s.Int32(r, 18);
   task.subjob_id = std::string(s.Text(r, 19));
+  BATON_PG_ASSIGN(scope, ParseScope(s.Text(r, 20)));
+  task.scope = std::move(scope);
   return task;
 }
 
@@ -738,7 +743,7 @@ Status CheckNotNewer(int version) {
 
 // The parameters of kInsertTasks: one array per column, one element per row.
 Result<Params> TasksArrayParams(const std::vector<TaskRecord>& tasks) {
-  std::vector<ArrayLiteral> cols(20);
+  std::vector<ArrayLiteral> cols(21);
   auto time = [](ArrayLiteral& a, const std::optional<TimePoint>& t) {
     if (t) {
       a.AddRaw(std::to_string(t->time_since_epoch().count()));
@@ -777,6 +782,7 @@ Result<Params> TasksArrayParams(const std::vector<TaskRecord>& tasks) {
     cols[17].AddRaw(std::to_string(t.each_index));
     cols[18].AddRaw(std::to_string(t.completions));
     cols[19].AddText(t.subjob_id);
+    cols[20].AddText(ScopeText(t.scope));
   }
   Params params;
   for (ArrayLiteral& col : cols) params.Text(col.Done());

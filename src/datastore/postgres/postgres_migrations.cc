@@ -88,8 +88,14 @@ CREATE TABLE nodes (
 CREATE INDEX nodes_heartbeat ON nodes (last_heartbeat_at, id);
 )sql";
 
-constexpr std::array<PostgresMigration, 1> kMigrations = {{
+// A row's loop variables, for the children of an each child that is itself composite.
+constexpr std::string_view kTaskScope = R"sql(
+ALTER TABLE tasks ADD COLUMN scope TEXT NOT NULL DEFAULT '{}';
+)sql";
+
+constexpr std::array<PostgresMigration, 2> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
+    {2, "tasks.scope: the loop variables of a row", kTaskScope},
 }};
 
 }  // namespace

@@ -243,6 +243,8 @@ using datastore_util::PageSpec;
 using datastore_util::AsciiUpper;
 using datastore_util::ContainsPattern;
 using datastore_util::SplitWords;
+using datastore_util::ParseScope;
+using datastore_util::ScopeText;
 
 constexpr int kMaxIdleReaders = 8;
 
@@ -284,28 +286,28 @@ constexpr const char* kDeleteJob = "DELETE FROM jobs WHERE id = ?1";
 #define BATON_TASK_COLUMNS                                                               \
   "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
   "completed_at, failed_at, definition, error, result, node_id, progress, redelivered, " \
-  "each_size, each_index, completions, subjob_id"
+  "each_size, each_index, completions, subjob_id, scope"
 constexpr const char* kInsertTask =
     "INSERT INTO tasks (" BATON_TASK_COLUMNS
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-    "?19, ?20)";
+    "?19, ?20, ?21)";
 constexpr const char* kUpdateTask =
     "UPDATE tasks SET job_id = ?2, parent_id = ?3, position = ?4, state = ?5, created_at = ?6, "
     "scheduled_at = ?7, started_at = ?8, completed_at = ?9, failed_at = ?10, definition = ?11, "
     "error = ?12, result = ?13, node_id = ?14, progress = ?15, redelivered = ?16, "
-    "each_size = ?17, each_index = ?18, completions = ?19, subjob_id = ?20 WHERE id = ?1";
+    "each_size = ?17, each_index = ?18, completions = ?19, subjob_id = ?20, scope = ?21 WHERE id = ?1";
 // As for jobs: without the indexed columns that did not change (job_id, parent_id,
 // position and created_at rarely do; state often does not).
 constexpr const char* kUpdateTaskState =
     "UPDATE tasks SET state = ?5, scheduled_at = ?7, started_at = ?8, completed_at = ?9, "
     "failed_at = ?10, definition = ?11, error = ?12, result = ?13, node_id = ?14, "
     "progress = ?15, redelivered = ?16, each_size = ?17, each_index = ?18, completions = ?19, "
-    "subjob_id = ?20 WHERE id = ?1";
+    "subjob_id = ?20, scope = ?21 WHERE id = ?1";
 constexpr const char* kUpdateTaskFields =
     "UPDATE tasks SET scheduled_at = ?7, started_at = ?8, completed_at = ?9, "
     "failed_at = ?10, definition = ?11, error = ?12, result = ?13, node_id = ?14, "
     "progress = ?15, redelivered = ?16, each_size = ?17, each_index = ?18, completions = ?19, "
-    "subjob_id = ?20 WHERE id = ?1";
+    "subjob_id = ?20, scope = ?21 WHERE id = ?1";
 constexpr const char* kSelectTask = "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = ?1";
 constexpr const char* kAddCompletion =
     "UPDATE tasks SET completions = completions + 1 WHERE id = ?1 AND state = ?2 "
@@ -459,6 +461,7 @@ void BindTask(Stmt& s, const TaskRecord& task, std::string_view definition) {
   s.BindInt(18, task.each_index);
   s.BindInt(19, task.completions);
   s.BindText(20, task.subjob_id);
+  s.BindText(21, ScopeText(task.scope));
 }
 
 // ---- Decoding -----------------------------------------------------------------------
@@ -594,6 +597,9 @@ Result<TaskRecord> TaskFromRow(const Stmt& s, DefinitionCaches* caches,
   task.each_index = s.Int32(17);
   task.completions = s.Int32(18);
   task.subjob_id = std::string(s.Text(19));
+  auto scope = ParseScope(s.Text(20));
+  if (!scope.ok()) return Corrupt("tasks", task.id, "scope: " + scope.status().message());
+  task.scope = std::move(*scope);
   return task;
 }
 
