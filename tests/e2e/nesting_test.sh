@@ -74,7 +74,7 @@ check_nesting() {
   got=$(cd "$marks" && ls | sort | tr '\n' ' ')
   expect "$label: every inner task ran" "$got" "$want"
   local twice
-  twice=$(cd "$marks" && for f in *; do [[ $(wc -l <"$f") == 1 ]] || echo "$f"; done)
+  twice=$(cd "$marks" && shopt -s nullglob && for f in *; do [[ $(wc -l <"$f") == 1 ]] || echo "$f"; done)
   expect "$label: no inner task ran twice" "$twice" ""
 }
 
