@@ -18,7 +18,7 @@ src=$2
 
 if [[ -z ${BATON_TEST_RABBITMQ_URL:-} || -z ${BATON_TEST_POSTGRES_DSN:-} || -z ${BATON_SERVICES_DIR:-} ]]; then
   echo "SKIPPED: RabbitMQ/PostgreSQL not configured (make test starts them)"
-  exit 0
+  exit 77  # CTest: skipped (SKIP_RETURN_CODE), never passed
 fi
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-faults.XXXXXX")
@@ -64,9 +64,10 @@ start_coordinator() {
     sleep 0.1
   done
 }
-# start_worker NAME
+# start_worker NAME: also consuming a queue named NAME, so GET /nodes says which node id
+# is this process.
 start_worker() {
-  "$baton" run worker --queue default:4 --data-dir "$work_dir/$1" >>"$work_dir/$1.log" 2>&1 &
+  "$baton" run worker --queue default:4 --queue "$1:1" --data-dir "$work_dir/$1" >>"$work_dir/$1.log" 2>&1 &
   pid_of[$1]=$!
 }
 kill9() {
@@ -234,27 +235,31 @@ expect "load: every context holds its five results" "$(js "$report" 'j["good_con
 expect "load: every task ran once" "$(js "$report" '[j["runs"], j["distinct_runs"]]')" "[1000, 1000]"
 
 # 5. Both workers die under the same task: re-queued once (the cap), then FAILED.
-post_yaml <<'JOB'
+post_yaml <<JOB
 name: doomed
 tasks:
   - name: long
-    run: sleep 60
+    env: {JOB: "{{ job.id }}"}
+    run: echo "\$JOB long" >> $runs; sleep 60
 JOB
 id=$(js "$body" 'j["id"]')
 # kill_runner ATTEMPT: waits until attempt ATTEMPT (1-based) of the task runs, then
-# kills -9 the worker running it (found by the node id it logged at start); sets `killed`.
+# kills -9 the worker running it: the one GET /nodes lists with the nodeId of the task's
+# RUNNING row; sets `killed` and `killed_node`.
 kill_runner() {
   local deadline=$((SECONDS + 30)) node w
   killed=""
+  killed_node=""
   while ((SECONDS < deadline)); do
     http GET "/jobs/$id"
     node=$(js "$body" "[t.get('nodeId', '') for t in j['execution'] if t['state'] == 'RUNNING' and len(j['execution']) == $1] + ['']")
     node=$(js "$node" 'j[0]')
     if [[ -n $node ]]; then
       for w in w1 w2; do
-        if [[ -n ${pid_of[$w]:-} ]] && grep -q "node=$node" "$work_dir/$w.log"; then
+        if [[ -n ${pid_of[$w]:-} && $(node_of "$url" "$w") == "$node" ]]; then
           kill9 "$w"
           killed=$w
+          killed_node=$node
           return 0
         fi
       done
@@ -264,10 +269,14 @@ kill_runner() {
   return 1
 }
 if kill_runner 1; then pass "redelivery cap: killed $killed running the task"; else fail "redelivery cap: the task never ran"; fi
+first_node=$killed_node
 if kill_runner 2; then pass "redelivery cap: killed $killed running it again"; else fail "redelivery cap: the task was not re-queued"; fi
+[[ -n $first_node && $killed_node != "$first_node" ]] && pass "redelivery cap: the second attempt ran on the other worker" ||
+  fail "redelivery cap: both attempts on node [$first_node]"
 wait_done "$id" 60
 expect "redelivery cap: state" "$(js "$body" 'j["state"]')" FAILED
 expect "redelivery cap: attempts" "$(js "$body" 'len(j["execution"])')" 2
+expect "redelivery cap: the task was started twice (runs, distinct)" "$(runs_of "$id")" "2 1"
 expect_match "redelivery cap: the error says why" "$(js "$body" 'j["error"]')" "giving up"
 
 finish faults

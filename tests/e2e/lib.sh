@@ -158,3 +158,22 @@ distributed_env() {
   export BATON_DATASTORE_TYPE=postgres
   export BATON_DATASTORE_POSTGRES_DSN=${BATON_TEST_POSTGRES_DSN/dbname=baton/dbname=$db}
 }
+
+# node_of URL QUEUE: the id of the UP node that GET /nodes lists as consuming QUEUE (the
+# distributed suites start each worker with a queue named after it, so a node id from a
+# task row maps to the process that runs it); empty when none does.
+node_of() {
+  curl -s "$1/nodes" | python3 -c '
+import json, sys
+want = sys.argv[1]
+ids = [n["id"] for n in json.load(sys.stdin) if n.get("status") == "UP" and
+       want in [q.split(":")[0] for q in n.get("queue", "").split(",")]]
+print(ids[0] if len(ids) == 1 else "")' "$2" 2>/dev/null
+}
+
+# running_node ID: the nodeId of job ID's RUNNING task row (GET /jobs/ID), empty when no
+# row runs; leaves the job in `body`.
+running_node() {
+  http GET "/jobs/$1"
+  js "$body" '([t.get("nodeId", "") for t in j["execution"] if t["state"] == "RUNNING"] + [""])[0]'
+}

@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# Every example runs: each file in examples/ is submitted to a real `baton run
+# standalone` and the outcome its comments document (state, result, log, what its
+# processes did) is checked, not only that it validates. The container examples (a task
+# naming an image under localhost/) run on a second server with the docker runtime
+# against Podman (BATON_TEST_DOCKER_HOST, from scripts/test-services/with-services.sh).
+# A file with no check here FAILS: a new example needs one. Without Podman the container
+# examples do not run and the suite exits 77 (CTest: skipped, which `make test` refuses).
+# Usage: examples_test.sh BATON SOURCE_DIR [EXAMPLE...]
+set -uo pipefail
+baton=$1
+src=$2
+shift 2
+examples=$src/examples
+# shellcheck source=lib.sh
+. "$src/tests/e2e/lib.sh"
+
+start_server
+shell_url=$url
+shell_server_pid=$server_pid
+skipped=()
+nl=$'\n'
+
+# All the job's log text, oldest first.
+job_log() {
+  http GET "/jobs/$1/log?size=100"
+  js "$body" '"".join(p["contents"] for p in reversed(j["items"]))'
+}
+# rows: the last job's task rows as "name=STATE" words, in order.
+rows() { js "$body" '" ".join(t["name"].replace(" ", "_") + "=" + t["state"] for t in j["execution"])'; }
+# descendants PID: the command lines of PID's processes, children and theirs.
+descendants() {
+  ps -eo pid=,ppid=,args= | python3 -c '
+import sys
+root, procs = sys.argv[1], [l.split(None, 2) for l in sys.stdin if l.strip()]
+kids, seen, todo = {}, [], [root]
+for p in procs:
+    kids.setdefault(p[1], []).append(p)
+while todo:
+    for p in kids.get(todo.pop(), []):
+        seen.append(p[2] if len(p) > 2 else "")
+        todo.append(p[0])
+print("\n".join(seen))
+' "$1"
+}
+# no_process PATTERN SECONDS: true once no process of the server runs a command line
+# matching PATTERN, within SECONDS.
+no_process() {
+  local deadline=$((SECONDS + $2))
+  while descendants "$server_pid" | grep -qE "$1"; do
+    ((SECONDS > deadline)) && return 1
+    sleep 0.1
+  done
+}
+# run_example FILE [SECONDS]: submits it, waits for its end; the job is in `body`, its id in `id`.
+run_example() {
+  id=$(submit "$examples/$1") && wait_done "$id" "${2:-60}" || { fail "$1: did not end"; return 1; }
+  local state
+  state=$(js "$body" 'j["state"]')
+  [[ $state == COMPLETED ]] || echo "  $1 ended $state: $(js "$body" '[j.get("error")] + [t["name"] + ": " + t.get("error", "") for t in j["execution"] if t.get("error")]')"
+}
+state() { js "$body" 'j["state"]'; }
+
+case_bad_output() {
+  run_example bad-output.yaml || return
+  expect "bad-output: state" "$(state)" FAILED
+  expect_match "bad-output: the error is the expression's" "$(js "$body" 'j.get("error", "")')" "bad_function"
+  expect "bad-output: the task itself succeeds" "$(rows)" "fine=COMPLETED"
+}
+
+case_cancel() {
+  id=$(submit "$examples/cancel.yaml") || { fail "cancel: not accepted"; return; }
+  wait_state "$id" RUNNING 30 || { fail "cancel: never RUNNING"; return; }
+  local deadline=$((SECONDS + 30))
+  until descendants "$server_pid" | grep -qE '(^|/| )sleep 60$' || ((SECONDS > deadline)); do sleep 0.1; done
+  descendants "$server_pid" | grep -qE '(^|/| )sleep 60$' && pass "cancel: sleep 60 runs" ||
+    fail "cancel: no sleep 60 process under the server"
+  local out
+  out=$(BATON_URL=$url "$baton" jobs cancel "$id" 2>&1)
+  expect "cancel: baton jobs cancel exits 0" "$?" 0
+  wait_done "$id" 30
+  expect "cancel: state" "$(state)" CANCELLED
+  no_process '(^|/| )sleep 60$' 10 && pass "cancel: sleep is killed" ||
+    fail "cancel: sleep 60 still runs 10 s after the cancel"
+}
+
+case_conditions() {
+  run_example conditions.yaml || return
+  expect "conditions: state" "$(state)" COMPLETED
+  expect "conditions: if false skips, true runs" "$(rows)" "decide=COMPLETED skipped=SKIPPED runs=COMPLETED"
+  local log
+  log=$(job_log "$id")
+  expect_match "conditions: the true branch ran" "$log" "(^|$nl)runs($nl|\$)"
+  [[ $log != *"never runs"* ]] && pass "conditions: the skipped task printed nothing" ||
+    fail "conditions: the skipped task ran [$log]"
+}
+
+case_containers() {
+  if [[ -z ${docker_url:-} ]]; then
+    echo "SKIPPED: containers.yaml: no container engine (BATON_TEST_DOCKER_HOST; with-services.sh starts Podman)"
+    skipped+=(containers.yaml)
+    return
+  fi
+  local saved=$url
+  url=$docker_url
+  run_example containers.yaml 180 || { url=$saved; return; }
+  expect "containers: state" "$(state)" COMPLETED
+  local log
+  log=$(job_log "$id")
+  expect_match "containers: image, env, volume and tmpfs mounts" "$log" "(^|$nl)hello($nl|\$)"
+  expect_match "containers: entrypoint + cmd" "$log" "from cmd"
+  expect_match "containers: the sidecar served the task" "$log" "sidecar-ready"
+  url=$saved
+}
+
+case_each_concurrency() {
+  run_example each-concurrency.yaml || return
+  expect "each-concurrency: state" "$(state)" COMPLETED
+  # sequence(0, 4) is 0, 1, 2, 3 (the end is excluded, as in Tork).
+  expect "each-concurrency: four steps" \
+    "$(js "$body" 'sorted(t["name"] for t in j["execution"] if t["name"].startswith("step"))')" \
+    '["step 0", "step 1", "step 2", "step 3"]'
+  # One at a time: each step starts at or after the end of the one before.
+  expect "each-concurrency: each starts after the last ends" "$(js "$body" '(lambda s: all(s[k][0] >= s[k - 1][1] for k in range(1, len(s))))(sorted((t["startedAt"], t["completedAt"]) for t in j["execution"] if t["name"].startswith("step")))')" true
+  local log
+  log=$(job_log "$id")
+  expect "each-concurrency: the log, in order" "$(grep '^step' <<<"$log" | tr '\n' ' ')" \
+    "step 0 step 1 step 2 step 3 "
+}
+
+case_each_results() {
+  run_example each-results.yaml || return
+  expect "each-results: state" "$(state)" COMPLETED
+  # sequence(1,5) is 1..4.
+  expect "each-results: eachTask<index> holds each result" \
+    "$(js "$body" '[j["context"]["tasks"].get("eachTask%d" % k) for k in range(5)]')" \
+    '["1", "2", "3", "4", null]'
+  expect "each-results: both loops ran four each" \
+    "$(js "$body" 'len([t for t in j["execution"] if t["name"].startswith(("item ", "myitem ")) and t["state"] == "COMPLETED"])')" 8
+}
+
+case_each() {
+  run_example each.yaml || return
+  expect "each: state" "$(state)" COMPLETED
+  # sequence(1, 5) is 1..4.
+  expect "each: the named loop keeps its results" \
+    "$(js "$body" '[j["context"]["tasks"].get("eachTask%d" % k) for k in range(5)]')" \
+    '["1", "2", "3", "4", null]'
+  expect "each: four items and four elements ran" \
+    "$(js "$body" '[len([t for t in j["execution"] if t["name"].startswith(p) and t["state"] == "COMPLETED"]) for p in ("item ", "element ")]')" \
+    "[4, 4]"
+}
+
+case_expressions() {
+  run_example expressions.yaml || return
+  expect "expressions: state" "$(state)" COMPLETED
+  expect "expressions: result" "$(js "$body" 'j.get("result")')" 3
+  expect "expressions: the data task's JSON" "$(js "$body" 'j["context"]["tasks"]["data"]')" \
+    '{"count": 3, "first": "a"}'
+  expect "expressions: one task per key" \
+    "$(js "$body" 'sorted(t["name"] for t in j["execution"] if t["name"].startswith("key "))')" \
+    '["key count", "key first"]'
+}
+
+case_files_pre_post() {
+  run_example files-pre-post.yaml || return
+  expect "files-pre-post: state" "$(state)" COMPLETED
+  local log
+  log=$(job_log "$id")
+  expect_match "files-pre-post: the file was written and ran" "$log" "hello from a file"
+  expect_match "files-pre-post: pre shares the working directory" "$log" "(^|$nl)prepared($nl|\$)"
+}
+
+case_hello() {
+  run_example hello.yaml || return
+  expect "hello: state" "$(state)" COMPLETED
+  expect "hello: result" "$(js "$body" 'j.get("result")')" "hello world"
+}
+
+case_inputs_and_env() {
+  run_example inputs-and-env.yaml || return
+  expect "inputs-and-env: state" "$(state)" COMPLETED
+  local result
+  result=$(js "$body" 'j.get("result")')
+  expect_match "inputs-and-env: result" "$result" '^hello [0-9]+$'
+  expect_match "inputs-and-env: the next task saw it upper-cased" "$(job_log "$id")" \
+    "(^|$nl)${result^^}, ($nl|\$)"
+}
+
+case_limits_defaults() {
+  run_example limits-defaults.yaml || return
+  expect "limits-defaults: state" "$(state)" COMPLETED
+  expect "limits-defaults: the defaults apply" "$(js "$body" '(lambda t: [t.get("priority"), t.get("timeout"), t.get("queue"), t.get("limits"), t.get("retry", {}).get("limit")])([t for t in j["execution"] if t["name"] == "inherits everything"][0])')" \
+    '[5, "5m0s", "default", {"cpus": "0.5", "memory": "64m"}, 1]'
+  expect "limits-defaults: the task's own values win" "$(js "$body" '(lambda t: [t.get("priority"), t.get("timeout"), t.get("limits", {}).get("memory")])([t for t in j["execution"] if t["name"] == "overrides"][0])')" \
+    '[9, "30s", "128m"]'
+  expect "limits-defaults: the log" "$(job_log "$id")" "defaults apply${nl}overridden"
+}
+
+case_parallel() {
+  run_example parallel.yaml || return
+  expect "parallel: state" "$(state)" COMPLETED
+  expect "parallel: nine task rows, all COMPLETED" \
+    "$(js "$body" '[len(j["execution"]), all(t["state"] == "COMPLETED" for t in j["execution"])]')" \
+    "[9, true]"
+  local six='[t for t in j["execution"] if t["name"].startswith(("sleep", "quick"))]'
+  expect "parallel: the six start together (before the first of them ends)" \
+    "$(js "$body" "max(t['startedAt'] for t in $six) < min(t['completedAt'] for t in $six if t['name'] == 'sleep 1')")" true
+  expect "parallel: the next waits for all" \
+    "$(js "$body" "[t for t in j['execution'] if t['name'] == 'after'][0]['startedAt'] >= max(t['completedAt'] for t in $six)")" true
+}
+
+case_python_files() {
+  run_example python-files.yaml || return
+  expect "python-files: state" "$(state)" COMPLETED
+  expect "python-files: result" "$(js "$body" 'j.get("result")')" "hello from python 45"
+}
+
+case_retry() {
+  run_example retry.yaml || return
+  expect "retry: state" "$(state)" FAILED
+  expect "retry: three attempts, all FAILED" "$(rows)" "flaky=FAILED flaky=FAILED flaky=FAILED"
+}
+
+case_secrets() {
+  run_example secrets.yaml || return
+  expect "secrets: state" "$(state)" COMPLETED
+  local log
+  log=$(job_log "$id")
+  expect_match "secrets: the log shows [REDACTED]" "$log" 'the token is \[REDACTED\]'
+  [[ $log != *s3cr3t-e2e-value* && $body != *s3cr3t-e2e-value* ]] &&
+    pass "secrets: the value is in neither the job nor its log" ||
+    fail "secrets: the secret's value appears [$log]"
+}
+
+case_subjob() {
+  run_example subjob.yaml || return
+  expect "subjob: state" "$(state)" COMPLETED
+  expect "subjob: the child's output is the result" "$(js "$body" 'j.get("result")')" "hi from the child"
+  expect "subjob: every row COMPLETED" "$(js "$body" 'sorted({t["state"] for t in j["execution"]})')" '["COMPLETED"]'
+}
+
+case_timeout() {
+  local started=$SECONDS
+  run_example timeout.yaml 30 || return
+  expect "timeout: state" "$(state)" FAILED
+  expect_match "timeout: the task FAILS timed out" "$(js "$body" 'j["execution"][0].get("error", "")')" "timed out"
+  ((SECONDS - started < 8)) && pass "timeout: killed after its 1 s, not the 10 s" ||
+    fail "timeout: took $((SECONDS - started)) s"
+  no_process '(^|/| )sleep 10$' 5 && pass "timeout: sleep is killed" || fail "timeout: sleep 10 still runs"
+}
+
+case_wait_too_short() {
+  local started=$SECONDS
+  post_file "$examples/wait-too-short.yaml"
+  expect "wait-too-short: POST gives up with 408" "$status" 408
+  ((SECONDS - started < 4)) && pass "wait-too-short: after about 1 s" ||
+    fail "wait-too-short: answered after $((SECONDS - started)) s"
+  http GET "/jobs?q=wait&size=100"
+  id=$(js "$body" '[x["id"] for x in j["items"] if x["name"] == "wait too short"][0]')
+  wait_done "$id" 30
+  expect "wait-too-short: the job runs on and COMPLETES" "$(state)" COMPLETED
+}
+
+case_wait() {
+  post_file "$examples/wait.yaml"
+  expect "wait: POST answers 200" "$status" 200
+  expect "wait: with the whole job, ended" "$(js "$body" '[j["state"], j.get("result"), "execution" in j]')" \
+    '["COMPLETED", "waited for me", true]'
+}
+
+case_webhooks_autodelete() {
+  # The webhook's receiver, at the address the example names.
+  local hooks=$work_dir/hooks
+  python3 - "$hooks" <<'PY' &
+import http.server, json, sys
+out = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with open(out, "a") as f:
+            f.write(json.dumps({"path": self.path, "auth": self.headers.get("Authorization"),
+                                "body": body.decode()}) + "\n")
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", 9999), H).serve_forever()
+PY
+  local receiver=$!
+  sleep 0.5
+  kill -0 "$receiver" 2>/dev/null || { fail "webhooks: cannot listen on 127.0.0.1:9999"; return; }
+  post_file "$examples/webhooks-autodelete.json"
+  expect "webhooks-autodelete: POST waits and answers 200" "$status" 200
+  expect "webhooks-autodelete: state and result" "$(js "$body" '[j["state"], j.get("result")]')" '["COMPLETED", "42"]'
+  expect "webhooks-autodelete: deleted a day after it ends (deleteAt)" "$(js "$body" '(lambda f: round((f(j["deleteAt"]) - f(j["completedAt"])).total_seconds() / 3600))(lambda s: __import__("datetime").datetime.fromisoformat(s.replace("Z", "+00:00")))')" 24
+  local deadline=$((SECONDS + 15))
+  until [[ -s $hooks ]] || ((SECONDS > deadline)); do sleep 0.1; done
+  sleep 1  # a second call, if one were to come
+  expect "webhooks-autodelete: one call, on COMPLETED" "$(cat "$hooks" 2>/dev/null | wc -l)" 1
+  local hook
+  hook=$(head -1 "$hooks" 2>/dev/null)
+  expect "webhooks-autodelete: the path and the secret header" "$(js "${hook:-null}" '[j["path"], j["auth"]]')" \
+    '["/hooks/baton", "Bearer not-a-real-token"]'
+  expect "webhooks-autodelete: the job in the body" "$(js "$(js "${hook:-null}" 'j["body"]')" '[j["state"], j["result"]]')" \
+    '["COMPLETED", "42"]'
+  kill "$receiver" 2>/dev/null
+  wait "$receiver" 2>/dev/null
+}
+
+# The container examples go to a second server with the docker runtime.
+if [[ -n ${BATON_TEST_DOCKER_HOST:-} ]]; then
+  shell_work_dir=$work_dir
+  (
+    export BATON_RUNTIME_TYPE=docker BATON_RUNTIME_DOCKER_HOST=$BATON_TEST_DOCKER_HOST
+    port=$(free_port)
+    echo "$port" >"$shell_work_dir/docker-port"
+    exec "$baton" run standalone --address "127.0.0.1:$port" --data-dir "$shell_work_dir/docker-data" \
+      >"$shell_work_dir/docker-server.log" 2>&1
+  ) &
+  docker_server_pid=$!
+  trap 'kill -TERM $docker_server_pid 2>/dev/null; wait $docker_server_pid 2>/dev/null; stop_server' EXIT
+  deadline=$((SECONDS + 60))
+  until [[ -s $work_dir/docker-port ]] && curl -sf "http://127.0.0.1:$(<"$work_dir/docker-port")/health" >/dev/null 2>&1; do
+    kill -0 "$docker_server_pid" 2>/dev/null || { fail "the docker-runtime server exited:"; cat "$work_dir/docker-server.log"; break; }
+    ((SECONDS > deadline)) && { fail "the docker-runtime server did not answer"; break; }
+    sleep 0.1
+  done
+  kill -0 "$docker_server_pid" 2>/dev/null && docker_url=http://127.0.0.1:$(<"$work_dir/docker-port")
+fi
+
+# Every file in examples/ has its case: case_<name with - as _>.
+files=("$@")
+((${#files[@]})) || for f in "$examples"/*; do files+=("$(basename "$f")"); done
+for file in "${files[@]}"; do
+  name=${file%.*}
+  name=case_${name//-/_}
+  if ! declare -F "$name" >/dev/null; then
+    fail "examples/$file has no check in examples_test.sh (add $name)"
+    continue
+  fi
+  url=$shell_url
+  "$name"
+done
+
+if ((failures == 0 && ${#skipped[@]})); then
+  echo "not run: ${skipped[*]}: reporting the suite skipped (77)"
+  exit 77
+fi
+finish examples
