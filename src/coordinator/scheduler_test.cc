@@ -62,6 +62,9 @@ class CountingDatastore final : public Datastore {
     return inner_.JobsInState(states);
   }
   Status DeleteJob(std::string_view id) override { return Count(inner_.DeleteJob(id)); }
+  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override {
+    return inner_.JobsDueForDeletion(now, limit);
+  }
   Status CreateTask(const TaskRecord& task) override { return Count(inner_.CreateTask(task)); }
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override {
     return Count(inner_.CreateTasks(tasks));
