@@ -227,7 +227,9 @@ tasks:
   ASSERT_EQ(done["execution"].size(), 2u);
   // Stored: the log parts as the coordinator wrote them.
   ASSERT_TRUE(testing::WaitFor([&] { return datastore_->JobLogParts(id, 1, 10)->total_items == 2; }));
-  for (const LogPart& part : datastore_->JobLogParts(id, 1, 10)->items) {
+  auto stored = datastore_->JobLogParts(id, 1, 10);
+  ASSERT_TRUE(stored.ok());
+  for (const LogPart& part : stored->items) {
     EXPECT_EQ(part.contents.find(token), std::string::npos) << part.contents;
     EXPECT_NE(part.contents.find("[REDACTED]"), std::string::npos) << part.contents;
   }
