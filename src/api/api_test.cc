@@ -226,7 +226,8 @@ tasks:
   EXPECT_EQ(done["state"], "FAILED");
   ASSERT_EQ(done["execution"].size(), 2u);
   // Stored: the log parts as the coordinator wrote them.
-  ASSERT_TRUE(testing::WaitFor([&] { return datastore_->JobLogParts(id, 1, 10)->total_items == 2; }));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return datastore_->JobLogParts(id, 1, 10)->total_items == 2; }));
   auto stored = datastore_->JobLogParts(id, 1, 10);
   ASSERT_TRUE(stored.ok());
   for (const LogPart& part : stored->items) {
@@ -421,8 +422,10 @@ tasks:
   ASSERT_TRUE(inner_rows.ok());
   ASSERT_EQ(inner_rows->size(), 1u);
   std::string inner_task_id = inner_rows->front().id;
-  ASSERT_TRUE(testing::WaitFor([&] { return datastore_->JobLogParts(doomed, 1, 10)->total_items == 1; }));
-  ASSERT_TRUE(testing::WaitFor([&] { return datastore_->JobLogParts(subjob_id, 1, 10)->total_items == 1; }));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return datastore_->JobLogParts(doomed, 1, 10)->total_items == 1; }));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return datastore_->JobLogParts(subjob_id, 1, 10)->total_items == 1; }));
   json job = json::parse(Get("/jobs/" + doomed).body);
   EXPECT_TRUE(job.contains("deleteAt")) << job.dump();
 

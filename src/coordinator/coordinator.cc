@@ -195,7 +195,8 @@ void Coordinator::ScheduleSweep() {
       log::Warn("deleting jobs due for deletion failed; trying again later",
                 {{"error", deleted.status().message()}});
     } else if (*deleted > 0) {
-      log::Info("deleted jobs whose autoDelete time had come", {{"jobs", std::to_string(*deleted)}});
+      log::Info("deleted jobs whose autoDelete time had come",
+                {{"jobs", std::to_string(*deleted)}});
     }
     {
       std::lock_guard inner(mu_);

@@ -30,8 +30,8 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr auto kWait = std::chrono::seconds(10);
-// The coordinator keeps one timer armed for its lease checks.
-constexpr std::size_t kLeaseTimers = 1;
+// The coordinator keeps two timers armed: its lease checks and its autoDelete sweeps.
+constexpr std::size_t kLeaseTimers = 2;
 
 Job ParseOrDie(const std::string& yaml) {
   auto result = ParseJob(yaml, DocumentFormat::kYaml);

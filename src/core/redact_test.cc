@@ -33,8 +33,8 @@ TEST(RedactTest, ARecordsSecretsIncludeEnvTemplatesItsContextEvaluates) {
   Task t;
   t.name = "t";
   t.env = {{"API_TOKEN", "{{ inputs.token }}"},
-           {"ITEM_TOKEN", "{{ item.value }}"},        // needs an each's item: left to rows
-           {"NONCE_TOKEN", "n{{ randomInt(9) }}"},    // differs at each evaluation
+           {"ITEM_TOKEN", "{{ item.value }}"},      // needs an each's item: left to rows
+           {"NONCE_TOKEN", "n{{ randomInt(9) }}"},  // differs at each evaluation
            {"PLAIN", "{{ inputs.visible }}"}};
   record.job.tasks = {t};
   record.job.inputs = {{"token", "tok-12345"}, {"visible", "shown"}};

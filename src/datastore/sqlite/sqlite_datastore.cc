@@ -130,9 +130,12 @@ class Stmt {
 
 const char* SynchronousPragma(SqliteSync sync) {
   switch (sync) {
-    case SqliteSync::kFull: return "PRAGMA synchronous = FULL";
-    case SqliteSync::kNormal: return "PRAGMA synchronous = NORMAL";
-    case SqliteSync::kOff: return "PRAGMA synchronous = OFF";
+    case SqliteSync::kFull:
+      return "PRAGMA synchronous = FULL";
+    case SqliteSync::kNormal:
+      return "PRAGMA synchronous = NORMAL";
+    case SqliteSync::kOff:
+      return "PRAGMA synchronous = OFF";
   }
   return "PRAGMA synchronous = FULL";
 }
