@@ -526,7 +526,7 @@ class Services:
     def __init__(self, directory):
         self.dir = directory
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        self.env = dict(os.environ, BATON_SERVICES_DIR=directory)
+        self.env = dict(os.environ, BATON_SERVICES_DIR=directory, BATON_TEST_POSTGRES_DURABLE="1")
         self.values = {}
         for service in ("postgres", "rabbitmq"):
             subprocess.run([SRC + f"/scripts/test-services/{service}.sh", "start"], check=True,
@@ -537,6 +537,18 @@ class Services:
                     if m:
                         self.values[m.group(1)] = m.group(2).strip("'\"")
         self.values["BATON_SERVICES_DIR"] = directory
+        self.check_postgres_durable()
+
+    def check_postgres_durable(self):
+        # The benchmarks measure what a user runs: PostgreSQL with fsync,
+        # synchronous_commit and full_page_writes on (postgres.sh turns them off for tests
+        # unless BATON_TEST_POSTGRES_DURABLE=1, which __init__ sets).
+        dsn = self.values["BATON_TEST_POSTGRES_DSN"]
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            value = subprocess.run(["psql", dsn, "-qAtc", f"SHOW {setting}"], check=True,
+                                   capture_output=True, text=True).stdout.strip()
+            if value != "on":
+                raise RuntimeError(f"PostgreSQL for the benchmarks: {setting} is {value}, not on")
 
     def stop(self):
         for service in ("rabbitmq", "postgres"):

@@ -8,6 +8,10 @@
 #   postgres.sh stop    stop that cluster (by its data directory) and remove it.
 #   postgres.sh env     print the env file's line (fails when not started).
 #
+# The server runs with fsync, synchronous_commit and full_page_writes off (the data is
+# thrown away; tests want speed), unless BATON_TEST_POSTGRES_DURABLE=1 (the benchmarks:
+# they measure what a user runs, with PostgreSQL's durable defaults).
+#
 # Works as root without systemd (the server runs as the `postgres` user) and as an
 # ordinary user (the server runs as that user).
 set -euo pipefail
@@ -111,9 +115,10 @@ cmd_start() {
   for attempt in 1 2 3 4 5; do
     port="$(free_port)"
     # fsync off: the data is thrown away, and tests want speed, not durability.
+    local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    [[ ${BATON_TEST_POSTGRES_DURABLE:-0} == 1 ]] && durability=""
     if as_owner "$BIN/pg_ctl" -D "$DATA" -l "$PG_DIR/log" -w -t 30 \
-      -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off \
--c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+      -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 $durability -c max_connections=200" \
       start >/dev/null; then
       echo "$port" >"$PORT_FILE"
       ensure_database "$port"

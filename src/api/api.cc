@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <set>
 
 #include "core/job_decode.h"
 #include "core/record_json.h"
@@ -171,7 +172,7 @@ Response Api::SubmitJob(const Request& request) {
   }
   auto job = coordinator_.Submit(*parsed.job);
   if (!job.ok()) return ErrorResponse(job.status());
-  std::vector<std::string> secrets = SecretValues(job->job);
+  std::vector<std::string> secrets = SecretValues(*job);
   if (job->job.wait_timeout) {
     auto done = coordinator_.Wait(job->id, *job->job.wait_timeout);
     if (!done.ok()) {
@@ -202,7 +203,9 @@ Response Api::ListJobs(const Request& request) {
   if (!jobs.ok()) return ErrorResponse(jobs.status());
   return Ok(PageJson(*jobs, [](const JobRecord& job) {
     json j = ToJson(job, /*summary=*/true);
-    RedactJson(j, SecretValues(job.job));
+    // The job's own values only: reading every listed job's task rows costs too much
+    // for a list, and a summary shows no row.
+    RedactJson(j, SecretValues(job));
     return j;
   }));
 }
@@ -215,9 +218,13 @@ Response Api::GetJob(const std::string& id) {
   if (!rows.ok()) return ErrorResponse(rows.status());
   json body = ToJson(*job, /*summary=*/false);
   json execution = json::array();
-  for (const TaskRecord& row : *rows) execution.push_back(ToJson(row));
+  std::vector<std::string> secrets = SecretValues(*job);
+  for (const TaskRecord& row : *rows) {
+    execution.push_back(ToJson(row));
+    AddSecretValues(row.task, secrets);  // evaluated env: what the task's output may show
+  }
   body["execution"] = std::move(execution);
-  RedactJson(body, SecretValues(job->job));
+  RedactJson(body, secrets);
   return Ok(body);
 }
 
@@ -231,7 +238,14 @@ Response Api::JobLog(const std::string& id, const Request& request) {
   if (!job.ok()) return ErrorResponse(job.status());
   auto parts = datastore_.JobLogParts(id, *page, *size);
   if (!parts.ok()) return ErrorResponse(parts.status());
-  auto secrets = SecretValues(job->job);
+  // The values of the page's tasks (cached by the coordinator), not of every row.
+  std::vector<std::string> secrets = SecretValues(*job);
+  std::set<std::string> seen;
+  for (const LogPart& part : parts->items) {
+    if (seen.insert(part.task_id).second) {
+      MergeSecretValues(coordinator_.SecretsFor(id, part.task_id), secrets);
+    }
+  }
   return Ok(PageJson(*parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
 }
 
@@ -264,7 +278,7 @@ Response Api::GetTask(const std::string& id) {
   if (!task.ok()) return ErrorResponse(task.status());
   json body = ToJson(*task);
   std::vector<std::string> secrets;
-  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(job->job);
+  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(*job);
   AddSecretValues(task->task, secrets);
   RedactJson(body, secrets);
   return Ok(body);
@@ -279,7 +293,7 @@ Response Api::TaskLog(const std::string& id, const Request& request) {
   auto task = datastore_.GetTask(id);
   if (!task.ok()) return ErrorResponse(task.status());
   std::vector<std::string> secrets;
-  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(job->job);
+  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(*job);
   AddSecretValues(task->task, secrets);
   auto parts = datastore_.TaskLogParts(id, *page, *size);
   if (!parts.ok()) return ErrorResponse(parts.status());

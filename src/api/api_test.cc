@@ -16,6 +16,7 @@
 #include "api/server.h"
 #include "broker/inmemory/inmemory_broker.h"
 #include "datastore/sqlite/sqlite_datastore.h"
+#include "testing/fake_clock.h"
 #include "testing/fake_runtime.h"
 #include "testing/wait_for.h"
 #include "worker/worker.h"
@@ -202,6 +203,54 @@ tasks:
   ASSERT_EQ(log->items.size(), 1u);
 }
 
+// An env value under a secret-looking key that comes from a template: the evaluated value
+// is hidden, not the template text. The fake runtime logs the evaluated name and returns
+// the evaluated run text, so the token reaches a log line, a result and an error.
+TEST_F(ApiTest, EvaluatedSecretEnvValuesAreRedactedEverywhere) {
+  const std::string token = "tok-4f9a1c77e2";
+  auto submitted = PostYaml(R"(
+name: templated secret
+inputs: {token: tok-4f9a1c77e2}
+tasks:
+  - name: "echo {{ inputs.token }}"
+    env: {API_TOKEN: "{{ inputs.token }}"}
+    run: "ok {{ inputs.token }}"
+  - name: "fail {{ inputs.token }}"
+    env: {API_TOKEN: "{{ inputs.token }}"}
+    run: "fail bad token {{ inputs.token }}"
+)");
+  ASSERT_TRUE(submitted);
+  EXPECT_EQ(submitted->body.find(token), std::string::npos) << submitted->body;
+  std::string id = Body(submitted)["id"];
+  json done = WaitTerminal(id);
+  EXPECT_EQ(done["state"], "FAILED");
+  ASSERT_EQ(done["execution"].size(), 2u);
+  // Stored: the log parts as the coordinator wrote them.
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return datastore_->JobLogParts(id, 1, 10)->total_items == 2; }));
+  auto stored = datastore_->JobLogParts(id, 1, 10);
+  ASSERT_TRUE(stored.ok());
+  for (const LogPart& part : stored->items) {
+    EXPECT_EQ(part.contents.find(token), std::string::npos) << part.contents;
+    EXPECT_NE(part.contents.find("[REDACTED]"), std::string::npos) << part.contents;
+  }
+  // Every endpoint that shows the job, its tasks or their logs.
+  std::vector<std::string> paths = {"/jobs/" + id, "/jobs/" + id + "/log", "/jobs",
+                                    "/jobs?q=templated"};
+  for (const json& row : done["execution"]) {
+    paths.push_back("/tasks/" + row["id"].get<std::string>());
+    paths.push_back("/tasks/" + row["id"].get<std::string>() + "/log");
+  }
+  for (const std::string& path : paths) {
+    auto r = client_->Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    EXPECT_EQ(r->body.find(token), std::string::npos) << path << ": " << r->body;
+  }
+  EXPECT_EQ(done["execution"][0]["result"], "[REDACTED]");
+  EXPECT_EQ(done["execution"][1]["error"], "bad token [REDACTED]");
+}
+
 // Like `curl -X PUT .../cancel`: no body and no Content-Length. It must be answered at
 // once, not after the read timeout.
 TEST_F(ApiTest, BodylessPutIsAnsweredAtOnce) {
@@ -303,6 +352,105 @@ TEST_F(ApiTest, MalformedRequestsNeverGetA5xx) {
     ASSERT_FALSE(body.is_discarded()) << response.body;
     if (response.status >= 400) ASSERT_TRUE(body.contains("message")) << response.body;
   }
+}
+
+// autoDelete over the API, with a fake clock: the coordinator's sweep deletes a job, its
+// tasks, its logs and its sub-jobs once its time has come, and not before.
+class RetentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
+    ASSERT_TRUE(ds.ok());
+    datastore_ = std::move(*ds);
+    CoordinatorOptions options;
+    options.lease = std::chrono::hours(24);  // the fake hours that pass kill no worker
+    options.auto_delete_interval = std::chrono::minutes(1);
+    coordinator_ = std::make_unique<Coordinator>(*datastore_, broker_, clock_, clock_, options);
+    WorkerOptions worker;
+    worker.queues = {{"default", 2}};
+    worker_ = std::make_unique<Worker>(broker_, runtime_, clock_, worker);
+    ASSERT_TRUE(worker_->Start().ok());
+    ASSERT_TRUE(coordinator_->Start({worker_->node_id()}).ok());
+    api_ = std::make_unique<Api>(*coordinator_, *datastore_, broker_, ApiOptions{.version = "1"});
+  }
+  void TearDown() override {
+    worker_->Stop(std::chrono::milliseconds(0));
+    coordinator_->Stop();
+  }
+
+  Response Get(const std::string& path) { return api_->Handle({"GET", path, {}, "", ""}); }
+  std::string Submit(const std::string& yaml) {
+    Response r = api_->Handle({"POST", "/jobs", {}, "text/yaml", yaml});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body).value("id", "");
+  }
+  std::string StateOf(const std::string& id) {
+    return json::parse(Get("/jobs/" + id).body).value("state", "");
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeRuntime runtime_;
+  InMemoryBroker broker_;
+  std::unique_ptr<SqliteDatastore> datastore_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Api> api_;
+};
+
+TEST_F(RetentionTest, AJobIsDeletedWithItsTasksLogsAndSubJobsOnceItsAutoDeleteTimeHasCome) {
+  std::string doomed = Submit(R"(
+name: doomed
+autoDelete: {after: 1h}
+tasks:
+  - {name: first, run: ok one}
+  - name: child
+    subjob:
+      name: inner
+      tasks:
+        - {name: inner task, run: ok two}
+)");
+  std::string kept = Submit("name: kept\ntasks:\n  - {name: only, run: ok}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(doomed) == "COMPLETED"; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(kept) == "COMPLETED"; }));
+  auto rows = datastore_->JobTasks(doomed);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 2u);
+  std::string task_id = rows->front().id;
+  std::string subjob_id = rows->back().subjob_id;
+  ASSERT_FALSE(subjob_id.empty());
+  auto inner_rows = datastore_->JobTasks(subjob_id);
+  ASSERT_TRUE(inner_rows.ok());
+  ASSERT_EQ(inner_rows->size(), 1u);
+  std::string inner_task_id = inner_rows->front().id;
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return datastore_->JobLogParts(doomed, 1, 10)->total_items == 1; }));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return datastore_->JobLogParts(subjob_id, 1, 10)->total_items == 1; }));
+  json job = json::parse(Get("/jobs/" + doomed).body);
+  EXPECT_TRUE(job.contains("deleteAt")) << job.dump();
+
+  // Before its time, sweeps (one a minute) leave it.
+  clock_.Advance(std::chrono::minutes(59));
+  EXPECT_EQ(Get("/jobs/" + doomed).status, 200);
+  EXPECT_EQ(Get("/tasks/" + task_id).status, 200);
+  EXPECT_EQ(Get("/jobs/" + subjob_id).status, 200);
+  EXPECT_EQ(datastore_->JobLogParts(doomed, 1, 10)->total_items, 1);
+
+  clock_.Advance(std::chrono::minutes(2));
+  EXPECT_EQ(Get("/jobs/" + doomed).status, 404);
+  EXPECT_EQ(Get("/jobs/" + doomed + "/log").status, 404);
+  EXPECT_EQ(Get("/tasks/" + task_id).status, 404);
+  EXPECT_EQ(Get("/tasks/" + task_id + "/log").status, 404);
+  EXPECT_TRUE(datastore_->JobTasks(doomed)->empty());
+  EXPECT_EQ(datastore_->JobLogParts(doomed, 1, 10)->total_items, 0);
+  // The sub-job went with its parent: nothing is left that no link reaches.
+  EXPECT_EQ(Get("/jobs/" + subjob_id).status, 404);
+  EXPECT_EQ(Get("/tasks/" + inner_task_id).status, 404);
+  EXPECT_EQ(datastore_->JobLogParts(subjob_id, 1, 10)->total_items, 0);
+  // A job without autoDelete stays.
+  EXPECT_EQ(Get("/jobs/" + kept).status, 200);
+  // A sweep that finds nothing more to do deletes nothing.
+  EXPECT_EQ(*coordinator_->DeleteDueJobs(), 0);
 }
 
 TEST(ParseAddressTest, SplitsHostAndPort) {

@@ -1,5 +1,6 @@
 #include "coordinator/coordinator.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "base/log.h"
@@ -76,7 +77,7 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   BATON_RETURN_IF_ERROR(subscribe(kQueueLogs, [this](const std::string& body) {
     auto m = DecodeLogPart(body);
     if (!m.ok()) return Status::Ok();
-    m->contents = RedactText(m->contents, SecretsOf(m->job_id));
+    m->contents = RedactText(m->contents, SecretsFor(m->job_id, m->task_id));
     Status s = datastore_.CreateLogPart(*m);
     if (s.code() == StatusCode::kUnavailable) return s;
     if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
@@ -95,6 +96,7 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
     stopped_ = false;
   }
   ScheduleLeaseCheck();
+  ScheduleSweep();
   return Status::Ok();
 }
 
@@ -179,17 +181,84 @@ void Coordinator::ScheduleLeaseCheck() {
   });
 }
 
-std::vector<std::string> Coordinator::SecretsOf(const std::string& job_id) {
+void Coordinator::ScheduleSweep() {
+  std::lock_guard lock(mu_);
+  if (stopped_) return;
+  sweep_timer_ = timers_.Schedule(clock_.Now() + options_.auto_delete_interval, [this] {
+    {
+      std::lock_guard inner(mu_);
+      if (stopped_) return;
+      sweep_running_ = true;
+    }
+    auto deleted = DeleteDueJobs();
+    if (!deleted.ok()) {
+      log::Warn("deleting jobs due for deletion failed; trying again later",
+                {{"error", deleted.status().message()}});
+    } else if (*deleted > 0) {
+      log::Info("deleted jobs whose autoDelete time had come",
+                {{"jobs", std::to_string(*deleted)}});
+    }
+    {
+      std::lock_guard inner(mu_);
+      sweep_running_ = false;
+    }
+    lease_cv_.notify_all();
+    ScheduleSweep();
+  });
+}
+
+Result<int> Coordinator::DeleteDueJobs() {
+  // Small batches, each a short transaction per job, so the writers that answer clients
+  // wait little; a sweep stops after a bounded number and the next one goes on.
+  constexpr int kMaxBatchesPerSweep = 20;
+  const int batch = std::max(1, options_.auto_delete_batch);
+  int deleted = 0;
+  for (int round = 0; round < kMaxBatchesPerSweep; ++round) {
+    auto due = datastore_.JobsDueForDeletion(clock_.Now(), batch);
+    if (!due.ok()) return due.status();
+    for (const std::string& id : *due) {
+      Status s = datastore_.DeleteJob(id);
+      // NotFound: another coordinator, or its parent's deletion, took it first.
+      if (s.code() == StatusCode::kNotFound) continue;
+      if (!s.ok()) return s;
+      ++deleted;
+      std::lock_guard lock(secrets_mu_);
+      job_secrets_.erase(id);
+    }
+    if (static_cast<int>(due->size()) < batch) break;
+  }
+  return deleted;
+}
+
+std::vector<std::string> Coordinator::JobSecrets(const std::string& job_id) {
   {
-    std::lock_guard lock(mu_);
-    if (auto it = secrets_cache_.find(job_id); it != secrets_cache_.end()) return it->second;
+    std::lock_guard lock(secrets_mu_);
+    if (auto it = job_secrets_.find(job_id); it != job_secrets_.end()) return it->second;
   }
   auto job = datastore_.GetJob(job_id);
   if (!job.ok()) return {};
-  std::vector<std::string> values = SecretValues(job->job);
-  std::lock_guard lock(mu_);
-  if (secrets_cache_.size() >= 1024) secrets_cache_.clear();  // bounded; refilled on demand
-  secrets_cache_[job_id] = values;
+  std::vector<std::string> values = SecretValues(*job);
+  std::lock_guard lock(secrets_mu_);
+  if (job_secrets_.size() >= 1024) job_secrets_.clear();  // bounded; refilled on demand
+  job_secrets_[job_id] = values;
+  return values;
+}
+
+std::vector<std::string> Coordinator::SecretsFor(const std::string& job_id,
+                                                 const std::string& task_id) {
+  {
+    std::lock_guard lock(secrets_mu_);
+    if (auto it = task_secrets_.find(task_id); it != task_secrets_.end()) return it->second;
+  }
+  std::vector<std::string> values = JobSecrets(job_id);
+  auto row = datastore_.GetTask(task_id);
+  // An unknown task (or an unreachable datastore): the job's values now, the row's at
+  // the next part.
+  if (!row.ok() || row->job_id != job_id) return values;
+  AddSecretValues(row->task, values);
+  std::lock_guard lock(secrets_mu_);
+  if (task_secrets_.size() >= 4096) task_secrets_.clear();  // bounded; refilled on demand
+  task_secrets_[task_id] = values;
   return values;
 }
 
@@ -199,8 +268,10 @@ void Coordinator::Stop() {
     stopped_ = true;
     if (lease_timer_) timers_.Cancel(*lease_timer_);
     lease_timer_.reset();
-    // A check already under way uses this object: wait for it to end.
-    lease_cv_.wait(lock, [&] { return !lease_check_running_; });
+    if (sweep_timer_) timers_.Cancel(*sweep_timer_);
+    sweep_timer_.reset();
+    // A check or sweep already under way uses this object: wait for it to end.
+    lease_cv_.wait(lock, [&] { return !lease_check_running_ && !sweep_running_; });
   }
   bool was_running = !subscriptions_.empty();
   for (auto& sub : subscriptions_) sub->Close();

@@ -37,6 +37,11 @@ struct CoordinatorOptions {
   std::string node_id;
   std::string hostname;
   std::string version;
+  // How often finished jobs whose autoDelete time has come are deleted (with their
+  // tasks, logs and sub-jobs), and how many are deleted per datastore call. Several
+  // coordinators may sweep at once: a job deleted twice is NotFound the second time.
+  std::chrono::milliseconds auto_delete_interval = std::chrono::seconds(60);
+  int auto_delete_batch = 100;
 };
 
 class Coordinator {
@@ -62,6 +67,16 @@ class Coordinator {
 
   Scheduler& scheduler() { return scheduler_; }
 
+  // The values to hide in what task `task_id` of job `job_id` produces (log lines,
+  // result, error): the job's (SecretValues of its record) and those of the task's row,
+  // whose env is stored evaluated. Cached per job and per task, bounded, so a log part
+  // costs no datastore read once its task has been seen.
+  std::vector<std::string> SecretsFor(const std::string& job_id, const std::string& task_id);
+
+  // Deletes the jobs due for deletion now, in batches; returns how many were deleted.
+  // Runs every auto_delete_interval once started.
+  Result<int> DeleteDueJobs();
+
  private:
   void ScheduleLeaseCheck();
   void CheckLeases();
@@ -77,17 +92,24 @@ class Coordinator {
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
 
-  // Secret values per job, for redacting log lines before they are stored.
-  std::vector<std::string> SecretsOf(const std::string& job_id);
+  void ScheduleSweep();
+  std::vector<std::string> JobSecrets(const std::string& job_id);
+
+  // Secret values by job id and (job's and row's merged) by task id. Entries never go
+  // stale: a row's env is evaluated before the row is stored, and a retry is a new row.
+  std::mutex secrets_mu_;
+  std::map<std::string, std::vector<std::string>> job_secrets_;   // guarded by secrets_mu_
+  std::map<std::string, std::vector<std::string>> task_secrets_;  // guarded by secrets_mu_
 
   std::mutex mu_;
-  std::map<std::string, std::vector<std::string>> secrets_cache_;  // guarded by mu_
   std::condition_variable finished_cv_;
   std::uint64_t finished_count_ = 0;  // guarded by mu_; bumps on every terminal job
   bool stopped_ = false;              // guarded by mu_
   bool lease_check_running_ = false;  // guarded by mu_
   std::condition_variable lease_cv_;
   std::optional<TimerId> lease_timer_;  // guarded by mu_
+  bool sweep_running_ = false;          // guarded by mu_; signalled through lease_cv_
+  std::optional<TimerId> sweep_timer_;  // guarded by mu_
   TimePoint started_at_{};
   std::optional<TimePoint> broker_down_at_;  // lease timer thread only
 };

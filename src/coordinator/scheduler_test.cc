@@ -30,8 +30,8 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr auto kWait = std::chrono::seconds(10);
-// The coordinator keeps one timer armed for its lease checks.
-constexpr std::size_t kLeaseTimers = 1;
+// The coordinator keeps two timers armed: its lease checks and its autoDelete sweeps.
+constexpr std::size_t kLeaseTimers = 2;
 
 Job ParseOrDie(const std::string& yaml) {
   auto result = ParseJob(yaml, DocumentFormat::kYaml);
@@ -62,6 +62,9 @@ class CountingDatastore final : public Datastore {
     return inner_.JobsInState(states);
   }
   Status DeleteJob(std::string_view id) override { return Count(inner_.DeleteJob(id)); }
+  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override {
+    return inner_.JobsDueForDeletion(now, limit);
+  }
   Status CreateTask(const TaskRecord& task) override { return Count(inner_.CreateTask(task)); }
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override {
     return Count(inner_.CreateTasks(tasks));

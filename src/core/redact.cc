@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/expr.h"
+
 namespace baton {
 namespace {
 
@@ -34,10 +36,31 @@ void AddTaskTree(const Task& task, std::vector<std::string>& values) {
 }
 
 void Sort(std::vector<std::string>& values) {
-  // Longest first, so a secret containing another is replaced whole.
-  std::sort(values.begin(), values.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  // Longest first, so a secret containing another is replaced whole; equal lengths in
+  // order, so duplicates are neighbours.
+  std::sort(values.begin(), values.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() > b.size() : a < b;
+  });
   values.erase(std::unique(values.begin(), values.end()), values.end());
+}
+
+// Secret-looking env templates of a task tree, for evaluation against a job's context.
+void AddEnvTemplates(const StringMap& env, std::vector<std::string>& templates) {
+  for (const auto& [key, value] : env) {
+    if (IsSecretKey(key) && expr::HasTemplate(value)) templates.push_back(value);
+  }
+}
+
+void AddTemplateTree(const Task& task, std::vector<std::string>& templates) {
+  AddEnvTemplates(task.env, templates);
+  for (const auto* steps : {&task.pre, &task.post, &task.sidecars}) {
+    for (const AuxTask& step : *steps) AddEnvTemplates(step.env, templates);
+  }
+  if (task.parallel) {
+    for (const Task& child : task.parallel->tasks) AddTemplateTree(child, templates);
+  }
+  if (task.each) AddTemplateTree(*task.each->task, templates);
+  // A sub-job's tasks are evaluated against the sub-job's own context, in its own record.
 }
 
 void Walk(nlohmann::json& node, const std::vector<std::string>& values, std::string_view key) {
@@ -88,6 +111,28 @@ std::vector<std::string> SecretValues(const Job& job) {
   for (const Task& task : job.tasks) AddTaskTree(task, values);
   Sort(values);
   return values;
+}
+
+std::vector<std::string> SecretValues(const JobRecord& job) {
+  std::vector<std::string> values = SecretValues(job.job);
+  std::vector<std::string> templates;
+  for (const Task& task : job.job.tasks) AddTemplateTree(task, templates);
+  for (const std::string& text : templates) {
+    // A value that changes at each evaluation would hide some other text, not the secret.
+    if (text.find("randomInt") != std::string::npos || text.find("now(") != std::string::npos) {
+      continue;
+    }
+    auto value = expr::EvaluateTemplate(text, job.context);
+    if (value.ok() && !value->empty()) values.push_back(*value);
+  }
+  Sort(values);
+  return values;
+}
+
+void MergeSecretValues(const std::vector<std::string>& more, std::vector<std::string>& values) {
+  if (more.empty()) return;
+  values.insert(values.end(), more.begin(), more.end());
+  Sort(values);
 }
 
 std::string RedactText(std::string_view text, const std::vector<std::string>& values) {

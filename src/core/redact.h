@@ -18,11 +18,20 @@ inline constexpr std::string_view kRedacted = "[REDACTED]";
 // True for env keys whose values are secret.
 bool IsSecretKey(std::string_view key);
 
-// The values to hide for a job (its secrets, and the secret-looking env values of its
-// definition's tasks), longest first.
+// The values to hide for a job definition (its secrets, and the secret-looking env values
+// of its tasks as written), longest first.
 std::vector<std::string> SecretValues(const Job& job);
-// The same for one task row (its env and its steps' env), merged into `values`.
+// The same for a stored job, and also the secret-looking env values written as templates
+// that the job's context (inputs, secrets, finished tasks' results) evaluates:
+// `API_TOKEN: "{{ inputs.token }}"` hides the token, not the template text. Templates that
+// need more (an each's item) or change at every evaluation (randomInt, now) are left to
+// the task rows, which hold the values as evaluated: add those with AddSecretValues.
+std::vector<std::string> SecretValues(const JobRecord& job);
+// The same for one task row (its env, its steps' and sidecars' env and its registry
+// password, as stored: evaluated once the row is scheduled), merged into `values`.
 void AddSecretValues(const Task& task, std::vector<std::string>& values);
+// Merges `more` into `values`, longest first, without duplicates.
+void MergeSecretValues(const std::vector<std::string>& more, std::vector<std::string>& values);
 
 // Replaces every occurrence of every value in `text`.
 std::string RedactText(std::string_view text, const std::vector<std::string>& values);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace baton {
 namespace {
 
@@ -23,6 +25,41 @@ TEST(RedactTest, CollectsSecretsAndSecretEnvValues) {
   job.tasks = {t};
   auto values = SecretValues(job);
   EXPECT_EQ(values, (std::vector<std::string>{"s3cret-value", "hunter2"}));
+}
+
+TEST(RedactTest, ARecordsSecretsIncludeEnvTemplatesItsContextEvaluates) {
+  // `API_TOKEN: "{{ inputs.token }}"`: the value to hide is the token, not the template.
+  JobRecord record;
+  Task t;
+  t.name = "t";
+  t.env = {{"API_TOKEN", "{{ inputs.token }}"},
+           {"ITEM_TOKEN", "{{ item.value }}"},      // needs an each's item: left to rows
+           {"NONCE_TOKEN", "n{{ randomInt(9) }}"},  // differs at each evaluation
+           {"PLAIN", "{{ inputs.visible }}"}};
+  record.job.tasks = {t};
+  record.job.inputs = {{"token", "tok-12345"}, {"visible", "shown"}};
+  record.context = {{"inputs", {{"token", "tok-12345"}, {"visible", "shown"}}},
+                    {"secrets", nlohmann::json::object()},
+                    {"tasks", nlohmann::json::object()},
+                    {"job", {{"id", "x"}, {"name", "n"}}}};
+  std::vector<std::string> values = SecretValues(record);
+  EXPECT_NE(std::find(values.begin(), values.end(), "tok-12345"), values.end());
+  EXPECT_EQ(std::find(values.begin(), values.end(), "shown"), values.end());
+  EXPECT_EQ(RedactText("token=tok-12345", values), "token=[REDACTED]");
+}
+
+TEST(RedactTest, AnEvaluatedRowsSecretEnvValuesAreHidden) {
+  Task row;
+  row.env = {{"API_TOKEN", "tok-999"}, {"NAME", "visible"}};
+  AuxTask pre;
+  pre.env = {{"DB_PASSWORD", "pw-1"}};
+  row.pre = {pre};
+  row.registry = Registry{"user", "reg-pass"};
+  std::vector<std::string> values;
+  AddSecretValues(row, values);
+  EXPECT_EQ(values, (std::vector<std::string>{"reg-pass", "tok-999", "pw-1"}));
+  MergeSecretValues({"tok-999", "longer-secret"}, values);
+  EXPECT_EQ(values, (std::vector<std::string>{"longer-secret", "reg-pass", "tok-999", "pw-1"}));
 }
 
 TEST(RedactTest, RedactsTextEverywhere) {

@@ -50,8 +50,13 @@ class Datastore {
   virtual Result<Page<JobRecord>> ListJobs(const JobQuery& query) = 0;
   // Jobs in any of `states`, oldest first (the reconciler's view of unfinished work).
   virtual Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) = 0;
-  // Deletes a job with its tasks and log parts.
+  // Deletes a job with its tasks and log parts, and its sub-jobs (the jobs its subjob
+  // tasks started, at any depth) with theirs, in one transaction. kNotFound for an
+  // unknown id.
   virtual Status DeleteJob(std::string_view id) = 0;
+  // Ids of finished jobs (COMPLETED, FAILED or CANCELLED) whose delete_at is at or before
+  // `now`, soonest delete_at first (then id), at most `limit`: what autoDelete removes.
+  virtual Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) = 0;
 
   virtual Status CreateTask(const TaskRecord& task) = 0;
   // Creates many rows in one transaction (the children of an `each`).

@@ -21,7 +21,9 @@ constexpr const char* kKeys[] = {
     "datastore.sqlite.path", "datastore.postgres.dsn", "runtime.type",
     "runtime.docker.host", "logging.level",      "logging.format",
     "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
-    "runtime.docker.config"};
+    "runtime.docker.config",
+    // Durability and retention.
+    "datastore.sqlite.synchronous", "coordinator.auto_delete.interval"};
 
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
@@ -115,6 +117,11 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
   } else if (key == "logging.format") {
     BATON_RETURN_IF_ERROR(one_of({"text", "json"}));
     config.log_format = value == "json" ? log::Format::kJson : log::Format::kText;
+  } else if (key == "datastore.sqlite.synchronous") {
+    BATON_RETURN_IF_ERROR(one_of({"full", "normal", "off"}));
+    config.sqlite_synchronous = value;
+  } else if (key == "coordinator.auto_delete.interval") {
+    BATON_RETURN_IF_ERROR(duration(config.auto_delete_interval));
   } else {
     return InvalidArgument(fmt::format("unknown configuration key {}", key));
   }

@@ -41,6 +41,14 @@ struct Config {
   std::string docker_config;                     // empty: ~/.docker/config.json
   log::Level log_level = log::Level::kInfo;
   log::Format log_format = log::Format::kText;
+
+  // Durability and retention.
+  // datastore.sqlite.synchronous: "full" (an acknowledged write survives a power
+  // failure), "normal" or "off" (see configs/sample.toml for what each may lose).
+  std::string sqlite_synchronous = "full";
+  // coordinator.auto_delete.interval: how often the coordinator deletes the jobs whose
+  // autoDelete time has come.
+  std::chrono::milliseconds auto_delete_interval = std::chrono::seconds(60);
 };
 
 // Reads `file` (empty: $BATON_CONFIG, else ./baton.toml when present, else defaults),

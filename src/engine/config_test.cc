@@ -149,6 +149,42 @@ management_url = "http://rabbit:15672"
       << config.status().message();
 }
 
+TEST_F(ConfigTest, SqliteSynchronousIsFullUnlessChosen) {
+  auto config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->sqlite_synchronous, "full");
+  config = LoadConfig(Write("[datastore.sqlite]\nsynchronous = \"normal\"\n"), Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->sqlite_synchronous, "normal");
+  env_["BATON_DATASTORE_SQLITE_SYNCHRONOUS"] = "off";
+  config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->sqlite_synchronous, "off");
+}
+
+TEST_F(ConfigTest, AnUnknownSqliteSynchronousNamesTheKey) {
+  std::string path = Write("[datastore.sqlite]\nsynchronous = \"extra\"\n");
+  EXPECT_EQ(LoadConfig(path, Env()).status().message(),
+            path + ": datastore.sqlite.synchronous: \"extra\" is not one of full, normal, off");
+  env_["BATON_DATASTORE_SQLITE_SYNCHRONOUS"] = "FULL";
+  EXPECT_EQ(LoadConfig("", Env()).status().message(),
+            "BATON_DATASTORE_SQLITE_SYNCHRONOUS: datastore.sqlite.synchronous: \"FULL\" is not "
+            "one of full, normal, off");
+}
+
+TEST_F(ConfigTest, AutoDeleteIntervalIsADuration) {
+  auto config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->auto_delete_interval, std::chrono::seconds(60));
+  config = LoadConfig(Write("[coordinator.auto_delete]\ninterval = \"250ms\"\n"), Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->auto_delete_interval, std::chrono::milliseconds(250));
+  env_["BATON_COORDINATOR_AUTO_DELETE_INTERVAL"] = "0s";
+  EXPECT_EQ(LoadConfig("", Env()).status().message(),
+            "BATON_COORDINATOR_AUTO_DELETE_INTERVAL: coordinator.auto_delete.interval: must be "
+            "more than 0");
+}
+
 // The configuration files shipped in configs/ load as they are.
 TEST_F(ConfigTest, ShippedConfigurationsLoad) {
   for (const char* name : {"sample.toml", "distributed.toml"}) {

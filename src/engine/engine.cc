@@ -25,6 +25,13 @@ std::string SqlitePath(const Config& config) {
   return config.sqlite_path.empty() ? config.data_dir + "/baton.db" : config.sqlite_path;
 }
 
+// datastore.sqlite.synchronous, checked by LoadConfig.
+SqliteSync SqliteSyncOf(const Config& config) {
+  if (config.sqlite_synchronous == "normal") return SqliteSync::kNormal;
+  if (config.sqlite_synchronous == "off") return SqliteSync::kOff;
+  return SqliteSync::kFull;
+}
+
 // The configured queues, or the default queue with one slot per core.
 std::map<std::string, int> WorkerQueues(const Config& config) {
   if (!config.worker_queues.empty()) return config.worker_queues;
@@ -87,6 +94,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   }
   SqliteOptions sqlite;
   sqlite.path = SqlitePath(config);
+  sqlite.synchronous = SqliteSyncOf(config);
   auto datastore = SqliteDatastore::Open(sqlite);
   if (!datastore.ok()) return datastore.status();
 
@@ -99,6 +107,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
   CoordinatorOptions coordinator;
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
+  coordinator.auto_delete_interval = config.auto_delete_interval;
   return std::make_unique<Engine>(std::move(*datastore), std::make_unique<InMemoryBroker>(),
                                   std::move(*runtime), std::make_unique<SystemClock>(),
                                   NewThreadTimers(), worker, coordinator);
@@ -145,6 +154,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   coordinator.scheduler.max_redeliveries = config.coordinator_max_redeliveries;
   coordinator.scheduler.node_lease = config.coordinator_lease;
   coordinator.scheduler.start_in_background = true;
+  coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.node_id = NewId();
   coordinator.hostname = HostName();
   coordinator.version = Version();

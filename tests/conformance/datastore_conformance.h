@@ -1354,6 +1354,86 @@ TEST_P(DatastoreConformanceTest, DeleteJobRemovesItsTasksAndLogParts) {
   EXPECT_EQ(ds().DeleteJob(job.id).code(), StatusCode::kNotFound);
 }
 
+TEST_P(DatastoreConformanceTest, DeleteJobAlsoDeletesItsSubJobs) {
+  // parent --subjob task--> child --subjob task--> grandchild
+  auto [parent, parent_task] = MakeJobWithTask();
+  auto [child, child_task] = MakeJobWithTask();
+  auto [grandchild, grandchild_task] = MakeJobWithTask();
+  const std::string child_id = child.id, grandchild_id = grandchild.id;
+  ASSERT_TRUE(IsOk(ds().UpdateTask(parent_task.id, [&](TaskRecord& t) {
+    t.subjob_id = child_id;
+    return Status::Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().UpdateTask(child_task.id, [&](TaskRecord& t) {
+    t.subjob_id = grandchild_id;
+    return Status::Ok();
+  })));
+  ASSERT_TRUE(IsOk(ds().CreateLogPart(NewLogPart(grandchild_task, 1, At(2)))));
+  auto [kept_job, kept_task] = MakeJobWithTask();
+
+  // Deleting the child first (its own autoDelete) leaves the parent alone.
+  ASSERT_TRUE(IsOk(ds().DeleteJob(grandchild.id)));
+  EXPECT_TRUE(ds().GetJob(child.id).ok());
+  ASSERT_TRUE(IsOk(ds().DeleteJob(parent.id)));
+  Reopen();
+  for (const std::string& id : {parent.id, child.id, grandchild.id}) {
+    EXPECT_EQ(ds().GetJob(id).status().code(), StatusCode::kNotFound) << id;
+    EXPECT_TRUE(ds().JobTasks(id)->empty()) << id;
+    EXPECT_EQ(ds().JobLogParts(id, 1, 10)->total_items, 0) << id;
+  }
+  for (const std::string& id : {parent_task.id, child_task.id, grandchild_task.id}) {
+    EXPECT_EQ(ds().GetTask(id).status().code(), StatusCode::kNotFound) << id;
+  }
+  EXPECT_TRUE(ds().GetJob(kept_job.id).ok());
+  EXPECT_TRUE(ds().GetTask(kept_task.id).ok());
+}
+
+TEST_P(DatastoreConformanceTest, JobsDueForDeletionAreFinishedJobsWhoseTimeHasCome) {
+  // Times long before any other test's (they use 2031), so that no job of another test
+  // or an earlier run comes before these in the bounded list.
+  const TimePoint t0 = TimePoint(std::chrono::hours(24));
+  auto job_at = [&](JobState state, std::optional<TimePoint> delete_at) {
+    JobRecord job = NewJob(SimpleJob("due " + UniqueWord()), At(0), state);
+    job.delete_at = delete_at;
+    EXPECT_TRUE(IsOk(ds().CreateJob(job)));
+    return job;
+  };
+  JobRecord second = job_at(JobState::kFailed, t0 + std::chrono::milliseconds(2));
+  JobRecord first = job_at(JobState::kCompleted, t0 + std::chrono::milliseconds(1));
+  JobRecord exact = job_at(JobState::kCancelled, t0 + std::chrono::milliseconds(50));
+  JobRecord later = job_at(JobState::kCompleted, t0 + std::chrono::milliseconds(51));
+  JobRecord running = job_at(JobState::kRunning, t0);  // restarted: not finished
+  JobRecord kept = job_at(JobState::kCompleted, std::nullopt);
+  std::vector<std::string> mine = {first.id, second.id, exact.id, later.id, running.id, kept.id};
+  auto among = [&](const std::vector<std::string>& ids) {
+    std::vector<std::string> out;
+    for (const std::string& id : ids) {
+      if (std::find(mine.begin(), mine.end(), id) != mine.end()) out.push_back(id);
+    }
+    return out;
+  };
+  Reopen();
+
+  const TimePoint now = t0 + std::chrono::milliseconds(50);
+  Result<std::vector<std::string>> due = ds().JobsDueForDeletion(now, 100);
+  ASSERT_TRUE(due.ok()) << due.status().ToString();
+  EXPECT_EQ(among(*due), (std::vector<std::string>{first.id, second.id, exact.id}));
+  // Bounded, soonest first.
+  Result<std::vector<std::string>> one = ds().JobsDueForDeletion(now, 1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(*one, std::vector<std::string>{first.id});
+  EXPECT_TRUE(ds().JobsDueForDeletion(now, 0)->empty());
+  // Nothing is due before its time.
+  EXPECT_TRUE(among(*ds().JobsDueForDeletion(t0, 100)).empty());
+
+  // Once deleted, a job is no longer due; deleting it again says NotFound.
+  ASSERT_TRUE(IsOk(ds().DeleteJob(first.id)));
+  EXPECT_EQ(ds().DeleteJob(first.id).code(), StatusCode::kNotFound);
+  EXPECT_EQ(among(*ds().JobsDueForDeletion(now, 100)),
+            (std::vector<std::string>{second.id, exact.id}));
+  for (const std::string& id : mine) (void)ds().DeleteJob(id);  // a shared database stays clean
+}
+
 TEST_P(DatastoreConformanceTest, HealthIsOk) {
   EXPECT_TRUE(IsOk(ds().Health()));
   Reopen();

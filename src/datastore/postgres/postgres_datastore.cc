@@ -370,6 +370,18 @@ constexpr Statement kDeleteJobLogParts = {"delete_job_log_parts",
                                           "DELETE FROM log_parts WHERE job_id = $1"};
 constexpr Statement kDeleteJobTasks = {"delete_job_tasks", "DELETE FROM tasks WHERE job_id = $1"};
 constexpr Statement kDeleteJob = {"delete_job", "DELETE FROM jobs WHERE id = $1"};
+// A job and its sub-jobs, at any depth: through the subjob tasks' links (tasks_job
+// index), not the sub-jobs' parent_id, which has no index.
+constexpr Statement kJobTree = {
+    "job_tree",
+    "WITH RECURSIVE tree(id) AS (SELECT $1::text UNION "
+    "SELECT t.subjob_id FROM tasks t JOIN tree ON t.job_id = tree.id WHERE t.subjob_id <> '') "
+    "SELECT id FROM tree"};
+// Finished jobs whose delete_at has come (jobs_delete_at index), soonest first.
+constexpr Statement kJobsDueForDeletion = {
+    "jobs_due_for_deletion",
+    "SELECT id FROM jobs WHERE delete_at IS NOT NULL AND delete_at <= $1 "
+    "AND state IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY delete_at, id LIMIT $2"};
 
 #define BATON_TASK_COLUMNS                                                               \
   "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
@@ -1117,12 +1129,36 @@ Result<std::vector<JobRecord>> PostgresDatastore::JobsInState(const std::vector<
 
 Status PostgresDatastore::DeleteJob(std::string_view id) {
   return InTransaction([&](Connection& c) -> Status {
-    // Children first; the job last, its row count telling whether it existed.
-    BATON_RETURN_IF_ERROR(c.Run(kDeleteJobLogParts, Params().Text(id)).status());
-    BATON_RETURN_IF_ERROR(c.Run(kDeleteJobTasks, Params().Text(id)).status());
-    BATON_PG_ASSIGN(rows, c.Run(kDeleteJob, Params().Text(id)));
-    if (rows.Affected() == 0) return NotFound(fmt::format("job {} not found", id));
+    // Its sub-jobs go with it: they would be left where no link reaches them.
+    std::vector<std::string> tree;
+    {
+      BATON_PG_ASSIGN(rows, c.Run(kJobTree, Params().Text(id)));
+      for (int i = 0; i < rows.size(); ++i) tree.emplace_back(rows.Text(i, 0));
+    }
+    for (const std::string& job_id : tree) {
+      // Children first; the job last, its row count telling whether it existed.
+      BATON_RETURN_IF_ERROR(c.Run(kDeleteJobLogParts, Params().Text(job_id)).status());
+      BATON_RETURN_IF_ERROR(c.Run(kDeleteJobTasks, Params().Text(job_id)).status());
+      BATON_PG_ASSIGN(rows, c.Run(kDeleteJob, Params().Text(job_id)));
+      if (job_id == id && rows.Affected() == 0) {
+        return NotFound(fmt::format("job {} not found", id));
+      }
+    }
     return Status::Ok();
+  });
+}
+
+Result<std::vector<std::string>> PostgresDatastore::JobsDueForDeletion(TimePoint now, int limit) {
+  return NoThrow([&]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> ids;
+    if (limit <= 0) return ids;
+    Status read = WithConnection([&](Connection& c) -> Status {
+      BATON_PG_ASSIGN(rows, c.Run(kJobsDueForDeletion, Params().Time(now).Int(limit)));
+      for (int i = 0; i < rows.size(); ++i) ids.emplace_back(rows.Text(i, 0));
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
+    return ids;
   });
 }
 

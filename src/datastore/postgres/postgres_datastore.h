@@ -67,6 +67,7 @@ class PostgresDatastore final : public Datastore {
   Result<Page<JobRecord>> ListJobs(const JobQuery& query) override;
   Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override;
   Status DeleteJob(std::string_view id) override;
+  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override;
 
   Status CreateTask(const TaskRecord& task) override;
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override;

@@ -172,6 +172,7 @@ class NoDatastore final : public Datastore {
     return Fail();
   }
   Status DeleteJob(std::string_view) override { return Fail(); }
+  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint, int) override { return Fail(); }
   Status CreateTask(const TaskRecord&) override { return Fail(); }
   Status CreateTasks(const std::vector<TaskRecord>&) override { return Fail(); }
   Result<TaskRecord> GetTask(std::string_view) override { return Fail(); }

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -127,6 +128,18 @@ class Stmt {
   int bind_rc_ = SQLITE_OK;  // the first failed bind, reported by Step
 };
 
+const char* SynchronousPragma(SqliteSync sync) {
+  switch (sync) {
+    case SqliteSync::kFull:
+      return "PRAGMA synchronous = FULL";
+    case SqliteSync::kNormal:
+      return "PRAGMA synchronous = NORMAL";
+    case SqliteSync::kOff:
+      return "PRAGMA synchronous = OFF";
+  }
+  return "PRAGMA synchronous = FULL";
+}
+
 // One sqlite3 connection with its prepared statements. Used by one thread at a time.
 class Connection {
  public:
@@ -153,8 +166,7 @@ class Connection {
                                        options.path, *mode));
       }
     }
-    BATON_RETURN_IF_ERROR(conn->ExecScript(options.sync_full ? "PRAGMA synchronous = FULL"
-                                                             : "PRAGMA synchronous = NORMAL"));
+    BATON_RETURN_IF_ERROR(conn->ExecScript(SynchronousPragma(options.synchronous)));
     // Checkpoint every 4,000 pages (16 MB of WAL) instead of 1,000: each checkpoint
     // fsyncs, and a task's rows are rewritten several times in its life, so a wider window
     // copies each page to the database once for several commits. Commits are as durable.
@@ -282,6 +294,16 @@ constexpr const char* kJobExists = "SELECT 1 FROM jobs WHERE id = ?1";
 constexpr const char* kDeleteJobLogParts = "DELETE FROM log_parts WHERE job_id = ?1";
 constexpr const char* kDeleteJobTasks = "DELETE FROM tasks WHERE job_id = ?1";
 constexpr const char* kDeleteJob = "DELETE FROM jobs WHERE id = ?1";
+// A job and its sub-jobs, at any depth: through the subjob tasks' links (tasks_job
+// index), not the sub-jobs' parent_id, which has no index.
+constexpr const char* kJobTree =
+    "WITH RECURSIVE tree(id) AS (SELECT ?1 UNION "
+    "SELECT t.subjob_id FROM tasks t JOIN tree ON t.job_id = tree.id WHERE t.subjob_id <> '') "
+    "SELECT id FROM tree";
+// Finished jobs whose delete_at has come (jobs_delete_at index), soonest first.
+constexpr const char* kJobsDueForDeletion =
+    "SELECT id FROM jobs WHERE delete_at IS NOT NULL AND delete_at <= ?1 "
+    "AND state IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY delete_at, id LIMIT ?2";
 
 #define BATON_TASK_COLUMNS                                                               \
   "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
@@ -1022,6 +1044,17 @@ Result<int> SqliteDatastore::SchemaVersion() {
   return *version;
 }
 
+Result<int> SqliteDatastore::Synchronous() {
+  std::string level;
+  Status status = Solo([&](Connection& c) -> Status {
+    BATON_SQL_ASSIGN(v, c.PragmaText("PRAGMA synchronous"));
+    level = v;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return std::atoi(level.c_str());
+}
+
 // ---- Jobs ---------------------------------------------------------------------------
 
 Status SqliteDatastore::CreateJob(const JobRecord& job) {
@@ -1179,14 +1212,46 @@ Status SqliteDatastore::DeleteJob(std::string_view id) {
         BATON_SQL_ASSIGN(row, s.Step());
         if (!row) return NotFound(fmt::format("job {} not found", id));
       }
-      // Children first, so the foreign keys' cascades find nothing left to do.
-      for (const char* sql : {kDeleteJobLogParts, kDeleteJobTasks, kDeleteJob}) {
-        BATON_SQL_ASSIGN(s, c.Prepare(sql));
+      // Its sub-jobs go with it: they would be left where no link reaches them.
+      std::vector<std::string> tree;
+      {
+        BATON_SQL_ASSIGN(s, c.Prepare(kJobTree));
         s.BindText(1, id);
-        BATON_RETURN_IF_ERROR(s.Run());
+        for (;;) {
+          BATON_SQL_ASSIGN(row, s.Step());
+          if (!row) break;
+          tree.emplace_back(s.Text(0));
+        }
+      }
+      // Children first, so the foreign keys' cascades find nothing left to do.
+      for (const std::string& job_id : tree) {
+        for (const char* sql : {kDeleteJobLogParts, kDeleteJobTasks, kDeleteJob}) {
+          BATON_SQL_ASSIGN(s, c.Prepare(sql));
+          s.BindText(1, job_id);
+          BATON_RETURN_IF_ERROR(s.Run());
+        }
       }
       return Status::Ok();
     });
+  });
+}
+
+Result<std::vector<std::string>> SqliteDatastore::JobsDueForDeletion(TimePoint now, int limit) {
+  return NoThrow([&]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> ids;
+    if (limit <= 0) return ids;
+    Status read = Read([&](Connection& c) -> Status {
+      BATON_SQL_ASSIGN(s, c.Prepare(kJobsDueForDeletion));
+      s.BindTime(1, now);
+      s.BindInt(2, limit);
+      for (;;) {
+        BATON_SQL_ASSIGN(row, s.Step());
+        if (!row) return Status::Ok();
+        ids.emplace_back(s.Text(0));
+      }
+    });
+    if (!read.ok()) return read;
+    return ids;
   });
 }
 

@@ -25,6 +25,8 @@ class Connection;
 struct DefinitionCaches;
 }  // namespace sqlite_internal
 
+enum class SqliteSync { kFull, kNormal, kOff };
+
 struct SqliteOptions {
   // A file path (its directory is created if missing), or ":memory:" for a private
   // in-memory database that lives as long as the datastore.
@@ -32,11 +34,13 @@ struct SqliteOptions {
   // Apply missing schema migrations when opening. Off for callers that migrate
   // explicitly (`baton migrate`); a database newer than this binary is refused either way.
   bool auto_migrate = true;
-  // synchronous=FULL instead of NORMAL. In WAL mode NORMAL already survives a crash of
-  // the process (a commit is in the OS once the call returns) but the last commits may
-  // be lost on power failure or an OS crash; FULL fsyncs the WAL on every commit, which
-  // group commit amortises over a batch.
-  bool sync_full = false;
+  // PRAGMA synchronous of the write connection (the database is in WAL mode):
+  // kFull fsyncs the WAL at every commit, so a write acknowledged survives a power
+  // failure or an OS crash (group commit shares the fsync among a batch of writers);
+  // kNormal fsyncs only at checkpoints: a crash of the process loses nothing, but a power
+  // failure or OS crash may lose the last commits (jobs already acknowledged);
+  // kOff never fsyncs: the same losses, and the database file may be corrupted.
+  SqliteSync synchronous = SqliteSync::kFull;
   // How long a statement waits for a lock held by another process before failing.
   std::chrono::milliseconds busy_timeout{5000};
   // Most writes committed in one transaction.
@@ -77,6 +81,8 @@ class SqliteDatastore final : public Datastore {
 
   const std::string& path() const { return options_.path; }
   SqliteStats Stats() const;
+  // The write connection's PRAGMA synchronous: 0 (OFF), 1 (NORMAL) or 2 (FULL).
+  Result<int> Synchronous();
 
   Status CreateJob(const JobRecord& job) override;
   Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override;
@@ -85,6 +91,7 @@ class SqliteDatastore final : public Datastore {
   Result<Page<JobRecord>> ListJobs(const JobQuery& query) override;
   Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override;
   Status DeleteJob(std::string_view id) override;
+  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override;
 
   Status CreateTask(const TaskRecord& task) override;
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override;

@@ -129,12 +129,23 @@ TEST(SqliteDatastoreTest, FileDatabaseIsInWalMode) {
   EXPECT_TRUE(fs::exists(path));
 }
 
-TEST(SqliteDatastoreTest, FullSyncIsAnOption) {
-  auto store = OpenStore(SqliteOptions{.path = FreshPath(), .sync_full = true});
+TEST(SqliteDatastoreTest, OpensWithFullSynchronousByDefault) {
+  // An acknowledged write must survive a power failure: the WAL is fsynced per commit.
+  auto store = OpenStore(FreshPath());
   ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->Synchronous(), 2);
   JobRecord job = NewJob(SimpleJob("synced"), At(0));
   EXPECT_TRUE(IsOk(store->CreateJob(job)));
   EXPECT_EQ(*store->GetJob(job.id), job);
+}
+
+TEST(SqliteDatastoreTest, SynchronousNormalAndOffAreOptions) {
+  auto normal = OpenStore(SqliteOptions{.path = FreshPath(), .synchronous = SqliteSync::kNormal});
+  ASSERT_NE(normal, nullptr);
+  EXPECT_EQ(*normal->Synchronous(), 1);
+  auto off = OpenStore(SqliteOptions{.path = FreshPath(), .synchronous = SqliteSync::kOff});
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(*off->Synchronous(), 0);
 }
 
 TEST(SqliteDatastoreTest, MigrationsAreNumberedWithoutGaps) {
