@@ -320,7 +320,7 @@ case_files_pre_post() {
 case_shell_refuses_mounts() {
   local id
   id=$(submit <(printf '%s\n' 'name: needs a volume' 'tasks:' '  - name: uses /data' \
-    '    mounts: [{type: volume, target: /data}]' '    run: echo should-not-run > /data/x')) &&
+    '    mounts: [{type: volume, target: /data}]' '    run: echo should-not-run; echo x > /data/x')) &&
     wait_done "$id"
   expect "shell mounts: state" "$(js "$body" 'j["state"]')" FAILED
   expect_match "shell mounts: error names the field" "$(js "$body" 'j["error"]')" \
