@@ -188,6 +188,26 @@ Result<std::map<std::string, int>> ParseQueues(std::string_view text) {
   return queues;
 }
 
+Status MakePathsAbsolute(Config& config) {
+  auto absolute = [](std::string_view key, std::string& path) -> Status {
+    std::error_code ec;
+    std::filesystem::path full = std::filesystem::absolute(path, ec);
+    if (ec) {
+      return InvalidArgument(
+          fmt::format("{}: cannot make \"{}\" absolute: {}", key, path, ec.message()));
+    }
+    path = full.lexically_normal().string();
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    return Status::Ok();
+  };
+  if (config.data_dir.empty()) return InvalidArgument("data_dir: must not be empty");
+  BATON_RETURN_IF_ERROR(absolute("data_dir", config.data_dir));
+  if (!config.sqlite_path.empty()) {
+    BATON_RETURN_IF_ERROR(absolute("datastore.sqlite.path", config.sqlite_path));
+  }
+  return Status::Ok();
+}
+
 Result<Config> LoadConfig(const std::string& file,
                           const std::function<const char*(const char*)>& env) {
   Config config;
@@ -217,6 +237,7 @@ Result<Config> LoadConfig(const std::string& file,
       if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", name, s.message()));
     }
   }
+  BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
   return config;
 }
 

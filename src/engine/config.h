@@ -52,9 +52,17 @@ struct Config {
 };
 
 // Reads `file` (empty: $BATON_CONFIG, else ./baton.toml when present, else defaults),
-// then applies environment overrides from `env` (a lookup such as getenv).
+// then applies environment overrides from `env` (a lookup such as getenv), then makes the
+// paths absolute (MakePathsAbsolute).
 Result<Config> LoadConfig(const std::string& file,
                           const std::function<const char*(const char*)>& env);
+
+// Makes data_dir and a set datastore.sqlite.path absolute, against the current directory,
+// once, where the configuration is resolved: every path derived from them (the database,
+// the task directories, $BATON_OUTPUT) is then absolute too. Tasks run in directories of
+// their own, where a relative path would name something else. An empty data_dir is an
+// error. Call it again after changing data_dir (e.g. from a command-line flag).
+Status MakePathsAbsolute(Config& config);
 
 // Parses "name:concurrency[,name:concurrency...]".
 Result<std::map<std::string, int>> ParseQueues(std::string_view text);

@@ -43,6 +43,34 @@ TEST_F(ConfigTest, DefaultsWithoutAFile) {
   EXPECT_TRUE(config->worker_queues.empty());
 }
 
+// Tasks run in directories of their own: every path derived from the data directory
+// must be absolute, whatever the default or the configuration said.
+TEST_F(ConfigTest, DataDirAndSqlitePathAreMadeAbsolute) {
+  auto defaults = LoadConfig("", Env());
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->data_dir, (std::filesystem::current_path() / ".baton").string());
+
+  env_["BATON_DATA_DIR"] = "./data/../state/";
+  env_["BATON_DATASTORE_SQLITE_PATH"] = "db/baton.db";
+  auto relative = LoadConfig("", Env());
+  ASSERT_TRUE(relative.ok()) << relative.status().message();
+  EXPECT_EQ(relative->data_dir, (std::filesystem::current_path() / "state").string());
+  EXPECT_EQ(relative->sqlite_path, (std::filesystem::current_path() / "db/baton.db").string());
+
+  env_["BATON_DATA_DIR"] = "";
+  auto empty = LoadConfig("", Env());
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("data_dir"), std::string::npos);
+}
+
+TEST_F(ConfigTest, MakePathsAbsoluteResolvesALaterDataDir) {
+  Config config;
+  config.data_dir = "flag-dir";
+  ASSERT_TRUE(MakePathsAbsolute(config).ok());
+  EXPECT_EQ(config.data_dir, (std::filesystem::current_path() / "flag-dir").string());
+  EXPECT_EQ(config.sqlite_path, "");  // still: <data_dir>/baton.db
+}
+
 TEST_F(ConfigTest, ReadsTheDockerRuntimeKeys) {
   auto config = LoadConfig(Write(R"(
 [runtime]

@@ -78,7 +78,10 @@ Result<std::unique_ptr<Runtime>> MakeRuntime(const Config& config) {
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
+Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
+  // A library caller may pass a relative data_dir: resolved here as LoadConfig does.
+  Config config = given;
+  BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
   if (config.broker_type != "inmemory") {
     return FailedPrecondition("broker.type: standalone uses the in-memory broker; rabbitmq is "
                               "for `baton run coordinator` / `baton run worker`");
@@ -113,7 +116,10 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& config) {
                                   NewThreadTimers(), worker, coordinator);
 }
 
-Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const std::string& role) {
+Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const std::string& role) {
+  // A library caller may pass a relative data_dir: resolved here as LoadConfig does.
+  Config config = given;
+  BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
   if (config.broker_type != "rabbitmq") {
     return FailedPrecondition(fmt::format(
         "broker.type: `baton run {}` needs broker.type = \"rabbitmq\" (set broker.rabbitmq.url)",
@@ -167,7 +173,10 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& config, const 
   return engine;
 }
 
-Result<int> Engine::Migrate(const Config& config) {
+Result<int> Engine::Migrate(const Config& given) {
+  // A library caller may pass a relative data_dir: resolved here as LoadConfig does.
+  Config config = given;
+  BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
   if (config.datastore_type == "postgres") {
     PostgresOptions pg;
     pg.dsn = config.postgres_dsn;

@@ -72,6 +72,38 @@ tasks:
   EXPECT_EQ(rows->size(), 5u);
 }
 
+// The default data directory is relative (.baton); a task runs in its own directory, so
+// $BATON_OUTPUT and $TORK_OUTPUT must be absolute for the task to write its result.
+TEST_F(EngineTest, RelativeDataDirGivesTasksAbsolutePaths) {
+  std::filesystem::path relative = std::filesystem::relative(dir_, std::filesystem::current_path());
+  ASSERT_TRUE(relative.is_relative()) << relative;
+  config_.data_dir = relative.string();
+  auto engine = Engine::Standalone(config_);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  ASSERT_TRUE((*engine)->Start().ok());
+  auto job = (*engine)->Submit(ParseOrDie(R"(
+name: paths
+output: "{{ tasks.baton }} {{ tasks.tork }}"
+tasks:
+  - name: baton
+    var: baton
+    run: printf '%s' "$BATON_OUTPUT" > "$BATON_OUTPUT"; echo 50 > "$BATON_PROGRESS"
+  - name: tork
+    var: tork
+    run: printf '%s' "$TORK_OUTPUT" > "$TORK_OUTPUT"; echo 50 > "$TORK_PROGRESS"
+)"));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  auto done = (*engine)->Wait(job->id, seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  ASSERT_EQ(done->state, JobState::kCompleted) << done->error;
+  std::string tasks = (dir_ / "tasks").string() + "/";
+  std::size_t space = done->result.find(' ');
+  ASSERT_NE(space, std::string::npos) << done->result;
+  EXPECT_EQ(done->result.rfind(tasks, 0), 0u) << done->result;
+  EXPECT_EQ(done->result.substr(space + 1).rfind(tasks, 0), 0u) << done->result;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "baton.db"));
+}
+
 TEST_F(EngineTest, TimeoutFailsTheTaskAndTheJob) {
   auto engine = Engine::Standalone(config_);
   ASSERT_TRUE(engine.ok());

@@ -13,11 +13,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -269,6 +271,64 @@ TEST_P(RuntimeConformanceTest, PreAndPostRunAroundMainInTheSameDirectory) {
   EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
   EXPECT_EQ(outcome.result, "prepared\n");
   EXPECT_EQ(observer_.logs(), "pre\nmain\npost\nmain\n");
+}
+
+TEST_P(RuntimeConformanceTest, PreAndPostFilesAreWrittenBeforeTheirStepRuns) {
+  // The main step sees the pre step's files but not yet the post step's.
+  Task task = Script(
+      "test ! -e post-file.txt || exit 7\n"
+      "cat pre-file.txt > \"$BATON_OUTPUT\"");
+  AuxTask pre = Aux("prepare", "cat pre-file.txt");
+  pre.files = {{"pre-file.txt", "from pre files\n"}};
+  AuxTask post = Aux("check", "cat post-file.txt");
+  post.files = {{"post-file.txt", "from post files\n"}};
+  task.pre = {pre};
+  task.post = {post};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "from pre files\n");
+  EXPECT_EQ(observer_.logs(), "from pre files\nfrom post files\n");
+}
+
+TEST_P(RuntimeConformanceTest, InvalidPreFileNamesAreRefused) {
+  Task task = Script("echo main-ran");
+  AuxTask pre = Aux("prepare", "echo pre-ran");
+  pre.files = {{"../escape.txt", "x"}};
+  task.pre = {pre};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, HasSubstr("../escape.txt"));
+  EXPECT_THAT(observer_.logs(), AllOf(Not(HasSubstr("pre-ran")), Not(HasSubstr("main-ran"))));
+}
+
+// `workdir` names a directory that does not exist yet: on a host (shell runtime) and in a
+// container alike, it is made, every step runs there, and every step's `files` are there.
+TEST_P(RuntimeConformanceTest, WorkdirIsTheWorkingDirectoryOfEveryStepAndHoldsTheFiles) {
+  std::string workdir =
+      (std::filesystem::temp_directory_path() /
+       ("baton-conformance-workdir-" + std::to_string(getpid()) + "-" + GetParam().name))
+          .string();
+  std::error_code ec;
+  std::filesystem::remove_all(workdir, ec);
+  Task task = Script(
+      "pwd; cat data.txt pre.txt\n"
+      "test ! -e post.txt || exit 7\n"
+      "printf done > \"$BATON_OUTPUT\"");
+  task.workdir = workdir;
+  task.files = {{"data.txt", "task file\n"}};
+  AuxTask pre = Aux("prepare", "pwd; cat data.txt pre.txt");
+  pre.files = {{"pre.txt", "pre file\n"}};
+  AuxTask post = Aux("check", "pwd; cat post.txt");
+  post.files = {{"post.txt", "post file\n"}};
+  task.pre = {pre};
+  task.post = {post};
+  RunOutcome outcome = RunTask(std::move(task));
+  std::filesystem::remove_all(workdir, ec);
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "done");
+  EXPECT_EQ(observer_.logs(), workdir + "\ntask file\npre file\n" +      // pre
+                                  workdir + "\ntask file\npre file\n" +  // main
+                                  workdir + "\npost file\n");            // post
 }
 
 TEST_P(RuntimeConformanceTest, FailedPreFailsTheTaskNamingTheStepAndSkipsMain) {

@@ -167,8 +167,9 @@ case_files_pre_post() {
   expect "files-pre-post: state" "$(state)" COMPLETED
   local log
   log=$(job_log "$id")
-  expect_match "files-pre-post: the file was written and ran" "$log" "hello from a file"
-  expect_match "files-pre-post: pre shares the working directory" "$log" "(^|$nl)prepared($nl|\$)"
+  expect "files-pre-post: the task's file ran, and found what pre's file left" \
+    "$(js "$body" 'j.get("result")')" "hello from a file"$'\n'"prepared by pre's file"
+  expect_match "files-pre-post: post's own file ran after the task" "$log" "cleaned up by post's file"
 }
 
 case_hello() {
@@ -270,42 +271,15 @@ case_wait() {
 }
 
 case_webhooks_autodelete() {
-  # The webhook's receiver, at the address the example names.
-  local hooks=$work_dir/hooks
-  python3 - "$hooks" <<'PY' &
-import http.server, json, sys
-out = sys.argv[1]
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        with open(out, "a") as f:
-            f.write(json.dumps({"path": self.path, "auth": self.headers.get("Authorization"),
-                                "body": body.decode()}) + "\n")
-        self.send_response(200)
-        self.end_headers()
-    def log_message(self, *a):
-        pass
-http.server.HTTPServer(("127.0.0.1", 9999), H).serve_forever()
-PY
-  local receiver=$!
-  sleep 0.5
-  kill -0 "$receiver" 2>/dev/null || { fail "webhooks: cannot listen on 127.0.0.1:9999"; return; }
+  # Its description says what holds today: the webhook is validated and stored, not
+  # called (webhook delivery is a later issue), and the job is deleted a day after it ends.
   post_file "$examples/webhooks-autodelete.json"
   expect "webhooks-autodelete: POST waits and answers 200" "$status" 200
   expect "webhooks-autodelete: state and result" "$(js "$body" '[j["state"], j.get("result")]')" '["COMPLETED", "42"]'
   expect "webhooks-autodelete: deleted a day after it ends (deleteAt)" "$(js "$body" '(lambda f: round((f(j["deleteAt"]) - f(j["completedAt"])).total_seconds() / 3600))(lambda s: __import__("datetime").datetime.fromisoformat(s.replace("Z", "+00:00")))')" 24
-  local deadline=$((SECONDS + 15))
-  until [[ -s $hooks ]] || ((SECONDS > deadline)); do sleep 0.1; done
-  sleep 1  # a second call, if one were to come
-  expect "webhooks-autodelete: one call, on COMPLETED" "$(cat "$hooks" 2>/dev/null | wc -l)" 1
-  local hook
-  hook=$(head -1 "$hooks" 2>/dev/null)
-  expect "webhooks-autodelete: the path and the secret header" "$(js "${hook:-null}" '[j["path"], j["auth"]]')" \
-    '["/hooks/baton", "Bearer not-a-real-token"]'
-  expect "webhooks-autodelete: the job in the body" "$(js "$(js "${hook:-null}" 'j["body"]')" '[j["state"], j["result"]]')" \
-    '["COMPLETED", "42"]'
-  kill "$receiver" 2>/dev/null
-  wait "$receiver" 2>/dev/null
+  expect "webhooks-autodelete: the webhook is stored as submitted" \
+    "$(js "$body" '[j["webhooks"][0]["url"], j["webhooks"][0]["headers"]["Authorization"]]')" \
+    '["http://localhost:9999/hooks/baton", "Bearer {{ secrets.apiToken }}"]'
 }
 
 # The container examples go to a second server with the docker runtime.

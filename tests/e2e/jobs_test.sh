@@ -273,8 +273,65 @@ case_client() {
   expect "client jobs get of an unknown id: exit" "$?" 1
 }
 
+# Started from an empty directory with no --data-dir, as the README's tour does: the data
+# directory is the default, relative `.baton`, and tasks must still get absolute paths.
+case_relative_data_dir() {
+  local scratch port saved_url=$url pid binary id
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/baton-e2e-relative.XXXXXX")
+  binary=$(cd "$(dirname "$baton")" && pwd)/$(basename "$baton")
+  port=$(free_port)
+  (cd "$scratch" && exec env -u BATON_DATA_DIR -u BATON_CONFIG -u BATON_DATASTORE_SQLITE_PATH \
+    "$binary" run standalone --address "127.0.0.1:$port") >"$work_dir/relative-server.log" 2>&1 &
+  pid=$!
+  trap 'kill -KILL '"$pid"' 2>/dev/null; rm -rf '"'$scratch'"'; stop_server' EXIT
+  url=http://127.0.0.1:$port
+  local deadline=$((SECONDS + 60))
+  until curl -sf "$url/health" >/dev/null 2>&1 || ! kill -0 "$pid" 2>/dev/null ||
+    ((SECONDS > deadline)); do sleep 0.1; done
+  if curl -sf "$url/health" >/dev/null 2>&1; then
+    id=$(submit "$examples/hello.yaml") && wait_done "$id"
+    expect "relative data dir: hello state" "$(js "$body" 'j["state"]')" COMPLETED
+    expect "relative data dir: hello result" "$(js "$body" 'j["result"]')" "hello world"
+    [[ -f $scratch/.baton/baton.db ]] && pass "relative data dir: ./.baton/baton.db is used" ||
+      fail "relative data dir: no $scratch/.baton/baton.db"
+  else
+    fail "relative data dir: the server did not start: $(cat "$work_dir/relative-server.log")"
+  fi
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  url=$saved_url
+  trap stop_server EXIT
+  rm -rf "$scratch"
+}
+
+# The pre and post steps' own `files` are written and used.
+case_files_pre_post() {
+  local id log
+  id=$(submit "$examples/files-pre-post.yaml") && wait_done "$id"
+  expect "files pre/post: state" "$(js "$body" 'j["state"]')" COMPLETED
+  expect "files pre/post: result" "$(js "$body" 'j["result"]')" \
+    $'hello from a file\nprepared by pre\'s file'
+  log=$(job_log "$id")
+  [[ $log == *"cleaned up by post's file"* ]] && pass "files pre/post: post's file ran" ||
+    fail "files pre/post: log is [$log]"
+}
+
+# The shell runtime cannot mount volumes: the task fails, naming the field.
+case_shell_refuses_mounts() {
+  local id
+  id=$(submit <(printf '%s\n' 'name: needs a volume' 'tasks:' '  - name: uses /data' \
+    '    mounts: [{type: volume, target: /data}]' '    run: echo should-not-run; echo x > /data/x')) &&
+    wait_done "$id"
+  expect "shell mounts: state" "$(js "$body" 'j["state"]')" FAILED
+  expect_match "shell mounts: error names the field" "$(js "$body" 'j["error"]')" \
+    '^mounts: the shell runtime cannot mount volumes; run this task with runtime.type = "docker"'
+  [[ $(job_log "$id") != *should-not-run* ]] && pass "shell mounts: nothing ran" ||
+    fail "shell mounts: the task ran"
+}
+
 all_cases=(hello random_output parallel each subjob retry timeout conditions each_concurrency
            secrets python_files wait validation cancel_restart bad_output client)
+all_cases+=(relative_data_dir files_pre_post shell_refuses_mounts)
 # Extra arguments pick cases by name, e.g. `jobs_test.sh BATON SRC wait client`.
 for name in "${@:3}"; do
   [[ " ${all_cases[*]} " == *" $name "* ]] || { echo "unknown case $name; cases: ${all_cases[*]}"; exit 2; }

@@ -179,6 +179,10 @@ class DockerRuntime::TaskRun {
   std::string progress_path_;
   std::string image_;  // the main step's image
   std::vector<docker::MountSpec> mounts_;
+  // Names of the `files` written so far (the task's, then each step's before it starts):
+  // with a workdir, each is mounted there in this and every later container, as the shell
+  // runtime's steps find them in the directory they share.
+  std::set<std::string> files_;
   std::optional<docker::GpuRequest> gpus_;
   std::vector<std::string> volumes_;     // per-task volumes to remove
   std::vector<std::string> containers_;  // every container created, to remove
@@ -214,6 +218,7 @@ Status DockerRuntime::TaskRun::Prepare() {
   progress_path_ = dir_ + "/" + std::string(kReservedPrefix) + "progress";
   for (const auto& [name, contents] : task_.files) {
     BATON_RETURN_IF_ERROR(WriteWholeFile(dir_ + "/" + name, contents, 0755));
+    files_.insert(name);
   }
   return Status::Ok();
 }
@@ -361,7 +366,7 @@ docker::ContainerSpec DockerRuntime::TaskRun::SpecFor(const Step& step, const st
     spec.workdir = task_.workdir;
     std::string target = task_.workdir;
     while (target.size() > 1 && target.back() == '/') target.pop_back();
-    for (const auto& [name, contents] : task_.files) {
+    for (const std::string& name : files_) {
       spec.binds.push_back(dir_ + "/" + name + ":" + target + "/" + name);
     }
   }
@@ -407,6 +412,7 @@ Result<std::string> DockerRuntime::TaskRun::StartContainer(const Step& step, std
   if (aux != nullptr) {
     for (const auto& [name, contents] : aux->files) {
       BATON_RETURN_IF_ERROR(WriteWholeFile(dir_ + "/" + name, contents, 0755));
+      files_.insert(name);
     }
   }
   std::string name = "baton-" + NamePart(request_.task_id, 40) + "-" + std::string(step.kind) +

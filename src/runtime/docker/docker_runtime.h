@@ -53,8 +53,10 @@ struct DockerRuntimeOptions {
 // Each task gets a fresh host directory under `base_dir`, mounted at /baton and /tork in
 // all its containers and removed afterwards: its `files` and `run` scripts go there, and
 // so do $BATON_OUTPUT and $BATON_PROGRESS (/baton/.baton-output, /baton/.baton-progress;
-// TORK_OUTPUT and TORK_PROGRESS name the same files). It is the working directory unless
-// the task sets `workdir`; then the files are mounted into the workdir one by one. A
+// TORK_OUTPUT and TORK_PROGRESS name the same files). A step's own `files` (pre, post,
+// sidecar) are written there before its container is created. It is the working directory
+// unless the task sets `workdir`; then every file written so far is also mounted into the
+// workdir one by one. A
 // `run` script runs as Tork's do: `sh -c /baton/.baton-<step>.sh` (the entrypoint can be
 // overridden); without `run`, `cmd` and `entrypoint` override the image's as in Docker.
 //

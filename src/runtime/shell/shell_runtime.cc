@@ -136,6 +136,50 @@ std::int64_t RoundUpMillis(Clock::duration d) {
   return std::chrono::ceil<std::chrono::milliseconds>(d).count();
 }
 
+// "pre \"prepare\"", or "pre step 2" for a step without a name: how errors name a step.
+std::string AuxLabel(std::string_view kind, std::size_t index, const AuxTask& aux) {
+  return std::string(kind) + " " +
+         (aux.name.empty() ? "step " + std::to_string(index + 1) : "\"" + aux.name + "\"");
+}
+
+// Why the shell runtime cannot run `task` as written, naming the field: what only a
+// container runtime honours fails the task instead of being dropped (a job that needs its
+// volume or sidecar must not run without it). `image` is not among them: it is ignored with
+// one warning per job, so that Tork's jobs run on the host.
+std::optional<std::string> Unsupported(const Task& task) {
+  constexpr std::string_view kUseDocker = "; run this task with runtime.type = \"docker\"";
+  auto refuse = [&](std::string_view what) { return std::string(what) + std::string(kUseDocker); };
+  if (!task.mounts.empty()) return refuse("mounts: the shell runtime cannot mount volumes");
+  if (!task.networks.empty()) {
+    return refuse("networks: the shell runtime cannot attach container networks");
+  }
+  if (!task.sidecars.empty()) {
+    return refuse("sidecars: the shell runtime cannot run sidecar containers");
+  }
+  if (!task.gpus.empty()) return refuse("gpus: the shell runtime cannot give a task GPUs");
+  constexpr std::string_view kRegistry =
+      "registry: the shell runtime cannot pull images, so it has no use for registry credentials";
+  if (task.registry) return refuse(kRegistry);
+  if (task.run.empty() && (!task.cmd.empty() || !task.entrypoint.empty())) {
+    return refuse(
+        "cmd, entrypoint: the shell runtime runs `run` scripts; cmd and entrypoint need an image");
+  }
+  for (std::string_view kind : {"pre", "post"}) {
+    const std::vector<AuxTask>& list = kind == "pre" ? task.pre : task.post;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const AuxTask& aux = list[i];
+      std::string label = AuxLabel(kind, i, aux) + ": ";
+      if (aux.registry) return label + refuse(kRegistry);
+      if (aux.run.empty() && (!aux.cmd.empty() || !aux.entrypoint.empty())) {
+        return label + refuse(
+                           "cmd, entrypoint: the shell runtime runs `run` scripts; cmd and "
+                           "entrypoint need an image");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // ---- Starting the task's process ----
 //
 // The child is made with clone3 (placing it in the v2 cgroup as it is created, which is
@@ -493,6 +537,7 @@ class ShellRuntime::TaskRun {
     std::string script;     // file name, for a script too long to be an argument
     const std::string* run = nullptr;
     const StringMap* aux_env = nullptr;
+    const StringMap* aux_files = nullptr;  // written into the working directory first
     std::optional<Duration> timeout;
   };
 
@@ -505,6 +550,10 @@ class ShellRuntime::TaskRun {
 
   Status Prepare();
   Status MakeDir();
+  // Writes `files` into the working directory. Where the task's `workdir` refuses them,
+  // a failure text naming `what` (the workdir is the task's choice); where the runtime's
+  // own directory does, an error.
+  Result<std::optional<std::string>> WriteFiles(const StringMap& files, std::string_view what);
   // Removes the runtime's own files from the directory; whether it is then empty.
   bool EmptyForReuse();
   Result<StepEnd> RunStep(const Step& step);
@@ -554,10 +603,6 @@ Status ShellRuntime::TaskRun::Prepare() {
   output_path_ = dir_ + "/" + std::string(kReservedPrefix) + "output";
   progress_path_ = dir_ + "/" + std::string(kReservedPrefix) + "progress";
   cwd_ = task_.workdir.empty() ? dir_ : task_.workdir;
-  // Tork writes files with mode 0777 & ~umask; scripts among them stay executable.
-  for (const auto& [name, contents] : task_.files) {
-    BATON_RETURN_IF_ERROR(WriteWholeFile(dir_ + "/" + name, contents, 0755));
-  }
 
   const std::optional<Limits>& limits = task_.limits;
   const CgroupHost& host = rt_.cgroups_;
@@ -579,6 +624,18 @@ Status ShellRuntime::TaskRun::Prepare() {
     address_space_ = static_cast<rlim_t>(*limits->memory);
   }
   return Status::Ok();
+}
+
+Result<std::optional<std::string>> ShellRuntime::TaskRun::WriteFiles(const StringMap& files,
+                                                                     std::string_view what) {
+  // Tork writes files with mode 0777 & ~umask; scripts among them stay executable.
+  for (const auto& [name, contents] : files) {
+    Status written = WriteWholeFile(cwd_ + "/" + name, contents, 0755);
+    if (written.ok()) continue;
+    if (task_.workdir.empty()) return written;  // the runtime's own directory
+    return std::optional<std::string>(std::string(what) + ": " + written.message());
+  }
+  return std::optional<std::string>();
 }
 
 Status ShellRuntime::TaskRun::MakeDir() {
@@ -613,17 +670,19 @@ bool ShellRuntime::TaskRun::EmptyForReuse() {
 Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
   if (cancel_.stop_requested()) return CancelledOutcome();
 
-  // Mistakes in the task fail it before anything runs.
-  if (task_.run.empty() && (!task_.cmd.empty() || !task_.entrypoint.empty())) {
-    return Fail("the shell runtime runs `run` scripts; cmd and entrypoint need an image");
-  }
-  for (const auto& [name, contents] : task_.files) {
-    if (!ValidFileName(name)) {
-      return Fail("invalid file name \"" + name +
-                  "\": a file name may not contain '/', be '.' or '..', or start with '" +
-                  std::string(kReservedPrefix) + "'");
+  // Mistakes in the task, and what this runtime cannot do, fail it before anything runs.
+  if (std::optional<std::string> unsupported = Unsupported(task_)) return Fail(*unsupported);
+  auto check_files = [](const StringMap& files) -> std::optional<std::string> {
+    for (const auto& [name, contents] : files) {
+      if (!ValidFileName(name)) {
+        return "invalid file name \"" + name +
+               "\": a file name may not contain '/', be '.' or '..', or start with '" +
+               std::string(kReservedPrefix) + "'";
+      }
     }
-  }
+    return std::nullopt;
+  };
+  if (auto error = check_files(task_.files)) return Fail(*error);
   auto check_env = [](const StringMap& env) -> std::optional<std::string> {
     for (const auto& [name, value] : env) {
       if (!ValidEnvName(name)) return "invalid environment variable name \"" + name + "\"";
@@ -631,21 +690,30 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
     return std::nullopt;
   };
   if (auto error = check_env(task_.env)) return Fail(*error);
-  for (const auto& aux : task_.pre) {
-    if (auto error = check_env(aux.env)) return Fail(*error);
-  }
-  for (const auto& aux : task_.post) {
-    if (auto error = check_env(aux.env)) return Fail(*error);
+  for (const auto* list : {&task_.pre, &task_.post}) {
+    for (const AuxTask& aux : *list) {
+      if (auto error = check_env(aux.env)) return Fail(*error);
+      if (auto error = check_files(aux.files)) return Fail(*error);
+    }
   }
   if (!task_.workdir.empty()) {
+    // As a container's working directory: absolute, and made when missing.
+    if (task_.workdir.front() != '/') {
+      return Fail("workdir \"" + task_.workdir + "\" is not an absolute path");
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(task_.workdir, ec);
     struct stat st {};
     if (stat(task_.workdir.c_str(), &st) != 0) {
-      return Fail("workdir \"" + task_.workdir + "\": " + ErrnoText(errno));
+      return Fail("workdir \"" + task_.workdir + "\": " + (ec ? ec.message() : ErrnoText(errno)));
     }
     if (!S_ISDIR(st.st_mode)) return Fail("workdir \"" + task_.workdir + "\" is not a directory");
   }
 
   BATON_RETURN_IF_ERROR(Prepare());
+  Result<std::optional<std::string>> written = WriteFiles(task_.files, "files");
+  if (!written.ok()) return written.status();
+  if (*written) return Fail(**written);
 
   // Cancellation wakes the poll loop through an eventfd. The callback is destroyed before
   // the fd (declared after it; the destructor waits for a running callback).
@@ -671,11 +739,11 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
       const AuxTask& aux = list[i];
       Step step;
       step.kind = kind;
-      step.label = std::string(kind) + " " +
-                   (aux.name.empty() ? "step " + std::to_string(i + 1) : "\"" + aux.name + "\"");
+      step.label = AuxLabel(kind, i, aux);
       step.script = std::string(kind) + "-" + std::to_string(i + 1) + ".sh";
       step.run = &aux.run;
       step.aux_env = &aux.env;
+      step.aux_files = &aux.files;
       step.timeout = aux.timeout;
       steps.push_back(std::move(step));
     }
@@ -690,6 +758,12 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
 
   RunOutcome completed;
   for (const Step& step : steps) {
+    if (step.aux_files != nullptr) {
+      Result<std::optional<std::string>> aux_written =
+          WriteFiles(*step.aux_files, step.label + ": files");
+      if (!aux_written.ok()) return aux_written.status();
+      if (*aux_written) return Fail(**aux_written);
+    }
     Result<StepEnd> end = RunStep(step);
     if (!end.ok()) return end.status();
     if (end->end == End::kCancelled) return CancelledOutcome();
@@ -1033,7 +1107,14 @@ ShellRuntime::ShellRuntime(ShellRuntimeOptions options) : options_(std::move(opt
     const char* tmp = std::getenv("TMPDIR");
     options_.base_dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/baton-tasks";
   }
+  // Steps run in their own directories: a relative base would make $BATON_OUTPUT (and the
+  // task directory) name something else there.
   std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(options_.base_dir, ec);
+  if (!ec) options_.base_dir = absolute.lexically_normal().string();
+  while (options_.base_dir.size() > 1 && options_.base_dir.back() == '/') {
+    options_.base_dir.pop_back();
+  }
   std::filesystem::create_directories(options_.base_dir, ec);  // Health reports failures
 
   const char* path = std::getenv("PATH");

@@ -21,7 +21,8 @@ namespace baton {
 
 struct ShellRuntimeOptions {
   // Where the per-task working directories go; empty means $TMPDIR/baton-tasks (or
-  // /tmp/baton-tasks).
+  // /tmp/baton-tasks). A relative path is made absolute (against the current directory)
+  // at construction.
   std::string base_dir;
   std::string bash = "/bin/bash";
   // PATH for tasks when the worker has none.
@@ -56,9 +57,18 @@ struct ShellRuntimeOptions {
 //
 // Each task gets an empty directory under `base_dir`: a new one, or one an earlier task
 // left empty (kept, with that task's cgroups, when its processes are verifiably gone; see
-// TaskRun's destructor and TaskCgroup::Reusable). Its `files` go there, and so do
-// $BATON_OUTPUT and $BATON_PROGRESS (.baton-output, .baton-progress). It is the steps'
-// working directory unless the task sets `workdir`. The environment is the
+// TaskRun's destructor and TaskCgroup::Reusable). $BATON_OUTPUT and $BATON_PROGRESS
+// (.baton-output, .baton-progress) go there, always by absolute path (`base_dir` is made
+// absolute). It is the steps' working directory unless the task sets `workdir` (absolute;
+// created when missing). The task's `files` are written into the working directory before
+// the first step, and a pre or post step's own `files` just before that step; files
+// written into a `workdir` stay there, as anything else the task writes there.
+//
+// What only a container runtime can honour (`mounts`, `networks`, `sidecars`, `gpus`,
+// `registry`, `cmd`/`entrypoint` without `run`, on the task or a step) fails the task
+// before anything runs, naming the field; `image` is ignored with one warning per job.
+//
+// The environment is the
 // task's `env` (under a step's own), PATH, HOME and SHELL, the `pass_env` variables, and the
 // output and progress paths (also as TORK_OUTPUT and TORK_PROGRESS); nothing else.
 //

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -288,27 +289,44 @@ TEST_F(ShellRuntimeTest, WorkingDirectoryIsFreshAndRemovedAfterwards) {
   EXPECT_TRUE(BaseDirIsEmpty());
 }
 
-TEST_F(ShellRuntimeTest, WorkdirBecomesTheCurrentDirectory) {
+TEST_F(ShellRuntimeTest, WorkdirBecomesTheCurrentDirectoryAndHoldsTheFiles) {
   TempDir workdir;
-  Task task = Script(
-      "pwd > \"$BATON_OUTPUT\"; cat input.txt 2>/dev/null || cat \"$(dirname "
-      "\"$BATON_OUTPUT\")/input.txt\" >> \"$BATON_OUTPUT\"");
+  Task task = Script("pwd > \"$BATON_OUTPUT\"; cat input.txt >> \"$BATON_OUTPUT\"");
   task.workdir = workdir.path();
   task.files = {{"input.txt", "from-files"}};
   RunOutcome outcome = RunTask(std::move(task));
   ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
-  // Files and the runtime's own files stay in the per-task directory.
   EXPECT_EQ(outcome.result, workdir.path() + "\nfrom-files");
-  EXPECT_TRUE(fs::is_empty(workdir.path()));
+  // The files are the task's, in the directory it chose: they stay. The runtime's own
+  // files do not go there.
+  EXPECT_EQ(ReadText(workdir.path() + "/input.txt"), "from-files");
+  EXPECT_FALSE(fs::exists(workdir.path() + "/.baton-output"));
   EXPECT_TRUE(BaseDirIsEmpty());
 }
 
-TEST_F(ShellRuntimeTest, MissingWorkdirFailsTheTask) {
-  Task task = Script("echo ran");
-  task.workdir = scratch_.path() + "/does-not-exist";
+TEST_F(ShellRuntimeTest, MissingWorkdirIsCreated) {
+  Task task = Script("pwd > \"$BATON_OUTPUT\"; cat input.txt >> \"$BATON_OUTPUT\"");
+  task.workdir = scratch_.path() + "/does-not-exist/yet";
+  task.files = {{"input.txt", "x"}};
   RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, scratch_.path() + "/does-not-exist/yet\nx");
+}
+
+TEST_F(ShellRuntimeTest, RelativeOrUnusableWorkdirFailsTheTask) {
+  Task relative = Script("echo ran");
+  relative.workdir = "some/dir";
+  RunOutcome outcome = RunTask(std::move(relative));
   EXPECT_EQ(outcome.state, State::kFailed);
-  EXPECT_THAT(outcome.error, AllOf(HasSubstr("workdir"), HasSubstr("does-not-exist")));
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("workdir"), HasSubstr("some/dir"),
+                                   HasSubstr("not an absolute path")));
+
+  std::ofstream(scratch_.path() + "/a-file") << "x";
+  Task on_a_file = Script("echo ran");
+  on_a_file.workdir = scratch_.path() + "/a-file";
+  outcome = RunTask(std::move(on_a_file));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("workdir"), HasSubstr("a-file")));
   EXPECT_EQ(observer_.logs(), "");
 }
 
@@ -727,6 +745,115 @@ TEST_F(ShellRuntimeTest, ImageIsIgnoredWithOneWarningPerJob) {
   EXPECT_EQ(a1.result, "ran");
   EXPECT_EQ(b1.result, "ran");
   EXPECT_EQ(CountOccurrences(logged, "ignores `image`"), 2u) << logged;
+}
+
+// ---- What only a container runtime can do ----
+
+// Each field the shell runtime cannot honour fails the task before anything runs, with
+// an error naming the field and the runtime that would honour it.
+TEST_F(ShellRuntimeTest, ContainerOnlyFieldsFailTheTaskNamingTheField) {
+  struct Case {
+    std::string field;
+    std::function<void(Task&)> set;
+  };
+  std::vector<Case> cases = {
+      {"mounts",
+       [](Task& t) {
+         t.mounts = {Mount{MountType::kVolume, "", "/data", {}}};
+       }},
+      {"networks", [](Task& t) { t.networks = {"bridge"}; }},
+      {"sidecars",
+       [](Task& t) {
+         AuxTask sidecar;
+         sidecar.name = "web";
+         sidecar.run = "echo sidecar-ran";
+         t.sidecars = {sidecar};
+       }},
+      {"gpus", [](Task& t) { t.gpus = "all"; }},
+      {"registry",
+       [](Task& t) {
+         t.registry = Registry{"user", "hunter2"};
+       }},
+  };
+  for (const Case& c : cases) {
+    Task task = Script("echo main-ran");
+    task.pre = {AuxTask{.name = "prepare", .run = "echo pre-ran"}};
+    c.set(task);
+    RunOutcome outcome = RunTask(std::move(task));
+    EXPECT_EQ(outcome.state, State::kFailed) << c.field;
+    EXPECT_THAT(outcome.error, AllOf(HasSubstr(c.field + ": the shell runtime cannot"),
+                                     HasSubstr("runtime.type = \"docker\"")));
+    EXPECT_THAT(outcome.error, Not(HasSubstr("hunter2")));
+  }
+  EXPECT_EQ(observer_.logs(), "");
+  EXPECT_TRUE(BaseDirIsEmpty());
+}
+
+TEST_F(ShellRuntimeTest, MountsErrorSaysTheShellRuntimeCannotMountVolumes) {
+  Task task = Script("echo ran");
+  task.mounts = {Mount{MountType::kBind, "/srv", "/data", {}}};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_EQ(outcome.error,
+            "mounts: the shell runtime cannot mount volumes; run this task with runtime.type = "
+            "\"docker\"");
+}
+
+TEST_F(ShellRuntimeTest, ContainerOnlyFieldsOfPreAndPostStepsFailTheTaskNamingTheStep) {
+  Task with_registry = Script("echo main-ran");
+  AuxTask pre{.name = "fetch", .run = "echo pre-ran"};
+  pre.registry = Registry{"user", "hunter2"};
+  with_registry.pre = {pre};
+  RunOutcome outcome = RunTask(std::move(with_registry));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error,
+              AllOf(HasSubstr("pre \"fetch\": registry:"), HasSubstr("runtime.type = \"docker\""),
+                    Not(HasSubstr("hunter2"))));
+
+  Task with_cmd = Script("echo main-ran");
+  AuxTask post;
+  post.cmd = {"echo", "post-ran"};
+  with_cmd.post = {post};
+  outcome = RunTask(std::move(with_cmd));
+  EXPECT_EQ(outcome.state, State::kFailed);
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("post step 1: cmd, entrypoint:"),
+                                   HasSubstr("runtime.type = \"docker\"")));
+  EXPECT_EQ(observer_.logs(), "");
+}
+
+TEST_F(ShellRuntimeTest, ImageOnAPreStepIsIgnoredLikeTheTasksImage) {
+  Task task = Script("printf ran > \"$BATON_OUTPUT\"");
+  AuxTask pre{.name = "prepare", .run = "echo pre-ran"};
+  pre.image = "alpine:3";
+  task.pre = {pre};
+  ::testing::internal::CaptureStderr();
+  RunOutcome outcome = RunTask(std::move(task));
+  std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "ran");
+  EXPECT_EQ(observer_.logs(), "pre-ran\n");
+  EXPECT_EQ(CountOccurrences(logged, "ignores `image`"), 1u) << logged;
+}
+
+// ---- The task directory's paths ----
+
+// A library user may pass a relative base_dir; the task runs elsewhere, so the paths it
+// is given must not be relative.
+TEST_F(ShellRuntimeTest, RelativeBaseDirStillGivesTasksAbsolutePaths) {
+  fs::path relative =
+      fs::relative(fs::path(scratch_.path()) / "relative-tasks", fs::current_path());
+  ASSERT_TRUE(relative.is_relative()) << relative;
+  options_.base_dir = relative.string();
+  RunOutcome baton = RunTask(
+      Script("printf '%s' \"$BATON_OUTPUT\" > \"$BATON_OUTPUT\"; echo 50 > \"$BATON_PROGRESS\""));
+  EXPECT_EQ(baton.state, State::kCompleted) << baton.error;
+  EXPECT_EQ(baton.result.rfind(scratch_.path() + "/relative-tasks/", 0), 0u) << baton.result;
+  RunOutcome tork = RunTask(
+      Script("printf '%s' \"$TORK_OUTPUT\" > \"$TORK_OUTPUT\"; echo 60 > \"$TORK_PROGRESS\""));
+  EXPECT_EQ(tork.state, State::kCompleted) << tork.error;
+  EXPECT_EQ(tork.result.rfind(scratch_.path() + "/relative-tasks/", 0), 0u) << tork.result;
+  EXPECT_THAT(observer_.progress(), ::testing::ElementsAre(50.0, 60.0));
+  EXPECT_EQ(Runtime().options().base_dir, scratch_.path() + "/relative-tasks");
 }
 
 TEST_F(ShellRuntimeTest, MissingBashFailsHealthAndRun) {
