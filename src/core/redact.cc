@@ -97,7 +97,13 @@ bool IsSecretKey(std::string_view key) {
 void AddSecretValues(const Task& task, std::vector<std::string>& values) {
   AddEnv(task.env, values);
   for (const auto* steps : {&task.pre, &task.post, &task.sidecars}) {
-    for (const AuxTask& step : *steps) AddEnv(step.env, values);
+    for (const AuxTask& step : *steps) {
+      AddEnv(step.env, values);
+      // A pre/post step or a sidecar may pull its image with credentials of its own.
+      if (step.registry && !step.registry->password.empty()) {
+        values.push_back(step.registry->password);
+      }
+    }
   }
   if (task.registry && !task.registry->password.empty()) values.push_back(task.registry->password);
   Sort(values);

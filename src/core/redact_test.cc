@@ -1,5 +1,6 @@
 #include "core/redact.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,6 +61,19 @@ TEST(RedactTest, AnEvaluatedRowsSecretEnvValuesAreHidden) {
   EXPECT_EQ(values, (std::vector<std::string>{"reg-pass", "tok-999", "pw-1"}));
   MergeSecretValues({"tok-999", "longer-secret"}, values);
   EXPECT_EQ(values, (std::vector<std::string>{"longer-secret", "reg-pass", "tok-999", "pw-1"}));
+}
+
+TEST(RedactTest, RegistryPasswordsOfStepsAndSidecarsAreHidden) {
+  Task row;
+  AuxTask pre;
+  pre.registry = Registry{"u", "pre-pass"};
+  AuxTask sidecar;
+  sidecar.registry = Registry{"u", "sidecar-pass"};
+  row.pre = {pre};
+  row.sidecars = {sidecar};
+  std::vector<std::string> values;
+  AddSecretValues(row, values);
+  EXPECT_THAT(values, ::testing::UnorderedElementsAre("pre-pass", "sidecar-pass"));
 }
 
 TEST(RedactTest, RedactsTextEverywhere) {
