@@ -22,20 +22,10 @@ expect_match "it says the address is in use" "$(cat "$second_log")" "$address.*a
 http GET /health
 expect "the first server still answers /health" "$status" 200
 
-# --- Twelve waiting submissions and twelve slow clients, then /health.
-wait_pids=()
-for i in $(seq 12); do
-  curl -s --max-time 60 -o "$work_dir/wait$i.json" -w '%{http_code}' \
-    -H 'Content-Type: text/yaml' --data-binary @- "$url/jobs" >"$work_dir/wait$i.code" <<EOF &
-name: wait-$i
-wait: {timeout: 60s}
-tasks:
-  - {name: nap, run: sleep 5}
-EOF
-  wait_pids+=($!)
-done
-# Each slow client sends half a request and then nothing for 15 s.
-python3 - "${address%:*}" "${address##*:}" "$work_dir/slow.ready" <<'EOF' &
+# --- Twelve slow clients, then twelve waiting submissions, then /health: the old server's
+# eight threads were all taken by the first eight of them.
+# Each slow client sends half a request and then nothing for 30 s.
+python3 - "${address%:*}" "${address##*:}" "$work_dir/slow.ready" <<'PY' &
 import socket, sys, time
 host, port, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 conns = []
@@ -44,14 +34,26 @@ for _ in range(12):
     s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
     conns.append(s)
 open(ready, "w").close()
-time.sleep(15)
-EOF
+time.sleep(30)
+PY
 slow_pid=$!
 deadline=$((SECONDS + 20))
 until [[ -e $work_dir/slow.ready ]] || ((SECONDS > deadline)); do sleep 0.1; done
 [[ -e $work_dir/slow.ready ]] || fail "the slow clients did not connect"
-# All twelve waits are in (each job is stored before its submission waits).
-deadline=$((SECONDS + 20))
+wait_pids=()
+for i in $(seq 12); do
+  curl -s --max-time 60 -o "$work_dir/wait$i.json" -w '%{http_code}' \
+    -H 'Content-Type: text/yaml' --data-binary @- "$url/jobs" >"$work_dir/wait$i.code" <<EOF &
+name: wait-$i
+wait: {timeout: 60s}
+tasks:
+  - {name: nap, run: sleep 8}
+EOF
+  wait_pids+=($!)
+done
+# All twelve waits are in (each job is stored before its submission waits), well before
+# their jobs can end.
+deadline=$((SECONDS + 5))
 stored=0
 while ((SECONDS < deadline)); do
   stored=$(curl -s --max-time 2 "$url/jobs?size=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["totalItems"])' 2>/dev/null)
