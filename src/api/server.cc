@@ -307,6 +307,11 @@ class HttpServer final : public httplib::Server {
     }
   }
 
+  // httplib listens with a backlog of 5: a burst of new connections (36 at once in the
+  // tests) overflows it while the accepting thread starts threads, and the kernel drops
+  // the overflow, whose clients retry a second later. Listening again only resizes it.
+  bool RaiseBacklog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+
   // Closes the listening socket, which ends httplib's accept loop. httplib's stop() does
   // the same only once that loop has begun, so a Stop right after Start would hang.
   void CloseListener() {
@@ -461,6 +466,9 @@ Status Server::Bind() {
                       error == EADDRINUSE ? "address already in use" : std::strerror(error)));
     }
     port_ = options_.port;
+  }
+  if (!server_->RaiseBacklog()) {
+    log::Warn("cannot raise the API's listen backlog", {{"error", std::strerror(errno)}});
   }
   bound_ = true;
   return Status::Ok();
