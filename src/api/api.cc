@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 
@@ -170,11 +171,29 @@ Response Api::SubmitJob(const Request& request) {
     }
     return Json(400, {{"message", parsed.Message()}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
   }
+  // A wait holds this connection's thread: take a slot before submitting, or refuse.
+  struct WaitSlot {
+    std::atomic<int>* count = nullptr;
+    ~WaitSlot() {
+      if (count != nullptr) --*count;
+    }
+  } slot;
+  if (parsed.job->wait_timeout) {
+    if (stopping_) return ErrorResponse(Unavailable("the server is stopping"));
+    if (++waiting_ > options_.max_waits) {
+      --waiting_;
+      return ErrorResponse(Unavailable(fmt::format(
+          "{} submissions are already waiting, the limit (api.max_waits): submit without wait "
+          "and poll GET /jobs/{{id}}",
+          options_.max_waits)));
+    }
+    slot.count = &waiting_;
+  }
   auto job = coordinator_.Submit(*parsed.job);
   if (!job.ok()) return ErrorResponse(job.status());
   std::vector<std::string> secrets = SecretValues(*job);
   if (job->job.wait_timeout) {
-    auto done = coordinator_.Wait(job->id, *job->job.wait_timeout);
+    auto done = WaitForJob(job->id, *job->job.wait_timeout);
     if (!done.ok()) {
       if (done.status().code() == StatusCode::kDeadlineExceeded) {
         return Json(408, {{"message", fmt::format("job {} did not finish within {}", job->id,
@@ -188,6 +207,23 @@ Response Api::SubmitJob(const Request& request) {
   json body = ToJson(*job, /*summary=*/true);
   RedactJson(body, secrets);
   return Ok(body);
+}
+
+Result<JobRecord> Api::WaitForJob(const std::string& id, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto done = coordinator_.Wait(
+        id, std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(500)));
+    if (done.ok() || done.status().code() != StatusCode::kDeadlineExceeded || left.count() <= 500) {
+      return done;
+    }
+    if (stopping_) {
+      return Unavailable(
+          fmt::format("the server is stopping; job {} goes on: GET /jobs/{} shows it", id, id));
+    }
+  }
 }
 
 Response Api::ListJobs(const Request& request) {

@@ -6,8 +6,8 @@
 // Thread-safety: Handle may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
-
 #include <map>
 #include <string>
 
@@ -36,6 +36,9 @@ struct ApiOptions {
   std::size_t max_body_bytes = 4 << 20;
   // GET /nodes shows a node DOWN once it has not heartbeated for this long.
   std::chrono::milliseconds lease = std::chrono::seconds(30);
+  // Submissions with `wait` waiting at once; more are refused with 503 before they are
+  // submitted, so waits can never take every connection the server has.
+  int max_waits = 128;
 };
 
 // The HTTP status for an error code: the API's single mapping table.
@@ -48,6 +51,8 @@ class Api {
   Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options);
 
   Response Handle(const Request& request);
+  // Ends the submissions waiting now and refuses new waits (503): the server is stopping.
+  void StopWaiting() { stopping_ = true; }
 
  private:
   Response Health();
@@ -62,11 +67,15 @@ class Api {
   Response Queues(const std::string& name);
   Response Nodes();
   Response Metrics();
+  // Coordinator::Wait in slices, so that StopWaiting ends it.
+  Result<JobRecord> WaitForJob(const std::string& id, std::chrono::milliseconds timeout);
 
   Coordinator& coordinator_;
   Datastore& datastore_;
   Broker& broker_;
   ApiOptions options_;
+  std::atomic<int> waiting_ = 0;  // submissions in WaitForJob
+  std::atomic<bool> stopping_ = false;
 };
 
 }  // namespace baton::api

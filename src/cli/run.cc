@@ -58,7 +58,8 @@ int RunServer(const std::string& role, const ServerFlags& flags) {
     return engine.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailure;
   }
   if (role != "worker") {
-    Status api = (*engine)->ServeApi(config->coordinator_address, Version());
+    // A taken address fails here with exit 2, before the engine starts.
+    Status api = (*engine)->ServeApi(config->coordinator_address, Version(), *config);
     if (!api.ok()) {
       std::cerr << "baton: " << api.message() << '\n';
       return kExitUsage;

@@ -23,7 +23,9 @@ constexpr const char* kKeys[] = {
     "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
     "runtime.docker.config",
     // Durability and retention.
-    "datastore.sqlite.synchronous", "coordinator.auto_delete.interval"};
+    "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
+    // The API's HTTP server.
+    "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout"};
 
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
@@ -108,6 +110,17 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     }
   } else if (key == "runtime.docker.config") {
     config.docker_config = value;
+  } else if (key == "api.max_connections" || key == "api.max_waits") {
+    int n = -1;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > 10000) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a count 1..10000", key, value));
+    }
+    (key == "api.max_waits" ? config.api_max_waits : config.api_max_connections) = n;
+  } else if (key == "api.keep_alive") {
+    BATON_RETURN_IF_ERROR(duration(config.api_keep_alive));
+  } else if (key == "api.request_timeout") {
+    BATON_RETURN_IF_ERROR(duration(config.api_request_timeout));
   } else if (key == "logging.level") {
     BATON_RETURN_IF_ERROR(one_of({"debug", "info", "warn", "error"}));
     config.log_level = value == "debug"  ? log::Level::kDebug
@@ -236,6 +249,13 @@ Result<Config> LoadConfig(const std::string& file,
       Status s = Set(config, key, value);
       if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", name, s.message()));
     }
+  }
+  // Waits hold connections: some must stay for everyone else.
+  if (config.api_max_waits >= config.api_max_connections) {
+    return InvalidArgument(
+        fmt::format("api.max_waits ({}) must be less than api.max_connections ({}), or waiting "
+                    "submissions could take every connection",
+                    config.api_max_waits, config.api_max_connections));
   }
   BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
   return config;

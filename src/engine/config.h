@@ -39,6 +39,12 @@ struct Config {
   bool docker_allow_binds = false;
   std::vector<std::string> docker_bind_sources;  // empty: any source, when allowed
   std::string docker_config;                     // empty: ~/.docker/config.json
+  // The REST API's HTTP server (api.*; api/server.h says what each bounds).
+  int api_max_connections = 256;
+  int api_max_waits = 128;
+  std::chrono::milliseconds api_keep_alive = std::chrono::seconds(5);
+  std::chrono::milliseconds api_request_timeout = std::chrono::seconds(10);
+
   log::Level log_level = log::Level::kInfo;
   log::Format log_format = log::Format::kText;
 

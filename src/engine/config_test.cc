@@ -213,6 +213,34 @@ TEST_F(ConfigTest, AutoDeleteIntervalIsADuration) {
             "more than 0");
 }
 
+// The API server's keys (api.*), and the one rule between them.
+TEST_F(ConfigTest, ReadsTheApiServerKeys) {
+  auto config = LoadConfig(Write(R"(
+[api]
+max_connections = 64
+max_waits = 16
+keep_alive = "2s"
+request_timeout = "3s"
+)"),
+                           Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->api_max_connections, 64);
+  EXPECT_EQ(config->api_max_waits, 16);
+  EXPECT_EQ(config->api_keep_alive, std::chrono::seconds(2));
+  EXPECT_EQ(config->api_request_timeout, std::chrono::seconds(3));
+  env_["BATON_API_MAX_WAITS"] = "300";
+  config = LoadConfig("", Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("api.max_waits (300) must be less than "
+                                           "api.max_connections (256)"),
+            std::string::npos)
+      << config.status().message();
+  env_["BATON_API_MAX_WAITS"] = "none";
+  config = LoadConfig("", Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("BATON_API_MAX_WAITS"), std::string::npos);
+}
+
 // The configuration files shipped in configs/ load as they are.
 TEST_F(ConfigTest, ShippedConfigurationsLoad) {
   for (const char* name : {"sample.toml", "distributed.toml"}) {

@@ -216,18 +216,25 @@ Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> bro
 
 Engine::~Engine() { Stop(std::chrono::milliseconds(0)); }
 
-Status Engine::ServeApi(const std::string& address, const std::string& version) {
+Status Engine::ServeApi(const std::string& address, const std::string& version,
+                        const Config& config) {
   if (!coordinator_) return FailedPrecondition("only a coordinator serves the API");
   auto parsed = api::ParseAddress(address);
   if (!parsed.ok()) return parsed.status();
   api::ApiOptions options;
   options.version = version;
   options.lease = lease_;
+  options.max_waits = config.api_max_waits;
   api_ = std::make_unique<api::Api>(*coordinator_, *datastore_, *broker_, options);
   server_ = std::make_unique<api::Server>(
-      *api_, api::ServerOptions{.host = parsed->first, .port = parsed->second},
+      *api_,
+      api::ServerOptions{.host = parsed->first,
+                         .port = parsed->second,
+                         .max_connections = config.api_max_connections,
+                         .keep_alive = config.api_keep_alive,
+                         .request_timeout = config.api_request_timeout},
       options.max_body_bytes);
-  return Status::Ok();
+  return server_->Bind();
 }
 
 Status Engine::Start() {

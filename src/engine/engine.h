@@ -46,8 +46,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Serves the REST API on `address` ("HOST:PORT"; port 0 picks a free one) from Start.
-  Status ServeApi(const std::string& address, const std::string& version);
+  // Takes `address` ("HOST:PORT"; port 0 picks a free one) now, so a taken address fails
+  // here, before Start touches any job, and serves the REST API there from Start.
+  // `config` gives the api.* limits.
+  Status ServeApi(const std::string& address, const std::string& version,
+                  const Config& config = {});
 
   // Starts the worker and the coordinator, which reconciles unfinished jobs, then the
   // API if one was asked for.

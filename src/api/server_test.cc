@@ -1,0 +1,292 @@
+// The HTTP server's own promises, over real sockets: one server per address, and no
+// number of slow, idle or waiting clients stops it answering the others.
+#include "api/server.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "broker/inmemory/inmemory_broker.h"
+#include "datastore/sqlite/sqlite_datastore.h"
+#include "testing/fake_runtime.h"
+#include "testing/wait_for.h"
+#include "worker/worker.h"
+
+namespace baton::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A connected loopback socket that the test drives byte by byte.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  bool Send(std::string_view text) {
+    return send(fd_, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
+  }
+  // Whether the server closed the connection within `timeout` (reads and drops any reply).
+  bool ClosedWithin(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return true;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
+    ASSERT_TRUE(ds.ok());
+    datastore_ = std::move(*ds);
+    timers_ = NewThreadTimers();
+    coordinator_ = std::make_unique<Coordinator>(*datastore_, broker_, clock_, *timers_);
+    WorkerOptions options;
+    options.queues = {{"default", 4}};
+    worker_ = std::make_unique<Worker>(broker_, runtime_, clock_, options);
+    ASSERT_TRUE(worker_->Start().ok());
+    ASSERT_TRUE(coordinator_->Start({worker_->node_id()}).ok());
+  }
+
+  void TearDown() override {
+    for (auto& server : servers_) server->Stop();
+    for (auto& t : clients_) t.join();
+    worker_->Stop(std::chrono::milliseconds(0));
+    coordinator_->Stop();
+  }
+
+  Server& StartServer(ServerOptions options, ApiOptions api_options = {}) {
+    apis_.push_back(std::make_unique<Api>(*coordinator_, *datastore_, broker_, api_options));
+    servers_.push_back(std::make_unique<Server>(*apis_.back(), std::move(options), 4 << 20));
+    Status started = servers_.back()->Start();
+    EXPECT_TRUE(started.ok()) << started.message();
+    return *servers_.back();
+  }
+
+  // Submits a job that never ends with `wait`, on a thread of its own; `answered` counts
+  // the answers.
+  void SubmitWaitingJob(int port, std::atomic<int>& answered) {
+    clients_.emplace_back([port, &answered] {
+      httplib::Client client("127.0.0.1", port);
+      client.set_read_timeout(std::chrono::seconds(60));
+      client.Post("/jobs", "name: w\nwait: {timeout: 60s}\ntasks:\n  - {name: t, run: hang}\n",
+                  "text/yaml");
+      ++answered;
+    });
+  }
+
+  // GET /health on a new connection, with a deadline for the whole exchange.
+  httplib::Result Health(int port, std::chrono::milliseconds timeout) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(timeout);
+    client.set_read_timeout(timeout);
+    client.set_write_timeout(timeout);
+    return client.Get("/health");
+  }
+
+  SystemClock clock_;
+  std::unique_ptr<Timers> timers_;
+  testing::FakeRuntime runtime_;
+  InMemoryBroker broker_;
+  std::unique_ptr<Datastore> datastore_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Worker> worker_;
+  std::vector<std::unique_ptr<Api>> apis_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::thread> clients_;
+};
+
+TEST_F(ServerTest, SecondServerOnABusyAddressFailsWithAddressInUse) {
+  Server& first = StartServer({.host = "127.0.0.1", .port = 0});
+  Api api(*coordinator_, *datastore_, broker_, {});
+  Server second(api, {.host = "127.0.0.1", .port = first.port()}, 4 << 20);
+  Status started = second.Start();
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(started.message(), HasSubstr("address already in use"));
+  EXPECT_THAT(started.message(), HasSubstr(fmt::format("127.0.0.1:{}", first.port())));
+  auto health = Health(first.port(), std::chrono::seconds(2));
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+// A restart binds at once although the old server's closed connections sit in TIME_WAIT
+// (the server closes first on `Connection: close`, so the TIME_WAIT is on its side).
+TEST_F(ServerTest, RestartBindsWhileOldConnectionsAreInTimeWait) {
+  Server& first = StartServer({.host = "127.0.0.1", .port = 0});
+  int port = first.port();
+  {
+    RawConnection c(port);
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.Send("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    ASSERT_TRUE(c.ClosedWithin(std::chrono::seconds(2)));
+  }
+  first.Stop();
+  Api api(*coordinator_, *datastore_, broker_, {});
+  Server again(api, {.host = "127.0.0.1", .port = port}, 4 << 20);
+  Status started = again.Start();
+  ASSERT_TRUE(started.ok()) << started.message();
+  auto health = Health(port, std::chrono::seconds(2));
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  again.Stop();
+}
+
+// The old server had eight threads: eight waits or slow clients and nobody else was
+// answered until one of them gave up.
+TEST_F(ServerTest, HealthAnswersWhileManyClientsWaitOrSendHeadersSlowly) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  std::atomic<int> answered = 0;
+  for (int i = 0; i < 16; ++i) SubmitWaitingJob(server.port(), answered);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto jobs = datastore_->ListJobs(JobQuery{.page = 1, .size = 1});
+        return jobs.ok() && jobs->total_items == 16;
+      },
+      std::chrono::seconds(10)));
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->Send("GET /health HTTP/1.1\r\nHost: x\r\n"));  // never ends
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto health = Health(server.port(), std::chrono::seconds(1));
+  ASSERT_TRUE(health) << "no answer within a second";
+  EXPECT_EQ(health->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(answered, 0);  // they were still waiting
+}
+
+TEST_F(ServerTest, ConnectionsOverTheCapAreRefusedWith503AtOnce) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0, .max_connections = 2});
+  RawConnection a(server.port());
+  RawConnection b(server.port());
+  ASSERT_TRUE(a.Send("GET /health HTTP/1.1\r\n"));
+  ASSERT_TRUE(b.Send("GET /health HTTP/1.1\r\n"));
+  // Both are being served once a third connection is refused.
+  std::string refused;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto r = Health(server.port(), std::chrono::seconds(1));
+    if (!r || r->status != 503) return false;
+    refused = r->body;
+    return true;
+  }));
+  EXPECT_THAT(refused, HasSubstr("api.max_connections"));
+  // a's request ends and closes its connection: its thread is free for the next.
+  ASSERT_TRUE(a.Send("Connection: close\r\n\r\n"));
+  ASSERT_TRUE(a.ClosedWithin(std::chrono::seconds(2)));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto health = Health(server.port(), std::chrono::seconds(1));
+    return health && health->status == 200;
+  }));
+}
+
+TEST_F(ServerTest, ASlowRequestIsClosedAfterTheRequestTimeout) {
+  Server& server = StartServer(
+      {.host = "127.0.0.1", .port = 0, .request_timeout = std::chrono::milliseconds(300)});
+  RawConnection slow(server.port());
+  ASSERT_TRUE(slow.Send("GET /health HTTP/1.1\r\n"));
+  // A byte every 100 ms would keep a per-read timeout from ever firing: the deadline
+  // counts from the request's first byte.
+  auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - start < std::chrono::seconds(3)) {
+    slow.Send("X");
+    closed = slow.ClosedWithin(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(ServerTest, AnIdleKeptAliveConnectionIsClosedAfterKeepAlive) {
+  Server& server =
+      StartServer({.host = "127.0.0.1", .port = 0, .keep_alive = std::chrono::milliseconds(200)});
+  RawConnection idle(server.port());
+  ASSERT_TRUE(idle.Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_TRUE(idle.ClosedWithin(std::chrono::seconds(3)));
+}
+
+TEST_F(ServerTest, KeptAliveConnectionServesManyRequests) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_keep_alive(true);
+  for (int i = 0; i < 50; ++i) {
+    auto r = client.Get("/health");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
+TEST_F(ServerTest, WaitsOverMaxWaitsAreRefusedWith503BeforeSubmitting) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0}, ApiOptions{.max_waits = 1});
+  std::atomic<int> answered = 0;
+  SubmitWaitingJob(server.port(), answered);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto jobs = datastore_->ListJobs(JobQuery{.page = 1, .size = 1});
+    return jobs.ok() && jobs->total_items == 1;
+  }));
+  httplib::Client client("127.0.0.1", server.port());
+  auto r = client.Post(
+      "/jobs", "name: w2\nwait: {timeout: 60s}\ntasks:\n  - {name: t, run: hang}\n", "text/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_THAT(r->body, HasSubstr("api.max_waits"));
+  auto jobs = datastore_->ListJobs(JobQuery{.page = 1, .size = 10});
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->total_items, 1);
+  // Without wait, the same job is taken.
+  r = client.Post("/jobs", "name: w2\ntasks:\n  - {name: t, run: ok}\n", "text/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ServerTest, StopEndsWaitingSubmissions) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  std::atomic<int> answered = 0;
+  SubmitWaitingJob(server.port(), answered);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto jobs = datastore_->ListJobs(JobQuery{.page = 1, .size = 1});
+    return jobs.ok() && jobs->total_items == 1;
+  }));
+  auto start = std::chrono::steady_clock::now();
+  server.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_TRUE(testing::WaitFor([&] { return answered == 1; }));
+}
+
+}  // namespace
+}  // namespace baton::api
