@@ -28,7 +28,9 @@ job_log() {
 }
 # rows: the last job's task rows as "name=STATE" words, in order.
 rows() { js "$body" '" ".join(t["name"].replace(" ", "_") + "=" + t["state"] for t in j["execution"])'; }
-# descendants PID: the command lines of PID's processes, children and theirs.
+# descendants PID: the command lines of PID's processes, children and theirs. (Read it
+# whole — `grep` without -q — or, with pipefail, a grep that stops early makes the
+# pipeline fail on python's broken pipe.)
 descendants() {
   ps -eo pid=,ppid=,args= | python3 -c '
 import sys
@@ -47,7 +49,7 @@ print("\n".join(seen))
 # matching PATTERN, within SECONDS.
 no_process() {
   local deadline=$((SECONDS + $2))
-  while descendants "$server_pid" | grep -qE "$1"; do
+  while descendants "$server_pid" | grep -E "$1" >/dev/null; do
     ((SECONDS > deadline)) && return 1
     sleep 0.1
   done
@@ -72,8 +74,8 @@ case_cancel() {
   id=$(submit "$examples/cancel.yaml") || { fail "cancel: not accepted"; return; }
   wait_state "$id" RUNNING 30 || { fail "cancel: never RUNNING"; return; }
   local deadline=$((SECONDS + 30))
-  until descendants "$server_pid" | grep -qE '(^|/| )sleep 60$' || ((SECONDS > deadline)); do sleep 0.1; done
-  descendants "$server_pid" | grep -qE '(^|/| )sleep 60$' && pass "cancel: sleep 60 runs" ||
+  until descendants "$server_pid" | grep -E '(^|/| )sleep 60$' >/dev/null || ((SECONDS > deadline)); do sleep 0.1; done
+  descendants "$server_pid" | grep -E '(^|/| )sleep 60$' >/dev/null && pass "cancel: sleep 60 runs" ||
     fail "cancel: no sleep 60 process under the server"
   local out
   out=$(BATON_URL=$url "$baton" jobs cancel "$id" 2>&1)
