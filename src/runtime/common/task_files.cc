@@ -72,6 +72,24 @@ bool ValidEnvName(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
+std::optional<std::string> BadFileName(const StringMap& files) {
+  for (const auto& [name, contents] : files) {
+    if (!ValidFileName(name)) {
+      return "invalid file name \"" + name +
+             "\": a file name may not contain '/', be '.' or '..', or start with '" +
+             std::string(kReservedPrefix) + "'";
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> BadEnvName(const StringMap& env) {
+  for (const auto& [name, value] : env) {
+    if (!ValidEnvName(name)) return "invalid environment variable name \"" + name + "\"";
+  }
+  return std::nullopt;
+}
+
 std::string NamePart(std::string_view id, std::size_t max) {
   std::string out;
   for (char c : id.substr(0, max)) {

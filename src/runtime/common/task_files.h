@@ -29,6 +29,10 @@ Status WriteWholeFile(const std::string& path, std::string_view contents, mode_t
 bool ValidFileName(std::string_view name);
 // An environment variable name: non-empty, without '=' or NUL.
 bool ValidEnvName(std::string_view name);
+// What is wrong with the names of a task's (or a step's) `files`, or of its `env`: the
+// first bad name, as the error that fails the task; nullopt when all are good.
+std::optional<std::string> BadFileName(const StringMap& files);
+std::optional<std::string> BadEnvName(const StringMap& env);
 // A task id made safe for a directory or container name: at most `max` characters of
 // [A-Za-z0-9_-], others replaced by '_'.
 std::string NamePart(std::string_view id, std::size_t max);

@@ -32,6 +32,8 @@
 namespace baton {
 namespace {
 
+using runtime::BadEnvName;
+using runtime::BadFileName;
 using runtime::ErrnoText;
 using runtime::FailedOutcome;
 using runtime::kReservedPrefix;
@@ -827,28 +829,12 @@ Result<RunOutcome> DockerRuntime::TaskRun::Execute() {
     return "invalid image name \"" + image + "\"";
   };
   if (auto error = check_image(image_)) return Fail(*error);
-  auto check_files = [](const StringMap& files) -> std::optional<std::string> {
-    for (const auto& [name, contents] : files) {
-      if (!ValidFileName(name)) {
-        return "invalid file name \"" + name +
-               "\": a file name may not contain '/', be '.' or '..', or start with '" +
-               std::string(kReservedPrefix) + "'";
-      }
-    }
-    return std::nullopt;
-  };
-  auto check_env = [](const StringMap& env) -> std::optional<std::string> {
-    for (const auto& [name, value] : env) {
-      if (!ValidEnvName(name)) return "invalid environment variable name \"" + name + "\"";
-    }
-    return std::nullopt;
-  };
-  if (auto error = check_files(task_.files)) return Fail(*error);
-  if (auto error = check_env(task_.env)) return Fail(*error);
+  if (auto error = BadFileName(task_.files)) return Fail(*error);
+  if (auto error = BadEnvName(task_.env)) return Fail(*error);
   for (const auto* list : {&task_.pre, &task_.post, &task_.sidecars}) {
     for (const AuxTask& aux : *list) {
-      if (auto error = check_env(aux.env)) return Fail(*error);
-      if (auto error = check_files(aux.files)) return Fail(*error);
+      if (auto error = BadEnvName(aux.env)) return Fail(*error);
+      if (auto error = BadFileName(aux.files)) return Fail(*error);
       if (auto error = check_image(aux.image)) return Fail(*error);
     }
   }

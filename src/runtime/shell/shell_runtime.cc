@@ -38,6 +38,8 @@
 namespace baton {
 namespace {
 
+using runtime::BadEnvName;
+using runtime::BadFileName;
 using runtime::ErrnoStatus;
 using runtime::ErrnoText;
 using runtime::FailedOutcome;
@@ -672,28 +674,12 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
 
   // Mistakes in the task, and what this runtime cannot do, fail it before anything runs.
   if (std::optional<std::string> unsupported = Unsupported(task_)) return Fail(*unsupported);
-  auto check_files = [](const StringMap& files) -> std::optional<std::string> {
-    for (const auto& [name, contents] : files) {
-      if (!ValidFileName(name)) {
-        return "invalid file name \"" + name +
-               "\": a file name may not contain '/', be '.' or '..', or start with '" +
-               std::string(kReservedPrefix) + "'";
-      }
-    }
-    return std::nullopt;
-  };
-  if (auto error = check_files(task_.files)) return Fail(*error);
-  auto check_env = [](const StringMap& env) -> std::optional<std::string> {
-    for (const auto& [name, value] : env) {
-      if (!ValidEnvName(name)) return "invalid environment variable name \"" + name + "\"";
-    }
-    return std::nullopt;
-  };
-  if (auto error = check_env(task_.env)) return Fail(*error);
+  if (auto error = BadFileName(task_.files)) return Fail(*error);
+  if (auto error = BadEnvName(task_.env)) return Fail(*error);
   for (const auto* list : {&task_.pre, &task_.post}) {
     for (const AuxTask& aux : *list) {
-      if (auto error = check_env(aux.env)) return Fail(*error);
-      if (auto error = check_files(aux.files)) return Fail(*error);
+      if (auto error = BadEnvName(aux.env)) return Fail(*error);
+      if (auto error = BadFileName(aux.files)) return Fail(*error);
     }
   }
   if (!task_.workdir.empty()) {
