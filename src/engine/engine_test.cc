@@ -118,13 +118,16 @@ TEST_F(EngineTest, TimeoutFailsTheTaskAndTheJob) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
 }
 
-// A job of 20 sequential `sleep 0.2` tasks; the process running it is killed with
-// SIGKILL midway; a new engine on the same data directory finishes it. Every task runs
-// to completion exactly once, except the one that was running, which is re-run.
+// A job of sequential `sleep 1` tasks; the process running it is killed with SIGKILL
+// while a task runs (its start recorded, most of its second still ahead); a new engine on
+// the same data directory finishes the job. Every task completes exactly once, and the
+// one that was running is re-run: its row is FAILED ("node ... stopped while the task
+// ran") and a new attempt (redelivered 1) completes.
 TEST_F(EngineTest, SurvivesSigkillMidJob) {
-  std::string yaml = "name: twenty\ntasks:\n";
-  for (int i = 0; i < 20; ++i) {
-    yaml += "  - {name: t" + std::to_string(i) + ", run: sleep 0.2}\n";
+  constexpr int kTasks = 8;
+  std::string yaml = "name: eight\ntasks:\n";
+  for (int i = 0; i < kTasks; ++i) {
+    yaml += "  - {name: t" + std::to_string(i) + ", run: sleep 1}\n";
   }
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
@@ -147,8 +150,10 @@ TEST_F(EngineTest, SurvivesSigkillMidJob) {
   close(pipe_fds[0]);
   std::string job_id(id_buf, 32);
 
+  std::string running;  // the task killed mid-run
   {
-    // Watch the data directory from outside until a few tasks are done, then kill.
+    // Watch the data directory from outside until two tasks are done and the third has
+    // just been recorded RUNNING (at most 400 ms of its second gone), then kill.
     auto watcher = SqliteDatastore::Open(SqliteOptions{.path = config_.data_dir + "/baton.db"});
     ASSERT_TRUE(watcher.ok()) << watcher.status().message();
     ASSERT_TRUE(testing::WaitFor(
@@ -156,10 +161,17 @@ TEST_F(EngineTest, SurvivesSigkillMidJob) {
           auto rows = (*watcher)->JobTasks(job_id);
           if (!rows.ok()) return false;
           int completed = 0;
-          for (const auto& r : *rows) completed += r.state == TaskState::kCompleted;
-          return completed >= 5;
+          running.clear();
+          for (const auto& r : *rows) {
+            completed += r.state == TaskState::kCompleted;
+            if (r.state == TaskState::kRunning && r.started_at &&
+                Now() - *r.started_at < std::chrono::milliseconds(400)) {
+              running = r.task.name;
+            }
+          }
+          return completed >= 2 && !running.empty();
         },
-        seconds(30)));
+        seconds(60)));
   }
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int status = 0;
@@ -177,16 +189,19 @@ TEST_F(EngineTest, SurvivesSigkillMidJob) {
   ASSERT_TRUE(rows.ok());
   std::map<std::string, int> completed;
   std::map<std::string, int> lost;
+  int rerun = 0;
   for (const auto& r : *rows) {
     if (r.state == TaskState::kCompleted) ++completed[r.task.name];
     if (r.state == TaskState::kFailed) ++lost[r.task.name];
+    if (r.task.name == running && r.state == TaskState::kCompleted && r.redelivered == 1) ++rerun;
   }
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < kTasks; ++i) {
     EXPECT_EQ(completed["t" + std::to_string(i)], 1) << "t" << i;
   }
-  // At most the one task that was running (or just published) is re-run.
-  EXPECT_LE(rows->size(), 21u);
-  EXPECT_LE(lost.size(), 1u);
+  // The task that was running, and only it, was re-run as a new attempt.
+  EXPECT_EQ(lost, (std::map<std::string, int>{{running, 1}}));
+  EXPECT_EQ(rerun, 1) << running;
+  EXPECT_EQ(rows->size(), static_cast<std::size_t>(kTasks) + 1);
 }
 
 }  // namespace
