@@ -95,8 +95,8 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
     std::lock_guard lock(mu_);
     stopped_ = false;
   }
-  ScheduleLeaseCheck();
-  ScheduleSweep();
+  SchedulePeriodic(lease_timer_, options_.lease_check_interval, &Coordinator::CheckLeases);
+  SchedulePeriodic(sweep_timer_, options_.auto_delete_interval, &Coordinator::Sweep);
   return Status::Ok();
 }
 
@@ -162,49 +162,35 @@ void Coordinator::CheckLeases() {
   if (!options_.node_id.empty()) TakeOverSilentCoordinators();
 }
 
-void Coordinator::ScheduleLeaseCheck() {
+void Coordinator::SchedulePeriodic(std::optional<TimerId>& timer,
+                                   std::chrono::milliseconds interval,
+                                   void (Coordinator::*work)()) {
   std::lock_guard lock(mu_);
   if (stopped_) return;
-  lease_timer_ = timers_.Schedule(clock_.Now() + options_.lease_check_interval, [this] {
+  timer = timers_.Schedule(clock_.Now() + interval, [this, &timer, interval, work] {
     {
       std::lock_guard inner(mu_);
       if (stopped_) return;
-      lease_check_running_ = true;
+      ++periodic_running_;
     }
-    CheckLeases();
+    (this->*work)();
     {
       std::lock_guard inner(mu_);
-      lease_check_running_ = false;
+      --periodic_running_;
     }
-    lease_cv_.notify_all();
-    ScheduleLeaseCheck();
+    periodic_cv_.notify_all();
+    SchedulePeriodic(timer, interval, work);
   });
 }
 
-void Coordinator::ScheduleSweep() {
-  std::lock_guard lock(mu_);
-  if (stopped_) return;
-  sweep_timer_ = timers_.Schedule(clock_.Now() + options_.auto_delete_interval, [this] {
-    {
-      std::lock_guard inner(mu_);
-      if (stopped_) return;
-      sweep_running_ = true;
-    }
-    auto deleted = DeleteDueJobs();
-    if (!deleted.ok()) {
-      log::Warn("deleting jobs due for deletion failed; trying again later",
-                {{"error", deleted.status().message()}});
-    } else if (*deleted > 0) {
-      log::Info("deleted jobs whose autoDelete time had come",
-                {{"jobs", std::to_string(*deleted)}});
-    }
-    {
-      std::lock_guard inner(mu_);
-      sweep_running_ = false;
-    }
-    lease_cv_.notify_all();
-    ScheduleSweep();
-  });
+void Coordinator::Sweep() {
+  auto deleted = DeleteDueJobs();
+  if (!deleted.ok()) {
+    log::Warn("deleting jobs due for deletion failed; trying again later",
+              {{"error", deleted.status().message()}});
+  } else if (*deleted > 0) {
+    log::Info("deleted jobs whose autoDelete time had come", {{"jobs", std::to_string(*deleted)}});
+  }
 }
 
 Result<int> Coordinator::DeleteDueJobs() {
@@ -271,7 +257,7 @@ void Coordinator::Stop() {
     if (sweep_timer_) timers_.Cancel(*sweep_timer_);
     sweep_timer_.reset();
     // A check or sweep already under way uses this object: wait for it to end.
-    lease_cv_.wait(lock, [&] { return !lease_check_running_ && !sweep_running_; });
+    periodic_cv_.wait(lock, [&] { return periodic_running_ == 0; });
   }
   bool was_running = !subscriptions_.empty();
   for (auto& sub : subscriptions_) sub->Close();

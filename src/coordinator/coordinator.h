@@ -78,8 +78,13 @@ class Coordinator {
   Result<int> DeleteDueJobs();
 
  private:
-  void ScheduleLeaseCheck();
+  // Runs `work` every `interval` (on the timers' thread) until Stop, which cancels
+  // `timer` and waits for a run under way.
+  void SchedulePeriodic(std::optional<TimerId>& timer, std::chrono::milliseconds interval,
+                        void (Coordinator::*work)());
   void CheckLeases();
+  // One autoDelete sweep (DeleteDueJobs), logged.
+  void Sweep();
   void Heartbeat(NodeStatus status);
   // Reconciles after another coordinator went silent; true when one did.
   bool TakeOverSilentCoordinators();
@@ -92,7 +97,6 @@ class Coordinator {
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
 
-  void ScheduleSweep();
   std::vector<std::string> JobSecrets(const std::string& job_id);
 
   // Secret values by job id and (job's and row's merged) by task id. Entries never go
@@ -103,13 +107,12 @@ class Coordinator {
 
   std::mutex mu_;
   std::condition_variable finished_cv_;
-  std::uint64_t finished_count_ = 0;  // guarded by mu_; bumps on every terminal job
-  bool stopped_ = false;              // guarded by mu_
-  bool lease_check_running_ = false;  // guarded by mu_
-  std::condition_variable lease_cv_;
-  std::optional<TimerId> lease_timer_;  // guarded by mu_
-  bool sweep_running_ = false;          // guarded by mu_; signalled through lease_cv_
-  std::optional<TimerId> sweep_timer_;  // guarded by mu_
+  std::uint64_t finished_count_ = 0;     // guarded by mu_; bumps on every terminal job
+  bool stopped_ = false;                 // guarded by mu_
+  int periodic_running_ = 0;             // guarded by mu_: lease checks or sweeps under way
+  std::condition_variable periodic_cv_;  // signalled when periodic_running_ drops
+  std::optional<TimerId> lease_timer_;   // guarded by mu_
+  std::optional<TimerId> sweep_timer_;   // guarded by mu_
   TimePoint started_at_{};
   std::optional<TimePoint> broker_down_at_;  // lease timer thread only
 };

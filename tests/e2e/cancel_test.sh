@@ -159,12 +159,7 @@ if [[ -z ${BATON_TEST_RABBITMQ_URL:-} || -z ${BATON_TEST_POSTGRES_DSN:-} ]]; the
 fi
 pids=()
 stop_all() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${pids[@]}"; do
-    local deadline=$((SECONDS + 40))
-    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-  done
+  stop_pids "${pids[@]}"
   if ((failures)); then tail -n 30 "$work_root"/*.log; fi
   rm -rf "$work_root"
 }

@@ -22,12 +22,7 @@ work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-dist.XXXXXX")
 pids=()
 worker_pids=()
 stop_all() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${pids[@]}"; do
-    local deadline=$((SECONDS + 40))
-    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-  done
+  stop_pids "${pids[@]}"
   if ((failures)); then tail -n 30 "$work_dir"/*.log; fi
   netns_cleanup
   rm -rf "$work_dir"

@@ -26,12 +26,7 @@ runs=$work_dir/runs
 touch "$runs"
 declare -A pid_of
 stop_all() {
-  for name in "${!pid_of[@]}"; do kill -TERM "${pid_of[$name]}" 2>/dev/null; done
-  for name in "${!pid_of[@]}"; do
-    local pid=${pid_of[$name]} deadline=$((SECONDS + 40))
-    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-  done
+  stop_pids "${pid_of[@]}"
   # Whatever happened, RabbitMQ is left running for the other suites.
   "$src/scripts/test-services/rabbitmq.sh" start-app >/dev/null 2>&1
   if ((failures)); then

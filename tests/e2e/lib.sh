@@ -45,12 +45,20 @@ start_server() {
   done
 }
 
+# stop_pids PID...: SIGTERM to each, then up to 40 s each to exit before SIGKILL.
+stop_pids() {
+  local pid deadline
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "$@"; do
+    deadline=$((SECONDS + 40))
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+  done
+}
+
 stop_server() {
   if [[ -n ${server_pid:-} ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null
-    local deadline=$((SECONDS + 40))
-    while kill -0 "$server_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null
+    stop_pids "$server_pid"
     wait "$server_pid" 2>/dev/null
   fi
   if ((failures)) && [[ -f ${work_dir:-}/server.log ]]; then
