@@ -73,11 +73,11 @@ wait_lines() {
   done
 }
 
-# A job whose one task writes its pid to M/pids, then loops for about 3 s appending
+# A job whose one task writes its pid to M/pids, then loops COUNT times (60: about 3 s) appending
 # "<pid> <n>" to M/runs. Under the Docker runtime $$ is the container's 1: the lines then
 # carry the attempt's start time instead.
 write_job() {
-  local marks=$1 file=$2
+  local marks=$1 file=$2 count=${3:-60}
   cat >"$file" <<EOF
 name: orphans
 tasks:
@@ -87,7 +87,7 @@ tasks:
       echo \$\$ >> $marks/pids
       echo \$me >> $marks/attempts
       n=0
-      while [ \$n -lt 60 ]; do echo "\$me \$n" >> $marks/runs; n=\$((n + 1)); sleep 0.05; done
+      while [ \$n -lt $count ]; do echo "\$me \$n" >> $marks/runs; n=\$((n + 1)); sleep 0.05; done
 EOF
 }
 
@@ -146,7 +146,9 @@ case_worker() {
     export BATON_COORDINATOR_LEASE=3s BATON_WORKER_HEARTBEAT=500ms
     local marks=$work_dir/worker port id first
     mkdir -p "$marks"
-    write_job "$marks" "$work_dir/job-w.yaml"
+    # Longer than the redelivery takes (the lease, then a new worker), so that the first
+    # attempt would still run when the second starts.
+    write_job "$marks" "$work_dir/job-w.yaml" 300
     port=$(free_port)
     url=http://127.0.0.1:$port
     start coordinator "$port" run coordinator --address "127.0.0.1:$port" --data-dir "$work_dir/c-data"
