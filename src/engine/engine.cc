@@ -238,6 +238,8 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
 }
 
 Status Engine::Start() {
+  // The worker first: it kills what an earlier, killed run of this process left running
+  // (Worker::Start) before the coordinator re-queues those tasks as new attempts.
   if (worker_) BATON_RETURN_IF_ERROR(worker_->Start());
   if (coordinator_) {
     std::set<std::string> live;

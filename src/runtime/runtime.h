@@ -5,7 +5,8 @@
 //   leaves nothing behind: no process, container or working directory.
 // - A failed task is data, not an error: Run returns a RunOutcome with state kFailed and
 //   an error text (`exit code N` and the last lines of output; `timed out after 1s`;
-//   `out of memory: exceeded the memory limit of 64m`). Status errors are for the runtime itself failing.
+//   `out of memory: exceeded the memory limit of 64m`). Status errors are for the runtime itself
+//   failing.
 // - `timeout` covers pre + main + post; on expiry, or when `cancel` is requested, the
 //   whole process tree (or container) is killed.
 // - Output lines go to the observer as they are produced; progress likewise.
@@ -58,6 +59,14 @@ class Runtime {
   virtual Result<RunOutcome> Run(const RunRequest& request, RunObserver& observer,
                                  std::stop_token cancel) = 0;
   virtual Status Health() = 0;
+  // Kills what an earlier instance of this runtime left running when its process died
+  // (`kill -9`, a crash, a power cut of the process tree): its tasks' processes or
+  // containers, found through what that instance recorded on the same host (for the
+  // shell and Docker runtimes, under the same base_dir). Returns once they are gone, or an
+  // error naming what survived. Instances that are still alive keep theirs. The worker
+  // calls it once, before it takes any task, so that a redelivered task never runs beside
+  // its earlier attempt.
+  virtual Status KillLeftovers() { return Status::Ok(); }
 };
 
 }  // namespace baton

@@ -76,6 +76,10 @@ int Worker::running() const {
 }
 
 Status Worker::Start() {
+  // Before any subscription: a task that an earlier run of this worker was running when
+  // it died is redelivered, and must not run beside what is left of its first attempt.
+  Status leftovers = runtime_.KillLeftovers();
+  if (!leftovers.ok()) return leftovers;
   started_at_ = clock_.Now();
   auto cancel = broker_.Subscribe(
       CancelQueueFor(options_.node_id), 1, [this](std::unique_ptr<Delivery> d) {

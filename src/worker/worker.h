@@ -52,6 +52,8 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
+  // First kills what the runtime's earlier, dead instances left running
+  // (Runtime::KillLeftovers; its error fails the start), then takes tasks.
   Status Start();
   // Stops taking work and hands back what has not started; lets running tasks finish
   // for up to `grace`, then cancels them. Returns when every slot thread has ended.

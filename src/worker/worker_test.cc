@@ -34,11 +34,20 @@ class CountingBroker final : public Broker {
   }
   Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
                                                   DeliveryHandler handler) override {
+    {
+      std::lock_guard lock(mu_);
+      ++subscribed_;
+    }
     return inner_.Subscribe(queue, prefetch, std::move(handler));
   }
   Result<std::vector<QueueInfo>> Queues() override { return inner_.Queues(); }
   Result<QueueInfo> Queue(std::string_view name) override { return inner_.Queue(name); }
   Status Health() override { return inner_.Health(); }
+
+  int subscribed() {
+    std::lock_guard lock(mu_);
+    return subscribed_;
+  }
 
   int published(std::string_view queue) {
     std::lock_guard lock(mu_);
@@ -50,6 +59,26 @@ class CountingBroker final : public Broker {
   Broker& inner_;
   std::mutex mu_;
   std::map<std::string, int, std::less<>> published_;
+  int subscribed_ = 0;
+};
+
+// A runtime whose KillLeftovers notes how many subscriptions the worker had made by then,
+// and answers `result`.
+class LeftoversRuntime final : public testing::FakeRuntime {
+ public:
+  LeftoversRuntime(CountingBroker& broker, Status result)
+      : broker_(broker), result_(std::move(result)) {}
+  Status KillLeftovers() override {
+    subscriptions_before_ = broker_.subscribed();
+    ++calls_;
+    return result_;
+  }
+  int calls_ = 0;
+  int subscriptions_before_ = -1;
+
+ private:
+  CountingBroker& broker_;
+  Status result_;
 };
 
 class WorkerTest : public ::testing::Test {
@@ -106,6 +135,34 @@ class WorkerTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Worker> worker_;
 };
+
+TEST_F(WorkerTest, StartKillsTheRuntimesLeftoversBeforeItSubscribesToAnything) {
+  LeftoversRuntime runtime(counting_, Status::Ok());
+  WorkerOptions options;
+  options.node_id = "w";
+  options.queues = {{"default", 1}};
+  worker_ = std::make_unique<Worker>(counting_, runtime, clock_, options);
+  ASSERT_TRUE(worker_->Start().ok());
+  EXPECT_EQ(runtime.calls_, 1);
+  EXPECT_EQ(runtime.subscriptions_before_, 0);
+  EXPECT_GT(counting_.subscribed(), 0);
+  worker_->Stop(milliseconds(0));
+  worker_.reset();
+}
+
+TEST_F(WorkerTest, LeftoversThatCannotBeKilledFailTheStartBeforeAnyTaskIsTaken) {
+  LeftoversRuntime runtime(counting_, Internal("processes of group 42 survived SIGKILL (1)"));
+  WorkerOptions options;
+  options.node_id = "w";
+  options.queues = {{"default", 1}};
+  worker_ = std::make_unique<Worker>(counting_, runtime, clock_, options);
+  Status started = worker_->Start();
+  EXPECT_FALSE(started.ok());
+  EXPECT_EQ(started.message(), "processes of group 42 survived SIGKILL (1)");
+  EXPECT_EQ(counting_.subscribed(), 0);
+  worker_->Stop(milliseconds(0));
+  worker_.reset();
+}
 
 TEST_F(WorkerTest, AShortTaskReportsOnlyItsOutcomeWithItsStartTime) {
   StartWorker(std::chrono::hours(1));

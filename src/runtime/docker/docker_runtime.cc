@@ -25,6 +25,7 @@
 
 #include "base/log.h"
 #include "core/duration.h"
+#include "runtime/common/incarnation.h"
 #include "runtime/common/task_files.h"
 #include "runtime/docker/docker_client.h"
 #include "runtime/docker/docker_spec.h"
@@ -48,6 +49,10 @@ using runtime::WriteWholeFile;
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+
+// Every container and volume carries the id of the runtime instance that made it, so
+// that a restarted worker finds those of its dead predecessors (KillLeftovers).
+constexpr std::string_view kRuntimeLabel = "baton.runtime";
 
 // Output kept for quoting the last lines of a failed step.
 constexpr std::size_t kTailBytes = 8 * 1024;
@@ -231,6 +236,7 @@ Result<std::string> DockerRuntime::TaskRun::CreateVolumes() {
     if (std::find(volumes_.begin(), volumes_.end(), mount.source) == volumes_.end() &&
         mount.source.starts_with("baton-")) {
       json labels = rt_.options_.labels;
+      if (rt_.incarnation_) labels[std::string(kRuntimeLabel)] = rt_.incarnation_->id();
       labels["baton.task"] = request_.task_id;
       labels["baton.job"] = request_.job_id;
       json body{{"Name", mount.source}, {"Labels", labels}};
@@ -374,6 +380,7 @@ docker::ContainerSpec DockerRuntime::TaskRun::SpecFor(const Step& step, const st
   }
   spec.mounts = mounts_;
   spec.labels = rt_.options_.labels;
+  if (rt_.incarnation_) spec.labels[std::string(kRuntimeLabel)] = rt_.incarnation_->id();
   spec.labels["baton.task"] = request_.task_id;
   spec.labels["baton.job"] = request_.job_id;
   spec.labels["baton.step"] = std::string(step.kind);
@@ -928,14 +935,82 @@ DockerRuntime::DockerRuntime(DockerRuntimeOptions options)
   std::filesystem::path absolute = std::filesystem::absolute(options_.base_dir, ec);
   if (!ec) options_.base_dir = absolute.lexically_normal().string();
   while (options_.base_dir.size() > 1 && options_.base_dir.back() == '/') options_.base_dir.pop_back();
+  Result<std::unique_ptr<runtime::Incarnation>> incarnation =
+      runtime::Incarnation::Open(options_.base_dir);
+  if (incarnation.ok()) {
+    incarnation_ = std::move(*incarnation);
+  } else {
+    incarnation_status_ = incarnation.status();  // Run and KillLeftovers return it
+  }
 }
 
 DockerRuntime::~DockerRuntime() = default;
+
+Status DockerRuntime::KillLeftovers() {
+  if (!incarnation_) return incarnation_status_;
+  std::vector<std::string> failures;
+  std::size_t removed = 0;
+  for (runtime::DeadIncarnation& dead : incarnation_->FindDead()) {
+    bool clean = true;
+    auto filter = UrlEncode(
+        json{{"label", json::array({std::string(kRuntimeLabel) + "=" + dead.id()})}}.dump());
+    // Containers first (a volume in use cannot go), each removed with force: a running
+    // one is killed.
+    Result<HttpResponse> listed = client_->Call("GET", "/containers/json?all=1&filters=" + filter,
+                                                "", options_.api_timeout);
+    if (!listed.ok() || listed->status >= 300) {
+      failures.push_back("cannot list the containers of an earlier run: " +
+                         (listed.ok() ? ApiErrorMessage(*listed) : listed.status().message()));
+      continue;
+    }
+    json containers = json::parse(listed->body, nullptr, /*allow_exceptions=*/false);
+    for (const json& container : containers.is_array() ? containers : json::array()) {
+      std::string id = container.value("Id", "");
+      if (id.empty()) continue;
+      Result<HttpResponse> deleted =
+          client_->Call("DELETE", "/containers/" + id + "?force=1&v=1", "", options_.api_timeout);
+      if (deleted.ok() && (deleted->status < 300 || deleted->status == 404)) {
+        ++removed;
+        continue;
+      }
+      clean = false;
+      failures.push_back("cannot remove container " + id + ": " +
+                         (deleted.ok() ? ApiErrorMessage(*deleted) : deleted.status().message()));
+    }
+    Result<HttpResponse> volumes =
+        client_->Call("GET", "/volumes?filters=" + filter, "", options_.api_timeout);
+    if (volumes.ok() && volumes->status < 300) {
+      json body = json::parse(volumes->body, nullptr, /*allow_exceptions=*/false);
+      const json* list = body.is_object() && body.contains("Volumes") ? &body["Volumes"] : nullptr;
+      for (const json& volume : list != nullptr && list->is_array() ? *list : json::array()) {
+        std::string name = volume.value("Name", "");
+        if (name.empty()) continue;
+        Result<HttpResponse> deleted = client_->Call("DELETE", "/volumes/" + UrlEncode(name) +
+                                                                   "?force=1",
+                                                     "", options_.api_timeout);
+        if (!deleted.ok() || (deleted->status >= 300 && deleted->status != 404)) clean = false;
+      }
+    } else {
+      clean = false;
+    }
+    if (clean) dead.Forget();  // else kept: the next start tries again
+  }
+  if (removed > 0) {
+    log::Warn("Removed the containers of tasks that an earlier run left running.",
+              {{"containers", std::to_string(removed)}, {"base_dir", options_.base_dir}});
+  }
+  if (failures.empty()) return Status::Ok();
+  std::string text;
+  for (const std::string& failure : failures) text += (text.empty() ? "" : "; ") + failure;
+  return Unavailable("cannot remove the containers an earlier run left: " + text);
+}
 
 Result<RunOutcome> DockerRuntime::Run(const RunRequest& request, RunObserver& observer,
                                       std::stop_token cancel) {
   // nlohmann::json and the standard library may throw; nothing crosses this boundary (the
   // TaskRun's destructor still removes what was created).
+  // An unlabelled container would be out of KillLeftovers' reach.
+  if (!incarnation_) return incarnation_status_;
   try {
     TaskRun run(*this, request, observer, std::move(cancel));
     return run.Execute();

@@ -13,6 +13,9 @@
 namespace baton {
 
 class DockerClient;
+namespace runtime {
+class Incarnation;
+}  // namespace runtime
 
 struct DockerRuntimeOptions {
   // The engine's API: unix:///path/to/docker.sock (or tcp://host:port).
@@ -47,8 +50,11 @@ struct DockerRuntimeOptions {
 // Each step of a task (pre steps, the main step, post steps) runs in its own container,
 // created → started → its logs streamed (stdout and stderr demultiplexed, in order) →
 // waited for → removed; sidecars start first and are removed with the task. Every
-// container is removed, also on timeout, cancel or an engine error, and carries the label
-// baton.task=<task id>.
+// container is removed, also on timeout, cancel or an engine error, and carries the labels
+// baton.task=<task id> and baton.runtime=<this instance's id>: the instance holds a lock
+// under `base_dir` while it lives (runtime/common/incarnation.h), and KillLeftovers
+// removes, with force, the containers and volumes labelled with the id of an instance on
+// the same `base_dir` whose lock is free (its process died).
 //
 // Each task gets a fresh host directory under `base_dir`, mounted at /baton and /tork in
 // all its containers and removed afterwards: its `files` and `run` scripts go there, and
@@ -79,6 +85,9 @@ class DockerRuntime final : public Runtime {
                          std::stop_token cancel) override;
   // Whether the API answers (GET /_ping).
   Status Health() override;
+  // Removes (force: running ones are killed) the containers and volumes of dead
+  // instances on the same base_dir.
+  Status KillLeftovers() override;
 
   const DockerRuntimeOptions& options() const { return options_; }
 
@@ -87,6 +96,8 @@ class DockerRuntime final : public Runtime {
 
   DockerRuntimeOptions options_;
   std::unique_ptr<DockerClient> client_;
+  std::unique_ptr<runtime::Incarnation> incarnation_;
+  Status incarnation_status_;  // why there is no incarnation_
 };
 
 }  // namespace baton

@@ -263,6 +263,16 @@ CgroupHost CgroupHost::Detect(const std::string& parent) {
   return host;
 }
 
+bool CgroupHost::IsTaskCgroupDir(const std::string& dir) const {
+  std::string parent = dir.substr(0, dir.rfind('/'));
+  if (parent.empty() || parent == dir) return false;
+  if (parent == v2_parent_) return true;
+  for (const Controller* c : {&memory_, &cpu_, &pids_}) {
+    if (c->where == Where::kV1 && parent == c->v1_parent) return true;
+  }
+  return false;
+}
+
 std::string CgroupHost::Describe() const {
   auto where = [this](const Controller& c) -> std::string {
     switch (c.where) {
@@ -450,6 +460,32 @@ std::vector<pid_t> TaskCgroup::KillAll() {
     }
   }
   return killed;
+}
+
+Status KillAndRemoveCgroup(const std::string& dir) {
+  std::optional<std::vector<pid_t>> pids = ReadPids(dir);
+  if (!pids) return Status::Ok();  // gone already (or not a cgroup)
+  bool kill_file = !pids->empty() && Exists(dir + "/cgroup.kill") &&
+                   WriteSmallFile(dir + "/cgroup.kill", "1").ok();
+  auto deadline = std::chrono::steady_clock::now() + kKillWait;
+  while (!pids->empty()) {
+    if (!kill_file) {
+      for (pid_t pid : *pids) kill(pid, SIGKILL);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Internal("processes survived SIGKILL in the cgroup " + dir + " (" +
+                      std::to_string(pids->size()) + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pids = ReadPids(dir);
+    if (!pids) return Status::Ok();
+  }
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (rmdir(dir.c_str()) == 0 || errno == ENOENT) return Status::Ok();
+    if (errno != EBUSY) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the last ones are exiting
+  }
+  return Internal("rmdir " + dir + ": " + ErrnoText(errno));
 }
 
 std::optional<std::int64_t> TaskCgroup::OomKills() const {

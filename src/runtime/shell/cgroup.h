@@ -41,6 +41,12 @@ struct CgroupLimits {
 
 class TaskCgroup;
 
+// Kills every process in the cgroup directory `dir` (through cgroup.kill where there is
+// one, else SIGKILL to each until none is left), waits (bounded) until it is empty and
+// removes it: for the cgroups of a task whose runtime died. An error when processes
+// survive; Ok when the directory is already gone.
+Status KillAndRemoveCgroup(const std::string& dir);
+
 // What the host allows. Immutable after Detect, so safe to share between threads.
 class CgroupHost {
  public:
@@ -61,6 +67,10 @@ class CgroupHost {
   // What the names of this process's task cgroups start with: "<pid namespace>-<pid>-".
   // Detect removes empty ones of a process of this namespace that is gone.
   const std::string& task_name_prefix() const { return task_name_prefix_; }
+
+  // Whether `dir` is a task cgroup of this host's hierarchies (directly under a parent):
+  // what a record of a dead runtime names is checked with it before anything is killed.
+  bool IsTaskCgroupDir(const std::string& dir) const;
 
   // One line for logs: where each controller lives.
   std::string Describe() const;
@@ -145,8 +155,8 @@ class TaskCgroup {
   bool kill_file_ = false;  // track_dir_ has cgroup.kill
   std::string memory_dir_;  // empty without a memory limit
   bool memory_v2_ = false;
-  bool limited_ = false;   // created with a memory or cpu limit
-  bool emptied_ = false;   // the last KillAll saw track_dir_ empty
+  bool limited_ = false;       // created with a memory or cpu limit
+  bool emptied_ = false;       // the last KillAll saw track_dir_ empty
   bool kill_written_ = false;  // cgroup.kill was used (see Reusable)
 };
 

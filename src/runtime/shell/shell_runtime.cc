@@ -1,5 +1,6 @@
 #include "runtime/shell/shell_runtime.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,6 +34,7 @@
 
 #include "base/log.h"
 #include "core/duration.h"
+#include "runtime/common/incarnation.h"
 #include "runtime/common/task_files.h"
 
 namespace baton {
@@ -478,6 +480,103 @@ Result<Spawned> Spawn(ChildSpec spec, const std::vector<int>& v1_procs, int v2_d
   return spawned;
 }
 
+// What KillLeftovers needs of /proc/<pid>/stat.
+struct ProcStat {
+  char state = '?';
+  pid_t pgrp = 0;
+  std::uint64_t start_time = 0;  // clock ticks after boot: with the pid, names a process
+};
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = read(fd, buf, sizeof buf - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  std::string_view text(buf, static_cast<std::size_t>(n));
+  // "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+  // stime cutime cstime priority nice threads itrealvalue starttime ...": comm may hold
+  // spaces and parentheses, so fields are counted from the last ')'.
+  std::size_t close_paren = text.rfind(')');
+  if (close_paren == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(close_paren + 1);
+  std::vector<std::string_view> fields;
+  std::size_t i = 0;
+  while (i < rest.size() && fields.size() < 20) {
+    while (i < rest.size() && rest[i] == ' ') ++i;
+    std::size_t start = i;
+    while (i < rest.size() && rest[i] != ' ') ++i;
+    if (i > start) fields.push_back(rest.substr(start, i - start));
+  }
+  if (fields.size() < 20) return std::nullopt;
+  ProcStat stat;
+  stat.state = fields[0].front();
+  auto number = [](std::string_view field, auto& out) {
+    auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), out);
+    return ec == std::errc() && end == field.data() + field.size();
+  };
+  if (!number(fields[2], stat.pgrp) || !number(fields[19], stat.start_time)) return std::nullopt;
+  return stat;
+}
+
+// The processes in process group `pgid` that still run (zombies do not).
+std::vector<pid_t> LiveMembersOf(pid_t pgid) {
+  std::vector<pid_t> members;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return members;
+  while (const dirent* entry = readdir(proc)) {
+    pid_t pid = 0;
+    std::string_view name = entry->d_name;
+    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec != std::errc() || end != name.data() + name.size() || pid <= 0) continue;
+    std::optional<ProcStat> stat = ReadProcStat(pid);
+    if (stat && stat->pgrp == pgid && stat->state != 'Z' && stat->state != 'X') {
+      members.push_back(pid);
+    }
+  }
+  closedir(proc);
+  return members;
+}
+
+// Kills the process group a dead runtime recorded, and waits until none of it runs.
+// While any member lives the kernel does not hand its pid out again, so when the leader
+// is gone every process still in the group is one of the task's; when the pid names a
+// process with another start time, the task's group is long gone and that process (and
+// its group) is someone else's. Orphans of ours (this process a subreaper) are reaped.
+Status KillRecordedGroup(pid_t pgid, std::uint64_t start_time, bool reaper) {
+  if (pgid <= 1) return Status::Ok();
+  std::optional<ProcStat> leader = ReadProcStat(pgid);
+  if (leader && leader->start_time != start_time) return Status::Ok();
+  std::vector<pid_t> killed{pgid};
+  auto reap = [&] {
+    if (!reaper) return;
+    for (pid_t pid : killed) waitpid(pid, nullptr, WNOHANG);
+  };
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (true) {
+    if (kill(-pgid, SIGKILL) != 0 && errno == ESRCH) {
+      reap();
+      return Status::Ok();
+    }
+    std::vector<pid_t> members = LiveMembersOf(pgid);
+    killed.insert(killed.end(), members.begin(), members.end());
+    if (members.empty()) {
+      reap();
+      return Status::Ok();
+    }
+    if (Clock::now() >= deadline) {
+      return Internal("processes of group " + std::to_string(pgid) + " survived SIGKILL (" +
+                      std::to_string(members.size()) + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 }  // namespace
 
 // ---- One Run: its directory, cgroups and steps. ----
@@ -510,6 +609,12 @@ class ShellRuntime::TaskRun {
       } else {
         cgroup_.reset();  // kills and removes
       }
+    }
+    // Each step's process group was killed when the step ended (Finish): nothing of this
+    // task is left for a restarted worker to kill.
+    if (record_) {
+      record_->Clear();
+      rt_.GiveBackRecord(std::move(record_));
     }
     if (dir_.empty()) return;
     if (processes_gone && dir_fd_.valid() && ((listing_current && dir_empty_) || EmptyForReuse())) {
@@ -586,6 +691,10 @@ class ShellRuntime::TaskRun {
   std::string progress_path_;
   std::string cwd_;
   std::unique_ptr<TaskCgroup> cgroup_;
+  // What a restarted worker needs to kill this task should this process die: its record,
+  // and the lines that name its cgroups (see KillRecorded).
+  std::unique_ptr<runtime::Record> record_;
+  std::string cgroup_record_;
   std::optional<rlim_t> address_space_;  // RLIMIT_AS fallback for limits.memory
   Fd wakeup_;                            // eventfd written on cancel
   Clock::time_point deadline_ = Clock::time_point::max();
@@ -625,6 +734,21 @@ Status ShellRuntime::TaskRun::Prepare() {
   if (limits && limits->memory && !host.limits_memory()) {
     address_space_ = static_cast<rlim_t>(*limits->memory);
   }
+  // Recorded before any process starts: with a cgroup, a crash at any moment after this
+  // leaves the task findable.
+  Result<std::unique_ptr<runtime::Record>> record = rt_.TakeRecord();
+  if (!record.ok()) return record.status();
+  record_ = std::move(*record);
+  cgroup_record_ = "dir 0 " + dir_ + "\n";  // removed by KillLeftovers after the kill
+  if (cgroup_) {
+    for (const std::string& dir : cgroup_->dirs()) {
+      struct stat st {};
+      if (stat(dir.c_str(), &st) != 0) continue;
+      cgroup_record_ +=
+          "cgroup " + std::to_string(static_cast<std::uint64_t>(st.st_ino)) + " " + dir + "\n";
+    }
+  }
+  BATON_RETURN_IF_ERROR(record_->Write(cgroup_record_));
   return Status::Ok();
 }
 
@@ -889,6 +1013,17 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   }
   pid_t pid = spawned->pid;
   Fd pidfd = std::move(spawned->pidfd);
+  // The step's process group, by its leader's pid and start time (so that a restarted
+  // worker never kills another process that got the pid later). Without a cgroup, a crash
+  // between the start and this write leaves the step unrecorded.
+  if (std::optional<ProcStat> stat = ReadProcStat(pid)) {
+    Status recorded = record_->Write("group " + std::to_string(pid) + " " +
+                                     std::to_string(stat->start_time) + "\n" + cgroup_record_);
+    if (!recorded.ok()) {
+      log::Warn("Could not record a running task.",
+                {{"task_id", request_.task_id}, {"error", recorded.message()}});
+    }
+  }
 
   siginfo_t exit_info{};
   Supervise(pid, pidfd.get(), output, step_deadline, step_deadline_is_task, end, exit_info);
@@ -1102,6 +1237,13 @@ ShellRuntime::ShellRuntime(ShellRuntimeOptions options) : options_(std::move(opt
     options_.base_dir.pop_back();
   }
   std::filesystem::create_directories(options_.base_dir, ec);  // Health reports failures
+  Result<std::unique_ptr<runtime::Incarnation>> incarnation =
+      runtime::Incarnation::Open(options_.base_dir);
+  if (incarnation.ok()) {
+    incarnation_ = std::move(*incarnation);
+  } else {
+    incarnation_status_ = incarnation.status();  // Run and KillLeftovers return it
+  }
 
   const char* path = std::getenv("PATH");
   path_ = path != nullptr && *path != '\0' ? path : options_.default_path;
@@ -1154,6 +1296,117 @@ ShellRuntime::~ShellRuntime() {
     }
   }
   if (dev_null_ >= 0) close(dev_null_);
+  idle_records_.clear();  // before the incarnation's directory goes
+  incarnation_.reset();
+}
+
+Result<std::unique_ptr<runtime::Record>> ShellRuntime::TakeRecord() {
+  if (!incarnation_) return incarnation_status_;
+  {
+    std::lock_guard lock(idle_mu_);
+    if (!idle_records_.empty()) {
+      std::unique_ptr<runtime::Record> record = std::move(idle_records_.back());
+      idle_records_.pop_back();
+      return record;
+    }
+  }
+  return incarnation_->NewRecord("task-" + std::to_string(++next_record_));
+}
+
+void ShellRuntime::GiveBackRecord(std::unique_ptr<runtime::Record> record) {
+  std::lock_guard lock(idle_mu_);
+  if (idle_records_.size() < kMaxIdle) idle_records_.push_back(std::move(record));
+  // else it is closed and removed as it goes
+}
+
+Status ShellRuntime::KillRecorded(const std::string& record) {
+  // Lines: "dir 0 <task directory>", "cgroup <inode> <path>" for each of the task's
+  // cgroups, then "group <pgid> <leader start time>" once a step has started.
+  std::vector<std::string> failures;
+  std::optional<std::pair<pid_t, std::uint64_t>> group;
+  std::string task_dir;
+  std::size_t pos = 0;
+  while (pos < record.size()) {
+    std::size_t end = record.find('\n', pos);
+    if (end == std::string::npos) end = record.size();
+    std::string_view line(record.data() + pos, end - pos);
+    pos = end + 1;
+    std::size_t space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    std::string_view kind = line.substr(0, space);
+    std::string_view rest = line.substr(space + 1);
+    std::size_t second = rest.find(' ');
+    if (second == std::string_view::npos) continue;
+    std::string_view first_value = rest.substr(0, second);
+    std::string_view second_value = rest.substr(second + 1);
+    if (kind == "cgroup") {
+      std::uint64_t inode = 0;
+      std::from_chars(first_value.data(), first_value.data() + first_value.size(), inode);
+      std::string dir(second_value);
+      // Only a task cgroup under our parent that is still the one recorded (a cgroup of
+      // the same name made later has another inode).
+      std::filesystem::path path(dir);
+      struct stat st {};
+      if (path.parent_path().filename() != options_.cgroup_parent ||
+          stat((dir + "/cgroup.procs").c_str(), &st) != 0 || stat(dir.c_str(), &st) != 0 ||
+          static_cast<std::uint64_t>(st.st_ino) != inode) {
+        continue;
+      }
+      Status killed = KillAndRemoveCgroup(dir);
+      if (!killed.ok()) failures.push_back(killed.message());
+    } else if (kind == "dir") {
+      std::filesystem::path path(second_value);
+      if (path.parent_path() == options_.base_dir) task_dir = path.string();
+    } else if (kind == "group") {
+      pid_t pgid = 0;
+      std::uint64_t start = 0;
+      std::from_chars(first_value.data(), first_value.data() + first_value.size(), pgid);
+      std::from_chars(second_value.data(), second_value.data() + second_value.size(), start);
+      group = {pgid, start};
+    }
+  }
+  // After the cgroups (which hold the group too, where there are any): what is left of the
+  // group is what no cgroup tracked.
+  if (group) {
+    Status killed = KillRecordedGroup(group->first, group->second, is_reaper_);
+    if (!killed.ok()) failures.push_back(killed.message());
+  }
+  if (!failures.empty()) {
+    std::string text;
+    for (const std::string& failure : failures) text += (text.empty() ? "" : "; ") + failure;
+    return Internal(text);
+  }
+  if (!task_dir.empty()) {  // only once nothing can write there any more
+    std::error_code ec;
+    std::filesystem::remove_all(task_dir, ec);
+  }
+  return Status::Ok();
+}
+
+Status ShellRuntime::KillLeftovers() {
+  if (!incarnation_) return incarnation_status_;
+  std::vector<std::string> failures;
+  std::size_t tasks = 0;
+  for (runtime::DeadIncarnation& dead : incarnation_->FindDead()) {
+    bool clean = true;
+    for (const std::string& record : dead.Records()) {
+      ++tasks;
+      Status killed = KillRecorded(record);
+      if (!killed.ok()) {
+        clean = false;
+        failures.push_back(killed.message());
+      }
+    }
+    if (clean) dead.Forget();  // else kept: the next start tries again
+  }
+  if (tasks > 0) {
+    log::Warn("Killed the processes of tasks that an earlier run left running.",
+              {{"tasks", std::to_string(tasks)}, {"base_dir", options_.base_dir}});
+  }
+  if (failures.empty()) return Status::Ok();
+  std::string text;
+  for (const std::string& failure : failures) text += (text.empty() ? "" : "; ") + failure;
+  return Internal("cannot kill the tasks an earlier run left running: " + text);
 }
 
 std::unique_ptr<TaskCgroup> ShellRuntime::TakeIdleCgroup() {

@@ -19,10 +19,16 @@
 
 namespace baton {
 
+namespace runtime {
+class Incarnation;
+class Record;
+}  // namespace runtime
+
 struct ShellRuntimeOptions {
   // Where the per-task working directories go; empty means $TMPDIR/baton-tasks (or
   // /tmp/baton-tasks). A relative path is made absolute (against the current directory)
-  // at construction.
+  // at construction. Also where the runtime records its running tasks (.baton-runtimes/),
+  // for KillLeftovers.
   std::string base_dir;
   std::string bash = "/bin/bash";
   // PATH for tasks when the worker has none.
@@ -64,6 +70,14 @@ struct ShellRuntimeOptions {
 // the first step, and a pre or post step's own `files` just before that step; files
 // written into a `workdir` stay there, as anything else the task writes there.
 //
+// Each running task is recorded under `base_dir` (see runtime/common/incarnation.h): one
+// small file per task, rewritten at each step's start and emptied once its processes are
+// gone, naming its cgroups (path and inode) and its step's process group (the leader's pid
+// and its start time from /proc/<pid>/stat). KillLeftovers reads what dead instances on
+// the same `base_dir` left there and kills those cgroups and process groups; a pid that
+// now belongs to another process (start time differs) and a cgroup that is another one
+// (inode differs) are left alone.
+//
 // What only a container runtime can honour (`mounts`, `networks`, `sidecars`, `gpus`,
 // `registry`, `cmd`/`entrypoint` without `run`, on the task or a step) fails the task
 // before anything runs, naming the field; `image` is ignored with one warning per job.
@@ -85,6 +99,10 @@ class ShellRuntime final : public Runtime {
   Result<RunOutcome> Run(const RunRequest& request, RunObserver& observer,
                          std::stop_token cancel) override;
   Status Health() override;
+  // Kills the processes of the tasks that dead instances on the same base_dir left
+  // running (their recorded cgroups, then their process groups) and waits until they are
+  // gone (at most about 5 s per task before it gives up with an error naming them).
+  Status KillLeftovers() override;
 
   const ShellRuntimeOptions& options() const { return options_; }
   // What the host's cgroups allow (nothing when disabled).
@@ -107,6 +125,12 @@ class ShellRuntime final : public Runtime {
   void GiveBackCgroup(std::unique_ptr<TaskCgroup> cgroup);
   std::optional<IdleDir> TakeIdleDir();
   void GiveBackDir(IdleDir dir);
+  // Record files of finished tasks, kept open for the next ones (or a new one); an error
+  // without an incarnation.
+  Result<std::unique_ptr<runtime::Record>> TakeRecord();
+  void GiveBackRecord(std::unique_ptr<runtime::Record> record);
+  // Kills what one record of a dead instance names.
+  Status KillRecorded(const std::string& record);
 
   ShellRuntimeOptions options_;
   CgroupHost cgroups_;
@@ -123,8 +147,13 @@ class ShellRuntime final : public Runtime {
 
   std::atomic<std::uint64_t> next_cgroup_{0};  // names task cgroups <prefix><n>
   std::mutex idle_mu_;
-  std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_;  // guarded by idle_mu_
-  std::vector<IdleDir> idle_dirs_;                         // guarded by idle_mu_
+  std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_;       // guarded by idle_mu_
+  std::vector<IdleDir> idle_dirs_;                              // guarded by idle_mu_
+  std::vector<std::unique_ptr<runtime::Record>> idle_records_;  // guarded by idle_mu_
+
+  std::unique_ptr<runtime::Incarnation> incarnation_;
+  Status incarnation_status_;  // why there is no incarnation_
+  std::atomic<std::uint64_t> next_record_{0};
 
   std::mutex warned_mu_;
   std::unordered_set<std::string> warned_jobs_;  // guarded by warned_mu_

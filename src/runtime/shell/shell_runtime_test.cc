@@ -892,6 +892,138 @@ TEST_F(ShellRuntimeTest, TrivialTasksAreCheap) {
   EXPECT_LT(per_task, std::chrono::milliseconds(100));
 }
 
+// ---- A crashed runtime's tasks ----
+
+// Whether `pid` no longer runs: gone, or a zombie (reaped here when it is our child: this
+// process is the subreaper of the crashed runtime's orphans).
+bool ProcessIsDead(pid_t pid) {
+  waitpid(pid, nullptr, WNOHANG);
+  if (ProcessIsGone(pid)) return true;
+  std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+  std::size_t close = stat.rfind(')');
+  return close == std::string::npos || (close + 2 < stat.size() && stat[close + 2] == 'Z');
+}
+
+// Runs `script` as a task of a runtime made in a child process, waits until the script
+// has written `lines` lines to $PIDS, then SIGKILLs the child, as `kill -9` of a worker:
+// the runtime gets no chance to stop the task. Returns the pids the script wrote.
+std::vector<pid_t> CrashRuntimeWhileItRuns(const ShellRuntimeOptions& options,
+                                           const std::string& script,
+                                           const std::string& pid_file, std::size_t lines) {
+  pid_t child = fork();
+  if (child == 0) {
+    ShellRuntime runtime(options);
+    RunRequest request;
+    request.task_id = "crashed-task";
+    request.job_id = "crashed-job";
+    request.task.run = script;
+    request.task.env = {{"PIDS", pid_file}};
+    RecordingObserver observer;
+    (void)runtime.Run(request, observer, {});
+    _exit(1);  // not reached: the script never ends
+  }
+  EXPECT_GT(child, 0);
+  // Killed once the step is recorded (the microseconds between a step's start and its
+  // record are a documented gap without cgroups).
+  auto recorded = [&] {
+    std::error_code ec;
+    for (const auto& entry : fs::recursive_directory_iterator(
+             options.base_dir + "/.baton-runtimes", ec)) {
+      if (ReadText(entry.path().string()).find("group ") != std::string::npos) return true;
+    }
+    return false;
+  };
+  bool started = testing::WaitFor(
+      [&] { return ReadPids(pid_file).size() >= lines && recorded(); }, std::chrono::seconds(20));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_TRUE(started) << "the task did not start";
+  std::vector<pid_t> pids = ReadPids(pid_file);
+  for (pid_t pid : pids) EXPECT_FALSE(ProcessIsDead(pid)) << "pid " << pid << " died with the runtime";
+  return pids;
+}
+
+// The task's own shell, a background process in its process group and a loop: what a
+// task left running when its worker was killed.
+constexpr const char* kCrashedTask =
+    "echo $$ >> \"$PIDS\"\n"
+    "sleep 1000 & echo $! >> \"$PIDS\"\n"
+    "while :; do sleep 0.05; done\n";
+
+TEST_F(ShellRuntimeTest, KillLeftoversKillsTheTasksOfACrashedRuntimeBeforeReturning) {
+  std::string pids_file = scratch_.path() + "/pids";
+  std::string script = kCrashedTask;
+  bool tracks = Runtime().cgroups().tracks_processes();
+  runtime_.reset();
+  if (tracks) {
+    // One that left the task's session: only its cgroup finds it.
+    script = "setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $! >> \"$PIDS\"\n" + script;
+  }
+  std::size_t lines = tracks ? 3 : 2;
+  std::vector<pid_t> pids = CrashRuntimeWhileItRuns(options_, script, pids_file, lines);
+
+  ShellRuntime next(options_);
+  Status killed = next.KillLeftovers();
+  EXPECT_TRUE(killed.ok()) << killed.ToString();
+  // Right away: KillLeftovers returns only once they are gone.
+  for (pid_t pid : pids) EXPECT_TRUE(ProcessIsDead(pid)) << "pid " << pid << " survived";
+  for (pid_t pid : pids) kill(pid, SIGKILL);  // the test leaves nothing behind either way
+  for (pid_t pid : pids) testing::WaitFor([&] { return ProcessIsDead(pid); });
+}
+
+TEST_F(ShellRuntimeTest, KillLeftoversKillsTheTasksOfACrashedRuntimeWithoutCgroups) {
+  options_.enable_cgroups = false;
+  std::string pids_file = scratch_.path() + "/pids";
+  std::vector<pid_t> pids = CrashRuntimeWhileItRuns(options_, kCrashedTask, pids_file, 2);
+
+  ShellRuntime next(options_);
+  Status killed = next.KillLeftovers();
+  EXPECT_TRUE(killed.ok()) << killed.ToString();
+  for (pid_t pid : pids) EXPECT_TRUE(ProcessIsDead(pid)) << "pid " << pid << " survived";
+  for (pid_t pid : pids) kill(pid, SIGKILL);
+  for (pid_t pid : pids) testing::WaitFor([&] { return ProcessIsDead(pid); });
+}
+
+TEST_F(ShellRuntimeTest, KillLeftoversSparesTheTasksOfALiveRuntimeOnTheSameBaseDir) {
+  std::string pids_file = scratch_.path() + "/pids";
+  Task task = Script("echo $$ >> \"$PIDS\"; echo started; sleep 1000");
+  task.env = {{"PIDS", pids_file}};
+  std::stop_source source;
+  std::thread running([&] {
+    RunOutcome outcome = RunTask(task, source.get_token());
+    EXPECT_EQ(outcome.state, State::kCancelled) << outcome.error;
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return ReadPids(pids_file).size() == 1; },
+                               std::chrono::seconds(20)));
+  pid_t pid = ReadPids(pids_file).front();
+
+  ShellRuntime other(options_);  // a second worker sharing the data directory
+  Status killed = other.KillLeftovers();
+  EXPECT_TRUE(killed.ok()) << killed.ToString();
+  EXPECT_FALSE(ProcessIsDead(pid)) << "a live runtime's task was killed";
+  source.request_stop();
+  running.join();
+  EXPECT_TRUE(ProcessIsGone(pid));
+}
+
+TEST_F(ShellRuntimeTest, FinishedTasksLeaveNothingForKillLeftovers) {
+  // A task that ended normally is not a leftover: the next runtime's cleanup finds
+  // nothing of it, and the base directory holds nothing once both are gone.
+  RunOutcome outcome = RunTask(Script("true"));
+  ASSERT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  runtime_.reset();
+  auto next = std::make_unique<ShellRuntime>(options_);
+  Status killed = next->KillLeftovers();
+  EXPECT_TRUE(killed.ok()) << killed.ToString();
+  next.reset();
+  std::string left;
+  std::error_code ec;
+  for (const auto& entry : fs::recursive_directory_iterator(options_.base_dir, ec)) {
+    left += entry.path().string() + " ";
+  }
+  EXPECT_TRUE(BaseDirIsEmpty()) << "left behind: " << left;
+}
+
 // ---- cgroup helpers ----
 
 TEST(CgroupMountsTest, ParsesV1ControllersAndTheV2Mount) {
