@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "base/log.h"
+#include "core/document.h"
 #include "core/expr.h"
+#include "core/job_decode.h"
 #include "core/record_json.h"
 
 namespace baton {
@@ -34,13 +36,91 @@ std::string TrimCopy(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
-Status EvaluateField(std::string& field, const json& vars, std::string_view name) {
+// What an evaluated value must be, as a literal is (a document that is not UTF-8 is
+// refused): else it can be neither stored nor sent. The value itself is not quoted: it
+// may hold a secret.
+constexpr std::string_view kNotUtf8 = "the value of its template is not valid UTF-8";
+
+// True when every string in `value` (and every key) is valid UTF-8.
+bool IsUtf8(const json& value) {
+  if (value.is_string()) {
+    return InvalidUtf8At(value.get_ref<const std::string&>()) == std::string_view::npos;
+  }
+  if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      if (InvalidUtf8At(it.key()) != std::string_view::npos || !IsUtf8(it.value())) return false;
+    }
+  } else if (value.is_array()) {
+    for (const json& item : value) {
+      if (!IsUtf8(item)) return false;
+    }
+  }
+  return true;
+}
+
+// Evaluates a field's templates in place; the value must pass what a literal one would.
+// `required`: a literal would need to be non-empty (a name).
+Status EvaluateField(std::string& field, const json& vars, std::string_view name,
+                     bool required = false) {
   if (!expr::HasTemplate(field)) return Status::Ok();
   auto value = expr::EvaluateTemplate(field, vars);
   if (!value.ok()) return InvalidArgument(fmt::format("{}: {}", name, value.status().message()));
+  if (InvalidUtf8At(*value) != std::string_view::npos) {
+    return InvalidArgument(fmt::format("{}: {}", name, kNotUtf8));
+  }
+  if (required && value->empty()) {
+    return InvalidArgument(
+        fmt::format("{}: is required, but its template evaluated to \"\"", name));
+  }
   field = std::move(*value);
   return Status::Ok();
 }
+
+// An `if`: skipped when it evaluates to "false"; an error names the field.
+Result<bool> EvaluateCondition(const std::string& if_expr, const json& vars) {
+  auto cond = expr::EvaluateTemplateValue(if_expr, vars);
+  if (!cond.ok()) return InvalidArgument("if: " + cond.status().message());
+  if (!IsUtf8(*cond)) return InvalidArgument(fmt::format("if: {}", kNotUtf8));
+  return TrimCopy(expr::ToText(*cond)) != "false";
+}
+
+// Binds a loop variable in a shared evaluation context for a scope, and restores what
+// was there (an outer loop's variable, a context entry, or nothing) when it ends. The
+// context is built once for all the children of a composite: a copy per child cost the
+// whole context (every input, secret and output) per child.
+class Binding {
+ public:
+  Binding(json& vars, std::string name) : vars_(vars), name_(std::move(name)) {
+    if (auto it = vars_.find(name_); it != vars_.end()) saved_ = std::move(*it);
+  }
+  ~Binding() {
+    if (saved_) {
+      vars_[name_] = std::move(*saved_);
+    } else {
+      vars_.erase(name_);
+    }
+  }
+  Binding(const Binding&) = delete;
+  Binding& operator=(const Binding&) = delete;
+  void Set(json value) { vars_[name_] = std::move(value); }
+
+ private:
+  json& vars_;
+  std::string name_;
+  std::optional<json> saved_;
+};
+
+// Releases a mutex the thread holds for a scope, and takes it again at its end.
+class Unlocked {
+ public:
+  explicit Unlocked(std::mutex& mu) : mu_(mu) { mu_.unlock(); }
+  ~Unlocked() { mu_.lock(); }
+  Unlocked(const Unlocked&) = delete;
+  Unlocked& operator=(const Unlocked&) = delete;
+
+ private:
+  std::mutex& mu_;
+};
 
 Status EvaluateList(std::vector<std::string>& list, const json& vars, std::string_view name) {
   for (std::size_t i = 0; i < list.size(); ++i) {
@@ -59,7 +139,7 @@ Status EvaluateMap(StringMap& map, const json& vars, std::string_view name) {
 Status EvaluateAux(std::vector<AuxTask>& steps, const json& vars, std::string_view name) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     std::string prefix = fmt::format("{}[{}]", name, i);
-    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].name, vars, prefix + ".name"));
+    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].name, vars, prefix + ".name", true));
     BATON_RETURN_IF_ERROR(EvaluateField(steps[i].image, vars, prefix + ".image"));
     BATON_RETURN_IF_ERROR(EvaluateList(steps[i].cmd, vars, prefix + ".cmd"));
     BATON_RETURN_IF_ERROR(EvaluateList(steps[i].entrypoint, vars, prefix + ".entrypoint"));
@@ -80,13 +160,14 @@ void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task) {
 }
 
 Status EvaluateTask(Task& task, const json& vars) {
-  BATON_RETURN_IF_ERROR(EvaluateField(task.name, vars, "name"));
+  // The checks validation makes on literals, made again on what templates gave.
+  BATON_RETURN_IF_ERROR(EvaluateField(task.name, vars, "name", true));
   BATON_RETURN_IF_ERROR(EvaluateField(task.var, vars, "var"));
-  if (task.var.size() > 64) {
-    return InvalidArgument(fmt::format("var: \"{}\" is longer than 64 characters", task.var));
-  }
+  if (auto problem = VarProblem(task.var)) return InvalidArgument("var: " + *problem);
   BATON_RETURN_IF_ERROR(EvaluateField(task.image, vars, "image"));
   BATON_RETURN_IF_ERROR(EvaluateField(task.queue, vars, "queue"));
+  // The engine's own queues would swallow the task (and its job would never end).
+  if (auto problem = QueueProblem(task.queue)) return InvalidArgument("queue: " + *problem);
   BATON_RETURN_IF_ERROR(EvaluateField(task.workdir, vars, "workdir"));
   BATON_RETURN_IF_ERROR(EvaluateList(task.cmd, vars, "cmd"));
   BATON_RETURN_IF_ERROR(EvaluateList(task.entrypoint, vars, "entrypoint"));
@@ -95,7 +176,7 @@ Status EvaluateTask(Task& task, const json& vars) {
   BATON_RETURN_IF_ERROR(EvaluateAux(task.post, vars, "post"));
   BATON_RETURN_IF_ERROR(EvaluateAux(task.sidecars, vars, "sidecars"));
   if (task.subjob) {
-    BATON_RETURN_IF_ERROR(EvaluateField(task.subjob->name, vars, "subjob.name"));
+    BATON_RETURN_IF_ERROR(EvaluateField(task.subjob->name, vars, "subjob.name", true));
     BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->inputs, vars, "subjob.inputs"));
     BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->secrets, vars, "subjob.secrets"));
   }
@@ -114,6 +195,10 @@ Duration RetryDelay(const Retry& retry, int attempt) {
 Scheduler::Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
                      SchedulerOptions options)
     : datastore_(datastore), broker_(broker), clock_(clock), timers_(timers), options_(options) {
+  if (options_.job_locker == nullptr) {
+    own_locker_ = NewInProcessLocker();
+    options_.job_locker = own_locker_.get();
+  }
   if (options_.start_in_background) {
     starter_ = std::jthread([this](std::stop_token stop) { StarterLoop(std::move(stop)); });
   }
@@ -182,7 +267,7 @@ void Scheduler::StartSubmitted(const std::string& job_id) {
   }
   {
     std::lock_guard lock(mu_);
-    Status started = StartJob(job_id);
+    Status started = FailTreeOnError(job_id, StartJob(job_id));
     // Not pending any more: cancelled first, or started by a reconcile.
     if (!started.ok() && started.code() != StatusCode::kFailedPrecondition) {
       log::Error("starting a job failed", {{"job_id", job_id}, {"error", started.message()}});
@@ -197,7 +282,6 @@ void Scheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> lis
 }
 
 Result<std::unique_ptr<Lock>> Scheduler::LockJob(const std::string& job_id) {
-  if (options_.job_locker == nullptr) return std::unique_ptr<Lock>();
   auto root = RootOf(job_id);
   if (!root.ok()) return root.status();
   return options_.job_locker->Acquire("baton.job:" + *root, options_.lock_timeout);
@@ -233,7 +317,7 @@ Result<std::string> Scheduler::RootOf(const std::string& job_id) {
 }
 
 Result<std::string> Scheduler::JobOfTask(const std::string& task_id, const std::string& known) {
-  if (!known.empty() || options_.job_locker == nullptr) return known;
+  if (!known.empty()) return known;
   auto task = datastore_.GetTask(task_id);
   if (!task.ok()) return task.status();
   return task->job_id;
@@ -341,7 +425,7 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
       if (record.job.timeout) ArmJobTimeout(record.id, *record.job.timeout, record.created_at);
       started = PublishStored(*first);
     } else {
-      started = StartJob(record.id);
+      started = FailTreeOnError(record.id, StartJob(record.id));
     }
     if (!started.ok())
       log::Error("starting a job failed", {{"job_id", record.id}, {"error", started.message()}});
@@ -380,8 +464,8 @@ std::optional<TaskRecord> Scheduler::FirstTaskAtSubmit(const JobRecord& job, Tim
   Vars vars = VarsFor(job, json::object());
   // Skipped, or failing evaluation: the general way records it.
   if (!task.task.if_expr.empty()) {
-    auto cond = expr::EvaluateTemplateValue(task.task.if_expr, vars);
-    if (!cond.ok() || TrimCopy(expr::ToText(*cond)) == "false") return std::nullopt;
+    auto runs = EvaluateCondition(task.task.if_expr, vars);
+    if (!runs.ok() || !*runs) return std::nullopt;
   }
   if (!EvaluateTask(task.task, vars).ok()) return std::nullopt;
   ReadyToPublish(task, now);
@@ -488,6 +572,10 @@ Scheduler::Completion Scheduler::CompleteInPlace(JobRecord& j, TimePoint now) co
       return completion;
     }
     result = expr::ToText(*value);
+    if (InvalidUtf8At(result) != std::string_view::npos) {
+      completion.output_error = std::string(kNotUtf8);
+      return completion;
+    }
   }
   j.state = JobState::kCompleted;
   j.completed_at = now;
@@ -540,7 +628,7 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
     j.state = state;
     if (state == JobState::kFailed) {
       j.failed_at = now;
-      j.error = error;
+      j.error = SanitizeUtf8(error);  // stored and shown: it must be text
     }
     changed = true;
     stored = j;
@@ -599,7 +687,8 @@ Status Scheduler::Restart(const std::string& job_id) {
     if (s.ok()) {
       if (job.job.timeout) ArmJobTimeout(job.id, *job.job.timeout, clock_.Now());
       auto index = static_cast<std::size_t>(std::clamp(job.position, 1, job.task_count) - 1);
-      s = ScheduleNew(job, job.job.tasks[index], "", static_cast<int>(index) + 1, json::object());
+      s = FailTreeOnError(job_id, ScheduleNew(job, job.job.tasks[index], "",
+                                              static_cast<int>(index) + 1, json::object()));
     }
   }
   FlushNotifications();
@@ -609,7 +698,7 @@ Status Scheduler::Restart(const std::string& job_id) {
 // ---------------------------------------------------------------------------- tasks
 
 Status Scheduler::ScheduleNew(const JobRecord& job, Task def, const std::string& parent_id,
-                              int position, const Vars& extra, int index) {
+                              int position, const Vars& extra, int index, Vars* vars) {
   TaskRecord task;
   task.each_index = index;
   task.id = NewId();
@@ -622,11 +711,11 @@ Status Scheduler::ScheduleNew(const JobRecord& job, Task def, const std::string&
   task.task = std::move(def);
   // Only a composite row's children need the loop variables later.
   if (task.task.IsComposite()) task.scope = extra;
-  return Dispatch(job, std::move(task), extra, /*evaluated=*/false, /*create=*/true);
+  return Dispatch(job, std::move(task), extra, /*evaluated=*/false, /*create=*/true, vars);
 }
 
-Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra,
-                           bool evaluated, bool create) {
+Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
+                           bool create, Vars* shared_vars) {
   TimePoint now = clock_.Now();
   auto store = [&](TaskRecord& t) -> Status {
     if (create) {
@@ -642,24 +731,30 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
   auto fail_now = [&](const std::string& error) -> Status {
     task.state = TaskState::kFailed;
     task.failed_at = now;
-    task.error = error;
+    task.error = SanitizeUtf8(error);
     BATON_RETURN_IF_ERROR(store(task));
     return TaskFailed(task);
   };
+  // The evaluation context, built at most once here (or given by the caller).
+  std::optional<Vars> own_vars;
+  auto vars = [&]() -> Vars& {
+    if (shared_vars != nullptr) return *shared_vars;
+    if (!own_vars) own_vars = VarsFor(job, extra);
+    return *own_vars;
+  };
 
   if (!evaluated) {
-    Vars vars = VarsFor(job, extra);
     if (!task.task.if_expr.empty()) {
-      auto cond = expr::EvaluateTemplateValue(task.task.if_expr, vars);
-      if (!cond.ok()) return fail_now("if: " + cond.status().message());
-      if (TrimCopy(expr::ToText(*cond)) == "false") {
+      auto runs = EvaluateCondition(task.task.if_expr, vars());
+      if (!runs.ok()) return fail_now(runs.status().message());
+      if (!*runs) {
         task.state = TaskState::kSkipped;
         task.completed_at = now;
         BATON_RETURN_IF_ERROR(store(task));
         return TaskDone(task);
       }
     }
-    Status evaluated_ok = EvaluateTask(task.task, vars);
+    Status evaluated_ok = EvaluateTask(task.task, vars());
     if (!evaluated_ok.ok()) return fail_now(evaluated_ok.message());
   }
 
@@ -671,7 +766,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     RememberShape(task);
     // The common group, runnable tasks that all run now: stored in one write and then
     // published, instead of a write per child.
-    std::optional<std::vector<TaskRecord>> runnable = RunnableChildren(job, task, extra, now);
+    std::optional<std::vector<TaskRecord>> runnable = RunnableChildren(job, task, vars(), now);
     if (runnable) {
       BATON_RETURN_IF_ERROR(datastore_.CreateTasks(*runnable));
       std::vector<TaskRecord*> publish;
@@ -683,7 +778,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     for (std::size_t i = 0; i < def.parallel->tasks.size(); ++i) {
       std::uint64_t finishes = finishes_;
       BATON_RETURN_IF_ERROR(ScheduleNew(job, def.parallel->tasks[i], task.id, task.position, extra,
-                                        static_cast<int>(i)));
+                                        static_cast<int>(i), &vars()));
       // Only a row that finished at once (a child failed or was skipped) can have ended
       // the group: read it again then, not after every child.
       if (finishes_ == finishes) continue;
@@ -694,101 +789,123 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     return Status::Ok();
   }
   if (def.each) {
-    auto list = expr::EvaluateTemplateValue(def.each->list, VarsFor(job, extra));
-    if (!list.ok()) return fail_now("each.list: " + list.status().message());
-    if (!list->is_array()) {
-      return fail_now(fmt::format("each.list: expected a list, got {}",
-                                  expr::ToText(*list).substr(0, 100)));
+    std::string var = def.each->var.empty() ? "item" : def.each->var;
+    int limit = def.each->concurrency > 0 ? def.each->concurrency : std::numeric_limits<int>::max();
+    std::vector<TaskRecord> children;
+    std::vector<std::size_t> start_now;
+    std::vector<std::size_t> dispatch_now;
+    std::optional<std::string> failure;
+    Status stored;
+    {
+      // Evaluating the list and the children, and storing them, touches nothing the
+      // mutex guards, and the job's lock keeps this job's other decisions out: the other
+      // jobs' decisions go on meanwhile, however big this each is.
+      Unlocked unlocked(mu_);
+      Vars& context = vars();
+      auto list = expr::EvaluateTemplateValue(def.each->list, context);
+      if (!list.ok()) {
+        failure = "each.list: " + list.status().message();
+      } else if (!list->is_array()) {
+        failure = fmt::format("each.list: expected a list, got {}",
+                              SanitizeUtf8(expr::ToText(*list).substr(0, 100)));
+      } else if (!IsUtf8(*list)) {
+        // An item would reach a child's row (its scope, its fields) and not be storable.
+        failure = fmt::format("each.list: {}", kNotUtf8);
+      } else {
+        task.each_size = static_cast<int>(list->size());
+      }
+      // Children are evaluated now, while their item is known, and held as CREATED until
+      // a slot frees up. The context is the same for all but the loop variable.
+      std::size_t size = failure ? 0 : list->size();
+      children.reserve(size);
+      Binding item(context, var);
+      for (std::size_t i = 0; i < size; ++i) {
+        json binding = {{"index", i}, {"value", std::move((*list)[i])}};
+        TaskRecord child;
+        child.id = NewId();
+        child.job_id = job.id;
+        child.parent_id = task.id;
+        child.position = task.position;
+        child.state = TaskState::kCreated;
+        child.created_at = now;
+        child.each_index = static_cast<int>(i);
+        child.task = *def.each->task;
+        ApplyDefaults(job.job.defaults, child.task);
+        // A composite child is dispatched later (StartNextEachChild, or below): its
+        // children are evaluated then, with its item.
+        if (child.task.IsComposite()) {
+          child.scope = extra;
+          child.scope[var] = binding;
+        }
+        item.Set(std::move(binding));
+        if (!child.task.if_expr.empty()) {
+          auto runs = EvaluateCondition(child.task.if_expr, context);
+          if (!runs.ok()) {
+            failure = fmt::format("each: {}", runs.status().message());
+          } else if (!*runs) {
+            child.state = TaskState::kSkipped;
+            child.completed_at = now;
+          }
+          child.task.if_expr.clear();
+        }
+        if (!failure && child.state == TaskState::kCreated) {
+          // A composite child's own fields (name, var, a subjob's inputs) too; its
+          // children are evaluated when it is dispatched.
+          Status s = EvaluateTask(child.task, context);
+          if (!s.ok()) failure = fmt::format("each: {}", s.message());
+        }
+        children.push_back(std::move(child));
+        if (failure) break;
+      }
+      if (!failure && !children.empty()) {
+        // The children that start at once (up to `concurrency`) are stored ready to
+        // publish, with the rest, in one write; the parent counts them as started. One
+        // row at a time (read, count on the parent, publish, mark) cost four round trips
+        // per child. A composite child is not published: it is stored CREATED and
+        // dispatched by its kind once the rows are stored (a crash in between leaves it
+        // CREATED, for reconciling to start).
+        for (std::size_t i = 0; i < children.size(); ++i) {
+          TaskRecord& child = children[i];
+          int started = static_cast<int>(start_now.size() + dispatch_now.size());
+          if (child.state != TaskState::kCreated || started >= limit) continue;
+          if (child.task.IsComposite()) {
+            dispatch_now.push_back(i);
+          } else {
+            ReadyToPublish(child, now);
+            start_now.push_back(i);
+          }
+        }
+        task.state = TaskState::kRunning;
+        task.started_at = now;
+        task.each_index = static_cast<int>(start_now.size() + dispatch_now.size());
+        stored = store(task);
+        if (stored.ok()) stored = datastore_.CreateTasks(children);
+      }
     }
-    task.each_size = static_cast<int>(list->size());
-    if (list->empty()) {
+    if (failure) return fail_now(*failure);
+    BATON_RETURN_IF_ERROR(stored);
+    if (children.empty()) {
       task.state = TaskState::kCompleted;
       task.started_at = now;
       task.completed_at = now;
       BATON_RETURN_IF_ERROR(store(task));
       return TaskDone(task);
     }
-    // Children are evaluated now, while their item is known, and held as CREATED until
-    // a slot frees up.
-    std::string var = def.each->var.empty() ? "item" : def.each->var;
-    std::vector<TaskRecord> children;
-    children.reserve(list->size());
-    std::vector<std::string> failures;
-    for (std::size_t i = 0; i < list->size(); ++i) {
-      Vars child_extra = extra;
-      child_extra[var] = {{"index", i}, {"value", (*list)[i]}};
-      TaskRecord child;
-      child.id = NewId();
-      child.job_id = job.id;
-      child.parent_id = task.id;
-      child.position = task.position;
-      child.state = TaskState::kCreated;
-      child.created_at = now;
-      child.each_index = static_cast<int>(i);
-      child.task = *def.each->task;
-      ApplyDefaults(job.job.defaults, child.task);
-      // A composite child is dispatched later (StartNextEachChild, or below): its
-      // children are evaluated then, with its item.
-      if (child.task.IsComposite()) child.scope = child_extra;
-      Vars vars = VarsFor(job, child_extra);
-      if (!child.task.if_expr.empty()) {
-        auto cond = expr::EvaluateTemplateValue(child.task.if_expr, vars);
-        if (!cond.ok()) {
-          failures.push_back("if: " + cond.status().message());
-        } else if (TrimCopy(expr::ToText(*cond)) == "false") {
-          child.state = TaskState::kSkipped;
-          child.completed_at = now;
-        }
-        child.task.if_expr.clear();
-      }
-      if (failures.empty() && child.state == TaskState::kCreated) {
-        // A composite child's own fields (name, var, a subjob's inputs) too; its
-        // children are evaluated when it is dispatched.
-        Status s = EvaluateTask(child.task, vars);
-        if (!s.ok()) failures.push_back(s.message());
-      }
-      children.push_back(std::move(child));
-      if (!failures.empty()) break;
-    }
-    if (!failures.empty()) return fail_now(fmt::format("each: {}", failures.front()));
-    // The children that start at once (up to `concurrency`) are stored ready to publish,
-    // with the rest, in one write; the parent counts them as started. One row at a time
-    // (read, count on the parent, publish, mark) cost four round trips per child.
-    // A composite child is not published: it is stored CREATED and dispatched by its kind
-    // once the rows are stored (a crash in between leaves it CREATED, for reconciling to
-    // start).
-    int limit = def.each->concurrency > 0 ? def.each->concurrency : std::numeric_limits<int>::max();
-    std::vector<std::size_t> start_now;
-    std::vector<std::size_t> dispatch_now;
-    for (std::size_t i = 0; i < children.size(); ++i) {
-      TaskRecord& child = children[i];
-      int started = static_cast<int>(start_now.size() + dispatch_now.size());
-      if (child.state != TaskState::kCreated || started >= limit) continue;
-      if (child.task.IsComposite()) {
-        dispatch_now.push_back(i);
-      } else {
-        ReadyToPublish(child, now);
-        start_now.push_back(i);
-      }
-    }
-    task.state = TaskState::kRunning;
-    task.started_at = now;
-    task.each_index = static_cast<int>(start_now.size() + dispatch_now.size());
-    BATON_RETURN_IF_ERROR(store(task));
-    BATON_RETURN_IF_ERROR(datastore_.CreateTasks(children));
     RememberShape(task);
-    auto& waiting = waiting_children_[task.id];
-    waiting.clear();
     int skipped = 0;
-    std::size_t next_dispatch = 0;
-    for (std::size_t i = 0; i < children.size(); ++i) {
-      const TaskRecord& child = children[i];
-      if (next_dispatch < dispatch_now.size() && dispatch_now[next_dispatch] == i) {
-        ++next_dispatch;
-      } else if (child.state == TaskState::kCreated) {
-        waiting.push_back(child.id);
-      } else if (IsTerminal(child.state)) {
-        ++skipped;
+    {
+      auto& waiting = waiting_children_[task.id];
+      waiting.clear();
+      std::size_t next_dispatch = 0;
+      for (std::size_t i = 0; i < children.size(); ++i) {
+        const TaskRecord& child = children[i];
+        if (next_dispatch < dispatch_now.size() && dispatch_now[next_dispatch] == i) {
+          ++next_dispatch;
+        } else if (child.state == TaskState::kCreated) {
+          waiting.push_back(child.id);
+        } else if (IsTerminal(child.state)) {
+          ++skipped;
+        }
       }
     }
     std::vector<TaskRecord*> publish;
@@ -799,8 +916,10 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       std::uint64_t finishes = finishes_;
       Vars scope = children[i].scope;
       children[i].state = TaskState::kPending;
+      Binding item(vars(), var);
+      item.Set(scope[var]);
       BATON_RETURN_IF_ERROR(Dispatch(job, std::move(children[i]), scope, /*evaluated=*/true,
-                                     /*create=*/false));
+                                     /*create=*/false, &vars()));
       // A child that failed at once fails the each, which cancels the rest: stop then.
       if (finishes_ == finishes) continue;
       auto parent = datastore_.GetTask(task.id);
@@ -859,13 +978,12 @@ OutgoingMessage MessageFor(const TaskRecord& task) {
 
 std::optional<std::vector<TaskRecord>> Scheduler::RunnableChildren(const JobRecord& job,
                                                                    const TaskRecord& parent,
-                                                                   const Vars& extra,
+                                                                   const Vars& vars,
                                                                    TimePoint now) const {
   const std::vector<Task>& defs = parent.task.parallel->tasks;
   if (std::any_of(defs.begin(), defs.end(), [](const Task& t) { return t.IsComposite(); })) {
     return std::nullopt;
   }
-  Vars vars = VarsFor(job, extra);
   std::vector<TaskRecord> children;
   children.reserve(defs.size());
   for (std::size_t i = 0; i < defs.size(); ++i) {
@@ -880,8 +998,8 @@ std::optional<std::vector<TaskRecord>> Scheduler::RunnableChildren(const JobReco
     ApplyDefaults(job.job.defaults, child.task);
     // As Dispatch would: a child skipped or failing at once takes the general way.
     if (!child.task.if_expr.empty()) {
-      auto cond = expr::EvaluateTemplateValue(child.task.if_expr, vars);
-      if (!cond.ok() || TrimCopy(expr::ToText(*cond)) == "false") return std::nullopt;
+      auto runs = EvaluateCondition(child.task.if_expr, vars);
+      if (!runs.ok() || !*runs) return std::nullopt;
     }
     if (!EvaluateTask(child.task, vars).ok()) return std::nullopt;
     ReadyToPublish(child, now);
@@ -1002,7 +1120,7 @@ void Scheduler::PublishPending(const std::string& task_id, const std::string& jo
   }
   auto task = datastore_.GetTask(task_id);
   if (!task.ok() || task->state != TaskState::kPending) return;  // cancelled or published
-  Status s = PublishTask(*task, false);
+  Status s = FailTreeOnError(task->job_id, PublishTask(*task, false));
   if (!s.ok()) log::Error("publishing a task failed", {{"task_id", task_id}, {"error", s.message()}});
 }
 
@@ -1036,12 +1154,20 @@ Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
       ++p.each_index;
       return Status::Ok();
     }));
-    auto job = datastore_.GetJob(child->job_id);
-    if (!job.ok()) return job.status();
+    // A runnable child was evaluated with its each: it is only published, and needs
+    // nothing of its job (reading the job, context and all, per child cost the whole
+    // context per child). A composite one evaluates its children with the context.
+    JobRecord job;
+    job.id = child->job_id;
+    if (child->task.IsComposite()) {
+      auto loaded = datastore_.GetJob(child->job_id);
+      if (!loaded.ok()) return loaded.status();
+      job = std::move(*loaded);
+    }
     child->state = TaskState::kPending;
     Vars scope = child->scope;
     BATON_RETURN_IF_ERROR(
-        Dispatch(*job, std::move(*child), scope, /*evaluated=*/true, /*create=*/false));
+        Dispatch(job, std::move(*child), scope, /*evaluated=*/true, /*create=*/false));
     return true;
   }
   return false;
@@ -1059,7 +1185,7 @@ bool Scheduler::FinishInPlace(TaskRecord& t, TaskState state, const std::string&
   t.state = state;
   if (state == TaskState::kFailed) {
     t.failed_at = now;
-    t.error = error;
+    t.error = SanitizeUtf8(error);  // stored and shown: it must be text
   } else {
     t.completed_at = now;
     if (state == TaskState::kCompleted) {
@@ -1293,6 +1419,25 @@ Status Handled(const Status& s, const char* what, const std::string& task_id) {
 
 }  // namespace
 
+Status Scheduler::FailTreeOnError(const std::string& job_id, const Status& error) {
+  if (error.ok() || MayPass(error) || error.code() == StatusCode::kNotFound ||
+      error.code() == StatusCode::kFailedPrecondition) {
+    return error;
+  }
+  auto root = RootOf(job_id);
+  const std::string& target = root.ok() ? *root : job_id;
+  log::Error("a step of a job failed to be taken; failing the job",
+             {{"job_id", target}, {"error", error.message()}});
+  Status failed =
+      FailJob(target, "the engine could not take a step: " + error.message(), JobState::kFailed);
+  if (!failed.ok() && failed.code() != StatusCode::kFailedPrecondition) {
+    log::Error("failing a job whose step failed failed too",
+               {{"job_id", target}, {"error", failed.message()}});
+    return failed;
+  }
+  return Status::Ok();
+}
+
 Status Scheduler::OnStarted(const TaskStarted& event) {
   bool stop_it = false;
   // One read-modify-write decides and records. It needs neither the job's lock nor the
@@ -1367,6 +1512,7 @@ Status Scheduler::OnFinished(const TaskFinished& event) {
         }
       }
     }
+    s = FailTreeOnError(*job_id, s);
   }
   FlushNotifications();
   return Handled(s, "handling a task outcome failed", event.task_id);
@@ -1423,7 +1569,7 @@ Result<int> Scheduler::ExpireLeases(Duration lease) {
     auto finished = Finish(task.id, TaskState::kFailed, "", error, &lost, task.node_id);
     if (!finished.ok()) return finished.status();
     if (!*finished) continue;
-    BATON_RETURN_IF_ERROR(Redeliver(lost));
+    BATON_RETURN_IF_ERROR(FailTreeOnError(task.job_id, Redeliver(lost)));
     ++requeued;
   }
   FlushNotifications();
@@ -1443,7 +1589,8 @@ Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
       // Read again under the lock: another coordinator may have moved it on.
       auto job = datastore_.GetJob(listed.id);
       s = job.status();
-      if (job.ok() && IsActive(job->state)) s = ReconcileJob(*job, live_nodes);
+      if (job.ok() && IsActive(job->state))
+        s = FailTreeOnError(listed.id, ReconcileJob(*job, live_nodes));
     }
     if (!s.ok() && s.code() != StatusCode::kNotFound) {
       log::Error("reconciling a job failed", {{"job_id", listed.id}, {"error", s.message()}});

@@ -9,9 +9,13 @@
 // Every handler is idempotent: a duplicate or late event for a finished task is ignored,
 // and so is an outcome from another node than the one running the task (a duplicate
 // delivery, which is cancelled where it runs).
-// Thread-safety: thread-safe; one mutex serialises all decisions of this scheduler.
-// Across several schedulers (coordinators) sharing a datastore, `job_locker` serialises
-// the decisions about one job tree: a handler takes the job's lock, then the mutex.
+// Thread-safety: thread-safe. The decisions about one job tree are serialised by the
+// tree's lock (`job_locker`, shared by the coordinators of a datastore; an in-process
+// one for a single coordinator): a handler takes the job's lock, then the mutex `mu_`,
+// which guards the scheduler's own state (caches, timers, notifications). A decision
+// holds `mu_` throughout, except while it expands an each (evaluates and stores its
+// children), which touches none of that state: a big each holds up neither other jobs'
+// decisions nor a cancel (of another job) nor a stop.
 #pragma once
 
 #include <chrono>
@@ -51,7 +55,8 @@ struct SchedulerOptions {
   Duration node_lease = std::chrono::seconds(30);
   // Several coordinators: every decision about a job is taken under the lock
   // "baton.job:<id of its top-level job>" of this locker, so each step is decided once.
-  // Null for a single coordinator (its own mutex is enough).
+  // Null for a single coordinator: the scheduler then uses an in-process locker of its
+  // own, so that one job's long decision does not hold up the others'.
   Locker* job_locker = nullptr;
   std::chrono::milliseconds lock_timeout = std::chrono::seconds(30);
   // A task whose message the broker refused is published again after this long.
@@ -108,7 +113,7 @@ class Scheduler {
  private:
   using Vars = nlohmann::json;
 
-  // The lock of the job tree `job_id` belongs to (null without a job_locker).
+  // The lock of the job tree `job_id` belongs to.
   Result<std::unique_ptr<Lock>> LockJob(const std::string& job_id);
   Result<std::string> RootOf(const std::string& job_id);
   Result<std::string> JobOfTask(const std::string& task_id, const std::string& known);
@@ -144,21 +149,32 @@ class Scheduler {
   Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id,
                               std::string id = "");
   Status StartJob(const std::string& job_id);
+  // What templates see: the job's context with `extra` (loop variables) over it.
   Vars VarsFor(const JobRecord& job, const Vars& extra) const;
 
   // Creates the row for `def` and takes it as far as it goes now.
   // `index` identifies a child within its parallel or each (kept by its retries).
+  // `vars`, when the caller has it, is VarsFor(job, extra), built once for all the
+  // children of a composite (it is changed while in use and restored); null: built here
+  // when needed.
   Status ScheduleNew(const JobRecord& job, Task def, const std::string& parent_id, int position,
-                     const Vars& extra, int index = 0);
+                     const Vars& extra, int index = 0, Vars* vars = nullptr);
   // Dispatches a row already stored (or to be stored when `create`) by its kind.
+  // A runnable row that is `evaluated` needs of `job` only its id.
   Status Dispatch(const JobRecord& job, TaskRecord task, const Vars& extra, bool evaluated,
-                  bool create);
+                  bool create, Vars* vars = nullptr);
   // The rows of a parallel's children when all are runnable tasks that run now (none
   // composite, skipped or failing evaluation), ready to store as PublishTask stores them;
   // nullopt otherwise.
   std::optional<std::vector<TaskRecord>> RunnableChildren(const JobRecord& job,
                                                           const TaskRecord& parent,
-                                                          const Vars& extra, TimePoint now) const;
+                                                          const Vars& vars, TimePoint now) const;
+  // A decision about job `job_id` that ended in an error no retry will cure (a value
+  // that cannot be stored, an internal error) would leave its job tree RUNNING with
+  // nothing in flight: the tree's top-level job is failed with the error instead.
+  // Transient errors (which a redelivery retries) and benign ones (NotFound,
+  // FailedPrecondition) are returned as they are; others become Ok once handled.
+  Status FailTreeOnError(const std::string& job_id, const Status& error);
   Status PublishTask(TaskRecord& task, bool create);
   // Publishes a row already stored as PublishTask stores it before publishing
   // (SCHEDULED, or PENDING with a durable broker). Without a durable broker it touches
@@ -257,9 +273,14 @@ class Scheduler {
   Timers& timers_;
   SchedulerOptions options_;
 
+  // The job locker when options gave none (a single coordinator).
+  std::unique_ptr<Locker> own_locker_;
+
   std::mutex roots_mu_;
   std::map<std::string, std::string> roots_;  // job id → its top-level job; guarded by roots_mu_
 
+  // Guards the state below. A decision holds it while it runs (and the job's lock),
+  // except around the expansion of an each (see Dispatch).
   std::mutex mu_;
   // each parents → their CREATED children, in index order, waiting for a slot. A cache:
   // an entry holds at least every child still CREATED (children never return to it).

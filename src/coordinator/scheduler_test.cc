@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -689,6 +690,122 @@ tasks:
   EXPECT_EQ(job.state, JobState::kFailed);
   EXPECT_THAT(job.error, HasSubstr("env.X: division by zero"));
   EXPECT_TRUE(runtime_.ran().empty());
+}
+
+// Every evaluated field passes the checks a literal one gets, and an evaluation error
+// in any step fails that step's task, and so the job, with the field named: before, a
+// value that was not UTF-8 in a later step could not be stored (the error was logged
+// and dropped, the job stayed RUNNING), and a queue given as a template went to the
+// engine's own queue, which swallowed the task.
+TEST_F(SchedulerTest, EvaluatedFieldsAreCheckedLikeLiteralsAndFailTheirJob) {
+  struct Case {
+    std::string label;
+    std::string second_task;  // the job's second task, after one that runs
+    std::string field;        // named by the job's error
+  };
+  const std::string bad = R"("{{ fromBase64('//79') }}")";  // bytes FF FE FD
+  std::vector<Case> cases = {
+      {"env", "{name: two, env: {X: " + bad + "}, run: ok}", "env.X"},
+      {"name", "{name: " + bad + ", run: ok}", "name"},
+      {"if", "{name: two, if: " + bad + ", run: ok}", "if"},
+      {"cmd", "{name: two, cmd: [" + bad + "], run: ok}", "cmd[0]"},
+      {"each item",
+       "{name: two, each: {list: \"{{ [fromBase64('//79')] }}\", task: {name: c, env: {V: \"{{ "
+       "item.value }}\"}, run: ok}}}",
+       "each.list"},
+      {"each child env",
+       "{name: two, each: {list: \"{{ [1] }}\", task: {name: c, env: {V: " + bad + "}, run: ok}}}",
+       "env.V"},
+      {"subjob input",
+       "{name: two, subjob: {name: s, inputs: {X: " + bad + "}, tasks: [{name: s1, run: ok}]}}",
+       "subjob.inputs.X"},
+      {"subjob name", "{name: two, subjob: {name: " + bad + ", tasks: [{name: s1, run: ok}]}}",
+       "subjob.name"},
+      {"empty name", "{name: \"{{ '' }}\", run: ok}", "name"},
+      {"long var", "{name: two, var: \"{{ repeat('v', 65) }}\", run: ok}", "var"},
+  };
+  std::vector<std::string> queues(EngineQueues().begin(), EngineQueues().end());
+  queues.insert(queues.end(), {"completed", "jobs", "x-anything"});
+  for (const std::string& queue : queues) {
+    cases.push_back({"queue " + queue, "{name: two, queue: \"{{ '" + queue + "' }}\", run: ok}",
+                     "queue"});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    std::size_t ran_before = runtime_.ran().size();
+    auto submitted =
+        coordinator_->Submit(ParseOrDie("name: bad\ntasks:\n  - {name: one, run: ok}\n  - " +
+                                        c.second_task + "\n"));
+    ASSERT_TRUE(submitted.ok()) << submitted.status().message();
+    auto done = coordinator_->Wait(submitted->id, seconds(3));
+    ASSERT_TRUE(done.ok()) << done.status().message();
+    EXPECT_EQ(done->state, JobState::kFailed);
+    EXPECT_THAT(done->error, HasSubstr(c.field));
+    auto ran = runtime_.ran();
+    EXPECT_THAT(std::vector<std::string>(ran.begin() + static_cast<std::ptrdiff_t>(ran_before),
+                                         ran.end()),
+                ElementsAre("one"));
+  }
+  // A reserved queue given as a template in the first task too (decided at submit).
+  for (const std::string& queue : queues) {
+    SCOPED_TRACE("first task, queue " + queue);
+    auto submitted = coordinator_->Submit(ParseOrDie(
+        "name: bad\ntasks:\n  - {name: one, queue: \"{{ '" + queue + "' }}\", run: ok}\n"));
+    ASSERT_TRUE(submitted.ok()) << submitted.status().message();
+    auto done = coordinator_->Wait(submitted->id, seconds(3));
+    ASSERT_TRUE(done.ok()) << done.status().message();
+    EXPECT_EQ(done->state, JobState::kFailed);
+    EXPECT_THAT(done->error, HasSubstr("queue"));
+  }
+}
+
+// One job's work does not hold up the others. An each over a job with a large context
+// (many inputs) is expanded at the cost of the context once plus its children: before,
+// every child got its own copy of the whole context, under the scheduler-wide mutex, and
+// every other job's decisions, and cancel, waited for all of them.
+TEST_F(SchedulerTest, ABigEachHoldsUpNeitherOtherJobsNorCancel) {
+  constexpr int kInputs = 20'000;
+  constexpr int kChildren = 2'000;
+  // As the engines run: Submit returns once the job is stored, a thread starts it.
+  StopEngine();
+  background_ = true;
+  StartEngine(4);
+  Job big = ParseOrDie(R"(
+name: big
+tasks:
+  - name: fan
+    each:
+      list: "{{ sequence(0, )" + std::to_string(kChildren) + R"() }}"
+      task: {name: "c{{ item.index }}", env: {A: "{{ inputs.k7 }}"}, run: hang}
+)");
+  for (int i = 0; i < kInputs; ++i) {
+    big.inputs["k" + std::to_string(i)] = "value of input number " + std::to_string(i);
+  }
+  auto submitted = coordinator_->Submit(big);
+  ASSERT_TRUE(submitted.ok()) << submitted.status().message();
+  // The starter thread has taken it up: the each is being expanded (or is done).
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(submitted->id) == JobState::kRunning; },
+                               seconds(60)));
+  using Clock = std::chrono::steady_clock;
+  // A small job on a queue of its own (the big one's children fill the default slots).
+  auto started = Clock::now();
+  JobRecord small = Run("name: small\ntasks:\n  - {name: s, queue: gpu, run: ok}\n");
+  auto small_took = Clock::now() - started;
+  EXPECT_EQ(small.state, JobState::kCompleted);
+  started = Clock::now();
+  Status cancelled = coordinator_->Cancel(submitted->id);
+  auto cancel_took = Clock::now() - started;
+  EXPECT_TRUE(cancelled.ok()) << cancelled.message();
+  auto ms = [](Clock::duration d) {
+    return std::chrono::duration_cast<milliseconds>(d).count();
+  };
+  std::cout << "small job took " << ms(small_took) << " ms, cancel took " << ms(cancel_took)
+            << " ms\n";
+  EXPECT_LT(small_took, seconds(3));
+  EXPECT_LT(cancel_took, seconds(3));
+  auto done = coordinator_->Wait(submitted->id, seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_EQ(done->state, JobState::kCancelled);
 }
 
 TEST_F(SchedulerTest, DefaultsApplyWhereTheTaskIsSilent) {

@@ -62,6 +62,9 @@ enum class DocumentFormat { kYaml, kJson };
 // Guesses the format: JSON when the first non-blank character is '{' or '['.
 DocumentFormat SniffFormat(std::string_view text);
 
+// The offset of the first byte of `text` that is not part of valid UTF-8, or npos.
+std::size_t InvalidUtf8At(std::string_view text);
+
 // Nesting deeper than this is refused (no job needs it; it protects the stack).
 inline constexpr int kMaxDocumentDepth = 100;
 // Nodes a document may expand to (YAML aliases can multiply a small text).

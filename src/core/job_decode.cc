@@ -258,11 +258,10 @@ class Decoder {
 
   std::string Queue(const Node& node, const std::string& path) {
     std::string queue = Template(node, path);
-    if (rules_ && !expr::HasTemplate(queue) && IsReservedQueueName(queue)) {
-      Problem(node.mark, path,
-              fmt::format("queue {} is reserved for the engine (names starting with x- and "
-                          "the engine's own queues cannot carry tasks)",
-                          Quoted(queue)));
+    if (rules_ && !expr::HasTemplate(queue)) {
+      if (auto problem = QueueProblem(queue)) {
+        Problem(node.mark, path, fmt::format("queue {} {}", Quoted(queue), *problem));
+      }
     }
     return queue;
   }
@@ -473,9 +472,8 @@ class Decoder {
       else if (e.key == "description") task.description = String(v, p);
       else if (e.key == "var") {
         task.var = Template(v, p);
-        if (rules_ && task.var.size() > kMaxVarLength) {
-          Problem(v.mark, p, fmt::format("must be at most {} characters, got {}", kMaxVarLength,
-                                         task.var.size()));
+        if (rules_) {
+          if (auto problem = VarProblem(task.var)) Problem(v.mark, p, *problem);
         }
       } else if (e.key == "if") task.if_expr = Template(v, p);
       else if (e.key == "run") task.run = String(v, p);
@@ -704,6 +702,17 @@ std::string JobParseResult::Message() const {
     out += d.ToString();
   }
   return out;
+}
+
+std::optional<std::string> QueueProblem(std::string_view queue) {
+  if (!IsReservedQueueName(queue)) return std::nullopt;
+  return "is reserved for the engine (names starting with x- and the engine's own queues "
+         "cannot carry tasks)";
+}
+
+std::optional<std::string> VarProblem(std::string_view var) {
+  if (var.size() <= kMaxVarLength) return std::nullopt;
+  return fmt::format("must be at most {} characters, got {}", kMaxVarLength, var.size());
 }
 
 Result<Job> DecodeJobJson(std::string_view json_text, DecodeMode mode) {

@@ -48,4 +48,11 @@ inline constexpr std::size_t kMaxVarLength = 64;
 // At most this many problems are reported; a file with more is hopeless anyway.
 inline constexpr std::size_t kMaxProblems = 100;
 
+// Checks of a field's value that validation makes on literals, shared with the
+// scheduler, which makes them again on the values templates evaluate to. Each returns
+// the problem (without the field's path, and without quoting a value that came from a
+// template) or nullopt.
+std::optional<std::string> QueueProblem(std::string_view queue);
+std::optional<std::string> VarProblem(std::string_view var);
+
 }  // namespace baton
