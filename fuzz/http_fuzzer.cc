@@ -20,7 +20,9 @@ namespace {
 
 struct World {
   World() {
-    datastore = std::move(*baton::SqliteDatastore::Open(baton::SqliteOptions{.path = ":memory:"}));
+    auto opened = baton::SqliteDatastore::Open(baton::SqliteOptions{.path = ":memory:"});
+    if (!opened.ok()) __builtin_trap();
+    datastore = std::move(*opened);
     timers = baton::NewThreadTimers();
     coordinator = std::make_unique<baton::Coordinator>(*datastore, broker, clock, *timers);
     if (!coordinator->Start({}).ok()) __builtin_trap();

@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 Response Json(int status, const json& body) {
-  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace)};
+  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace), nullptr};
 }
 
 Response Ok(const json& body) { return Json(200, body); }
