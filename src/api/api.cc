@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 Response Json(int status, const json& body) {
-  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace)};
+  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace), nullptr};
 }
 
 Response Ok(const json& body) { return Json(200, body); }
@@ -171,13 +171,9 @@ Response Api::SubmitJob(const Request& request) {
     }
     return Json(400, {{"message", parsed.Message()}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
   }
-  // A wait holds this connection's thread: take a slot before submitting, or refuse.
-  struct WaitSlot {
-    std::atomic<int>* count = nullptr;
-    ~WaitSlot() {
-      if (count != nullptr) --*count;
-    }
-  } slot;
+  // A wait holds a slot (and, unless parked, this thread): take one before submitting,
+  // or refuse.
+  std::shared_ptr<void> slot;
   if (parsed.job->wait_timeout) {
     if (stopping_) return ErrorResponse(Unavailable("the server is stopping"));
     if (++waiting_ > options_.max_waits) {
@@ -187,19 +183,25 @@ Response Api::SubmitJob(const Request& request) {
           "and poll GET /jobs/{{id}}",
           options_.max_waits)));
     }
-    slot.count = &waiting_;
+    slot = std::shared_ptr<void>(nullptr, [this](void*) { --waiting_; });
   }
   auto job = coordinator_.Submit(*parsed.job);
   if (!job.ok()) return ErrorResponse(job.status());
   std::vector<std::string> secrets = SecretValues(*job);
   if (job->job.wait_timeout) {
+    auto wait = std::make_shared<PendingWait>();
+    wait->job_id = job->id;
+    wait->timeout = *job->job.wait_timeout;
+    wait->deadline = std::chrono::steady_clock::now() + wait->timeout;
+    wait->slot = std::move(slot);
+    if (request.may_park) {
+      Response parked;
+      parked.wait = std::move(wait);
+      return parked;
+    }
     auto done = WaitForJob(job->id, *job->job.wait_timeout);
     if (!done.ok()) {
-      if (done.status().code() == StatusCode::kDeadlineExceeded) {
-        return Json(408, {{"message", fmt::format("job {} did not finish within {}", job->id,
-                                                  FormatDuration(*job->job.wait_timeout))},
-                          {"code", "DEADLINE_EXCEEDED"}});
-      }
+      if (done.status().code() == StatusCode::kDeadlineExceeded) return WaitTimedOut(*wait);
       return ErrorResponse(done.status());
     }
     return GetJob(job->id);
@@ -207,6 +209,26 @@ Response Api::SubmitJob(const Request& request) {
   json body = ToJson(*job, /*summary=*/true);
   RedactJson(body, secrets);
   return Ok(body);
+}
+
+Response Api::WaitTimedOut(const PendingWait& wait) {
+  return Json(408, {{"message", fmt::format("job {} did not finish within {}", wait.job_id,
+                                            FormatDuration(wait.timeout))},
+                    {"code", "DEADLINE_EXCEEDED"}});
+}
+
+Response Api::Stopping(const std::string& job_id) {
+  return ErrorResponse(Unavailable(fmt::format(
+      "the server is stopping; job {} goes on: GET /jobs/{} shows it", job_id, job_id)));
+}
+
+std::optional<Response> Api::WaitAnswer(const PendingWait& wait, bool give_up) {
+  if (give_up || stopping_) return Stopping(wait.job_id);
+  auto done = coordinator_.Wait(wait.job_id, std::chrono::milliseconds(0));
+  if (done.ok()) return GetJob(wait.job_id);
+  if (done.status().code() != StatusCode::kDeadlineExceeded) return ErrorResponse(done.status());
+  if (std::chrono::steady_clock::now() >= wait.deadline) return WaitTimedOut(wait);
+  return std::nullopt;
 }
 
 Result<JobRecord> Api::WaitForJob(const std::string& id, std::chrono::milliseconds timeout) {

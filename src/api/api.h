@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -24,11 +26,26 @@ struct Request {
   std::map<std::string, std::string> query;
   std::string content_type;  // the header as sent; empty when absent
   std::string body;
+  // A submission with `wait` may be answered later (Response::wait) instead of blocking
+  // Handle: the HTTP server parks its connection, holding no thread.
+  bool may_park = false;
+};
+
+// A submission waiting for its job (Request::may_park). It holds one of api.max_waits
+// until destroyed.
+struct PendingWait {
+  std::string job_id;
+  std::chrono::milliseconds timeout{0};
+  std::chrono::steady_clock::time_point deadline;
+  std::shared_ptr<void> slot;  // gives back the api.max_waits slot when the last copy ends
 };
 
 struct Response {
   int status = 200;
   std::string body;  // JSON
+  // Set only for a parked submission: status and body are meaningless, and the answer
+  // comes from Api::WaitAnswer.
+  std::shared_ptr<PendingWait> wait;
 };
 
 struct ApiOptions {
@@ -38,7 +55,7 @@ struct ApiOptions {
   std::chrono::milliseconds lease = std::chrono::seconds(30);
   // Submissions with `wait` waiting at once; more are refused with 503 before they are
   // submitted, so waits can never take every connection the server has.
-  int max_waits = 128;
+  int max_waits = 1000;
 };
 
 // The HTTP status for an error code: the API's single mapping table.
@@ -53,6 +70,10 @@ class Api {
   Response Handle(const Request& request);
   // Ends the submissions waiting now and refuses new waits (503): the server is stopping.
   void StopWaiting() { stopping_ = true; }
+  // The answer to a parked submission: its job once terminal, 408 once its timeout has
+  // passed, 503 once the server is stopping or when `give_up`; nullopt while it waits.
+  // Looks the job up (one datastore read) unless stopping or giving up.
+  std::optional<Response> WaitAnswer(const PendingWait& wait, bool give_up);
 
  private:
   Response Health();
@@ -69,12 +90,14 @@ class Api {
   Response Metrics();
   // Coordinator::Wait in slices, so that StopWaiting ends it.
   Result<JobRecord> WaitForJob(const std::string& id, std::chrono::milliseconds timeout);
+  Response WaitTimedOut(const PendingWait& wait);
+  Response Stopping(const std::string& job_id);
 
   Coordinator& coordinator_;
   Datastore& datastore_;
   Broker& broker_;
   ApiOptions options_;
-  std::atomic<int> waiting_ = 0;  // submissions in WaitForJob
+  std::atomic<int> waiting_ = 0;  // submissions waiting (blocked in Handle, or parked)
   std::atomic<bool> stopping_ = false;
 };
 

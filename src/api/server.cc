@@ -1,12 +1,16 @@
 #include "api/server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,8 +19,12 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <list>
+#include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+#include <vector>
 
 #include "base/log.h"
 
@@ -86,57 +94,220 @@ Status CheckAddressFree(const std::string& host, int port) {
   return status;
 }
 
-// The connection a request thread is serving, so the handler can lift the read deadline
-// while it runs; and whether the accepting thread must refuse the connection it hands on.
-class ConnectionStream;
-thread_local ConnectionStream* current_connection = nullptr;
-thread_local bool refuse_connection = false;
+std::string_view ReasonPhrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+  }
+  return "Unknown";
+}
 
-// One accepted socket as httplib's Stream, reading through a buffer. Every wait is bounded
-// by a deadline and also ends when the server stops (its stop eventfd becomes readable).
-class ConnectionStream final : public httplib::Stream {
+// A whole response that closes the connection, for answers the server gives itself
+// (refusals, timeouts, parked waits) without httplib.
+std::string Reply(int status, const std::string& json_body, bool retry_after = false) {
+  return fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+      "Connection: close\r\n{}\r\n{}",
+      status, ReasonPhrase(status), json_body.size(), retry_after ? "Retry-After: 1\r\n" : "",
+      json_body);
+}
+
+std::string ErrorReply(int status, const std::string& message, std::string_view code,
+                       bool retry_after = false) {
+  nlohmann::json body = {{"message", message}, {"code", code}};
+  return Reply(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+               retry_after);
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// One request cut out of a connection's bytes.
+struct Framed {
+  enum Kind {
+    kNeedMore,  // the request has not arrived whole
+    kRequest,   // `length` bytes of input are the request; `bytes` is it for httplib
+    kChunked,   // `length` bytes are its header block; the chunked body follows
+    kRefuse,    // answer `reply` and close, without reading on
+  } kind = kNeedMore;
+  std::size_t length = 0;
+  std::string bytes;
+  bool expect_continue = false;
+  std::string reply;
+};
+
+// Cuts the first request out of `in`, the bytes a connection has sent. The header block
+// ends, as httplib reads it, at the first line (after the request line) that is exactly
+// CRLF; only lines ending in CRLF are headers (httplib skips the others). The framing
+// headers httplib would act on are replaced by the server's own decision, so that
+// httplib reads exactly the bytes framed here: Content-Length and Transfer-Encoding by one
+// Content-Length (or chunked), and Expect (answered by the server) and Range (API
+// responses take no ranges: a Range header of 2,600 ranges made httplib build a multipart
+// response thousands of times the normal one) are dropped.
+Framed FrameRequest(std::string_view in, std::size_t max_body_bytes) {
+  Framed f;
+  std::size_t end = std::string_view::npos;
+  std::size_t first_line_end = std::string_view::npos;
+  for (std::size_t pos = 0;;) {
+    std::size_t nl = in.find('\n', pos);
+    if (nl == std::string_view::npos || nl >= kMaxHeaderBytes) break;
+    if (first_line_end == std::string_view::npos) {
+      first_line_end = nl + 1;
+    } else if (nl == pos + 1 && in[pos] == '\r') {
+      end = nl + 1;
+      break;
+    }
+    pos = nl + 1;
+  }
+  if (end == std::string_view::npos) {
+    if (in.size() >= kMaxHeaderBytes) {
+      f.kind = Framed::kRefuse;
+      f.reply = ErrorReply(
+          431, fmt::format("the request line and headers are over {} bytes", kMaxHeaderBytes),
+          "INVALID_ARGUMENT");
+    }
+    return f;
+  }
+  std::string header(in.substr(0, first_line_end));
+  std::optional<std::uint64_t> content_length;
+  bool chunked = false;
+  auto refuse = [&](int status, const std::string& message) {
+    f = Framed{};
+    f.kind = Framed::kRefuse;
+    f.reply = ErrorReply(status, message, "INVALID_ARGUMENT");
+    return f;
+  };
+  for (std::size_t pos = first_line_end; pos + 2 < end;) {
+    std::size_t nl = in.find('\n', pos);
+    std::string_view line = in.substr(pos, nl + 1 - pos);
+    pos = nl + 1;
+    if (line.size() < 2 || line[line.size() - 2] != '\r') {
+      header += line;  // not a header for httplib
+      continue;
+    }
+    std::string_view content = line.substr(0, line.size() - 2);
+    std::size_t colon = content.find(':');
+    std::string_view name = content.substr(0, colon);
+    std::string_view value = colon == std::string_view::npos ? "" : Trim(content.substr(colon + 1));
+    if (colon != std::string_view::npos && EqualsIgnoreCase(name, "Content-Length")) {
+      std::uint64_t n = 0;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (value.empty() || ptr != value.data() + value.size() ||
+          (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+        return refuse(400, "Content-Length is not a number");
+      }
+      if (ec == std::errc::result_out_of_range) n = UINT64_MAX;
+      if (content_length && *content_length != n) {
+        return refuse(400, "the request has two different Content-Length headers");
+      }
+      content_length = n;
+    } else if (colon != std::string_view::npos && EqualsIgnoreCase(name, "Transfer-Encoding")) {
+      if (!EqualsIgnoreCase(value, "chunked")) {
+        return refuse(501, fmt::format("Transfer-Encoding \"{}\" is not supported: send "
+                                       "Content-Length, or chunked",
+                                       value.substr(0, 40)));
+      }
+      chunked = true;
+    } else if (colon != std::string_view::npos && EqualsIgnoreCase(name, "Expect")) {
+      f.expect_continue = EqualsIgnoreCase(value, "100-continue");
+    } else if (colon != std::string_view::npos && EqualsIgnoreCase(name, "Range")) {
+      // dropped: see above
+    } else {
+      header += line;
+    }
+  }
+  if (chunked) {
+    header += "Transfer-Encoding: chunked\r\n\r\n";
+    f.kind = Framed::kChunked;
+    f.length = end;
+    f.bytes = std::move(header);
+    return f;
+  }
+  std::uint64_t length = content_length.value_or(0);
+  if (length > max_body_bytes) {
+    return refuse(413, fmt::format("the request body is {} bytes (Content-Length); the limit is {}",
+                                   length, max_body_bytes));
+  }
+  if (in.size() - end < length) return f;  // kNeedMore, with expect_continue
+  header += fmt::format("Content-Length: {}\r\n\r\n", length);
+  f.kind = Framed::kRequest;
+  f.length = end + length;
+  f.bytes = std::move(header);
+  f.bytes.append(in.substr(end, length));
+  return f;
+}
+
+// A request as httplib's Stream: the bytes buffered for it, then (a chunked body) reads
+// from the socket, each bounded by the request deadline and ended when the server stops
+// (its stop eventfd becomes readable). What the server answers collects in output().
+class BufferStream final : public httplib::Stream {
  public:
-  ConnectionStream(int sock, int stop_fd) : sock_(sock), stop_fd_(stop_fd) {}
+  BufferStream(std::string input, int sock, bool read_socket, int stop_fd,
+               Clock::time_point deadline)
+      : in_(std::move(input)),
+        sock_(sock),
+        read_socket_(read_socket),
+        stop_fd_(stop_fd),
+        deadline_(deadline) {}
 
-  void SetDeadline(Clock::time_point deadline) { deadline_ = deadline; }
-  void ClearDeadline() { deadline_ = Clock::time_point::max(); }
-
-  // Whether a request has begun (bytes are buffered or arrive before the deadline).
-  bool WaitForData() const { return off_ < len_ || Poll(POLLIN); }
-
-  bool is_readable() const override { return WaitForData(); }
-  bool is_writable() const override { return Poll(POLLOUT); }
+  bool is_readable() const override { return off_ < in_.size() || (read_socket_ && Poll()); }
+  bool is_writable() const override { return true; }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (off_ >= len_) {
-      if (!Poll(POLLIN)) return -1;
-      if (size >= sizeof(buffer_)) return Receive(ptr, size);
-      ssize_t n = Receive(buffer_, sizeof(buffer_));
-      if (n <= 0) return n;
+    if (off_ >= in_.size()) {
+      if (!read_socket_) return 0;
+      in_.clear();
       off_ = 0;
-      len_ = static_cast<size_t>(n);
+      char buf[16384];
+      for (;;) {
+        if (!Poll()) return -1;
+        ssize_t n = recv(sock_, buf, sizeof(buf), 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (n <= 0) return n;
+        in_.assign(buf, static_cast<std::size_t>(n));
+        break;
+      }
     }
-    size_t n = std::min(size, len_ - off_);
-    std::memcpy(ptr, buffer_ + off_, n);
+    size_t n = std::min(size, in_.size() - off_);
+    std::memcpy(ptr, in_.data() + off_, n);
     off_ += n;
     return static_cast<ssize_t>(n);
   }
 
-  // Writes all of it or fails: httplib ignores a short count on the header block.
   ssize_t write(const char* ptr, size_t size) override {
-    size_t done = 0;
-    while (done < size) {
-      ssize_t n = send(sock_, ptr + done, size - done, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!Poll(POLLOUT)) return -1;
-      } else {
-        return -1;
-      }
-    }
+    out_.append(ptr, size);
     return static_cast<ssize_t>(size);
   }
 
@@ -148,30 +319,20 @@ class ConnectionStream final : public httplib::Stream {
   }
   socket_t socket() const override { return sock_; }
 
- private:
-  ssize_t Receive(char* into, size_t size) {
-    for (;;) {
-      ssize_t n = recv(sock_, into, size, 0);
-      if (n >= 0 || errno != EINTR) return n;
-    }
-  }
+  std::string& output() { return out_; }
+  // What was read but not taken: the start of the next request.
+  std::string Unread() const { return in_.substr(std::min(off_, in_.size())); }
 
-  // Waits for `events` on the socket until the deadline; false on timeout, or on stop
-  // when reading.
-  bool Poll(short events) const {
+ private:
+  bool Poll() const {
     for (;;) {
-      int timeout = -1;
-      if (deadline_ != Clock::time_point::max()) {
-        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
-        if (left.count() <= 0) return false;
-        timeout = static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30));
-      }
-      // Stopping ends waits for a request, not the sending of a response.
-      pollfd fds[2] = {{sock_, events, 0}, {stop_fd_, POLLIN, 0}};
-      int n = poll(fds, events == POLLIN ? 2 : 1, timeout);
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
+      if (left.count() <= 0) return false;
+      pollfd fds[2] = {{sock_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+      int n = poll(fds, 2, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0 || fds[1].revents != 0) return false;
-      return fds[0].revents != 0;  // an error or hang-up too: the next call reports it
+      return fds[0].revents != 0;
     }
   }
 
@@ -181,7 +342,7 @@ class ConnectionStream final : public httplib::Stream {
     socklen_t len = sizeof(addr);
     ip.clear();
     port = -1;
-    if (name_of(sock_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    if (sock_ < 0 || name_of(sock_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
     char text[INET6_ADDRSTRLEN] = {};
     if (addr.ss_family == AF_INET) {
       const auto* v4 = reinterpret_cast<const sockaddr_in*>(&addr);
@@ -195,181 +356,802 @@ class ConnectionStream final : public httplib::Stream {
     ip = text;
   }
 
+  std::string in_;
+  std::size_t off_ = 0;
+  std::string out_;
   int sock_;
+  bool read_socket_;
   int stop_fd_;
-  Clock::time_point deadline_ = Clock::time_point::max();
-  char buffer_[4096];
-  size_t off_ = 0;
-  size_t len_ = 0;
+  Clock::time_point deadline_;
 };
 
-// httplib's task queue: a thread per connection, up to `cap` at once. Threads are reused
-// (one that finds no connection for a minute ends); a connection that finds every thread
-// busy is refused on the accepting thread (refuse_connection), never queued.
-//
-// Thread-safety: enqueue from httplib's accepting thread; shutdown once, from it too.
-class ConnectionThreads final : public httplib::TaskQueue {
- public:
-  explicit ConnectionThreads(int cap) : cap_(static_cast<std::size_t>(std::max(1, cap))) {}
-  ~ConnectionThreads() override = default;
+// Where the request being processed on this thread parks its wait (null: it may not).
+thread_local std::shared_ptr<PendingWait>* park_into = nullptr;
 
-  void enqueue(std::function<void()> fn) override {
-    {
-      std::lock_guard lock(mu_);
-      JoinEnded();
-      if (pending_.size() < idle_) {
-        pending_.push_back(std::move(fn));
-        cv_.notify_one();
-        return;
-      }
-      if (threads_.size() < cap_) {
-        // The new thread touches `threads_` only under mu_, so after this assignment.
-        auto it = threads_.emplace(threads_.end());
-        *it =
-            std::thread([this, it, first = std::move(fn)]() mutable { Run(it, std::move(first)); });
-        return;
-      }
-    }
-    refuse_connection = true;
-    fn();
-    refuse_connection = false;
-  }
-
-  void shutdown() override {
-    std::list<std::thread> threads;
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-      threads.splice(threads.end(), threads_);
-      threads.splice(threads.end(), ended_);
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads) t.join();
-  }
-
- private:
-  using Handle = std::list<std::thread>::iterator;
-
-  void Run(Handle self, std::function<void()> fn) {
-    for (;;) {
-      fn();
-      fn = nullptr;
-      std::unique_lock lock(mu_);
-      ++idle_;
-      bool woken = cv_.wait_for(lock, std::chrono::minutes(1),
-                                [&] { return stopping_ || !pending_.empty(); });
-      --idle_;
-      if (!pending_.empty()) {
-        fn = std::move(pending_.front());
-        pending_.pop_front();
-        continue;
-      }
-      // Stopping: shutdown joins this thread. Idle for a minute: the next enqueue does.
-      if (!woken && !stopping_) ended_.splice(ended_.end(), threads_, self);
-      return;
-    }
-  }
-
-  // Joins threads that have left Run (they hold no lock once listed).
-  void JoinEnded() {
-    for (std::thread& t : ended_) t.join();
-    ended_.clear();
-  }
-
-  const std::size_t cap_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<std::thread> threads_;             // guarded by mu_
-  std::list<std::thread> ended_;               // guarded by mu_
-  std::deque<std::function<void()>> pending_;  // guarded by mu_
-  std::size_t idle_ = 0;                       // guarded by mu_
-  bool stopping_ = false;                      // guarded by mu_
+// A request's outcome: the response bytes, whether the connection closes after them, or
+// the parked wait that will answer it later.
+struct Served {
+  std::string output;
+  bool close = false;
+  std::shared_ptr<PendingWait> wait;
 };
 
 }  // namespace
 
-// httplib's Server with its connection loop replaced: the keep-alive wait, the request
-// deadline and the refusal of connections over the cap (see server.h).
-class HttpServer final : public httplib::Server {
+// httplib's Server used only for its request processing (parsing, routing, responses)
+// over a BufferStream, and for binding the listening socket.
+class RequestProcessor final : public httplib::Server {
  public:
-  explicit HttpServer(ServerOptions options) : options_(std::move(options)) {
-    stop_fd_ = eventfd(0, EFD_CLOEXEC);
-  }
-  ~HttpServer() override {
-    if (stop_fd_ >= 0) close(stop_fd_);
+  RequestProcessor(Api& api, std::size_t max_body_bytes) : api_(api) {
+    set_socket_options(ReuseAddressOnly);
+    // Bodies a little over the limit are read so the API can answer 413 with a message.
+    // (Only chunked bodies get here over the limit: the framing refuses a Content-Length.)
+    set_payload_max_length(max_body_bytes + 1);
+    auto handle = [this](const httplib::Request& req, httplib::Response& res) {
+      Request request;
+      request.method = req.method;
+      request.path = req.path;
+      for (const auto& [k, v] : req.params) request.query.emplace(k, v);
+      request.content_type = req.get_header_value("Content-Type");
+      request.body = req.body;
+      request.may_park = park_into != nullptr;
+      Response response = api_.Handle(request);
+      if (response.wait != nullptr && park_into != nullptr) {
+        *park_into = std::move(response.wait);
+        res.status = 200;  // discarded: the wait answers
+        return;
+      }
+      res.status = response.status;
+      res.set_content(response.body, "application/json");
+    };
+    for (const char* pattern : {"/.*", "/"}) {
+      Get(pattern, handle);
+      Post(pattern, handle);
+      Put(pattern, handle);
+      Delete(pattern, handle);
+      Patch(pattern, handle);
+    }
+    set_error_handler([](const httplib::Request&, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      std::string message = res.status == 413   ? "the request body is too large"
+                            : res.status == 404 ? "no such endpoint"
+                                                : fmt::format("HTTP {}", res.status);
+      res.set_content(fmt::format(R"({{"message":"{}","code":"INVALID_ARGUMENT"}})", message),
+                      "application/json");
+    });
+    set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+      res.status = 500;
+      res.set_content(R"({"message":"internal error","code":"INTERNAL"})", "application/json");
+    });
+    set_keep_alive_max_count(std::numeric_limits<std::size_t>::max());
   }
 
-  // Wakes every connection waiting for a request, so stop() does not wait out keep-alive.
-  void WakeForStop() {
-    std::uint64_t one = 1;
-    if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {
-      log::Warn("cannot wake the API's idle connections", {{"error", std::strerror(errno)}});
+  // Processes the one request `stream` holds; `close` asks for `Connection: close`.
+  Served Serve(BufferStream& stream, bool close) {
+    Served served;
+    park_into = &served.wait;
+    bool closed = false;
+    bool ok =
+        process_request(stream, close, closed, [](httplib::Request& req) { req.ranges.clear(); });
+    park_into = nullptr;
+    served.close = !ok || closed || close;
+    if (served.wait == nullptr) served.output = std::move(stream.output());
+    return served;
+  }
+
+  // The listening socket httplib bound, now the caller's.
+  int TakeListener() { return svr_sock_.exchange(INVALID_SOCKET); }
+
+ private:
+  Api& api_;
+};
+
+HttpProtocol::HttpProtocol(Api& api, std::size_t max_body_bytes)
+    : api_(api),
+      max_body_bytes_(max_body_bytes),
+      processor_(std::make_unique<RequestProcessor>(api, max_body_bytes)) {}
+
+HttpProtocol::~HttpProtocol() = default;
+
+std::string HttpProtocol::ServeBytes(std::string_view input) {
+  std::string in(input);
+  std::string sent;
+  auto never = Clock::time_point::max();
+  for (;;) {
+    Framed f = FrameRequest(in, max_body_bytes_);
+    if (f.expect_continue && f.kind != Framed::kRefuse) sent += "HTTP/1.1 100 Continue\r\n\r\n";
+    if (f.kind == Framed::kNeedMore) return sent;  // the client closed mid-request
+    if (f.kind == Framed::kRefuse) return sent + f.reply;
+    std::string bytes = std::move(f.bytes);
+    if (f.kind == Framed::kChunked) {
+      bytes += in.substr(f.length);
+      in.clear();
+    } else {
+      in.erase(0, f.length);
+    }
+    BufferStream stream(std::move(bytes), -1, false, -1, never);
+    // The client sent nothing more: httplib closes after the last request, as it would
+    // at the connection's end.
+    Served served = processor_->Serve(stream, /*close=*/false);
+    if (f.kind == Framed::kChunked) in = stream.Unread();
+    if (served.wait != nullptr) {
+      std::optional<Response> answer = api_.WaitAnswer(*served.wait, /*give_up=*/false);
+      if (!answer) answer = api_.WaitAnswer(*served.wait, /*give_up=*/true);
+      return sent + Reply(answer->status, answer->body);
+    }
+    sent += served.output;
+    if (served.close || in.empty()) return sent;
+  }
+}
+
+// The poller, the handler threads and the waits' checker (see server.h).
+class EventLoop {
+ public:
+  EventLoop(Api& api, RequestProcessor& processor, const ServerOptions& options,
+            std::size_t max_body_bytes, int listen_fd, int max_connections)
+      : api_(api),
+        processor_(processor),
+        options_(options),
+        max_body_bytes_(max_body_bytes),
+        listen_fd_(listen_fd),
+        cap_(static_cast<std::size_t>(max_connections)) {}
+
+  ~EventLoop() {
+    for (int fd : {epoll_fd_, wake_fd_, stop_fd_, reserve_fd_, listen_fd_}) {
+      if (fd >= 0) close(fd);
     }
   }
 
-  // httplib listens with a backlog of 5: a burst of new connections (36 at once in the
-  // tests) overflows it while the accepting thread starts threads, and the kernel drops
-  // the overflow, whose clients retry a second later. Listening again only resizes it.
-  bool RaiseBacklog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
-
-  // Closes the listening socket, which ends httplib's accept loop. httplib's stop() does
-  // the same only once that loop has begun, so a Stop right after Start would hang.
-  void CloseListener() {
-    socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
-    if (sock != INVALID_SOCKET) {
-      ::shutdown(sock, SHUT_RDWR);
-      close(sock);
+  Status Start() {
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0 || stop_fd_ < 0) {
+      return Unavailable(fmt::format("cannot start the API's poller: {}", std::strerror(errno)));
     }
+    fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListener;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    ev.data.u64 = kWake;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    max_writing_ = std::max(1, options_.handler_threads / 2);
+    for (int i = 0; i < std::max(1, options_.handler_threads); ++i) {
+      handlers_.emplace_back([this] { RunHandler(); });
+    }
+    waits_thread_ = std::thread([this] { RunWaits(); });
+    poller_ = std::thread([this] { RunPoller(); });
+    return Status::Ok();
+  }
+
+  void Stop() {
+    stopping_ = true;
+    Signal(stop_fd_);
+    Signal(wake_fd_);
+    if (poller_.joinable()) poller_.join();
+    {
+      std::lock_guard lock(tasks_mu_);
+      tasks_stop_ = true;
+    }
+    tasks_cv_.notify_all();
+    for (std::thread& t : handlers_) t.join();
+    handlers_.clear();
+    {
+      std::lock_guard lock(waits_mu_);
+      waits_stop_ = true;
+    }
+    waits_cv_.notify_all();
+    if (waits_thread_.joinable()) waits_thread_.join();
   }
 
  private:
-  bool process_and_close_socket(socket_t sock) override {
-    bool ok = true;
-    if (refuse_connection) {
-      Refuse(sock);
-    } else {
-      ConnectionStream stream(sock, stop_fd_);
-      current_connection = &stream;
-      for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET;
-           --left) {
-        stream.SetDeadline(Clock::now() + options_.keep_alive);
-        if (!stream.WaitForData()) break;
-        stream.SetDeadline(Clock::now() + options_.request_timeout);
-        bool closed = false;
-        ok = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
-        if (!ok || closed) break;
-      }
-      current_connection = nullptr;
+  static constexpr std::uint64_t kListener = 0;
+  static constexpr std::uint64_t kWake = 1;
+
+  enum class State { kReading, kHandling, kParked, kWriting, kClosing };
+
+  struct Connection {
+    std::uint64_t id = 0;
+    int fd = -1;
+    State state = State::kReading;
+    std::string in;   // received, not yet served
+    std::string out;  // to send
+    std::size_t out_off = 0;
+    bool close_after = false;
+    bool peer_closed = false;  // the client shut its side: serve what came, then close
+    bool continue_sent = false;
+    Clock::time_point request_deadline = Clock::time_point::max();
+    Clock::time_point deadline = Clock::time_point::max();  // keyed in timers_
+    std::uint32_t events = 0;
+    bool registered = false;
+    std::size_t counted = 0;  // bytes of `in` counted in buffered_
+  };
+
+  struct Task {
+    std::uint64_t id;
+    int fd;
+    std::string bytes;
+    bool chunked;
+    bool close;
+    Clock::time_point deadline;
+  };
+
+  struct Done {
+    std::uint64_t id = 0;
+    Served served;
+    std::string unread;  // chunked: bytes read past the request
+    bool chunked = false;
+    bool from_wait = false;  // an answer to a parked wait, served.output ready
+  };
+
+  static void Signal(int fd) {
+    std::uint64_t one = 1;
+    if (fd >= 0 && ::write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+      log::Warn("cannot wake the API's poller", {{"error", std::strerror(errno)}});
     }
-    ::shutdown(sock, SHUT_RDWR);
-    close(sock);
-    return ok;
   }
 
-  // Answers 503 without reading the request, on the accepting thread, so it must not
-  // block: the reply fits any socket buffer, and what the client already sent is drained
-  // so that closing does not reset the connection before the client reads the reply.
-  void Refuse(int sock) {
-    std::string body = fmt::format(
-        R"({{"message":"the server is serving {} connections, its limit (api.max_connections): try again later","code":"UNAVAILABLE"}})",
-        options_.max_connections);
-    std::string reply = fmt::format(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-        "Content-Length: {}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{}",
-        body.size(), body);
-    ssize_t sent = send(sock, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    ::shutdown(sock, SHUT_WR);
+  void Post(Done done) {
+    {
+      std::lock_guard lock(done_mu_);
+      done_.push_back(std::move(done));
+    }
+    Signal(wake_fd_);
+  }
+
+  // --- Handler threads.
+
+  void RunHandler() {
+    for (;;) {
+      Task task;
+      bool read = true;
+      {
+        std::unique_lock lock(tasks_mu_);
+        // Reads go first, and at most half the threads write at once: a burst of
+        // submissions (datastore writes, serialised) must not hold GET /health back, in
+        // this queue or on the datastore's lock.
+        auto can_write = [&] { return !writes_.empty() && writing_ < max_writing_; };
+        tasks_cv_.wait(lock, [&] { return tasks_stop_ || !reads_.empty() || can_write(); });
+        if (reads_.empty() && !can_write()) {
+          if (writes_.empty()) return;  // stopping; a write left waits for a writer
+          continue;
+        }
+        read = !reads_.empty();
+        std::deque<Task>& from = read ? reads_ : writes_;
+        if (!read) ++writing_;
+        task = std::move(from.front());
+        from.pop_front();
+      }
+      BufferStream stream(std::move(task.bytes), task.fd, task.chunked, stop_fd_, task.deadline);
+      Done done;
+      done.id = task.id;
+      done.served = processor_.Serve(stream, task.close);
+      if (task.chunked) {
+        done.chunked = true;
+        done.unread = stream.Unread();
+      }
+      Post(std::move(done));
+      if (!read) {
+        {
+          std::lock_guard lock(tasks_mu_);
+          --writing_;
+        }
+        tasks_cv_.notify_all();
+      }
+    }
+  }
+
+  // --- The waits' checker: looks at every parked wait's job every 200 ms.
+
+  void RunWaits() {
+    std::unique_lock lock(waits_mu_);
+    for (;;) {
+      waits_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return waits_stop_; });
+      if (waits_stop_) return;
+      std::vector<std::pair<std::uint64_t, std::shared_ptr<PendingWait>>> parked(waits_.begin(),
+                                                                                 waits_.end());
+      lock.unlock();
+      for (auto& [id, wait] : parked) {
+        if (stopping_) break;  // the poller answers them
+        std::optional<Response> answer = api_.WaitAnswer(*wait, /*give_up=*/false);
+        if (!answer) continue;
+        {
+          std::lock_guard relock(waits_mu_);
+          if (waits_.erase(id) == 0) continue;  // its connection went away meanwhile
+        }
+        Done done;
+        done.id = id;
+        done.served.output = Reply(answer->status, answer->body);
+        done.served.close = true;
+        done.from_wait = true;
+        Post(std::move(done));
+      }
+      lock.lock();
+    }
+  }
+
+  // --- The poller.
+
+  void RunPoller() {
+    std::vector<epoll_event> events(256);
+    bool stop_handled = false;
+    Clock::time_point stop_deadline;
+    for (;;) {
+      if (stopping_ && !stop_handled) {
+        stop_handled = true;
+        stop_deadline = Clock::now() + std::min<std::chrono::milliseconds>(options_.request_timeout,
+                                                                           std::chrono::seconds(3));
+        BeginStop();
+      }
+      if (stop_handled) {
+        bool handling = false;
+        for (auto& [id, c] : conns_) handling = handling || c->state == State::kHandling;
+        if (!handling && (conns_.empty() || Clock::now() >= stop_deadline)) break;
+      }
+      int timeout = -1;
+      if (!timers_.empty()) {
+        auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - Clock::now());
+        timeout = static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 1 << 30));
+      }
+      if (stop_handled) timeout = timeout < 0 ? 100 : std::min(timeout, 100);
+      int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
+      if (n < 0 && errno != EINTR) {
+        log::Error("the API's poller failed", {{"error", std::strerror(errno)}});
+        break;
+      }
+      for (int i = 0; i < n; ++i) {
+        std::uint64_t id = events[static_cast<std::size_t>(i)].data.u64;
+        std::uint32_t ev = events[static_cast<std::size_t>(i)].events;
+        if (id == kListener) {
+          Accept();
+        } else if (id == kWake) {
+          std::uint64_t count;
+          while (::read(wake_fd_, &count, sizeof(count)) > 0) {
+          }
+        } else if (auto it = conns_.find(id); it != conns_.end()) {
+          OnEvent(*it->second, ev);
+        }
+      }
+      TakeDone();
+      Expire();
+    }
+    std::vector<std::uint64_t> ids;
+    for (auto& [id, c] : conns_) ids.push_back(id);
+    for (std::uint64_t id : ids) {
+      if (conns_.at(id)->state != State::kHandling) Close(*conns_.at(id));
+    }
+  }
+
+  void BeginStop() {
+    if (listen_fd_ >= 0) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+      ::shutdown(listen_fd_, SHUT_RDWR);
+      close(listen_fd_);
+      listen_fd_ = -1;
+    }
+    std::vector<Connection*> all;
+    for (auto& [id, c] : conns_) all.push_back(c.get());
+    for (Connection* c : all) {
+      switch (c->state) {
+        case State::kReading:
+        case State::kClosing:
+          Close(*c);
+          break;
+        case State::kParked:
+          AnswerParkedOnStop(*c);
+          break;
+        case State::kHandling:
+        case State::kWriting:
+          break;
+      }
+    }
+  }
+
+  void AnswerParkedOnStop(Connection& c) {
+    std::shared_ptr<PendingWait> wait;
+    {
+      std::lock_guard lock(waits_mu_);
+      auto it = waits_.find(c.id);
+      if (it != waits_.end()) {
+        wait = std::move(it->second);
+        waits_.erase(it);
+      }
+    }
+    if (wait == nullptr) {
+      Close(c);
+      return;
+    }
+    Response answer = *api_.WaitAnswer(*wait, /*give_up=*/true);
+    StartWrite(c, Reply(answer.status, answer.body), /*close=*/true);
+  }
+
+  void Accept() {
+    for (;;) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if ((errno == EMFILE || errno == ENFILE) && reserve_fd_ >= 0) {
+          // Out of descriptors: the spare one lets the connection be refused, not left
+          // in the backlog to wake the poller for ever.
+          close(reserve_fd_);
+          reserve_fd_ = -1;
+          fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (fd >= 0) {
+            Refuse(fd, "the server has no file descriptors left");
+            close(fd);
+          }
+          reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          log::Warn("the API cannot accept a connection", {{"error", std::strerror(errno)}});
+        }
+        return;
+      }
+      if (conns_.size() >= cap_) {
+        Refuse(fd, fmt::format("the server has {} connections open, its limit "
+                               "(api.max_connections): try again later",
+                               cap_));
+        close(fd);
+        continue;
+      }
+      int yes = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+      auto c = std::make_unique<Connection>();
+      c->id = next_id_++;
+      c->fd = fd;
+      Connection& ref = *c;
+      conns_.emplace(c->id, std::move(c));
+      Register(ref, EPOLLIN | EPOLLRDHUP);
+      SetDeadline(ref, Clock::now() + options_.keep_alive);
+    }
+  }
+
+  // Answers 503 without reading the request. It must not block: the reply fits any
+  // socket buffer, and what the client already sent is drained so that closing does not
+  // reset the connection before the client reads the reply.
+  static void Refuse(int fd, const std::string& message) {
+    std::string reply = ErrorReply(503, message, "UNAVAILABLE", /*retry_after=*/true);
+    ssize_t sent = send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
     char drain[16384];
-    while (recv(sock, drain, sizeof(drain), MSG_DONTWAIT) > 0) {
+    while (recv(fd, drain, sizeof(drain), MSG_DONTWAIT) > 0) {
     }
     if (sent != static_cast<ssize_t>(reply.size())) {
       log::Warn("could not send the API's 503 refusal", {{"error", std::strerror(errno)}});
     }
   }
 
-  ServerOptions options_;
-  int stop_fd_ = -1;
+  void OnEvent(Connection& c, std::uint32_t ev) {
+    switch (c.state) {
+      case State::kReading:
+        if ((ev & (EPOLLIN | EPOLLRDHUP)) == 0) {
+          Close(c);
+          return;
+        }
+        Read(c);
+        return;
+      case State::kWriting:
+        if ((ev & (EPOLLERR | EPOLLHUP)) != 0) {
+          Close(c);
+          return;
+        }
+        Flush(c);
+        return;
+      case State::kClosing: {
+        char drain[16384];
+        for (;;) {
+          ssize_t n = recv(c.fd, drain, sizeof(drain), 0);
+          if (n > 0) continue;
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+          Close(c);
+          return;
+        }
+      }
+      case State::kParked:  // the client hung up: its wait ends (its job goes on)
+        Close(c);
+        return;
+      case State::kHandling:
+        return;
+    }
+  }
+
+  void Read(Connection& c) {
+    char buf[65536];
+    std::size_t round = 0;
+    // Bounded per event so that one fast client does not starve the others.
+    while (round < (256u << 10)) {
+      ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+      if (n > 0) {
+        if (c.in.empty()) StartRequest(c);
+        c.in.append(buf, static_cast<std::size_t>(n));
+        round += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0) {
+        Close(c);
+        return;
+      }
+      c.peer_closed = true;
+      break;
+    }
+    Account(c);
+    if (buffered_ > options_.max_buffered_bytes) {
+      StartWrite(c,
+                 ErrorReply(503,
+                            fmt::format("the server is buffering over {} bytes of requests, its "
+                                        "limit (api.max_buffered_bytes): try again later",
+                                        options_.max_buffered_bytes),
+                            "UNAVAILABLE", /*retry_after=*/true),
+                 /*close=*/true);
+      return;
+    }
+    Serve(c);
+  }
+
+  void StartRequest(Connection& c) {
+    c.request_deadline = Clock::now() + options_.request_timeout;
+    SetDeadline(c, c.request_deadline);
+  }
+
+  // Serves the request `c.in` begins with, if it has come whole.
+  void Serve(Connection& c) {
+    if (c.in.empty()) {
+      if (c.peer_closed) Close(c);
+      return;
+    }
+    Framed f = FrameRequest(c.in, max_body_bytes_);
+    if (f.expect_continue && !c.continue_sent &&
+        (f.kind == Framed::kNeedMore || f.kind == Framed::kChunked)) {
+      c.continue_sent = true;
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      send(c.fd, kContinue.data(), kContinue.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    switch (f.kind) {
+      case Framed::kNeedMore:
+        if (c.peer_closed) Close(c);
+        return;
+      case Framed::kRefuse:
+        StartWrite(c, std::move(f.reply), /*close=*/true);
+        return;
+      case Framed::kRequest:
+        c.in.erase(0, f.length);
+        break;
+      case Framed::kChunked:
+        f.bytes += c.in.substr(f.length);
+        c.in.clear();
+        break;
+    }
+    c.state = State::kHandling;
+    Unregister(c);
+    SetDeadline(c, Clock::time_point::max());
+    {
+      bool read = f.bytes.starts_with("GET ") || f.bytes.starts_with("HEAD ");
+      std::lock_guard lock(tasks_mu_);
+      (read ? reads_ : writes_)
+          .push_back(Task{c.id, c.fd, std::move(f.bytes), f.kind == Framed::kChunked,
+                          stopping_ || c.peer_closed, c.request_deadline});
+    }
+    tasks_cv_.notify_one();
+  }
+
+  void TakeDone() {
+    std::vector<Done> done;
+    {
+      std::lock_guard lock(done_mu_);
+      done.swap(done_);
+    }
+    for (Done& d : done) {
+      auto it = conns_.find(d.id);
+      if (it == conns_.end()) continue;
+      Connection& c = *it->second;
+      if (d.from_wait) {
+        if (c.state == State::kParked) StartWrite(c, std::move(d.served.output), true);
+        continue;
+      }
+      if (c.state != State::kHandling) continue;
+      if (d.chunked) c.in = d.unread + c.in;
+      Account(c);
+      if (d.served.wait != nullptr) {
+        if (stopping_) {
+          Response answer = *api_.WaitAnswer(*d.served.wait, /*give_up=*/true);
+          StartWrite(c, Reply(answer.status, answer.body), /*close=*/true);
+          continue;
+        }
+        c.state = State::kParked;
+        Register(c, EPOLLRDHUP);
+        std::lock_guard lock(waits_mu_);
+        waits_.emplace(c.id, std::move(d.served.wait));
+        continue;
+      }
+      StartWrite(c, std::move(d.served.output), d.served.close || c.peer_closed);
+    }
+  }
+
+  void StartWrite(Connection& c, std::string bytes, bool close) {
+    c.out = std::move(bytes);
+    c.out_off = 0;
+    c.close_after = close;
+    c.state = State::kWriting;
+    SetDeadline(c, Clock::now() + options_.request_timeout);
+    Flush(c);
+  }
+
+  void Flush(Connection& c) {
+    while (c.out_off < c.out.size()) {
+      ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out_off += static_cast<std::size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        Register(c, EPOLLOUT);
+        return;
+      } else {
+        Close(c);
+        return;
+      }
+    }
+    c.out.clear();
+    c.out.shrink_to_fit();
+    c.out_off = 0;
+    if (c.close_after || stopping_) {
+      // Half-close, then drop what the client still sends until it closes: closing with
+      // unread bytes would reset the connection before the client reads the response.
+      ::shutdown(c.fd, SHUT_WR);
+      c.state = State::kClosing;
+      c.in.clear();
+      Account(c);
+      Register(c, EPOLLIN | EPOLLRDHUP);
+      SetDeadline(c, Clock::now() + std::chrono::seconds(1));
+      return;
+    }
+    c.state = State::kReading;
+    c.continue_sent = false;
+    Register(c, EPOLLIN | EPOLLRDHUP);
+    if (c.in.empty()) {
+      SetDeadline(c, Clock::now() + options_.keep_alive);
+      if (c.peer_closed) Close(c);
+      return;
+    }
+    StartRequest(c);  // a pipelined request has begun
+    Serve(c);
+  }
+
+  void Expire() {
+    auto now = Clock::now();
+    while (!timers_.empty() && timers_.begin()->first <= now) {
+      Connection& c = *conns_.at(timers_.begin()->second);
+      if (c.state == State::kReading && !c.in.empty()) {
+        StartWrite(c,
+                   ErrorReply(408,
+                              fmt::format("the request did not arrive whole within {} ms "
+                                          "(api.request_timeout)",
+                                          options_.request_timeout.count()),
+                              "DEADLINE_EXCEEDED"),
+                   /*close=*/true);
+        // A client that takes no response either is closed: the write deadline (and the
+        // closing one after it) is bounded.
+        continue;
+      }
+      Close(c);
+    }
+  }
+
+  void Close(Connection& c) {
+    if (c.state == State::kParked) {
+      std::lock_guard lock(waits_mu_);
+      waits_.erase(c.id);
+    }
+    SetDeadline(c, Clock::time_point::max());
+    if (c.registered) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    close(c.fd);
+    buffered_ -= c.counted;
+    conns_.erase(c.id);  // destroys c
+  }
+
+  void Register(Connection& c, std::uint32_t events) {
+    if (c.registered && c.events == events) return;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = c.id;
+    if (epoll_ctl(epoll_fd_, c.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c.fd, &ev) != 0) {
+      log::Warn("cannot watch an API connection", {{"error", std::strerror(errno)}});
+    }
+    c.registered = true;
+    c.events = events;
+  }
+
+  void Unregister(Connection& c) {
+    if (!c.registered) return;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    c.registered = false;
+  }
+
+  void SetDeadline(Connection& c, Clock::time_point deadline) {
+    if (c.deadline != Clock::time_point::max()) timers_.erase({c.deadline, c.id});
+    c.deadline = deadline;
+    if (deadline != Clock::time_point::max()) timers_.insert({deadline, c.id});
+  }
+
+  void Account(Connection& c) {
+    buffered_ -= c.counted;
+    c.counted = c.in.size();
+    buffered_ += c.counted;
+  }
+
+  Api& api_;
+  RequestProcessor& processor_;
+  const ServerOptions options_;
+  const std::size_t max_body_bytes_;
+  int listen_fd_;
+  const std::size_t cap_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  int stop_fd_ = -1;     // readable once stopping: ends handlers' socket reads
+  int reserve_fd_ = -1;  // given up to refuse a connection when out of descriptors
+  std::atomic<bool> stopping_ = false;
+
+  // The poller's own.
+  std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
+  std::set<std::pair<Clock::time_point, std::uint64_t>> timers_;
+  std::size_t buffered_ = 0;
+  std::uint64_t next_id_ = 2;
+  std::thread poller_;
+
+  std::mutex tasks_mu_;
+  std::condition_variable tasks_cv_;
+  std::deque<Task> reads_;   // GET and HEAD; guarded by tasks_mu_
+  std::deque<Task> writes_;  // the others; guarded by tasks_mu_
+  int writing_ = 0;          // writes being handled; guarded by tasks_mu_
+  int max_writing_ = 1;      // set at start
+  bool tasks_stop_ = false;  // guarded by tasks_mu_
+  std::vector<std::thread> handlers_;
+
+  std::mutex done_mu_;
+  std::vector<Done> done_;  // guarded by done_mu_
+
+  std::mutex waits_mu_;
+  std::condition_variable waits_cv_;
+  std::map<std::uint64_t, std::shared_ptr<PendingWait>> waits_;  // guarded by waits_mu_
+  bool waits_stop_ = false;                                      // guarded by waits_mu_
+  std::thread waits_thread_;
 };
+
+namespace {
+
+// Raises the soft limit on open descriptors to the hard one, and returns how many
+// connections fit in it, leaving room for the rest of the process (datastore, tasks).
+int ConnectionsThatFit(int wanted) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return wanted;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) return wanted;
+  auto soft = static_cast<std::int64_t>(limit.rlim_cur);
+  std::int64_t reserve = soft >= 1024 ? 256 : soft / 2;
+  auto fit = static_cast<int>(std::clamp<std::int64_t>(soft - reserve, 1, wanted));
+  if (fit < wanted) {
+    log::Warn(
+        "the API serves fewer connections than api.max_connections: the limit on open "
+        "files (RLIMIT_NOFILE) is lower",
+        {{"max_connections", std::to_string(wanted)},
+         {"serving", std::to_string(fit)},
+         {"nofile", std::to_string(soft)}});
+  }
+  return fit;
+}
+
+}  // namespace
 
 Server::Server(Api& api, ServerOptions options, std::size_t max_body_bytes)
     : api_(api), options_(std::move(options)), max_body_bytes_(max_body_bytes) {}
@@ -378,96 +1160,34 @@ Server::~Server() { Stop(); }
 
 Status Server::Bind() {
   if (bound_) return Status::Ok();
-  server_ = std::make_unique<HttpServer>(options_);
-  int cap = std::max(1, options_.max_connections);
-  // httplib owns the queue it gets from this factory (a raw pointer is its interface).
-  server_->new_task_queue = [cap] { return new ConnectionThreads(cap); };
-  server_->set_socket_options(ReuseAddressOnly);
-  // Bodies a little over the limit are read so the API can answer 413 with a message;
-  // far bigger ones are refused by httplib before reading (the error handler adds one).
-  server_->set_payload_max_length(max_body_bytes_ + 1);
-  // Responses go out as headers then body: without TCP_NODELAY, Nagle's algorithm holds
-  // the body back until the client's delayed ACK (~40 ms) on a kept-alive connection.
-  server_->set_tcp_nodelay(true);
-  server_->set_keep_alive_max_count(100000);
-  // Also set on each accepted socket by httplib: bounds a single blocking call; the
-  // request deadline (ConnectionStream) bounds the whole request.
-  auto timeout = std::chrono::duration_cast<std::chrono::seconds>(options_.request_timeout) +
-                 std::chrono::seconds(1);
-  server_->set_read_timeout(timeout);
-  server_->set_write_timeout(timeout);
-
-  auto handle = [this](const httplib::Request& req, httplib::Response& res) {
-    // The handler may take long (a submission with `wait`): no read deadline meanwhile,
-    // and the client gets request_timeout to take the response from its end.
-    if (current_connection != nullptr) current_connection->ClearDeadline();
-    Request request;
-    request.method = req.method;
-    request.path = req.path;
-    for (const auto& [k, v] : req.params) request.query.emplace(k, v);
-    request.content_type = req.get_header_value("Content-Type");
-    request.body = req.body;
-    Response response = api_.Handle(request);
-    res.status = response.status;
-    res.set_content(response.body, "application/json");
-    if (current_connection != nullptr) {
-      current_connection->SetDeadline(Clock::now() + options_.request_timeout);
-    }
-  };
-  // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
-  // 6.3), but httplib 0.11 would read a PUT/POST body until the connection closes, so
-  // `curl -X PUT .../cancel` would hang: such requests are answered before any read.
-  server_->set_pre_routing_handler([handle](const httplib::Request& req, httplib::Response& res) {
-    if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    handle(req, res);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  for (const char* pattern : {"/.*", "/"}) {
-    server_->Get(pattern, handle);
-    server_->Post(pattern, handle);
-    server_->Put(pattern, handle);
-    server_->Delete(pattern, handle);
-    server_->Patch(pattern, handle);
-  }
-  server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string message = res.status == 413   ? "the request body is too large"
-                          : res.status == 404 ? "no such endpoint"
-                                              : fmt::format("HTTP {}", res.status);
-    res.set_content(fmt::format(R"({{"message":"{}","code":"INVALID_ARGUMENT"}})", message),
-                    "application/json");
-  });
-  server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        res.status = 500;
-        res.set_content(R"({"message":"internal error","code":"INTERNAL"})", "application/json");
-      });
-
+  processor_ = std::make_unique<RequestProcessor>(api_, max_body_bytes_);
   if (options_.port == 0) {
-    port_ = server_->bind_to_any_port(options_.host);
+    port_ = processor_->bind_to_any_port(options_.host);
     if (port_ < 0) {
-      server_.reset();
+      processor_.reset();
       return Unavailable(
           fmt::format("cannot listen on {}: {}", options_.host, std::strerror(errno)));
     }
   } else {
     Status free = CheckAddressFree(options_.host, options_.port);
     if (!free.ok()) {
-      server_.reset();
+      processor_.reset();
       return free;
     }
-    if (!server_->bind_to_port(options_.host, options_.port)) {
+    if (!processor_->bind_to_port(options_.host, options_.port)) {
       int error = errno;
-      server_.reset();
+      processor_.reset();
       return Unavailable(
           fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port,
                       error == EADDRINUSE ? "address already in use" : std::strerror(error)));
     }
     port_ = options_.port;
   }
-  if (!server_->RaiseBacklog()) {
+  listen_fd_ = processor_->TakeListener();
+  // httplib listens with a backlog of 5, which a burst of new connections overflows (the
+  // kernel drops the overflow, whose clients retry a second later). Listening again only
+  // resizes it.
+  if (::listen(listen_fd_, SOMAXCONN) != 0) {
     log::Warn("cannot raise the API's listen backlog", {{"error", std::strerror(errno)}});
   }
   bound_ = true;
@@ -476,18 +1196,28 @@ Status Server::Bind() {
 
 Status Server::Start() {
   BATON_RETURN_IF_ERROR(Bind());
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  if (loop_) return Status::Ok();
+  int cap = ConnectionsThatFit(std::max(1, options_.max_connections));
+  loop_ =
+      std::make_unique<EventLoop>(api_, *processor_, options_, max_body_bytes_, listen_fd_, cap);
+  listen_fd_ = -1;  // the loop's now
+  Status started = loop_->Start();
+  if (!started.ok()) {
+    loop_.reset();
+    return started;
+  }
   log::Info("the REST API is listening", {{"address", fmt::format("{}:{}", options_.host, port_)}});
   return Status::Ok();
 }
 
 void Server::Stop() {
-  if (!server_) return;
-  server_->WakeForStop();
+  if (!bound_) return;
   api_.StopWaiting();
-  server_->CloseListener();
-  if (thread_.joinable()) thread_.join();
-  server_.reset();
+  if (loop_) loop_->Stop();
+  loop_.reset();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  listen_fd_ = -1;
+  processor_.reset();
   bound_ = false;
 }
 

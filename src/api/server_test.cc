@@ -48,6 +48,24 @@ class RawConnection {
   bool Send(std::string_view text) {
     return send(fd_, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
   }
+  // What the server sent within `timeout`, until it closed the connection or `enough`
+  // bytes came.
+  std::string ReceiveWithin(std::chrono::milliseconds timeout, std::size_t enough = 1 << 30) {
+    std::string got;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (got.size() < enough) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    return got;
+  }
   // Whether the server closed the connection within `timeout` (reads and drops any reply).
   bool ClosedWithin(std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -66,6 +84,47 @@ class RawConnection {
  private:
   int fd_ = -1;
   bool connected_ = false;
+};
+
+// GET /health every 100 ms on a thread of its own, each on a new connection, for as long
+// as it lives: how many were refused (no answer within a second, or not 200) and the
+// slowest answer.
+class HealthPoller {
+ public:
+  explicit HealthPoller(int port) : port_(port) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        auto start = std::chrono::steady_clock::now();
+        httplib::Client client("127.0.0.1", port_);
+        client.set_connection_timeout(std::chrono::seconds(1));
+        client.set_read_timeout(std::chrono::seconds(1));
+        client.set_write_timeout(std::chrono::seconds(1));
+        auto r = client.Get("/health");
+        auto took = std::chrono::steady_clock::now() - start;
+        ++polls_;
+        if (!r || r->status != 200) ++refused_;
+        slowest_ =
+            std::max(slowest_.load(), std::chrono::duration_cast<std::chrono::milliseconds>(took));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
+  ~HealthPoller() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int polls() const { return polls_; }
+  int refused() const { return refused_; }
+  std::chrono::milliseconds slowest() const { return slowest_; }
+
+ private:
+  int port_;
+  std::atomic<bool> stop_ = false;
+  std::atomic<int> polls_ = 0;
+  std::atomic<int> refused_ = 0;
+  std::atomic<std::chrono::milliseconds> slowest_{std::chrono::milliseconds(0)};
+  std::thread thread_;
 };
 
 class ServerTest : public ::testing::Test {
@@ -286,6 +345,147 @@ TEST_F(ServerTest, StopEndsWaitingSubmissions) {
   server.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   EXPECT_TRUE(testing::WaitFor([&] { return answered == 1; }));
+}
+
+// Idle connections hold no thread: 2,000 of them, and /health is still answered at once.
+TEST_F(ServerTest, HealthAnswersWithinASecondWhileTwoThousandConnectionsIdle) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  HealthPoller poller(server.port());
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 2000; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(idle.back()->connected()) << i;
+  }
+  int before = poller.polls();
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return poller.polls() >= before + 10; }, std::chrono::seconds(10)));
+  poller.Stop();
+  EXPECT_EQ(poller.refused(), 0);
+  EXPECT_LT(poller.slowest(), std::chrono::seconds(1));
+  // They are still open (served by no thread), not refused.
+  EXPECT_FALSE(idle.front()->ClosedWithin(std::chrono::milliseconds(10)));
+  EXPECT_FALSE(idle.back()->ClosedWithin(std::chrono::milliseconds(10)));
+}
+
+TEST_F(ServerTest, HealthAnswersWithinASecondWhileTwelveClientsSendHeadersSlowly) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  HealthPoller poller(server.port());
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 12; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(slow.back()->Send("GET /health HTTP/1.1\r\nHo"));
+  }
+  for (int round = 0; round < 10; ++round) {
+    for (auto& c : slow) c->Send("X");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  poller.Stop();
+  EXPECT_GE(poller.polls(), 5);
+  EXPECT_EQ(poller.refused(), 0);
+  EXPECT_LT(poller.slowest(), std::chrono::seconds(1));
+}
+
+// The 413 comes from the header block, without reading (or waiting for) the body.
+TEST_F(ServerTest, AHugeContentLengthIsAnswered413AtOnceWithoutTheBody) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  HealthPoller poller(server.port());
+  std::vector<std::unique_ptr<RawConnection>> huge;
+  for (int i = 0; i < 8; ++i) {
+    huge.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(
+        huge.back()->Send("POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: text/yaml\r\n"
+                          "Content-Length: 1000000000\r\n\r\n"));
+  }
+  for (auto& c : huge) {
+    auto start = std::chrono::steady_clock::now();
+    std::string reply = c->ReceiveWithin(std::chrono::seconds(1));
+    EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 413 "));
+    EXPECT_THAT(reply, HasSubstr("1000000000"));
+    EXPECT_THAT(reply, HasSubstr("4194304"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  poller.Stop();
+  EXPECT_EQ(poller.refused(), 0);
+  EXPECT_LT(poller.slowest(), std::chrono::seconds(1));
+}
+
+// Waits hold no thread: 300 submissions wait, /health is answered at once, and stopping
+// answers every one of them 503 promptly.
+TEST_F(ServerTest, HealthAnswersWithinASecondWhileThreeHundredSubmissionsWait) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  HealthPoller poller(server.port());
+  std::string body = "name: w\nwait: {timeout: 60s}\ntasks:\n  - {name: t, run: hang}\n";
+  std::string request = fmt::format(
+      "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: text/yaml\r\nContent-Length: {}\r\n\r\n{}",
+      body.size(), body);
+  std::vector<std::unique_ptr<RawConnection>> waits;
+  for (int i = 0; i < 300; ++i) {
+    waits.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(waits.back()->Send(request));
+  }
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto jobs = datastore_->ListJobs(JobQuery{.page = 1, .size = 1});
+        return jobs.ok() && jobs->total_items == 300;
+      },
+      std::chrono::seconds(30)));
+  int before = poller.polls();
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return poller.polls() >= before + 10; }, std::chrono::seconds(10)));
+  poller.Stop();
+  EXPECT_EQ(poller.refused(), 0);
+  EXPECT_LT(poller.slowest(), std::chrono::seconds(1));
+  auto start = std::chrono::steady_clock::now();
+  server.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  int stopped = 0;
+  for (auto& c : waits) {
+    std::string reply = c->ReceiveWithin(std::chrono::seconds(2));
+    if (reply.starts_with("HTTP/1.1 503 ") &&
+        reply.find("the server is stopping") != std::string::npos) {
+      ++stopped;
+    }
+  }
+  EXPECT_EQ(stopped, 300);
+}
+
+TEST_F(ServerTest, AWaitIsAnsweredWithItsJobWhenTheJobEnds) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(std::chrono::seconds(20));
+  auto r = client.Post(
+      "/jobs", "name: w\nwait: {timeout: 20s}\ntasks:\n  - {name: t, run: ok done}\n", "text/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(r->body, HasSubstr("\"state\":\"COMPLETED\""));
+  r = client.Post("/jobs", "name: w\nwait: {timeout: 300ms}\ntasks:\n  - {name: t, run: hang}\n",
+                  "text/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_THAT(r->body, HasSubstr("did not finish within"));
+}
+
+// API responses need no ranges: a Range header of 2,600 ranges gets the normal 200 body,
+// not a multipart 206 thousands of times its size.
+TEST_F(ServerTest, ARangeHeaderIsIgnored) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  httplib::Client client("127.0.0.1", server.port());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(client.Post("/jobs", "name: j\ntasks:\n  - {name: t, run: hang}\n", "text/yaml"));
+  }
+  auto normal = client.Get("/jobs?size=100");
+  ASSERT_TRUE(normal);
+  ASSERT_EQ(normal->status, 200);
+  std::string ranges = "bytes=";
+  for (int i = 0; i < 2600; ++i) ranges += (i == 0 ? "" : ",") + std::string("0-");
+  auto ranged = client.Get("/jobs?size=100", {{"Range", ranges}});
+  ASSERT_TRUE(ranged);
+  EXPECT_EQ(ranged->status, 200);
+  EXPECT_EQ(ranged->body.size(), normal->body.size());
+  auto bad = client.Get("/jobs?size=100", {{"Range", "bytes=junk"}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 200);
 }
 
 }  // namespace

@@ -14,18 +14,17 @@ namespace {
 
 // Every key, as its dotted path.
 constexpr const char* kKeys[] = {
-    "coordinator.address", "coordinator.lease",  "coordinator.max_redeliveries",
-    "worker.heartbeat",    "broker.rabbitmq.management_url",
-    "data_dir",            "worker.queues",
-    "broker.type",         "broker.rabbitmq.url", "datastore.type",
-    "datastore.sqlite.path", "datastore.postgres.dsn", "runtime.type",
-    "runtime.docker.host", "logging.level",      "logging.format",
+    "coordinator.address", "coordinator.lease", "coordinator.max_redeliveries", "worker.heartbeat",
+    "broker.rabbitmq.management_url", "data_dir", "worker.queues", "broker.type",
+    "broker.rabbitmq.url", "datastore.type", "datastore.sqlite.path", "datastore.postgres.dsn",
+    "runtime.type", "runtime.docker.host", "logging.level", "logging.format",
     "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
     "runtime.docker.config",
     // Durability and retention.
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
     // The API's HTTP server.
-    "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout"};
+    "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout",
+    "api.handler_threads", "api.max_buffered_bytes"};
 
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
@@ -113,10 +112,26 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
   } else if (key == "api.max_connections" || key == "api.max_waits") {
     int n = -1;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > 10000) {
-      return InvalidArgument(fmt::format("{}: \"{}\" is not a count 1..10000", key, value));
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > 1000000) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a count 1..1000000", key, value));
     }
     (key == "api.max_waits" ? config.api_max_waits : config.api_max_connections) = n;
+  } else if (key == "api.handler_threads") {
+    int n = -1;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > 256) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a count 1..256", key, value));
+    }
+    config.api_handler_threads = n;
+  } else if (key == "api.max_buffered_bytes") {
+    std::size_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    // Room for two requests of the largest body at least, or one could never be served.
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < (8u << 20)) {
+      return InvalidArgument(fmt::format(
+          "{}: \"{}\" is not a number of bytes of at least 8388608 (8 MiB)", key, value));
+    }
+    config.api_max_buffered_bytes = n;
   } else if (key == "api.keep_alive") {
     BATON_RETURN_IF_ERROR(duration(config.api_keep_alive));
   } else if (key == "api.request_timeout") {

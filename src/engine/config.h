@@ -40,8 +40,10 @@ struct Config {
   std::vector<std::string> docker_bind_sources;  // empty: any source, when allowed
   std::string docker_config;                     // empty: ~/.docker/config.json
   // The REST API's HTTP server (api.*; api/server.h says what each bounds).
-  int api_max_connections = 256;
-  int api_max_waits = 128;
+  int api_max_connections = 10000;
+  int api_max_waits = 1000;
+  int api_handler_threads = 8;
+  std::size_t api_max_buffered_bytes = 256 << 20;
   std::chrono::milliseconds api_keep_alive = std::chrono::seconds(5);
   std::chrono::milliseconds api_request_timeout = std::chrono::seconds(10);
 

@@ -221,6 +221,8 @@ max_connections = 64
 max_waits = 16
 keep_alive = "2s"
 request_timeout = "3s"
+handler_threads = 4
+max_buffered_bytes = 16777216
 )"),
                            Env());
   ASSERT_TRUE(config.ok()) << config.status().message();
@@ -228,17 +230,25 @@ request_timeout = "3s"
   EXPECT_EQ(config->api_max_waits, 16);
   EXPECT_EQ(config->api_keep_alive, std::chrono::seconds(2));
   EXPECT_EQ(config->api_request_timeout, std::chrono::seconds(3));
-  env_["BATON_API_MAX_WAITS"] = "300";
+  EXPECT_EQ(config->api_handler_threads, 4);
+  EXPECT_EQ(config->api_max_buffered_bytes, 16u << 20);
+  env_["BATON_API_MAX_WAITS"] = "10000";
   config = LoadConfig("", Env());
   ASSERT_FALSE(config.ok());
-  EXPECT_NE(config.status().message().find("api.max_waits (300) must be less than "
-                                           "api.max_connections (256)"),
+  EXPECT_NE(config.status().message().find("api.max_waits (10000) must be less than "
+                                           "api.max_connections (10000)"),
             std::string::npos)
       << config.status().message();
   env_["BATON_API_MAX_WAITS"] = "none";
   config = LoadConfig("", Env());
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("BATON_API_MAX_WAITS"), std::string::npos);
+  env_.erase("BATON_API_MAX_WAITS");
+  env_["BATON_API_MAX_BUFFERED_BYTES"] = "1000";
+  config = LoadConfig("", Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("at least 8388608"), std::string::npos)
+      << config.status().message();
 }
 
 // The configuration files shipped in configs/ load as they are.

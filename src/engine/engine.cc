@@ -231,6 +231,8 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
       api::ServerOptions{.host = parsed->first,
                          .port = parsed->second,
                          .max_connections = config.api_max_connections,
+                         .handler_threads = config.api_handler_threads,
+                         .max_buffered_bytes = config.api_max_buffered_bytes,
                          .keep_alive = config.api_keep_alive,
                          .request_timeout = config.api_request_timeout},
       options.max_body_bytes);

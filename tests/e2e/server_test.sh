@@ -2,7 +2,8 @@
 # The HTTP server of the real binary: a second server on a busy address refuses to start
 # (exit 2, "address already in use") and the first goes on; waiting submissions and
 # clients that send their headers slowly do not stop the API answering others; a restart
-# binds at once while the old connections sit in TIME_WAIT.
+# binds at once while the old connections sit in TIME_WAIT; idle, slow, huge-body and
+# waiting clients by the hundred do not delay GET /health; Range headers are ignored.
 # Usage: server_test.sh BATON SOURCE_DIR
 set -uo pipefail
 baton=$1 src=$2
@@ -77,6 +78,88 @@ for i in $(seq 12); do
 done
 expect "every waiting submission got its COMPLETED job" "$completed" 12
 
+# --- Clients that hold connections hold no thread: while each of these goes on, a client
+# doing GET /health every 100 ms is answered within a second, never refused. 2,000 idle
+# connections; 12 that send their headers a byte at a time; 8 announcing a 1 GB body and
+# sending nothing (each gets its 413 within a second, from the headers); 300 waiting
+# submissions (on a queue no worker takes, so they wait out their 5 s timeout: 408).
+hostile=$(python3 - "${address%:*}" "${address##*:}" <<'PY'
+import resource, socket, sys, threading, time
+host, port = sys.argv[1], int(sys.argv[2])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+polls, refused, slowest, stop = [0], [0], [0.0], [False]
+def poll_health():
+    while not stop[0]:
+        start = time.monotonic()
+        try:
+            s = socket.create_connection((host, port), timeout=1)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            reply = b""
+            while True:
+                b = s.recv(4096)
+                if not b: break
+                reply += b
+            s.close()
+            if not reply.startswith(b"HTTP/1.1 200 "): refused[0] += 1
+        except OSError:
+            refused[0] += 1
+        slowest[0] = max(slowest[0], time.monotonic() - start)
+        polls[0] += 1
+        time.sleep(0.1)
+poller = threading.Thread(target=poll_health)
+poller.start()
+idle = [socket.create_connection((host, port)) for _ in range(2000)]
+time.sleep(1.5)
+slow = [socket.create_connection((host, port)) for _ in range(12)]
+def send(s, data):
+    try:
+        s.sendall(data)
+    except OSError:
+        pass  # refused or closed by the server: the poll counts say so
+for s in slow: send(s, b"GET /health HTTP/1.1\r\nHo")
+for _ in range(15):
+    for s in slow: send(s, b"X")
+    time.sleep(0.1)
+late413 = 0
+huge = [socket.create_connection((host, port)) for _ in range(8)]
+for s in huge:
+    send(s, b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: text/yaml\r\nContent-Length: 1000000000\r\n\r\n")
+for s in huge:
+    s.settimeout(1)
+    try:
+        if not s.recv(4096).startswith(b"HTTP/1.1 413 "): late413 += 1
+    except OSError:
+        late413 += 1
+body = b"name: parked\nwait: {timeout: 5s}\ntasks:\n  - {name: t, run: 'true', queue: nowhere}\n"
+req = b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: text/yaml\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+waits = [socket.create_connection((host, port)) for _ in range(300)]
+for s in waits: send(s, req)
+timed_out = 0
+for s in waits:
+    s.settimeout(15)
+    try:
+        if s.recv(4096).startswith(b"HTTP/1.1 408 "): timed_out += 1
+    except OSError:
+        pass
+stop[0] = True
+poller.join()
+print(polls[0], refused[0], "%.3f" % slowest[0], late413, timed_out)
+PY
+)
+read -r polls refused slowest late413 timed_out <<<"$hostile"
+expect "GET /health was polled throughout" "$((polls > 40))" 1
+expect "no /health poll was refused or took a second" "$refused" 0
+expect "the slowest /health took under a second" "$(python3 -c "print(int(${slowest:-9} < 1))")" 1
+expect "each huge Content-Length got its 413 within a second" "$late413" 0
+expect "all 300 parked waits were answered 408 at their timeout" "$timed_out" 300
+
+# --- Range: ignored. 2,600 ranges get the normal 200 body, not a multipart 206.
+ranges="bytes=0-$(printf ',0-%.0s' $(seq 2599))"
+normal=$(curl -s -o /dev/null -w '%{http_code} %{size_download}' "$url/jobs?size=100")
+ranged=$(curl -s -o /dev/null -w '%{http_code} %{size_download}' -H "Range: $ranges" "$url/jobs?size=100")
+expect "GET /jobs?size=100 with 2,600 ranges is the normal 200 response" "$ranged" "$normal"
+
 # --- A restart binds at once although the old server's connections are in TIME_WAIT:
 # `Connection: close` makes the server close first, so the TIME_WAIT is on its side.
 for i in $(seq 5); do curl -s -o /dev/null -H 'Connection: close' "$url/health"; done
@@ -94,4 +177,4 @@ done
 http GET /health
 expect "a restart with $time_wait connections in TIME_WAIT answers /health" "$status" 200
 
-finish 8
+finish 14
