@@ -820,9 +820,12 @@ TEST(ExprFunctionTest, FloatConvertsNumbersAndNumericStrings) {
   ExpectFloat("float(2.5)", 2.5);
   ExpectFloat("float('1.5')", 1.5);
   ExpectFloat("float('-1e3')", -1000);
-  EXPECT_EQ(Error("float('inf')"), In("float: invalid number (a string of 3 bytes)", "float('inf')"));
-  EXPECT_EQ(Error("float('1.5x')"), In("float: invalid number (a string of 4 bytes)", "float('1.5x')"));
-  EXPECT_EQ(Error("float('1e999')"), In("float: out of range (a string of 5 bytes)", "float('1e999')"));
+  EXPECT_EQ(Error("float('inf')"),
+            In("float: invalid number (a string of 3 bytes)", "float('inf')"));
+  EXPECT_EQ(Error("float('1.5x')"),
+            In("float: invalid number (a string of 4 bytes)", "float('1.5x')"));
+  EXPECT_EQ(Error("float('1e999')"),
+            In("float: out of range (a string of 5 bytes)", "float('1e999')"));
   EXPECT_EQ(Error("float(nil)"), In("float: argument 1 must be a number or string, got nil", "float(nil)"));
 }
 

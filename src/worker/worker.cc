@@ -38,8 +38,9 @@ class Reporter : public RunObserver {
   }
 
   void OnProgress(double percent) override {
-    (void)broker_.Publish(kQueueProgress,
-                          Encode(TaskProgress{.task_id = task_.id, .job_id = task_.job_id, .progress = percent}));
+    (void)broker_.Publish(
+        kQueueProgress,
+        Encode(TaskProgress{.task_id = task_.id, .job_id = task_.job_id, .progress = percent}));
   }
 
  private:
