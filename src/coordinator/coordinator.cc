@@ -77,13 +77,7 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   BATON_RETURN_IF_ERROR(subscribe(kQueueLogs, [this](const std::string& body) {
     auto m = DecodeLogPart(body);
     if (!m.ok()) return Status::Ok();
-    m->contents = RedactText(m->contents, SecretsFor(m->job_id, m->task_id));
-    Status s = datastore_.CreateLogPart(*m);
-    if (s.code() == StatusCode::kUnavailable) return s;
-    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
-      log::Warn("storing a log part failed", {{"task_id", m->task_id}, {"error", s.message()}});
-    }
-    return Status::Ok();
+    return StoreLogPart(std::move(*m));
   }));
   BATON_RETURN_IF_ERROR(subscribe(kQueueHeartbeat, [this](const std::string& body) {
     auto m = DecodeNodeRecord(body);
@@ -246,6 +240,40 @@ std::vector<std::string> Coordinator::SecretsFor(const std::string& job_id,
   if (task_secrets_.size() >= 4096) task_secrets_.clear();  // bounded; refilled on demand
   task_secrets_[task_id] = values;
   return values;
+}
+
+Status Coordinator::StoreLogPart(LogPart part) {
+  const std::vector<std::string> secrets = SecretsFor(part.job_id, part.task_id);
+  // A part that does not continue the held text (a new attempt's log, numbered from 1
+  // again, or one whose previous part another coordinator stored) starts afresh: the
+  // held text, at most a secret's beginning, is dropped rather than shown.
+  StreamRedactor stream;
+  {
+    std::lock_guard lock(secrets_mu_);
+    if (auto it = log_streams_.find(part.task_id);
+        it != log_streams_.end() && it->second.next == part.number) {
+      stream = it->second.redactor;
+    }
+  }
+  const bool end = part.contents.empty();
+  part.contents = end ? stream.Finish(secrets) : stream.Next(part.contents, secrets);
+  Status s = part.contents.empty() ? Status::Ok() : datastore_.CreateLogPart(part);
+  // Delivered again, and redacted again from the same held text.
+  if (s.code() == StatusCode::kUnavailable) return s;
+  if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
+    log::Warn("storing a log part failed", {{"task_id", part.task_id}, {"error", s.message()}});
+  }
+  std::lock_guard lock(secrets_mu_);
+  if (stream.held().empty()) {
+    log_streams_.erase(part.task_id);
+  } else {
+    // Bounded: a log whose end never comes (its worker died) is forgotten in time.
+    if (log_streams_.size() >= 4096 && !log_streams_.contains(part.task_id)) {
+      log_streams_.erase(log_streams_.begin());
+    }
+    log_streams_[part.task_id] = LogStream{part.number + 1, std::move(stream)};
+  }
+  return Status::Ok();
 }
 
 void Coordinator::Stop() {

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "broker/broker.h"
 #include "coordinator/scheduler.h"
+#include "core/redact.h"
 #include "datastore/datastore.h"
 
 namespace baton {
@@ -73,6 +74,12 @@ class Coordinator {
   // costs no datastore read once its task has been seen.
   std::vector<std::string> SecretsFor(const std::string& job_id, const std::string& task_id);
 
+  // Redacts a log part as part of its task's whole log (a secret written across two parts
+  // is hidden whole) and stores what is final of it. An empty part is the worker's mark
+  // of the log's end: what was held back of the log is stored then. Unavailable when the
+  // datastore is (the part is to be delivered again).
+  Status StoreLogPart(LogPart part);
+
   // Deletes the jobs due for deletion now, in batches; returns how many were deleted.
   // Runs every auto_delete_interval once started.
   Result<int> DeleteDueJobs();
@@ -104,6 +111,15 @@ class Coordinator {
   std::mutex secrets_mu_;
   std::map<std::string, std::vector<std::string>> job_secrets_;   // guarded by secrets_mu_
   std::map<std::string, std::vector<std::string>> task_secrets_;  // guarded by secrets_mu_
+
+  // The logs whose last part ended where a secret may start (or inside a UTF-8
+  // character), by task id: what was held back, and the number of the part that
+  // continues it. Only such logs have an entry, so the map stays small; bounded.
+  struct LogStream {
+    int next = 0;
+    StreamRedactor redactor;
+  };
+  std::map<std::string, LogStream> log_streams_;  // guarded by secrets_mu_
 
   std::mutex mu_;
   std::condition_variable finished_cv_;

@@ -10,6 +10,7 @@
 #include "core/expr.h"
 #include "core/job_decode.h"
 #include "core/record_json.h"
+#include "core/redact.h"
 
 namespace baton {
 namespace {
@@ -1304,9 +1305,14 @@ Status Scheduler::ChildDone(const std::string& parent_id) {
 }
 
 Status Scheduler::TaskFailed(const TaskRecord& task) {
-  if (task.parent_id.empty()) return FailJob(task.job_id, task.error, JobState::kFailed);
+  // The error (often the task's last output lines) goes up to the parent and the job,
+  // whose views (job lists) do not read this row: its own values are hidden in it now.
+  std::vector<std::string> secrets;
+  AddSecretValues(task.task, secrets);
+  const std::string error = RedactText(task.error, secrets);
+  if (task.parent_id.empty()) return FailJob(task.job_id, error, JobState::kFailed);
   TaskRecord parent;
-  auto finished = Finish(task.parent_id, TaskState::kFailed, "", task.error, &parent);
+  auto finished = Finish(task.parent_id, TaskState::kFailed, "", error, &parent);
   if (!finished.ok()) return finished.status();
   if (!*finished) return Status::Ok();
   ForgetComposite(parent.id);

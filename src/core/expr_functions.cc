@@ -102,20 +102,12 @@ Status TooLong() {
   return InvalidArgument("result longer than " + std::to_string(kMaxStringBytes) + " bytes");
 }
 
-// `s` in quotes, its first 64 bytes at most: it may be megabytes long.
-std::string Quote(std::string_view s) {
-  // Appended piecewise: g++ 12 warns (-Wrestrict, a false positive) on "\"" + string.
-  std::string out = "\"";
-  if (s.size() <= 64) {
-    out += s;
-  } else {
-    std::size_t cut = 64;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    out += s.substr(0, cut);
-    out += "...";
-  }
-  out += '"';
-  return out;
+// What an error says of a string value: its length, never its text. A value may be a
+// secret (or made from one: a slice, a decoding), and the evaluator cannot tell; a quoted
+// piece of one would not match the secret whole, so redaction could not hide it. The
+// expression itself, which the error quotes, shows what the value was made from.
+std::string Described(std::string_view s) {
+  return "(a string of " + std::to_string(s.size()) + (s.size() == 1 ? " byte)" : " bytes)");
 }
 
 Status WrongArg(std::size_t i, std::string_view want, const Value& got) {
@@ -215,6 +207,10 @@ Result<Value> FromJson(Context& ctx, Args& args) {
     const std::size_t bracket = message.find("] ");
     if (message.starts_with("[json.exception") && bracket != std::string::npos) {
       message.erase(0, bracket + 2);
+    }
+    // Nor what it read last: a piece of the input (see Described).
+    if (const std::size_t read = message.find("; last read: "); read != std::string::npos) {
+      message.erase(read);
     }
     return InvalidArgument(message);
   }
@@ -348,9 +344,9 @@ Result<Value> Int(Context&, Args& args) {
   const std::string_view digits = s.substr(!s.empty() && s[0] == '+' ? 1 : 0);
   std::int64_t i = 0;
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), i);
-  if (ec == std::errc::result_out_of_range) return InvalidArgument(Quote(s) + " is out of range");
+  if (ec == std::errc::result_out_of_range) return InvalidArgument("out of range " + Described(s));
   if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.starts_with("+")) {
-    return InvalidArgument("invalid integer " + Quote(s));
+    return InvalidArgument("invalid integer " + Described(s));
   }
   return Value(i);
 }
@@ -363,11 +359,11 @@ Result<Value> Float(Context&, Args& args) {
   const std::string_view digits = s.substr(!s.empty() && s[0] == '+' ? 1 : 0);
   double d = 0;
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), d);
-  if (ec == std::errc::result_out_of_range) return InvalidArgument(Quote(s) + " is out of range");
+  if (ec == std::errc::result_out_of_range) return InvalidArgument("out of range " + Described(s));
   // from_chars accepts "inf" and "nan", which are no numbers here.
   if (ec != std::errc() || ptr != digits.data() + digits.size() || !std::isfinite(d) ||
       digits.starts_with("+")) {
-    return InvalidArgument("invalid number " + Quote(s));
+    return InvalidArgument("invalid number " + Described(s));
   }
   return Value(d);
 }

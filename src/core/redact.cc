@@ -141,16 +141,93 @@ void MergeSecretValues(const std::vector<std::string>& more, std::vector<std::st
   Sort(values);
 }
 
-std::string RedactText(std::string_view text, const std::vector<std::string>& values) {
-  std::string out(text);
+namespace {
+
+// Where `text`'s redacted form is final, and that form up to there. Every occurrence of
+// every value is hidden (overlapping occurrences as one [REDACTED], adjacent ones each),
+// so the result of a text does not depend on how it is cut: the part returned is what
+// redacting the whole stream would give for it. Unless `final`, the part ends before the
+// earliest position where the rest of `text` is the start of a value (which the next part
+// may complete) and before an unfinished UTF-8 character; what follows is left in `rest`.
+std::string Redact(std::string_view text, const std::vector<std::string>& values, bool final,
+                   std::string* rest) {
+  // Every occurrence, as [begin, end).
+  std::vector<std::pair<std::size_t, std::size_t>> found;
+  std::size_t longest = 0;
   for (const std::string& value : values) {
     if (value.empty()) continue;
-    std::size_t pos = 0;
-    while ((pos = out.find(value, pos)) != std::string::npos) {
-      out.replace(pos, value.size(), kRedacted);
-      pos += kRedacted.size();
+    longest = std::max(longest, value.size());
+    for (std::size_t pos = text.find(value); pos != std::string_view::npos;
+         pos = text.find(value, pos + 1)) {
+      found.emplace_back(pos, pos + value.size());
     }
   }
+  std::sort(found.begin(), found.end());
+  // Runs of overlapping occurrences.
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  for (const auto& [begin, end] : found) {
+    if (!runs.empty() && begin < runs.back().second) {
+      runs.back().second = std::max(runs.back().second, end);
+    } else {
+      runs.emplace_back(begin, end);
+    }
+  }
+  std::size_t cut = text.size();
+  if (!final) {
+    // The earliest start of a value that the text ends inside of.
+    const std::size_t from = text.size() - std::min(text.size(), longest == 0 ? 0 : longest - 1);
+    for (std::size_t i = from; i < text.size() && cut == text.size(); ++i) {
+      const std::string_view tail = text.substr(i);
+      for (const std::string& value : values) {
+        if (value.size() > tail.size() && std::string_view(value).starts_with(tail)) {
+          cut = i;
+          break;
+        }
+      }
+    }
+    // An unfinished UTF-8 character: the next part has the rest of it.
+    for (std::size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+      const auto c = static_cast<unsigned char>(text[text.size() - back]);
+      if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+      const std::size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      if (need > back) cut = std::min(cut, text.size() - back);
+      break;
+    }
+    // A value starting there may overlap an occurrence before: hold the occurrence too.
+    for (const auto& [begin, end] : runs) {
+      if (begin < cut && cut < end) cut = begin;
+    }
+  }
+  std::string out;
+  out.reserve(cut);
+  std::size_t at = 0;
+  for (const auto& [begin, end] : runs) {
+    if (end > cut) break;
+    out.append(text.substr(at, begin - at));
+    out.append(kRedacted);
+    at = end;
+  }
+  out.append(text.substr(at, cut - at));
+  if (rest != nullptr) rest->assign(text.substr(cut));
+  return out;
+}
+
+}  // namespace
+
+std::string RedactText(std::string_view text, const std::vector<std::string>& values) {
+  if (values.empty()) return std::string(text);
+  return Redact(text, values, true, nullptr);
+}
+
+std::string StreamRedactor::Next(std::string_view part, const std::vector<std::string>& values) {
+  std::string text = std::move(held_);
+  text.append(part);
+  return Redact(text, values, false, &held_);
+}
+
+std::string StreamRedactor::Finish(const std::vector<std::string>& values) {
+  std::string out = Redact(held_, values, true, nullptr);
+  held_.clear();
   return out;
 }
 

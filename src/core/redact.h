@@ -3,11 +3,10 @@
 // by [REDACTED] wherever they appear in an API response or a stored log line.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/records.h"
 
@@ -35,6 +34,21 @@ void MergeSecretValues(const std::vector<std::string>& more, std::vector<std::st
 
 // Replaces every occurrence of every value in `text`.
 std::string RedactText(std::string_view text, const std::vector<std::string>& values);
+
+// Redacts a text that comes in parts (a task's log, read as the task writes it) as if it
+// came whole: a secret written in two writes, or across a read, is hidden as one. Each
+// Next returns what is final: the text up to where no secret can still start (and not
+// inside a UTF-8 character); the rest is held for the next part. Finish returns the rest.
+class StreamRedactor {
+ public:
+  std::string Next(std::string_view part, const std::vector<std::string>& values);
+  std::string Finish(const std::vector<std::string>& values);
+  // What is held: at most the longest secret less one byte, or an unfinished character.
+  const std::string& held() const { return held_; }
+
+ private:
+  std::string held_;
+};
 
 // Redacts a JSON document in place: every string (keys excepted) through RedactText;
 // the members of "secrets" objects, and of "env" objects under secret-looking keys,

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/expr.h"
+
 namespace baton {
 namespace {
 
@@ -94,6 +96,114 @@ TEST(RedactTest, RedactsJsonBySecretsEnvKeysAndValues) {
   EXPECT_EQ(j["tasks"][0]["env"]["MY_TOKEN"], "[REDACTED]");
   EXPECT_EQ(j["tasks"][0]["env"]["PLAIN"], "[REDACTED]");
   EXPECT_EQ(j["tasks"][0]["env"]["OK"], "fine");
+}
+
+TEST(RedactTest, ASecretWrittenInTwoPartsIsHiddenWhole) {
+  // `printf '%s' "${S:0:5}"; sleep 0.2; printf '%s\n' "${S:5}"`: two log parts.
+  const std::vector<std::string> values = {"hunter2-s3cret"};
+  StreamRedactor stream;
+  std::string joined = stream.Next("pw=hunte", values);
+  joined += stream.Next("r2-s3cret\n", values);
+  joined += stream.Finish(values);
+  EXPECT_EQ(joined, "pw=[REDACTED]\n");
+}
+
+TEST(RedactTest, APartEndsWhereNoSecretCanStillStart) {
+  const std::vector<std::string> values = {"hunter2"};
+  StreamRedactor stream;
+  // "hun" may be the start of the secret: held; "xy" cannot.
+  EXPECT_EQ(stream.Next("abc hun", values), "abc ");
+  EXPECT_EQ(stream.held(), "hun");
+  // Not the secret after all: shown as it was, with what follows.
+  EXPECT_EQ(stream.Next("gry\n", values), "hungry\n");
+  EXPECT_EQ(stream.held(), "");
+  // A prefix left at the end of the stream is not the secret: shown at the end.
+  EXPECT_EQ(stream.Next("hunt", values), "");
+  EXPECT_EQ(stream.Finish(values), "hunt");
+}
+
+TEST(RedactTest, AWindowAcrossA32KiBReadBoundary) {
+  const std::string secret(100, 'k');
+  const std::vector<std::string> values = {"pre-" + secret + "-post"};
+  std::string stream_text = std::string(32 * 1024 - 50, '.') + values[0] + "\nend\n";
+  StreamRedactor stream;
+  std::string joined;
+  for (std::size_t at = 0; at < stream_text.size(); at += 32 * 1024) {
+    joined += stream.Next(std::string_view(stream_text).substr(at, 32 * 1024), values);
+  }
+  joined += stream.Finish(values);
+  EXPECT_EQ(joined, std::string(32 * 1024 - 50, '.') + "[REDACTED]\nend\n");
+}
+
+TEST(RedactTest, AStreamInAnyPartsRedactsAsTheJoinedText) {
+  // Overlapping secrets, a secret that is a prefix of another, repeats: every way of
+  // cutting the text gives what redacting it whole gives.
+  const std::vector<std::string> values = {"abcdef", "cdxyz", "abc", "zz"};
+  const std::string text = "abcdefabcdxyz abcdexyzz abcab zzz ab";
+  const std::string whole = RedactText(text, values);
+  EXPECT_EQ(whole.find("abc"), std::string::npos) << whole;
+  EXPECT_EQ(whole.find("xyz"), std::string::npos) << whole;
+  for (std::size_t a = 0; a <= text.size(); ++a) {
+    for (std::size_t b = a; b <= text.size(); ++b) {
+      StreamRedactor stream;
+      std::string joined = stream.Next(text.substr(0, a), values);
+      joined += stream.Next(text.substr(a, b - a), values);
+      joined += stream.Next(text.substr(b), values);
+      joined += stream.Finish(values);
+      ASSERT_EQ(joined, whole) << "cut at " << a << " and " << b;
+    }
+  }
+}
+
+TEST(RedactTest, OverlappingOccurrencesAreHiddenWhole) {
+  // Neither secret shows a piece of itself where they overlap.
+  EXPECT_EQ(RedactText("xabcdef", {"xab", "abcdef"}), "[REDACTED]");
+  EXPECT_EQ(RedactText("a-secret-a", {"secret"}), "a-[REDACTED]-a");
+  // A secret that matches inside the placeholder does not mangle it.
+  EXPECT_EQ(RedactText("pw RED", {"RED"}), "pw [REDACTED]");
+}
+
+TEST(RedactTest, APartDoesNotEndInsideAUtf8Character) {
+  // "é" is 2 bytes and "€" 3: a read may end inside one.
+  StreamRedactor stream;
+  EXPECT_EQ(stream.Next("caf\xC3", {}), "caf");
+  EXPECT_EQ(stream.Next("\xA9 \xE2\x82", {}), "\xC3\xA9 ");
+  EXPECT_EQ(stream.Next("\xAC", {}), "\xE2\x82\xAC");
+  // Invalid bytes at the end are not held for ever: shown at the end.
+  EXPECT_EQ(stream.Next("\xF0", {}), "");
+  EXPECT_EQ(stream.Finish({}), "\xF0");
+}
+
+TEST(RedactTest, ASecretWithMultiByteCharactersSplitInsideOne) {
+  const std::vector<std::string> values = {"mot-de-passe-\xC3\xA9t\xC3\xA9"};
+  StreamRedactor stream;
+  std::string joined = stream.Next("x mot-de-passe-\xC3", values);
+  joined += stream.Next("\xA9t\xC3\xA9 y", values);
+  joined += stream.Finish(values);
+  EXPECT_EQ(joined, "x [REDACTED] y");
+}
+
+// True when any 8 consecutive bytes of `secret` appear in `text`.
+bool ShowsAPieceOf(const std::string& text, const std::string& secret) {
+  for (std::size_t i = 0; i + 8 <= secret.size(); ++i) {
+    if (text.find(secret.substr(i, 8)) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(RedactTest, ALongSecretIsNotQuotedInExpressionErrors) {
+  // An error text truncates what it quotes: the piece would not match the whole secret.
+  const std::string secret =
+      "Zq" + std::string(40, 'x') + "-tail-of-a-long-secret-" + std::string(40, 'y');
+  const nlohmann::json vars = {{"secrets", {{"long", secret}}}};
+  for (const char* text :
+       {"{{ int(secrets.long) }}", "{{ float(secrets.long) }}", "{{ fromJSON(secrets.long) }}",
+        "{{ fromJSON('[' + secrets.long) }}", "{{ int(secrets.long[3:90]) }}"}) {
+    auto value = expr::EvaluateTemplate(text, vars);
+    ASSERT_FALSE(value.ok()) << text;
+    const std::string shown = RedactText(value.status().message(), {secret});
+    EXPECT_FALSE(ShowsAPieceOf(shown, secret)) << text << ": " << shown;
+  }
 }
 
 }  // namespace

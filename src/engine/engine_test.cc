@@ -108,7 +108,8 @@ TEST_F(EngineTest, TimeoutFailsTheTaskAndTheJob) {
   auto engine = Engine::Standalone(config_);
   ASSERT_TRUE(engine.ok());
   ASSERT_TRUE((*engine)->Start().ok());
-  auto job = (*engine)->Submit(ParseOrDie("name: slow\ntasks:\n  - {name: s, run: sleep 10, timeout: 1s}\n"));
+  auto job = (*engine)->Submit(
+      ParseOrDie("name: slow\ntasks:\n  - {name: s, run: sleep 10, timeout: 1s}\n"));
   ASSERT_TRUE(job.ok());
   auto start = std::chrono::steady_clock::now();
   auto done = (*engine)->Wait(job->id, seconds(30));
@@ -202,6 +203,39 @@ TEST_F(EngineTest, SurvivesSigkillMidJob) {
   EXPECT_EQ(lost, (std::map<std::string, int>{{running, 1}}));
   EXPECT_EQ(rerun, 1) << running;
   EXPECT_EQ(rows->size(), static_cast<std::size_t>(kTasks) + 1);
+}
+
+// A real process writes a secret in two writes, 200 ms apart, and again across a 32 KiB
+// read: its stored log, joined, shows the line with the secret hidden whole.
+TEST_F(EngineTest, ASecretWrittenInPiecesIsHiddenInTheJoinedLog) {
+  auto engine = Engine::Standalone(config_);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  ASSERT_TRUE((*engine)->Start().ok());
+  auto job = (*engine)->Submit(ParseOrDie(R"(
+name: split
+secrets: {s: e2e-split-2b9d61c0f7e4a5}
+tasks:
+  - name: split write
+    env: {S: "{{ secrets.s }}"}
+    run: |
+      printf '%s' "${S:0:5}"; sleep 0.2; printf '%s\n' "${S:5}"
+      head -c 32763 /dev/zero | tr '\0' .; printf '%s\n' "$S"
+)"));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  auto done = (*engine)->Wait(job->id, seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
+  std::string log;
+  auto joined = [&] {
+    auto parts = (*engine)->datastore().JobLogParts(job->id, 1, 100);
+    log.clear();
+    if (!parts.ok()) return false;
+    for (auto it = parts->items.rbegin(); it != parts->items.rend(); ++it) log += it->contents;
+    return log.ends_with("[REDACTED]\n") && log.size() > 32 * 1024;
+  };
+  EXPECT_TRUE(testing::WaitFor(joined)) << log.substr(0, 200);
+  EXPECT_EQ(log.find("e2e-split-2b9d61c0f7e4a5"), std::string::npos) << log.substr(0, 200);
+  EXPECT_TRUE(log.starts_with("[REDACTED]\n...")) << log.substr(0, 200);
 }
 
 }  // namespace

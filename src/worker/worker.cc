@@ -28,6 +28,23 @@ class Reporter : public RunObserver {
 
   void OnLog(std::string_view chunk) override {
     if (chunk.empty()) return;
+    Ship(chunk);
+  }
+
+  // After the last part: an empty part marks the log's end, so the coordinator stores
+  // what it held back of the log (the start of a secret the next part might finish).
+  void End() {
+    if (number_ > 0) Ship("");
+  }
+
+  void OnProgress(double percent) override {
+    (void)broker_.Publish(
+        kQueueProgress,
+        Encode(TaskProgress{.task_id = task_.id, .job_id = task_.job_id, .progress = percent}));
+  }
+
+ private:
+  void Ship(std::string_view chunk) {
     LogPart part;
     part.id = NewId();
     part.task_id = task_.id;
@@ -39,12 +56,6 @@ class Reporter : public RunObserver {
     if (!s.ok()) log::Warn("shipping a log part failed", {{"task_id", task_.id}, {"error", s.message()}});
   }
 
-  void OnProgress(double percent) override {
-    (void)broker_.Publish(kQueueProgress,
-                          Encode(TaskProgress{.task_id = task_.id, .job_id = task_.job_id, .progress = percent}));
-  }
-
- private:
   Broker& broker_;
   Clock& clock_;
   const TaskRecord& task_;
@@ -226,6 +237,7 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   Reporter reporter(broker_, clock_, task);
   RunRequest request{task.id, task.job_id, task.task, options_.max_result_bytes};
   auto outcome = runtime_.Run(request, reporter, attempt->cancel.get_token());
+  reporter.End();
   TaskFinished finished;
   finished.task_id = task.id;
   finished.job_id = task.job_id;

@@ -184,7 +184,8 @@ TEST_F(WorkerTest, AShortTaskReportsOnlyItsOutcomeWithItsStartTime) {
 TEST_F(WorkerTest, AnOutcomeWithoutAReportedStartGivesTheRowItsStartTime) {
   // On a queue no worker reads, the row stays SCHEDULED; the outcome then comes alone.
   std::string id = Submit("name: alone\ntasks:\n  - {name: alone, queue: nobody, run: ok}\n");
-  ASSERT_TRUE(::baton::testing::WaitFor([&] { return OnlyTask(id).state == TaskState::kScheduled; }));
+  ASSERT_TRUE(
+      ::baton::testing::WaitFor([&] { return OnlyTask(id).state == TaskState::kScheduled; }));
   const TimePoint began = clock_.Now() - std::chrono::seconds(5);
   ASSERT_TRUE(coordinator_->scheduler()
                   .OnFinished(TaskFinished{.task_id = OnlyTask(id).id,
@@ -242,6 +243,69 @@ TEST_F(WorkerTest, StoppingReportsWaitingStartsSoNoMessageGoesBackAsWell) {
   }));
   ASSERT_TRUE(::baton::testing::WaitFor([&] { return DefaultQueue().size == 1; }));
   EXPECT_EQ(DefaultQueue().unacked, 0);
+}
+
+// The parts of a task's log are redacted as one text: a secret written in two writes is
+// hidden whole, and what was held back at a part's end is stored at the log's end mark.
+TEST_F(WorkerTest, ALogIsRedactedAcrossItsPartsAndFlushedAtItsEnd) {
+  std::string id =
+      Submit("name: split\nsecrets: {s: hunter2-s3cret}\ntasks:\n  - {name: t, run: hang}\n");
+  std::string task_id;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto rows = datastore_->JobTasks(id);
+    if (!rows.ok() || rows->empty()) return false;
+    task_id = rows->front().id;
+    return true;
+  }));
+  auto part = [&](int number, std::string contents) {
+    LogPart p;
+    p.id = NewId();
+    p.task_id = task_id;
+    p.job_id = id;
+    p.number = number;
+    p.contents = std::move(contents);
+    p.created_at = clock_.Now();
+    return coordinator_->StoreLogPart(p);
+  };
+  ASSERT_TRUE(part(1, "pw=hunte").ok());
+  ASSERT_TRUE(part(2, "r2-s3cret\nand hunt").ok());
+  auto joined = [&] {
+    auto parts = datastore_->TaskLogParts(task_id, 1, 100);
+    std::string text;
+    if (!parts.ok()) return text;
+    for (auto it = parts->items.rbegin(); it != parts->items.rend(); ++it) text += it->contents;
+    return text;
+  };
+  EXPECT_EQ(joined(), "pw=[REDACTED]\nand ");
+  ASSERT_TRUE(part(3, "").ok());  // the worker's end mark
+  EXPECT_EQ(joined(), "pw=[REDACTED]\nand hunt");
+}
+
+TEST_F(WorkerTest, AfterItsLastLogPartATaskSendsTheEndMark) {
+  StartWorker(milliseconds(0));
+  int received = 0;
+  std::string last;
+  std::mutex mu;
+  auto sub = broker_.Subscribe(kQueueLogs, 10, [&](std::unique_ptr<Delivery> d) {
+    auto m = DecodeLogPart(d->body());
+    std::lock_guard lock(mu);
+    if (m.ok()) {
+      ++received;
+      last = m->contents;
+    }
+    (void)d->Ack();
+  });
+  ASSERT_TRUE(sub.ok());
+  coordinator_->Stop();  // this test's subscription alone reads the logs
+  std::string id = Submit("name: quick\ntasks:\n  - {name: quick, run: ok done}\n");
+  ASSERT_TRUE(testing::WaitFor([&] {
+    std::lock_guard lock(mu);
+    return received >= 2;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(received, 2);
+  EXPECT_EQ(last, "");
+  (*sub)->Close();
 }
 
 }  // namespace
