@@ -242,6 +242,31 @@ class Decoder {
     return out;
   }
 
+  // `files`: a map whose keys must be plain file names.
+  StringMap Files(const Node& node, const std::string& path) {
+    StringMap out = Map(node, path, false);
+    if (node.kind != Node::Kind::kMap) return out;
+    for (const MapEntry& entry : node.entries) {
+      if (entry.key.empty()) continue;  // reported by Map
+      if (auto problem = FileNameProblem(entry.key)) {
+        Problem(entry.key_mark, Join(path, entry.key), *problem);
+      }
+    }
+    return out;
+  }
+
+  // `env`: a map of templates whose keys must be environment variable names.
+  StringMap Env(const Node& node, const std::string& path) {
+    StringMap out = Map(node, path, true);
+    if (node.kind != Node::Kind::kMap) return out;
+    for (const MapEntry& entry : node.entries) {
+      if (auto problem = EnvNameProblem(entry.key)) {
+        Problem(entry.key_mark, Join(path, entry.key), *problem);
+      }
+    }
+    return out;
+  }
+
   template <typename T, typename DecodeOne>
   std::vector<T> List(const Node& node, const std::string& path, DecodeOne&& decode_one) {
     std::vector<T> out;
@@ -396,8 +421,8 @@ class Decoder {
                    else if (e.key == "image") aux.image = Template(v, p);
                    else if (e.key == "cmd") aux.cmd = StringList(v, p, true);
                    else if (e.key == "entrypoint") aux.entrypoint = StringList(v, p, true);
-                   else if (e.key == "env") aux.env = Map(v, p, true);
-                   else if (e.key == "files") aux.files = Map(v, p, false);
+                   else if (e.key == "env") aux.env = Env(v, p);
+                   else if (e.key == "files") aux.files = Files(v, p);
                    else if (e.key == "timeout") aux.timeout = DurationOf(v, p);
                    else if (e.key == "probe") aux.probe = DecodeProbe(v, p);
                    else if (e.key == "registry") aux.registry = DecodeRegistry(v, p);
@@ -480,8 +505,8 @@ class Decoder {
       else if (e.key == "image") task.image = Template(v, p);
       else if (e.key == "cmd") task.cmd = StringList(v, p, true);
       else if (e.key == "entrypoint") task.entrypoint = StringList(v, p, true);
-      else if (e.key == "env") task.env = Map(v, p, true);
-      else if (e.key == "files") task.files = Map(v, p, false);
+      else if (e.key == "env") task.env = Env(v, p);
+      else if (e.key == "files") task.files = Files(v, p);
       else if (e.key == "workdir") task.workdir = Template(v, p);
       else if (e.key == "queue") task.queue = Queue(v, p);
       else if (e.key == "priority") task.priority = IntInRange(v, p, 0, kMaxPriority);
@@ -708,6 +733,24 @@ std::optional<std::string> QueueProblem(std::string_view queue) {
   if (!IsReservedQueueName(queue)) return std::nullopt;
   return "is reserved for the engine (names starting with x- and the engine's own queues "
          "cannot carry tasks)";
+}
+
+std::optional<std::string> FileNameProblem(std::string_view name) {
+  if (!name.empty() && name != "." && name != ".." && !name.starts_with(kReservedFilePrefix) &&
+      name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "a file name may not be empty, contain '/', be '.' or '..', or start with '{}': the "
+      "files are written into the task's own directory",
+      kReservedFilePrefix);
+}
+
+std::optional<std::string> EnvNameProblem(std::string_view name) {
+  if (name.find('=') == std::string_view::npos && name.find('\0') == std::string_view::npos) {
+    return std::nullopt;
+  }
+  return "an environment variable name may not contain '=' or NUL";
 }
 
 std::optional<std::string> VarProblem(std::string_view var) {

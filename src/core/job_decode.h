@@ -54,5 +54,11 @@ inline constexpr std::size_t kMaxProblems = 100;
 // template) or nullopt.
 std::optional<std::string> QueueProblem(std::string_view queue);
 std::optional<std::string> VarProblem(std::string_view var);
+// A name in `files`: written into the task's own directory, so no '/', not "." or "..",
+// no NUL, and not the engine's own ".baton-" prefix.
+inline constexpr std::string_view kReservedFilePrefix = ".baton-";
+std::optional<std::string> FileNameProblem(std::string_view name);
+// A key in `env`: no '=' and no NUL (the environment could not carry it).
+std::optional<std::string> EnvNameProblem(std::string_view name);
 
 }  // namespace baton

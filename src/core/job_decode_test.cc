@@ -10,6 +10,7 @@ namespace baton {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 std::vector<std::string> Problems(std::string_view text,
@@ -148,6 +149,21 @@ TEST(JobDecodeTest, ReportsUnknownFieldsWithAHint) {
 TEST(JobDecodeTest, ReportsDuplicateFields) {
   EXPECT_THAT(Problems(WithTask("    run: a\n    run: b\n")),
               ElementsAre("5:5: tasks[0].run: duplicate field \"run\""));
+}
+
+// A `files` name is written into the task's directory, and an env key becomes a variable:
+// both are refused at submission, where they are, instead of failing the task later.
+TEST(JobDecodeTest, RefusesFileNamesThatLeaveTheTaskDirectoryAndBadEnvNames) {
+  auto problems = Problems(WithTask(
+      "    run: 'true'\n    files: {'../up': x, '/etc/y': x, '..': x, '.baton-output': x, ok: x}\n"
+      "    env: {'A=B': x, GOOD: y}\n"));
+  ASSERT_EQ(problems.size(), 5u) << testing::PrintToString(problems);
+  EXPECT_THAT(problems[0], HasSubstr("tasks[0].files.../up: a file name may not"));
+  EXPECT_THAT(problems[1], HasSubstr("tasks[0].files./etc/y: a file name may not"));
+  EXPECT_THAT(problems[3], HasSubstr("tasks[0].files..baton-output: a file name may not"));
+  EXPECT_THAT(problems[4], HasSubstr("tasks[0].env.A=B: an environment variable name may not"));
+  EXPECT_THAT(Problems(WithTask("    run: 'true'\n    pre: [{name: p, run: 'true', files: {'a/b': x}}]\n")),
+              ElementsAre(HasSubstr("tasks[0].pre[0].files.a/b: a file name may not")));
 }
 
 TEST(JobDecodeTest, JobNeedsANameAndTasks) {

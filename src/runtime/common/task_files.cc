@@ -61,16 +61,11 @@ Status WriteWholeFile(const std::string& path, std::string_view contents, mode_t
   return Status::Ok();
 }
 
-bool ValidFileName(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.substr(0, kReservedPrefix.size()) != kReservedPrefix &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
-}
+// The rules are validation's (core/job_decode.h), checked again here for rows that did
+// not come through it (an older database, a hand-made message).
+bool ValidFileName(std::string_view name) { return !FileNameProblem(name); }
 
-bool ValidEnvName(std::string_view name) {
-  return !name.empty() && name.find('=') == std::string_view::npos &&
-         name.find('\0') == std::string_view::npos;
-}
+bool ValidEnvName(std::string_view name) { return !name.empty() && !EnvNameProblem(name); }
 
 std::optional<std::string> BadFileName(const StringMap& files) {
   for (const auto& [name, contents] : files) {

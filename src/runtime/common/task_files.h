@@ -10,12 +10,13 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "core/job_decode.h"
 #include "runtime/runtime.h"
 
 namespace baton::runtime {
 
 // The runtime's own files in a task directory start with this; task files may not.
-inline constexpr std::string_view kReservedPrefix = ".baton-";
+inline constexpr std::string_view kReservedPrefix = kReservedFilePrefix;
 
 std::string ErrnoText(int err);
 // Unavailable for a lack of resources (ENOMEM, EAGAIN, EMFILE, ENFILE, ENOSPC), else
