@@ -329,6 +329,7 @@ void Scheduler::FlushNotifications() {
   std::function<void(const JobRecord&)> listener;
   std::vector<std::string> drops;
   std::map<std::string, std::vector<std::string>> kills;
+  std::unique_lock flush(flush_mu_);
   {
     std::lock_guard lock(mu_);
     finished.swap(finished_);
@@ -351,17 +352,24 @@ void Scheduler::FlushNotifications() {
     }
   };
   if (!drops.empty()) {
+    // Every worker heard from within the lease, and every worker about to be told to
+    // kill a task: its kill frees a slot that a dropped task could take, and its
+    // heartbeat may not be stored yet (a worker that has just started).
+    std::set<std::string> told;
     auto nodes = datastore_.ActiveNodes(clock_.Now() - options_.node_lease);
     if (!nodes.ok()) {
       log::Error("listing workers to tell of cancelled tasks failed",
                  {{"error", nodes.status().message()}});
     } else {
       for (const NodeRecord& node : *nodes) {
-        if (!node.queue.empty()) tell(node.id, drops);  // a coordinator takes no tasks
+        if (!node.queue.empty()) told.insert(node.id);  // a coordinator takes no tasks
       }
     }
+    for (const auto& [node, ids] : kills) told.insert(node);
+    for (const std::string& node : told) tell(node, drops);
   }
   for (const auto& [node, ids] : kills) tell(node, ids);
+  flush.unlock();
   if (listener) {
     for (const auto& job : finished) listener(job);
   }
@@ -1474,8 +1482,14 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
   if (stop_it && !event.node_id.empty()) {
     // Cancelled while it waited in the queue, or a second delivery of a task that runs
     // elsewhere or has finished (a message the broker delivered twice): stop it where
-    // it runs now.
-    (void)broker_.Publish(CancelQueueFor(event.node_id), Encode(CancelTask{{event.task_id}}));
+    // it runs now. Through kills_, after the drops its cancel decided (taken under mu_
+    // with the rows it cancelled, this one among them): this kill frees a slot, which
+    // a sibling dropped by the same cancel must not take before its worker heard.
+    {
+      std::lock_guard lock(mu_);
+      kills_[event.node_id].push_back(event.task_id);
+    }
+    FlushNotifications();
   }
   return Handled(s, "recording a start failed", event.task_id);
 }

@@ -294,6 +294,10 @@ class Scheduler {
   // frees cannot take a dropped one before its worker heard of it.
   std::vector<std::string> drops_;                                   // guarded by mu_
   std::map<std::string, std::vector<std::string>> kills_;            // guarded by mu_
+  // Held by FlushNotifications from taking drops_ and kills_ until they are published,
+  // so that two threads flushing at once publish in the order they took them: a kill
+  // taken after a drop is never sent before it.
+  std::mutex flush_mu_;
   // Rows Finish has moved to a terminal state: a cheap "did anything finish meanwhile".
   std::uint64_t finishes_ = 0;                                       // guarded by mu_
   std::function<void(const JobRecord&)> listener_;                   // guarded by mu_
