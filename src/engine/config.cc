@@ -14,18 +14,18 @@ namespace {
 
 // Every key, as its dotted path.
 constexpr const char* kKeys[] = {
-    "coordinator.address", "coordinator.lease",  "coordinator.max_redeliveries",
-    "worker.heartbeat",    "broker.rabbitmq.management_url",
-    "data_dir",            "worker.queues",
-    "broker.type",         "broker.rabbitmq.url", "datastore.type",
-    "datastore.sqlite.path", "datastore.postgres.dsn", "runtime.type",
-    "runtime.docker.host", "logging.level",      "logging.format",
+    "coordinator.address", "coordinator.lease", "coordinator.max_redeliveries", "worker.heartbeat",
+    "broker.rabbitmq.management_url", "data_dir", "worker.queues", "broker.type",
+    "broker.rabbitmq.url", "datastore.type", "datastore.sqlite.path", "datastore.postgres.dsn",
+    "runtime.type", "runtime.docker.host", "logging.level", "logging.format",
     "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
     "runtime.docker.config",
     // Durability and retention.
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
     // The API's HTTP server.
-    "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout"};
+    "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout",
+    // Sizes of what clients send (bytes).
+    "api.max_document_bytes", "datastore.max_job_bytes"};
 
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
@@ -117,6 +117,15 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
       return InvalidArgument(fmt::format("{}: \"{}\" is not a count 1..10000", key, value));
     }
     (key == "api.max_waits" ? config.api_max_waits : config.api_max_connections) = n;
+  } else if (key == "api.max_document_bytes" || key == "datastore.max_job_bytes") {
+    std::size_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1024 || n > (1u << 30)) {
+      return InvalidArgument(
+          fmt::format("{}: \"{}\" is not a number of bytes 1024..1073741824", key, value));
+    }
+    (key == "api.max_document_bytes" ? config.api_max_document_bytes
+                                     : config.datastore_max_job_bytes) = n;
   } else if (key == "api.keep_alive") {
     BATON_RETURN_IF_ERROR(duration(config.api_keep_alive));
   } else if (key == "api.request_timeout") {
