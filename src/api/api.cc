@@ -162,14 +162,22 @@ Response Api::SubmitJob(const Request& request) {
                                               type.substr(0, 100))},
                       {"code", "INVALID_ARGUMENT"}});
   }
-  JobParseResult parsed = ParseJob(request.body, format);
+  JobParseResult parsed = ParseJob(request.body, format, options_.max_document_bytes);
   if (!parsed.ok()) {
     json errors = json::array();
     for (const Diagnostic& d : parsed.problems) {
       errors.push_back({{"line", d.mark.line}, {"column", d.mark.column}, {"path", d.path},
                         {"message", d.message}});
     }
-    return Json(400, {{"message", parsed.Message()}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+    std::string message = parsed.Message();
+    // Too large to build (an alias bomb, say): 413, naming the setting that bounds it.
+    if (parsed.too_large) {
+      if (parsed.problems.front().message == DocumentTooLargeMessage(options_.max_document_bytes)) {
+        message += "; the limit is api.max_document_bytes";
+      }
+      return Json(413, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+    }
+    return Json(400, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
   }
   // A wait holds a slot (and, unless parked, this thread): take one before submitting,
   // or refuse.
@@ -257,6 +265,8 @@ Response Api::ListJobs(const Request& request) {
   if (auto it = request.query.find("q"); it != request.query.end()) query.q = it->second;
   query.page = *page;
   query.size = *size;
+  // Bounded here, before the datastore, so that a long search is a 400 stating the limit.
+  if (Status valid = ValidateJobQuery(query); !valid.ok()) return ErrorResponse(valid);
   auto jobs = datastore_.ListJobs(query);
   if (!jobs.ok()) return ErrorResponse(jobs.status());
   return Ok(PageJson(*jobs, [](const JobRecord& job) {

@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "broker/broker.h"
 #include "coordinator/coordinator.h"
+#include "core/document.h"
 #include "datastore/datastore.h"
 
 namespace baton::api {
@@ -51,6 +52,9 @@ struct Response {
 struct ApiOptions {
   std::string version;
   std::size_t max_body_bytes = 4 << 20;
+  // A submitted document may expand to this many bytes of text, YAML aliases counted at
+  // each use (api.max_document_bytes); more is refused with 413 before the job is built.
+  std::size_t max_document_bytes = kMaxDocumentBytes;
   // GET /nodes shows a node DOWN once it has not heartbeated for this long.
   std::chrono::milliseconds lease = std::chrono::seconds(30);
   // Submissions with `wait` waiting at once; more are refused with 503 before they are

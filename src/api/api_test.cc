@@ -354,6 +354,81 @@ TEST_F(ApiTest, MalformedRequestsNeverGetA5xx) {
   }
 }
 
+// Issue 14, item 3: a small body whose YAML aliases repeat one big string. It is refused
+// as it is converted, before the expanded job is built or stored.
+TEST_F(ApiTest, YamlAliasBombIs413WithTheLimitAndStoresNothing) {
+  std::string yaml = "name: bomb\ninputs:\n  a: &big " + std::string(1 << 20, 'x') + "\n";
+  for (int i = 0; i < 20; ++i) yaml += "  b" + std::to_string(i) + ": *big\n";
+  yaml += "tasks:\n  - {name: t, run: ok}\n";
+  auto start = std::chrono::steady_clock::now();
+  auto r = PostYaml(yaml);
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413) << r->body.substr(0, 300);
+  EXPECT_THAT(Body(r).value("message", ""),
+              HasSubstr("expands to more than 8388608 bytes of text (a YAML alias counts each "
+                        "time it is used); the limit is api.max_document_bytes"));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(Body(client_->Get("/jobs"))["totalItems"], 0);
+}
+
+// Issue 14, item 8: no search, page or size a client can send reaches the datastore as a
+// 5xx (SQLite refused ~1,000 words with "Expression tree is too large").
+TEST_F(ApiTest, HostileSearchesArePagedOr400NeverA5xx) {
+  ASSERT_EQ(PostYaml("name: findme\ntasks:\n  - {name: t, run: ok}\n")->status, 200);
+  auto repeat = [](const std::string& word, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += (i ? " " : "") + word;
+    return out;
+  };
+  const std::vector<std::string> qs = {
+      "", " ", " \t\n ", repeat("word", 1100), repeat("tag:x", 1100), repeat("w", 100),
+      repeat("tag:x", 100), repeat("a", 101), "tag:", "tag:tag:", "tag:%",
+      std::string(100'000, 'a'), std::string(5000, '%'), "%", "_", "\\", "%_\\", "\\%", "'",
+      "\"", "''''", "' OR 1=1 --", "\"; DROP TABLE jobs; --", "findme", "FINDME pending",
+      "\xff\xfe", "a\xc3", "\xc0\xaf", "\xed\xa0\x80", std::string("a\0b", 3),
+      "\xef\xbc\xa1\xef\xbc\xa2", "*", "?{1}", "$1", "json_each", "null", std::string(4096, 'b'),
+      std::string(4097, 'b')};
+  const std::vector<std::string> numbers = {
+      "", "0", "-1", "1", "2", "100", "101", "1000000", "1000001", "2147483647", "2147483648",
+      "99999999999999999999", "abc", "1e3", " 1", "+1", "0x10", "1.5", "\xd9\xa1", "%00"};
+  auto check = [&](const std::string& q, const std::string& page, const std::string& size) {
+    Request request{"GET", "/jobs", {}, "", ""};
+    request.query["q"] = q;
+    if (!page.empty()) request.query["page"] = page;
+    if (!size.empty()) request.query["size"] = size;
+    Response response = api_->Handle(request);
+    EXPECT_TRUE(response.status == 200 || response.status == 400)
+        << response.status << " for q of " << q.size() << " bytes \"" << q.substr(0, 40)
+        << "\", page \"" << page << "\", size \"" << size << "\": " << response.body.substr(0, 300);
+    return response;
+  };
+  for (const std::string& q : qs) {
+    for (const char* page : {"", "1", "1000000", "0"}) {
+      for (const char* size : {"", "100", "-1"}) check(q, page, size);
+    }
+  }
+  for (const std::string& page : numbers) {
+    for (const std::string& size : numbers) check("findme", page, size);
+  }
+  // The limits, stated.
+  EXPECT_EQ(check(repeat("w", 100), "", "").status, 200);
+  Response words = check(repeat("w", 101), "", "");
+  EXPECT_EQ(words.status, 400);
+  EXPECT_EQ(json::parse(words.body).value("message", ""),
+            "q has 101 words; the limit is 100");
+  EXPECT_EQ(check(std::string(4096, 'b'), "", "").status, 200);
+  Response bytes = check(std::string(4097, 'b'), "", "");
+  EXPECT_EQ(bytes.status, 400);
+  EXPECT_EQ(json::parse(bytes.body).value("message", ""), "q is 4097 bytes; the limit is 4096");
+  Response utf8 = check("a\xc3", "", "");
+  EXPECT_EQ(utf8.status, 400);
+  EXPECT_EQ(json::parse(utf8.body).value("message", ""),
+            "q is not valid UTF-8 (a bad byte at offset 1)");
+  Response found = check("findme", "", "");
+  EXPECT_EQ(json::parse(found.body).value("totalItems", 0), 1);
+}
+
 // autoDelete over the API, with a fake clock: the coordinator's sweep deletes a job, its
 // tasks, its logs and its sub-jobs once its time has come, and not before.
 class RetentionTest : public ::testing::Test {

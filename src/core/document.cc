@@ -68,6 +68,8 @@ Mark ToMark(const YAML::Mark& m) {
 
 class YamlConverter {
  public:
+  explicit YamlConverter(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+
   // Returns false (with error_ set) when the document is too deep or too large.
   bool Convert(const YAML::Node& in, Node& out, int depth) {
     if (depth > kMaxDocumentDepth) {
@@ -76,6 +78,7 @@ class YamlConverter {
     }
     if (++nodes_ > kMaxDocumentNodes) {
       error_ = Diagnostic{ToMark(in.Mark()), "", "document too large (too many nodes)"};
+      too_large_ = true;
       return false;
     }
     out.mark = ToMark(in.Mark());
@@ -85,6 +88,8 @@ class YamlConverter {
         out.kind = Node::Kind::kNull;
         return true;
       case YAML::NodeType::Scalar: {
+        // Counted before the copy: an aliased scalar is reached (and copied) once per use.
+        if (!CountBytes(in.Scalar().size(), out.mark)) return false;
         out.text = in.Scalar();
         const std::string& tag = in.Tag();
         if (tag == "!" || tag == "tag:yaml.org,2002:str") {
@@ -111,6 +116,7 @@ class YamlConverter {
             error_ = Diagnostic{entry.key_mark, "", "map keys must be plain strings"};
             return false;
           }
+          if (!CountBytes(kv.first.Scalar().size(), entry.key_mark)) return false;
           entry.key = kv.first.Scalar();
           if (!Convert(kv.second, entry.value, depth + 1)) return false;
           out.entries.push_back(std::move(entry));
@@ -121,19 +127,31 @@ class YamlConverter {
   }
 
   std::optional<Diagnostic> error_;
+  bool too_large_ = false;
 
  private:
+  bool CountBytes(std::size_t n, Mark mark) {
+    bytes_ += n;
+    if (bytes_ <= max_bytes_) return true;
+    error_ = Diagnostic{mark, "", DocumentTooLargeMessage(max_bytes_)};
+    too_large_ = true;
+    return false;
+  }
+
+  std::size_t max_bytes_;
   std::size_t nodes_ = 0;
+  std::size_t bytes_ = 0;
 };
 
-ParsedDocument ParseYaml(std::string_view text) {
+ParsedDocument ParseYaml(std::string_view text, std::size_t max_bytes) {
   ParsedDocument result;
   try {
     YAML::Node doc = YAML::Load(std::string(text));
-    YamlConverter converter;
+    YamlConverter converter(max_bytes);
     Node root;
     if (!converter.Convert(doc, root, 0)) {
       result.error = converter.error_;
+      result.too_large = converter.too_large_;
       return result;
     }
     if (!root.mark.known()) root.mark = {1, 1};
@@ -203,8 +221,8 @@ class LineIndex {
 
 class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
  public:
-  JsonBuilder(std::string_view text, const std::size_t& consumed)
-      : text_(text), consumed_(consumed), lines_(text) {}
+  JsonBuilder(std::string_view text, const std::size_t& consumed, std::size_t max_bytes)
+      : text_(text), consumed_(consumed), lines_(text), max_bytes_(max_bytes) {}
 
   bool null() override { return Scalar(Node::Kind::kNull, ""); }
   bool boolean(bool v) override { return Scalar(Node::Kind::kBool, v ? "true" : "false"); }
@@ -226,8 +244,10 @@ class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
   bool end_array() override { return Close(); }
 
   bool key(string_t& k) override {
+    Mark mark = TokenMark();
+    if (!CountBytes(k.size(), mark)) return false;
     Node& map = *stack_.back();
-    map.entries.push_back(MapEntry{std::move(k), TokenMark(), Node{}});
+    map.entries.push_back(MapEntry{std::move(k), mark, Node{}});
     return true;
   }
 
@@ -248,8 +268,19 @@ class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
 
   std::optional<Node> root_;
   std::optional<Diagnostic> error_;
+  bool too_large_ = false;
 
  private:
+  // JSON cannot repeat a value, so its text bounds this already; counted the same way
+  // as YAML's so that one limit means one thing for both.
+  bool CountBytes(std::size_t n, Mark mark) {
+    bytes_ += n;
+    if (bytes_ <= max_bytes_) return true;
+    error_ = Diagnostic{mark, "", DocumentTooLargeMessage(max_bytes_)};
+    too_large_ = true;
+    return false;
+  }
+
   // The position of the token just read: the first character after the previous token
   // that is not blank or a separator.
   Mark TokenMark() {
@@ -277,6 +308,7 @@ class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
   bool Scalar(Node::Kind kind, std::string text) {
     Mark mark = TokenMark();
     if (++nodes_ > kMaxDocumentNodes) return TooLarge(mark);
+    if (!CountBytes(text.size(), mark)) return false;
     Node* slot = Slot();
     slot->kind = kind;
     slot->text = std::move(text);
@@ -306,6 +338,7 @@ class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
 
   bool TooLarge(Mark mark) {
     error_ = Diagnostic{mark, "", "document too large (too many nodes)"};
+    too_large_ = true;
     return false;
   }
 
@@ -313,16 +346,18 @@ class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
   const std::size_t& consumed_;
   LineIndex lines_;
   std::size_t last_end_ = 0;
+  std::size_t max_bytes_;
   std::size_t nodes_ = 0;
+  std::size_t bytes_ = 0;
   // Pointers into the tree stay valid: a container's children are only appended to
   // while it is the innermost open one, and its own slot no longer moves by then.
   std::vector<Node*> stack_;
 };
 
-ParsedDocument ParseJson(std::string_view text) {
+ParsedDocument ParseJson(std::string_view text, std::size_t max_bytes) {
   ParsedDocument result;
   std::size_t consumed = 0;
-  JsonBuilder builder(text, consumed);
+  JsonBuilder builder(text, consumed, max_bytes);
   CountingIterator first(text.data(), text.data(), &consumed);
   CountingIterator last(text.data() + text.size(), text.data(), nullptr);
   bool ok = false;
@@ -335,6 +370,7 @@ ParsedDocument ParseJson(std::string_view text) {
   if (!ok || !builder.root_) {
     result.error = builder.error_ ? builder.error_
                                   : Diagnostic{{1, 1}, "", "JSON syntax error: empty document"};
+    result.too_large = builder.too_large_;
     return result;
   }
   result.root = std::move(builder.root_);
@@ -371,7 +407,11 @@ DocumentFormat SniffFormat(std::string_view text) {
   return DocumentFormat::kYaml;
 }
 
-// The offset of the first byte that is not part of valid UTF-8, or npos.
+std::string DocumentTooLargeMessage(std::size_t max_bytes) {
+  return "document too large: it expands to more than " + std::to_string(max_bytes) +
+         " bytes of text (a YAML alias counts each time it is used)";
+}
+
 std::size_t InvalidUtf8At(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
@@ -390,7 +430,7 @@ std::size_t InvalidUtf8At(std::string_view text) {
   return std::string_view::npos;
 }
 
-ParsedDocument ParseDocument(std::string_view text, DocumentFormat format) {
+ParsedDocument ParseDocument(std::string_view text, DocumentFormat format, std::size_t max_bytes) {
   // Everything downstream (JSON, the datastore, the API) needs valid UTF-8.
   if (std::size_t bad = InvalidUtf8At(text); bad != std::string_view::npos) {
     ParsedDocument result;
@@ -398,7 +438,7 @@ ParsedDocument ParseDocument(std::string_view text, DocumentFormat format) {
                               "the document is not valid UTF-8 (a bad byte here)"};
     return result;
   }
-  return format == DocumentFormat::kJson ? ParseJson(text) : ParseYaml(text);
+  return format == DocumentFormat::kJson ? ParseJson(text, max_bytes) : ParseYaml(text, max_bytes);
 }
 
 }  // namespace baton

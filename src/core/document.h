@@ -69,14 +69,31 @@ std::size_t InvalidUtf8At(std::string_view text);
 inline constexpr int kMaxDocumentDepth = 100;
 // Nodes a document may expand to (YAML aliases can multiply a small text).
 inline constexpr std::size_t kMaxDocumentNodes = 200'000;
+// Bytes of text (scalars and map keys) a document may expand to, by default. A YAML
+// alias counts again each time it is used, so a small file that repeats one big string
+// is refused as it is converted, before the copies are made (yaml-cpp itself only shares
+// the aliased node). A text without aliases expands to at most its own size. The API
+// sets its own limit (api.max_document_bytes); this is the default for it and for the CLI.
+inline constexpr std::size_t kMaxDocumentBytes = 8 << 20;
 
 struct ParsedDocument {
   std::optional<Node> root;        // set when the text parsed
   std::optional<Diagnostic> error;  // set otherwise: a syntax error with its position
+  // The error is that the document expands to too many nodes or bytes (HTTP 413), not
+  // that it is malformed.
+  bool too_large = false;
 };
 
 // Parses YAML (yaml-cpp) or JSON (nlohmann-json). Never throws; syntax errors come back
-// as a Diagnostic with line:column.
-ParsedDocument ParseDocument(std::string_view text, DocumentFormat format);
+// as a Diagnostic with line:column. A document expanding to more than `max_bytes` bytes
+// of text, or kMaxDocumentNodes nodes, or nested deeper than kMaxDocumentDepth, is refused.
+ParsedDocument ParseDocument(std::string_view text, DocumentFormat format,
+                             std::size_t max_bytes = kMaxDocumentBytes);
+
+// The message of a document refused for expanding to more than `max_bytes` bytes.
+std::string DocumentTooLargeMessage(std::size_t max_bytes);
+
+// The offset of the first byte of `text` that is not part of valid UTF-8, or npos.
+std::size_t InvalidUtf8At(std::string_view text);
 
 }  // namespace baton

@@ -109,6 +109,19 @@ TEST(DocumentTest, AliasBombIsRefused) {
   EXPECT_EQ(doc.error->message, "document too large (too many nodes)");
 }
 
+// Few nodes, many bytes: one 1 MiB string aliased 10 times is 11 MiB of text once
+// expanded. yaml-cpp shares the aliased node, so only the conversion would copy it.
+TEST(DocumentTest, AliasedStringBombIsRefusedByItsExpandedBytes) {
+  std::string text = "a: &big " + std::string(1 << 20, 'x') + "\nb: [";
+  for (int i = 0; i < 10; ++i) text += i ? ", *big" : "*big";
+  text += "]\n";
+  auto doc = ParseDocument(text, DocumentFormat::kYaml);
+  ASSERT_TRUE(doc.error);
+  EXPECT_EQ(doc.error->message,
+            "document too large: it expands to more than 8388608 bytes of text (a YAML alias "
+            "counts each time it is used)");
+}
+
 TEST(DocumentTest, InvalidUtf8IsRefusedWithItsPosition) {
   for (auto format : {DocumentFormat::kYaml, DocumentFormat::kJson}) {
     auto doc = ParseDocument("{\"name\": \"ok\",\n \"run\": \"\x9c\"}", format);

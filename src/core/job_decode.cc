@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <span>
+#include <limits>
 #include <set>
+#include <span>
 
 #include "core/expr.h"
 #include "core/names.h"
@@ -758,8 +759,11 @@ std::optional<std::string> VarProblem(std::string_view var) {
   return fmt::format("must be at most {} characters, got {}", kMaxVarLength, var.size());
 }
 
+// A stored JSON text expands to no more than its own size, which is already in memory.
+constexpr std::size_t kNoByteLimit = std::numeric_limits<std::size_t>::max();
+
 Result<Job> DecodeJobJson(std::string_view json_text, DecodeMode mode) {
-  ParsedDocument doc = ParseDocument(json_text, DocumentFormat::kJson);
+  ParsedDocument doc = ParseDocument(json_text, DocumentFormat::kJson, kNoByteLimit);
   if (doc.error) return InvalidArgument(doc.error->ToString());
   Decoder decoder(mode);
   Job job = decoder.DecodeJobRoot(*doc.root);
@@ -782,7 +786,7 @@ JobParseResult DecodeJob(const Node& root) {
 }
 
 Result<Task> DecodeTaskJson(std::string_view json_text, DecodeMode mode) {
-  ParsedDocument doc = ParseDocument(json_text, DocumentFormat::kJson);
+  ParsedDocument doc = ParseDocument(json_text, DocumentFormat::kJson, kNoByteLimit);
   if (doc.error) return InvalidArgument(doc.error->ToString());
   Decoder decoder(mode);
   Task task = decoder.DecodeTask(*doc.root, "", 0);
@@ -794,11 +798,12 @@ Result<Task> DecodeTaskJson(std::string_view json_text, DecodeMode mode) {
   return task;
 }
 
-JobParseResult ParseJob(std::string_view text, DocumentFormat format) {
-  ParsedDocument doc = ParseDocument(text, format);
+JobParseResult ParseJob(std::string_view text, DocumentFormat format, std::size_t max_bytes) {
+  ParsedDocument doc = ParseDocument(text, format, max_bytes);
   if (doc.error) {
     JobParseResult result;
     result.problems.push_back(*doc.error);
+    result.too_large = doc.too_large;
     return result;
   }
   return DecodeJob(*doc.root);

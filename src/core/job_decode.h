@@ -15,13 +15,17 @@ namespace baton {
 struct JobParseResult {
   std::optional<Job> job;            // set only when there are no problems
   std::vector<Diagnostic> problems;  // in document order
+  // The one problem is that the document expands to too many nodes or bytes.
+  bool too_large = false;
   bool ok() const { return problems.empty(); }
   // All problems, one per line, each as Diagnostic::ToString() gives it.
   std::string Message() const;
 };
 
-// Parses and validates a job document.
-JobParseResult ParseJob(std::string_view text, DocumentFormat format);
+// Parses and validates a job document; one expanding to more than `max_bytes` bytes of
+// text (see ParseDocument) is refused, with too_large set.
+JobParseResult ParseJob(std::string_view text, DocumentFormat format,
+                        std::size_t max_bytes = kMaxDocumentBytes);
 
 // Validates an already parsed document (e.g. the `subjob` of a task) as a job.
 JobParseResult DecodeJob(const Node& root);
@@ -33,7 +37,8 @@ JobParseResult DecodeJob(const Node& root);
 enum class DecodeMode { kSubmitted, kStored };
 
 // Decodes one task from its JSON form (as ToJson(const Task&) writes it). Problems come
-// back as one kInvalidArgument.
+// back as one kInvalidArgument. JSON cannot expand beyond its own text, and these texts
+// were written by the engine (the datastore bounds a stored job), so no byte limit here.
 Result<Task> DecodeTaskJson(std::string_view json_text, DecodeMode mode = DecodeMode::kSubmitted);
 
 // Decodes a job from its JSON form, e.g. a stored definition.

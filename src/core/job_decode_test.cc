@@ -298,6 +298,16 @@ TEST(JobDecodeTest, WebhookNeedsAUrl) {
               ElementsAre("3:5: webhooks[0].url: must be an http:// or https:// URL, got \"ftp://x\""));
 }
 
+TEST(JobDecodeTest, AliasBombInInputsIsRefused) {
+  std::string text = "name: j\ninputs:\n  a: &big " + std::string(1 << 20, 'x') + "\n";
+  for (int i = 0; i < 10; ++i) text += "  b" + std::to_string(i) + ": *big\n";
+  text += "tasks:\n  - {name: t, run: echo}\n";
+  JobParseResult result = ParseJob(text, DocumentFormat::kYaml);
+  EXPECT_FALSE(result.job.has_value());
+  EXPECT_THAT(Problems(text),
+              ElementsAre(::testing::HasSubstr("it expands to more than 8388608 bytes")));
+}
+
 TEST(JobDecodeTest, ReportsEveryProblemAtOnceInDocumentOrder) {
   auto problems = Problems(R"(name: three mistakes
 tasks:

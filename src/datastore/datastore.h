@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "core/document.h"
 #include "core/records.h"
 
 namespace baton {
@@ -33,6 +34,52 @@ struct JobQuery {
   int page = 1;
   int size = 10;
 };
+
+// A search has at most this many words and bytes. Each word is one more condition of the
+// query (SQLite refuses about 1,000 as "Expression tree is too large"); no user needs
+// more, and a bound here keeps a long query a 400 instead of the database's error.
+inline constexpr std::size_t kMaxSearchWords = 100;
+inline constexpr std::size_t kMaxSearchBytes = 4096;
+
+// The words of a search, split on blanks (space, tab, newline).
+inline std::vector<std::string_view> SearchWords(std::string_view text) {
+  std::vector<std::string_view> words;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
+    std::size_t start = i;
+    while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\n') ++i;
+    if (i > start) words.push_back(text.substr(start, i - start));
+  }
+  return words;
+}
+
+// kInvalidArgument when `query.q` is too long, has too many words, is not valid UTF-8
+// (PostgreSQL refuses such text) or holds a NUL byte. ListJobs checks it; the API checks
+// it first, to answer 400.
+inline Status ValidateJobQuery(const JobQuery& query) {
+  const std::string& q = query.q;
+  if (q.size() > kMaxSearchBytes) {
+    return InvalidArgument("q is " + std::to_string(q.size()) + " bytes; the limit is " +
+                           std::to_string(kMaxSearchBytes));
+  }
+  if (std::size_t bad = InvalidUtf8At(q); bad != std::string_view::npos) {
+    return InvalidArgument("q is not valid UTF-8 (a bad byte at offset " + std::to_string(bad) +
+                           ")");
+  }
+  if (q.find('\0') != std::string::npos) return InvalidArgument("q must not contain a NUL byte");
+  if (std::size_t n = SearchWords(q).size(); n > kMaxSearchWords) {
+    return InvalidArgument("q has " + std::to_string(n) + " words; the limit is " +
+                           std::to_string(kMaxSearchWords));
+  }
+  return Status::Ok();
+}
+
+// The most bytes a job may take as stored (its definition, tags and context as JSON),
+// by default: whichever path creates it — a submission, or a sub-job whose inputs came
+// from templates — CreateJob and CreateJobWithTasks refuse a bigger one with
+// kInvalidArgument. The adapters' options (max_job_bytes) set it.
+inline constexpr std::size_t kDefaultMaxJobBytes = 32 << 20;
 
 class Datastore {
  public:

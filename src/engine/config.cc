@@ -24,7 +24,9 @@ constexpr const char* kKeys[] = {
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
     // The API's HTTP server.
     "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout",
-    "api.handler_threads", "api.max_buffered_bytes"};
+    "api.handler_threads", "api.max_buffered_bytes",
+    // Sizes of what clients send (bytes).
+    "api.max_document_bytes", "datastore.max_job_bytes"};
 
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
@@ -132,6 +134,15 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
           "{}: \"{}\" is not a number of bytes of at least 8388608 (8 MiB)", key, value));
     }
     config.api_max_buffered_bytes = n;
+  } else if (key == "api.max_document_bytes" || key == "datastore.max_job_bytes") {
+    std::size_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1024 || n > (1u << 30)) {
+      return InvalidArgument(
+          fmt::format("{}: \"{}\" is not a number of bytes 1024..1073741824", key, value));
+    }
+    (key == "api.max_document_bytes" ? config.api_max_document_bytes
+                                     : config.datastore_max_job_bytes) = n;
   } else if (key == "api.keep_alive") {
     BATON_RETURN_IF_ERROR(duration(config.api_keep_alive));
   } else if (key == "api.request_timeout") {

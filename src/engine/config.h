@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -46,6 +47,11 @@ struct Config {
   std::size_t api_max_buffered_bytes = 256 << 20;
   std::chrono::milliseconds api_keep_alive = std::chrono::seconds(5);
   std::chrono::milliseconds api_request_timeout = std::chrono::seconds(10);
+  // api.max_document_bytes: the text a submitted document may expand to, YAML aliases
+  // counted at each use (core/document.h); datastore.max_job_bytes: the most a job may
+  // take as stored, however it was created (datastore/datastore.h).
+  std::size_t api_max_document_bytes = 8 << 20;
+  std::size_t datastore_max_job_bytes = 32 << 20;
 
   log::Level log_level = log::Level::kInfo;
   log::Format log_format = log::Format::kText;

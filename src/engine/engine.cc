@@ -98,6 +98,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   SqliteOptions sqlite;
   sqlite.path = SqlitePath(config);
   sqlite.synchronous = SqliteSyncOf(config);
+  sqlite.max_job_bytes = config.datastore_max_job_bytes;
   auto datastore = SqliteDatastore::Open(sqlite);
   if (!datastore.ok()) return datastore.status();
 
@@ -147,6 +148,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   }
   PostgresOptions pg;
   pg.dsn = config.postgres_dsn;
+  pg.max_job_bytes = config.datastore_max_job_bytes;
   auto datastore = PostgresDatastore::Open(pg);
   if (!datastore.ok()) return datastore.status();
   CoordinatorOptions coordinator;
@@ -225,6 +227,7 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
   options.version = version;
   options.lease = lease_;
   options.max_waits = config.api_max_waits;
+  options.max_document_bytes = config.api_max_document_bytes;
   api_ = std::make_unique<api::Api>(*coordinator_, *datastore_, *broker_, options);
   server_ = std::make_unique<api::Server>(
       *api_,

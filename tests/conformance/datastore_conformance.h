@@ -574,6 +574,58 @@ TEST_P(DatastoreConformanceTest, SearchTreatsWildcardsLiterally) {
             std::vector<std::string>{underscore.id});
 }
 
+// Issue 14, item 8: the datastore bounds a search itself (SQLite refused ~1,000 words
+// with "Expression tree is too large", an internal error), whoever calls it.
+TEST_P(DatastoreConformanceTest, SearchOfTooManyWordsIsInvalidNotAnError) {
+  std::string word = UniqueWord();
+  JobRecord job = NewJob(SimpleJob(word, "", {"t" + word}), At(1));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  std::string most = word;
+  for (int i = 1; i < 100; ++i) most += i % 2 ? " tag:t" + word : " " + word;
+  Result<Page<JobRecord>> page = ds().ListJobs({.q = most});
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  EXPECT_EQ(Ids(page->items), std::vector<std::string>{job.id});
+  for (const std::string& extra : {" " + word, " tag:t" + word}) {
+    Result<Page<JobRecord>> over = ds().ListJobs({.q = most + extra});
+    ASSERT_FALSE(over.ok());
+    EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(over.status().message(), "q has 101 words; the limit is 100");
+  }
+  std::string thousand;
+  for (int i = 0; i < 1100; ++i) thousand += "tag:x ";
+  EXPECT_EQ(ds().ListJobs({.q = thousand}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ds().ListJobs({.q = std::string(4097, 'b')}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ds().ListJobs({.q = word + " \xff"}).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Issue 14, item 3: a job is refused, whole, when its JSON as stored (definition, tags
+// and context) is over the datastore's max_job_bytes (32 MiB by default), whichever path
+// creates it (a sub-job built from templates, say).
+TEST_P(DatastoreConformanceTest, JobOverTheStoredSizeLimitIsRefusedAndNotStored) {
+  const std::size_t limit = 32 << 20;
+  Job big = SimpleJob("big " + UniqueWord());
+  big.inputs = {{"a", std::string(limit / 2, 'x')}};
+  JobRecord record = NewJob(big, At(1));
+  record.context = {{"inputs", big.inputs}};  // as the scheduler stores it: twice
+  Status created = ds().CreateJob(record);
+  EXPECT_EQ(created.code(), StatusCode::kInvalidArgument) << created.message();
+  EXPECT_TRUE(created.message().starts_with("the job is ")) << created.message();
+  EXPECT_TRUE(created.message().ends_with(
+      " bytes as stored (its definition, tags and context as JSON); the limit is 33554432 "
+      "(datastore.max_job_bytes)"))
+      << created.message();
+  EXPECT_EQ(ds().GetJob(record.id).status().code(), StatusCode::kNotFound);
+  TaskRecord task = NewTask(record.id, 1, At(1));
+  EXPECT_EQ(ds().CreateJobWithTasks(record, {task}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ds().GetTask(task.id).status().code(), StatusCode::kNotFound);
+  // Just under: stored.
+  big.inputs = {{"a", std::string(limit / 4, 'x')}};
+  record = NewJob(big, At(2));
+  record.context = {{"inputs", big.inputs}};
+  EXPECT_TRUE(IsOk(ds().CreateJob(record)));
+}
+
 TEST_P(DatastoreConformanceTest, JobsInStateAreOldestFirst) {
   JobRecord running_new = NewJob(SimpleJob("r2"), At(20), JobState::kRunning);
   JobRecord scheduled = NewJob(SimpleJob("s"), At(10), JobState::kScheduled);

@@ -330,17 +330,17 @@ using postgres_internal::Statement;
 
 namespace {
 
+using datastore_util::AsciiUpper;
 using datastore_util::CallModifier;
+using datastore_util::CheckStoredJobSize;
 using datastore_util::ClampPage;
+using datastore_util::ContainsPattern;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;
 using datastore_util::PageSpec;
-using datastore_util::AsciiUpper;
-using datastore_util::ContainsPattern;
-using datastore_util::SplitWords;
 using datastore_util::ParseScope;
 using datastore_util::ScopeText;
-
+using datastore_util::SplitWords;
 
 // ---- SQL ----------------------------------------------------------------------------
 
@@ -530,13 +530,17 @@ Params JobParams(const JobRecord& job, std::string_view definition, std::string_
   return p;
 }
 
-Result<Params> EncodeJobParams(const JobRecord& job, std::optional<std::string> definition) {
+// `max_bytes`: a new job's bound (CheckStoredJobSize); an update is not bounded.
+Result<Params> EncodeJobParams(const JobRecord& job, std::optional<std::string> definition,
+                               std::size_t max_bytes = std::numeric_limits<std::size_t>::max()) {
   if (!definition) {
     BATON_PG_ASSIGN(def, EncodeJob(job.job));
     definition = std::move(def);
   }
   BATON_PG_ASSIGN(tags, Dump(json(job.job.tags), "job tags"));
   BATON_PG_ASSIGN(context, Dump(job.context, "job context"));
+  BATON_RETURN_IF_ERROR(
+      CheckStoredJobSize(definition->size() + tags.size() + context.size(), max_bytes));
   return JobParams(job, *definition, tags, context);
 }
 
@@ -1001,7 +1005,7 @@ Result<int> PostgresDatastore::SchemaVersion() {
 
 Status PostgresDatastore::CreateJob(const JobRecord& job) {
   return NoThrow([&]() -> Status {
-    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt));
+    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt, options_.max_job_bytes));
     return WithConnection([&](Connection& c) -> Status {
       Result<Rows> rows = c.Run(kInsertJob, params);
       if (rows.status().code() == StatusCode::kAlreadyExists) {
@@ -1015,7 +1019,7 @@ Status PostgresDatastore::CreateJob(const JobRecord& job) {
 Status PostgresDatastore::CreateJobWithTasks(const JobRecord& job,
                                              const std::vector<TaskRecord>& tasks) {
   return NoThrow([&]() -> Status {
-    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt));
+    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt, options_.max_job_bytes));
     for (const TaskRecord& task : tasks) {
       if (task.job_id != job.id) {
         return InvalidArgument(
@@ -1072,6 +1076,7 @@ Status PostgresDatastore::UpdateJob(std::string_view id,
 
 Result<Page<JobRecord>> PostgresDatastore::ListJobs(const JobQuery& query) {
   return NoThrow([&]() -> Result<Page<JobRecord>> {
+    BATON_RETURN_IF_ERROR(ValidateJobQuery(query));
     PageSpec spec = ClampPage(query.page, query.size);
     // Every word narrows the result: WHERE ... AND ... with numbered parameters. ILIKE
     // ignores case (beyond ASCII too); backslash is LIKE's default escape.

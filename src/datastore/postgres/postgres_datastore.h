@@ -29,6 +29,9 @@ struct PostgresOptions {
   // Apply missing schema migrations when opening. Off for callers that migrate
   // explicitly (`baton migrate`); a database newer than this binary is refused either way.
   bool auto_migrate = true;
+  // The most bytes a job may take as stored (datastore.max_job_bytes; see
+  // kDefaultMaxJobBytes): CreateJob and CreateJobWithTasks refuse a bigger one.
+  std::size_t max_job_bytes = kDefaultMaxJobBytes;
 };
 
 // Thread-safety: all methods may be called from any thread. Each call borrows one

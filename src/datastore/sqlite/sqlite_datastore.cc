@@ -247,16 +247,17 @@ using sqlite_internal::Stmt;
 
 namespace {
 
+using datastore_util::AsciiUpper;
 using datastore_util::CallModifier;
+using datastore_util::CheckStoredJobSize;
 using datastore_util::ClampPage;
+using datastore_util::ContainsPattern;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;
 using datastore_util::PageSpec;
-using datastore_util::AsciiUpper;
-using datastore_util::ContainsPattern;
-using datastore_util::SplitWords;
 using datastore_util::ParseScope;
 using datastore_util::ScopeText;
+using datastore_util::SplitWords;
 
 constexpr int kMaxIdleReaders = 8;
 
@@ -1061,6 +1062,8 @@ Status SqliteDatastore::CreateJob(const JobRecord& job) {
   return NoThrow([&]() -> Status {
     // Encoded here, before queueing: the writes queued behind this one wait for it.
     BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
+    BATON_RETURN_IF_ERROR(CheckStoredJobSize(
+        text.definition.size() + text.tags.size() + text.context.size(), options_.max_job_bytes));
     return Write([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kInsertJob));
       BindJob(s, job, text);
@@ -1078,6 +1081,8 @@ Status SqliteDatastore::CreateJobWithTasks(const JobRecord& job,
   return NoThrow([&]() -> Status {
     // Encoded here, before queueing: the writes queued behind this one wait for it.
     BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
+    BATON_RETURN_IF_ERROR(CheckStoredJobSize(
+        text.definition.size() + text.tags.size() + text.context.size(), options_.max_job_bytes));
     std::vector<std::string> definitions;
     definitions.reserve(tasks.size());
     for (const TaskRecord& task : tasks) {
@@ -1133,6 +1138,7 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
 
 Result<Page<JobRecord>> SqliteDatastore::ListJobs(const JobQuery& query) {
   return NoThrow([&]() -> Result<Page<JobRecord>> {
+    BATON_RETURN_IF_ERROR(ValidateJobQuery(query));
     PageSpec spec = ClampPage(query.page, query.size);
     // Every word narrows the result: WHERE ... AND ... with numbered parameters. LIKE
     // ignores case for ASCII letters only.

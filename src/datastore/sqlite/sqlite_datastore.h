@@ -45,6 +45,9 @@ struct SqliteOptions {
   std::chrono::milliseconds busy_timeout{5000};
   // Most writes committed in one transaction.
   int max_batch = 512;
+  // The most bytes a job may take as stored (datastore.max_job_bytes; see
+  // kDefaultMaxJobBytes): CreateJob and CreateJobWithTasks refuse a bigger one.
+  std::size_t max_job_bytes = kDefaultMaxJobBytes;
 };
 
 // Counters for observing group commit.
