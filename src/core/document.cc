@@ -1,11 +1,15 @@
 #include "core/document.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace baton {
 namespace {
@@ -143,9 +147,125 @@ class YamlConverter {
   std::size_t bytes_ = 0;
 };
 
+// A first pass over the YAML events, building nothing, that stops at the first event past
+// a limit: the nodes and bytes the document expands to (an alias counts the whole value it
+// repeats) and its depth. yaml-cpp's Load builds every node before Convert can count
+// them (3 s for the million nodes a 4 MiB body can hold); this pass refuses such a
+// document after reading up to the limit (0.3 s).
+class YamlSizer final : public YAML::EventHandler {
+ public:
+  struct Stop {
+    Diagnostic diagnostic;
+    bool too_large;
+  };
+
+  explicit YamlSizer(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    Leaf(mark, anchor, 0);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    auto it = anchors_.find(anchor);
+    Size size = it == anchors_.end() ? Size{1, 0} : it->second;
+    Add(size, mark);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                const std::string& value) override {
+    Leaf(mark, anchor, value.size());
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Size {
+    std::size_t nodes = 0;
+    std::size_t bytes = 0;
+  };
+  struct Frame {
+    YAML::anchor_t anchor;
+    Size size;
+  };
+
+  void Leaf(const YAML::Mark& mark, YAML::anchor_t anchor, std::size_t bytes) {
+    Size size{1, bytes};
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = size;
+    Add(size, mark);
+  }
+
+  void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (frames_.size() >= static_cast<std::size_t>(kMaxDocumentDepth)) {
+      throw Stop{Diagnostic{ToMark(mark), "", "document nested too deeply"}, false};
+    }
+    // Its own node goes into its parent's size with the rest of it, at Close.
+    Count(Size{1, 0}, mark);
+    frames_.push_back(Frame{anchor, Size{1, 0}});
+  }
+
+  void Close() {
+    if (frames_.empty()) return;
+    Frame done = frames_.back();
+    frames_.pop_back();
+    if (done.anchor != YAML::NullAnchor) anchors_[done.anchor] = done.size;
+    if (!frames_.empty()) {
+      frames_.back().size.nodes += done.size.nodes;
+      frames_.back().size.bytes += done.size.bytes;
+    }
+  }
+
+  // A value (all it expands to) in the document, and in the collection it is in (whose
+  // size an alias of that collection repeats).
+  void Add(Size size, const YAML::Mark& mark) {
+    Count(size, mark);
+    if (!frames_.empty()) {
+      frames_.back().size.nodes += size.nodes;
+      frames_.back().size.bytes += size.bytes;
+    }
+  }
+
+  void Count(Size size, const YAML::Mark& mark) {
+    nodes_ += size.nodes;
+    bytes_ += size.bytes;
+    if (nodes_ > kMaxDocumentNodes) {
+      throw Stop{Diagnostic{ToMark(mark), "", "document too large (too many nodes)"}, true};
+    }
+    if (bytes_ > max_bytes_) {
+      throw Stop{Diagnostic{ToMark(mark), "", DocumentTooLargeMessage(max_bytes_)}, true};
+    }
+  }
+
+  std::size_t max_bytes_;
+  std::size_t nodes_ = 0;
+  std::size_t bytes_ = 0;
+  std::vector<Frame> frames_;
+  std::unordered_map<YAML::anchor_t, Size> anchors_;
+};
+
 ParsedDocument ParseYaml(std::string_view text, std::size_t max_bytes) {
   ParsedDocument result;
   try {
+    {
+      std::string copy(text);
+      std::istringstream in(copy);
+      YAML::Parser parser(in);
+      YamlSizer sizer(max_bytes);
+      try {
+        parser.HandleNextDocument(sizer);
+      } catch (const YamlSizer::Stop& stop) {
+        result.error = stop.diagnostic;
+        result.too_large = stop.too_large;
+        return result;
+      }
+    }
     YAML::Node doc = YAML::Load(std::string(text));
     YamlConverter converter(max_bytes);
     Node root;
