@@ -319,10 +319,12 @@ Response Api::JobLog(const std::string& id, const Request& request) {
 
 Response Api::CancelJob(const std::string& id) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
-  auto job = datastore_.GetJob(id);
-  if (!job.ok()) return ErrorResponse(job.status());
+  // The job is read only to say why a cancel was refused: reading a big job (its whole
+  // definition and context) cost seconds before every cancel.
   Status s = coordinator_.Cancel(id);
   if (!s.ok()) {
+    auto job = datastore_.GetJob(id);
+    if (!job.ok()) return ErrorResponse(job.status());
     if (s.code() == StatusCode::kFailedPrecondition) {
       return ErrorResponse(FailedPrecondition(fmt::format(
           "job {} is {}: only a PENDING, SCHEDULED or RUNNING job can be cancelled", id,

@@ -37,23 +37,23 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
 Coordinator::~Coordinator() { Stop(); }
 
 Status Coordinator::Start(const std::set<std::string>& live_nodes) {
+  scheduler_.Resume();  // started again after a Stop
   started_at_ = clock_.Now();
   if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
   // A handler returns an error that may pass (datastore or lock unreachable) to have the
   // event delivered again, after a pause so a long outage does not spin.
   auto subscribe = [&](std::string_view queue, auto handle) -> Status {
-    auto sub = broker_.Subscribe(queue, options_.prefetch,
-                                 [handle](std::unique_ptr<Delivery> d) {
-                                   Status s = handle(d->body());
-                                   if (s.ok()) {
-                                     (void)d->Ack();
-                                     return;
-                                   }
-                                   log::Warn("handling an event failed; it will be delivered again",
-                                             {{"queue", d->queue()}, {"error", s.message()}});
-                                   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-                                   (void)d->Nack(true);
-                                 });
+    auto sub = broker_.Subscribe(queue, options_.prefetch, [handle](std::unique_ptr<Delivery> d) {
+      Status s = handle(d->body());
+      if (s.ok()) {
+        (void)d->Ack();
+        return;
+      }
+      log::Warn("handling an event failed; it will be delivered again",
+                {{"queue", d->queue()}, {"error", s.message()}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      (void)d->Nack(true);
+    });
     if (!sub.ok()) return sub.status();
     subscriptions_.push_back(std::move(*sub));
     return Status::Ok();
@@ -115,8 +115,8 @@ bool Coordinator::TakeOverSilentCoordinators() {
   std::set<std::string> known;
   for (NodeRecord& node : *nodes) {
     known.insert(node.id);
-    if (node.name != "coordinator" || node.id == options_.node_id || node.status != NodeStatus::kUp ||
-        now - node.last_heartbeat_at <= options_.lease) {
+    if (node.name != "coordinator" || node.id == options_.node_id ||
+        node.status != NodeStatus::kUp || now - node.last_heartbeat_at <= options_.lease) {
       continue;
     }
     log::Warn("a coordinator stopped heartbeating; finishing the steps it may have left",
@@ -277,6 +277,7 @@ Status Coordinator::StoreLogPart(LogPart part) {
 }
 
 void Coordinator::Stop() {
+  scheduler_.Stop();  // a long decision under way gives up rather than hold up the stop
   {
     std::unique_lock lock(mu_);
     stopped_ = true;
@@ -314,7 +315,8 @@ Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::mill
       return DeadlineExceeded("job " + job_id + " is still " + std::string(ToString(job->state)));
     }
     // Another coordinator may finish it: look again at least every 200 ms.
-    auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    auto until =
+        std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
     finished_cv_.wait_until(lock, until, [&] { return finished_count_ != seen; });
   }
 }

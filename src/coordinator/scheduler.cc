@@ -206,6 +206,7 @@ Scheduler::Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers&
 }
 
 Scheduler::~Scheduler() {
+  Stop();
   starter_.request_stop();
   if (starter_.joinable()) starter_.join();
 }
@@ -213,7 +214,7 @@ Scheduler::~Scheduler() {
 void Scheduler::StarterLoop(std::stop_token stop) {
   for (;;) {
     std::vector<Submitted> stored_with_task;
-    std::vector<std::string> pending;
+    std::vector<Submitted> pending;
     {
       std::unique_lock lock(start_mu_);
       start_cv_.wait(lock, stop, [&] { return !to_start_.empty(); });
@@ -225,13 +226,13 @@ void Scheduler::StarterLoop(std::stop_token stop) {
         if (next.first) {
           stored_with_task.push_back(std::move(next));
         } else {
-          pending.push_back(std::move(next.job_id));
+          pending.push_back(std::move(next));
         }
       }
       to_start_.clear();
     }
     if (!stored_with_task.empty()) PublishSubmitted(stored_with_task);
-    for (const std::string& job_id : pending) StartSubmitted(job_id);
+    for (const Submitted& job : pending) StartSubmitted(job.job_id, job.stored.get());
   }
 }
 
@@ -251,16 +252,17 @@ void Scheduler::PublishSubmitted(std::vector<Submitted>& jobs) {
     log::Error("publishing submitted jobs' first tasks failed", {{"error", s.message()}});
 }
 
-void Scheduler::StartSubmitted(const std::string& job_id) {
+void Scheduler::StartSubmitted(const std::string& job_id, const JobRecord* stored) {
   auto guard = LockJob(job_id);
   if (!guard.ok()) {
     // The datastore is unreachable: try again in a second (it stays PENDING meanwhile,
     // and reconciling would start it too).
-    log::Error("starting a job failed; trying again", {{"job_id", job_id}, {"error", guard.status().message()}});
+    log::Error("starting a job failed; trying again",
+               {{"job_id", job_id}, {"error", guard.status().message()}});
     timers_.Schedule(clock_.Now() + std::chrono::seconds(1), [this, job_id] {
       {
         std::lock_guard lock(start_mu_);
-        to_start_.push_back(Submitted{job_id, std::nullopt, std::nullopt});
+        to_start_.push_back(Submitted{job_id, std::nullopt, std::nullopt, nullptr});
       }
       start_cv_.notify_one();
     });
@@ -268,13 +270,22 @@ void Scheduler::StartSubmitted(const std::string& job_id) {
   }
   {
     std::lock_guard lock(mu_);
-    Status started = FailTreeOnError(job_id, StartJob(job_id));
+    Status started = FailTreeOnError(job_id, StartJob(job_id, stored));
     // Not pending any more: cancelled first, or started by a reconcile.
     if (!started.ok() && started.code() != StatusCode::kFailedPrecondition) {
       log::Error("starting a job failed", {{"job_id", job_id}, {"error", started.message()}});
     }
   }
   FlushNotifications();
+}
+
+void Scheduler::Stop() { stopping_.store(true, std::memory_order_relaxed); }
+void Scheduler::Resume() { stopping_.store(false, std::memory_order_relaxed); }
+
+bool Scheduler::ShouldYield(const std::string& job_id, const std::string& root) {
+  if (stopping_.load(std::memory_order_relaxed)) return true;
+  std::lock_guard lock(cancel_mu_);
+  return cancelling_.contains(job_id) || cancelling_.contains(root);
 }
 
 void Scheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> listener) {
@@ -419,7 +430,12 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
     }
     {
       std::lock_guard lock(start_mu_);
-      to_start_.push_back(Submitted{record.id, std::move(first), record.job.timeout});
+      // A job stored PENDING is started with the row as stored, not read back: a big
+      // one's definition and context would be decoded again.
+      std::shared_ptr<const JobRecord> stored;
+      if (!first) stored = std::make_shared<const JobRecord>(record);
+      to_start_.push_back(
+          Submitted{record.id, std::move(first), record.job.timeout, std::move(stored)});
     }
     start_cv_.notify_one();
     return record;
@@ -434,7 +450,7 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
       if (record.job.timeout) ArmJobTimeout(record.id, *record.job.timeout, record.created_at);
       started = PublishStored(*first);
     } else {
-      started = FailTreeOnError(record.id, StartJob(record.id));
+      started = FailTreeOnError(record.id, StartJob(record.id, &record));
     }
     if (!started.ok())
       log::Error("starting a job failed", {{"job_id", record.id}, {"error", started.message()}});
@@ -488,18 +504,27 @@ Result<JobRecord> Scheduler::CreateJob(const Job& job, const std::string& parent
   return record;
 }
 
-Status Scheduler::StartJob(const std::string& job_id) {
+Status Scheduler::StartJob(const std::string& job_id, const JobRecord* stored) {
   TimePoint now = clock_.Now();
-  JobRecord job;
-  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+  // The row's state alone (a big job's definition and context are neither decoded nor
+  // written again: that held the datastore's writer, and so every other job's writes,
+  // for seconds); the definition is the one just stored, or read outside the writer.
+  BATON_RETURN_IF_ERROR(datastore_.UpdateJobState(job_id, [&](JobRecord& j) {
     if (j.state != JobState::kPending) return FailedPrecondition("job is not pending");
     j.state = JobState::kRunning;
     j.started_at = now;
-    job = j;
     return Status::Ok();
   }));
-  if (job.job.timeout) ArmJobTimeout(job.id, *job.job.timeout, now);
-  if (job.job.tasks.empty()) return CompleteJob(job.id);
+  std::optional<JobRecord> loaded;
+  if (stored == nullptr) {
+    auto read = datastore_.GetJob(job_id);
+    if (!read.ok()) return read.status();
+    loaded = std::move(*read);
+    stored = &*loaded;
+  }
+  const JobRecord& job = *stored;
+  if (job.job.timeout) ArmJobTimeout(job_id, *job.job.timeout, now);
+  if (job.job.tasks.empty()) return CompleteJob(job_id);
   return ScheduleNew(job, job.job.tasks[0], "", 1, json::object());
 }
 
@@ -516,8 +541,9 @@ void Scheduler::JobTimedOut(const std::string& job_id, Duration timeout) {
       if (guard.status().code() == StatusCode::kNotFound) return;
       log::Warn("a job timed out but its lock cannot be taken; trying again in a second",
                 {{"job_id", job_id}, {"error", guard.status().message()}});
-      job_timers_[job_id] = timers_.Schedule(clock_.Now() + std::chrono::seconds(1),
-                                             [this, job_id, timeout] { JobTimedOut(job_id, timeout); });
+      job_timers_[job_id] =
+          timers_.Schedule(clock_.Now() + std::chrono::seconds(1),
+                           [this, job_id, timeout] { JobTimedOut(job_id, timeout); });
       return;
     }
     job_timers_.erase(job_id);
@@ -632,7 +658,9 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
   TimePoint now = clock_.Now();
   bool changed = false;
   JobRecord stored;
-  BATON_RETURN_IF_ERROR(datastore_.UpdateJob(job_id, [&](JobRecord& j) {
+  // The row's state alone: its definition and context (a big job's inputs) are neither
+  // decoded nor written again, which held the datastore's writer for seconds.
+  BATON_RETURN_IF_ERROR(datastore_.UpdateJobState(job_id, [&](JobRecord& j) {
     if (!IsActive(j.state)) return FailedPrecondition(fmt::format("job is {}", ToString(j.state)));
     j.state = state;
     if (state == JobState::kFailed) {
@@ -662,6 +690,20 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
 }
 
 Status Scheduler::Cancel(const std::string& job_id) {
+  // A long decision about this job (a wide each being expanded) sees the request and
+  // gives up, so the cancel takes the lock at once instead of after it.
+  {
+    std::lock_guard lock(cancel_mu_);
+    cancelling_.insert(job_id);
+  }
+  struct Done {
+    Scheduler& s;
+    const std::string& id;
+    ~Done() {
+      std::lock_guard lock(s.cancel_mu_);
+      s.cancelling_.erase(s.cancelling_.find(id));
+    }
+  } done{*this, job_id};
   auto guard = LockJob(job_id);
   if (!guard.ok()) return guard.status();
   Status s;
@@ -682,9 +724,10 @@ Status Scheduler::Restart(const std::string& job_id) {
     JobRecord job;
     s = datastore_.UpdateJob(job_id, [&](JobRecord& j) {
       if (j.state != JobState::kFailed && j.state != JobState::kCancelled) {
-        return FailedPrecondition(fmt::format("only a FAILED or CANCELLED job can be restarted; "
-                                              "this one is {}",
-                                              ToString(j.state)));
+        return FailedPrecondition(
+            fmt::format("only a FAILED or CANCELLED job can be restarted; "
+                        "this one is {}",
+                        ToString(j.state)));
       }
       j.state = JobState::kRunning;
       j.error.clear();
@@ -805,6 +848,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
     std::vector<std::size_t> dispatch_now;
     std::optional<std::string> failure;
     Status stored;
+    Status yielded;
     {
       // Evaluating the list and the children, and storing them, touches nothing the
       // mutex guards, and the job's lock keeps this job's other decisions out: the other
@@ -828,7 +872,17 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       std::size_t size = failure ? 0 : list->size();
       children.reserve(size);
       Binding item(context, var);
+      auto root = RootOf(job.id);
       for (std::size_t i = 0; i < size; ++i) {
+        // A cancel of this job, or a stop, does not wait for thousands of children: the
+        // each gives up before storing anything (a stop leaves the step for reconciling
+        // to take again).
+        if (i % 64 == 0 && ShouldYield(job.id, root.ok() ? *root : job.id)) {
+          yielded = stopping_.load(std::memory_order_relaxed)
+                        ? Unavailable("the scheduler is stopping")
+                        : FailedPrecondition("the job is being cancelled");
+          break;
+        }
         json binding = {{"index", i}, {"value", std::move((*list)[i])}};
         TaskRecord child;
         child.id = NewId();
@@ -866,7 +920,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
         children.push_back(std::move(child));
         if (failure) break;
       }
-      if (!failure && !children.empty()) {
+      if (yielded.ok() && !failure && !children.empty()) {
         // The children that start at once (up to `concurrency`) are stored ready to
         // publish, with the rest, in one write; the parent counts them as started. One
         // row at a time (read, count on the parent, publish, mark) cost four round trips
@@ -891,6 +945,7 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
         if (stored.ok()) stored = datastore_.CreateTasks(children);
       }
     }
+    BATON_RETURN_IF_ERROR(yielded);
     if (failure) return fail_now(*failure);
     BATON_RETURN_IF_ERROR(stored);
     if (children.empty()) {
@@ -957,12 +1012,12 @@ Status Scheduler::Dispatch(const JobRecord& job, TaskRecord task, const Vars& ex
       task.state = TaskState::kCompleted;
       task.completed_at = now;
       BATON_RETURN_IF_ERROR(store(task));
-      BATON_RETURN_IF_ERROR(StartJob(created->id));
+      BATON_RETURN_IF_ERROR(StartJob(created->id, &*created));
       return TaskDone(task);
     }
     task.state = TaskState::kRunning;
     BATON_RETURN_IF_ERROR(store(task));
-    return StartJob(created->id);
+    return StartJob(created->id, &*created);
   }
   // A new runnable row is stored once, already in the state publishing gives it.
   return PublishTask(task, create);
@@ -1130,7 +1185,8 @@ void Scheduler::PublishPending(const std::string& task_id, const std::string& jo
   auto task = datastore_.GetTask(task_id);
   if (!task.ok() || task->state != TaskState::kPending) return;  // cancelled or published
   Status s = FailTreeOnError(task->job_id, PublishTask(*task, false));
-  if (!s.ok()) log::Error("publishing a task failed", {{"task_id", task_id}, {"error", s.message()}});
+  if (!s.ok())
+    log::Error("publishing a task failed", {{"task_id", task_id}, {"error", s.message()}});
 }
 
 std::deque<std::string>& Scheduler::WaitingChildren(const std::string& parent_id) {
@@ -1143,9 +1199,8 @@ std::deque<std::string>& Scheduler::WaitingChildren(const std::string& parent_id
   for (const TaskRecord& child : *children) {
     if (child.state == TaskState::kCreated) created.push_back(&child);
   }
-  std::sort(created.begin(), created.end(), [](const TaskRecord* a, const TaskRecord* b) {
-    return a->each_index < b->each_index;
-  });
+  std::sort(created.begin(), created.end(),
+            [](const TaskRecord* a, const TaskRecord* b) { return a->each_index < b->each_index; });
   for (const TaskRecord* child : created) queue.push_back(child->id);
   return queue;
 }
@@ -1183,8 +1238,8 @@ Result<bool> Scheduler::StartNextEachChild(const std::string& parent_id) {
 }
 
 bool Scheduler::FinishInPlace(TaskRecord& t, TaskState state, const std::string& result,
-                              const std::string& error, TimePoint now,
-                              const std::string& from_node, std::optional<TimePoint> started_at) {
+                              const std::string& error, TimePoint now, const std::string& from_node,
+                              std::optional<TimePoint> started_at) {
   if (IsTerminal(t.state)) return false;
   if (!from_node.empty()) {
     if (!t.node_id.empty() && t.node_id != from_node) return false;  // a duplicate
@@ -1207,9 +1262,8 @@ bool Scheduler::FinishInPlace(TaskRecord& t, TaskState state, const std::string&
 }
 
 Result<bool> Scheduler::Finish(const std::string& task_id, TaskState state,
-                               const std::string& result, const std::string& error,
-                               TaskRecord* out, const std::string& from_node,
-                               std::optional<TimePoint> started_at) {
+                               const std::string& result, const std::string& error, TaskRecord* out,
+                               const std::string& from_node, std::optional<TimePoint> started_at) {
   TimePoint now = clock_.Now();
   bool changed = false;
   Status s = datastore_.UpdateTask(task_id, [&](TaskRecord& t) {
@@ -1329,44 +1383,37 @@ Status Scheduler::TaskFailed(const TaskRecord& task) {
   return TaskFailed(parent);
 }
 
-Status Scheduler::CancelRow(const TaskRecord& row) {
-  ForgetComposite(row.id);
-  TaskRecord cancelled;
-  auto finished = Finish(row.id, TaskState::kCancelled, "", "", &cancelled);
-  if (!finished.ok()) return finished.status();
-  if (!*finished) return Status::Ok();
-  if (!cancelled.subjob_id.empty()) {
-    Status s = FailJob(cancelled.subjob_id, "", JobState::kCancelled);
-    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
-  }
-  if (cancelled.task.IsComposite()) return CancelTaskTree(cancelled);
-  if (!cancelled.node_id.empty()) {
-    kills_[cancelled.node_id].push_back(cancelled.id);
-  } else if (row.state != TaskState::kCreated || options_.durable_broker) {
-    // Possibly in a queue: every worker is told not to start it. (A CREATED row is in a
-    // queue only with a durable broker, whose confirm comes before the row is marked.)
-    drops_.push_back(cancelled.id);
+Status Scheduler::CancelRows(const std::string& job_id, const std::string& under) {
+  // One write for all of them: a row at a time cost a commit (an fsync) and a decode of
+  // its definition per row, thousands for a wide each, all under mu_.
+  auto cancelled = datastore_.CancelTasks(job_id, under, clock_.Now());
+  if (!cancelled.ok()) return cancelled.status();
+  for (const CancelledTask& row : *cancelled) {
+    ForgetComposite(row.id);
+    ++finishes_;
+    if (!row.subjob_id.empty()) {
+      Status s = FailJob(row.subjob_id, "", JobState::kCancelled);
+      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
+    }
+    if (!row.node_id.empty()) {
+      kills_[row.node_id].push_back(row.id);
+    } else if (row.was == TaskState::kRunning) {
+      // Running on no node: a composite (parallel, each, sub-job), whose rows below were
+      // cancelled in the same write.
+    } else if (row.was != TaskState::kCreated || options_.durable_broker) {
+      // Possibly in a queue: every worker is told not to start it. (A CREATED row is in a
+      // queue only with a durable broker, whose confirm comes before the row is marked.)
+      drops_.push_back(row.id);
+    }
   }
   return Status::Ok();
 }
 
 Status Scheduler::CancelTaskTree(const TaskRecord& parent) {
-  auto children = datastore_.ChildTasks(parent.id);
-  if (!children.ok()) return children.status();
-  for (const TaskRecord& child : *children) {
-    if (IsActive(child.state)) BATON_RETURN_IF_ERROR(CancelRow(child));
-  }
-  return Status::Ok();
+  return CancelRows(parent.job_id, parent.id);
 }
 
-Status Scheduler::CancelActiveTasks(const std::string& job_id) {
-  auto tasks = datastore_.JobTasks(job_id);
-  if (!tasks.ok()) return tasks.status();
-  for (const TaskRecord& row : *tasks) {
-    if (IsActive(row.state)) BATON_RETURN_IF_ERROR(CancelRow(row));
-  }
-  return Status::Ok();
-}
+Status Scheduler::CancelActiveTasks(const std::string& job_id) { return CancelRows(job_id, ""); }
 
 Status Scheduler::Retry(const TaskRecord& failed) {
   TaskRecord next;
@@ -1382,17 +1429,16 @@ Status Scheduler::Retry(const TaskRecord& failed) {
   BATON_RETURN_IF_ERROR(datastore_.CreateTask(next));
   Duration delay = RetryDelay(*next.task.retry, next.task.retry->attempts);
   if (delay <= Duration::zero()) return PublishTask(next, false);
-  timers_.Schedule(clock_.Now() + delay, [this, id = next.id, job_id = next.job_id] {
-    PublishPending(id, job_id);
-  });
+  timers_.Schedule(clock_.Now() + delay,
+                   [this, id = next.id, job_id = next.job_id] { PublishPending(id, job_id); });
   return Status::Ok();
 }
 
 Status Scheduler::Redeliver(const TaskRecord& lost) {
   if (lost.redelivered >= options_.max_redeliveries) {
     TaskRecord failed = lost;
-    failed.error = fmt::format("{} (re-queued {} times already: giving up)", lost.error,
-                               lost.redelivered);
+    failed.error =
+        fmt::format("{} (re-queued {} times already: giving up)", lost.error, lost.redelivered);
     (void)datastore_.UpdateTask(lost.id, [&](TaskRecord& t) {
       t.error = failed.error;
       return Status::Ok();
@@ -1496,7 +1542,8 @@ Status Scheduler::OnStarted(const TaskStarted& event) {
 
 Status Scheduler::OnFinished(const TaskFinished& event) {
   auto job_id = JobOfTask(event.task_id, event.job_id);
-  if (!job_id.ok()) return Handled(job_id.status(), "handling a task outcome failed", event.task_id);
+  if (!job_id.ok())
+    return Handled(job_id.status(), "handling a task outcome failed", event.task_id);
   auto guard = LockJob(*job_id);
   if (!guard.ok()) return Handled(guard.status(), "handling a task outcome failed", event.task_id);
   Status s;
@@ -1507,10 +1554,12 @@ Status Scheduler::OnFinished(const TaskFinished& event) {
     if (event.outcome == TaskFinished::Outcome::kCompleted) {
       s = CompleteTask(event.task_id, event.result, node, event.started_at);
     } else if (event.outcome == TaskFinished::Outcome::kCancelled) {
-      auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task, node, event.started_at);
+      auto finished = Finish(event.task_id, TaskState::kCancelled, "", event.error, &task, node,
+                             event.started_at);
       s = finished.status();
     } else if (event.outcome == TaskFinished::Outcome::kHandedBack) {
-      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node, event.started_at);
+      auto finished =
+          Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node, event.started_at);
       if (!finished.ok()) {
         s = finished.status();
       } else if (*finished) {
@@ -1518,7 +1567,8 @@ Status Scheduler::OnFinished(const TaskFinished& event) {
         s = job.ok() && IsActive(job->state) ? Redeliver(task) : Status::Ok();
       }
     } else {
-      auto finished = Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node, event.started_at);
+      auto finished =
+          Finish(event.task_id, TaskState::kFailed, "", event.error, &task, node, event.started_at);
       if (!finished.ok()) {
         s = finished.status();
       } else if (*finished) {
@@ -1552,7 +1602,8 @@ Status Scheduler::OnProgress(const TaskProgress& event) {
   if (!s.ok() || task.id.empty() || !task.parent_id.empty()) {
     return Handled(s, "recording progress failed", event.task_id);
   }
-  s = datastore_.UpdateJob(task.job_id, [&](JobRecord& j) {
+  // The state fields only: a big job's context is not rewritten at every report.
+  s = datastore_.UpdateJobState(task.job_id, [&](JobRecord& j) {
     if (j.state != JobState::kRunning || j.position != task.position) return Status::Ok();
     j.progress = 100.0 * ((task.position - 1) + p / 100.0) / std::max(1, j.task_count);
     return Status::Ok();
@@ -1583,7 +1634,8 @@ Result<int> Scheduler::ExpireLeases(Duration lease) {
       continue;
     }
     std::lock_guard lock(mu_);
-    std::string error = fmt::format("node {} stopped heartbeating while the task ran", task.node_id);
+    std::string error =
+        fmt::format("node {} stopped heartbeating while the task ran", task.node_id);
     TaskRecord lost;
     // Only while the row still names that node (another coordinator may have acted).
     auto finished = Finish(task.id, TaskState::kFailed, "", error, &lost, task.node_id);
@@ -1599,7 +1651,8 @@ Result<int> Scheduler::ExpireLeases(Duration lease) {
 
 Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
   Status result;
-  auto jobs = datastore_.JobsInState({JobState::kPending, JobState::kScheduled, JobState::kRunning});
+  auto jobs =
+      datastore_.JobsInState({JobState::kPending, JobState::kScheduled, JobState::kRunning});
   if (!jobs.ok()) return jobs.status();
   for (const JobRecord& listed : *jobs) {
     auto guard = LockJob(listed.id);
@@ -1636,13 +1689,14 @@ Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>
   TimePoint now = clock_.Now();
   for (const TaskRecord& row : *rows) {
     if (row.task.IsComposite()) continue;
-    if (row.state == TaskState::kPending || (row.state == TaskState::kScheduled &&
-                                             !options_.durable_broker)) {
+    if (row.state == TaskState::kPending ||
+        (row.state == TaskState::kScheduled && !options_.durable_broker)) {
       // A retry still in its backoff waits for the rest of it.
       if (row.state == TaskState::kPending && row.task.retry && row.task.retry->attempts > 0) {
         TimePoint due = row.created_at + RetryDelay(*row.task.retry, row.task.retry->attempts);
         if (due > now) {
-          timers_.Schedule(due, [this, id = row.id, job_id = row.job_id] { PublishPending(id, job_id); });
+          timers_.Schedule(
+              due, [this, id = row.id, job_id = row.job_id] { PublishPending(id, job_id); });
           continue;
         }
       }
@@ -1704,8 +1758,8 @@ Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>
         continue;
       }
     }
-    int expected = row.task.parallel ? static_cast<int>(row.task.parallel->tasks.size())
-                                     : row.each_size;
+    int expected =
+        row.task.parallel ? static_cast<int>(row.task.parallel->tasks.size()) : row.each_size;
     if (done >= expected) {
       TaskRecord finished_row;
       auto finished = Finish(row.id, TaskState::kCompleted, "", "", &finished_row);
@@ -1718,7 +1772,7 @@ Status Scheduler::ReconcileJob(const JobRecord& job, const std::set<std::string>
       queue.clear();
       for (const TaskRecord* w : waiting) queue.push_back(w->id);  // map order: by index
       int limit = row.task.each->concurrency > 0 ? row.task.each->concurrency
-                                                  : std::numeric_limits<int>::max();
+                                                 : std::numeric_limits<int>::max();
       for (int slots = limit - active; slots > 0; --slots) {
         auto started = StartNextEachChild(row.id);
         if (!started.ok()) return started.status();

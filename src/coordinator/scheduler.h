@@ -18,6 +18,7 @@
 // decisions nor a cancel (of another job) nor a stop.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -107,11 +108,21 @@ class Scheduler {
   // Returns how many tasks were re-queued.
   Result<int> ExpireLeases(Duration lease);
 
+  // Makes long decisions under way give up (an each being expanded stores nothing, and
+  // its step is left for reconciling), so that a stop does not wait for them. Decisions
+  // after it run as usual. Resume undoes it (a coordinator started again).
+  void Stop();
+  void Resume();
+
   // Called (outside the scheduler's lock) whenever a job reaches a terminal state.
   void SetJobFinishedListener(std::function<void(const JobRecord&)> listener);
 
  private:
   using Vars = nlohmann::json;
+
+  // A long decision about job `job_id` (of tree `root`) should give up: the scheduler
+  // is stopping, or a cancel of the job or its tree waits for the lock.
+  bool ShouldYield(const std::string& job_id, const std::string& root);
 
   // The lock of the job tree `job_id` belongs to.
   Result<std::unique_ptr<Lock>> LockJob(const std::string& job_id);
@@ -128,11 +139,12 @@ class Scheduler {
   struct Submitted {
     std::string job_id;
     std::optional<TaskRecord> first;
-    std::optional<Duration> timeout;  // the job's, armed when it is started
+    std::optional<Duration> timeout;          // the job's, armed when it is started
+    std::shared_ptr<const JobRecord> stored;  // without `first`: the row as stored, if known
   };
   // start_in_background: starts the submitted jobs queued in to_start_.
   void StarterLoop(std::stop_token stop);
-  void StartSubmitted(const std::string& job_id);
+  void StartSubmitted(const std::string& job_id, const JobRecord* stored);
   // Publishes the first tasks of jobs stored with them (one broker batch), arming their
   // jobs' timeouts first.
   void PublishSubmitted(std::vector<Submitted>& jobs);
@@ -148,7 +160,9 @@ class Scheduler {
   // All private members below run with mu_ held (and the job's lock, when there is one).
   Result<JobRecord> CreateJob(const Job& job, const std::string& parent_task_id,
                               std::string id = "");
-  Status StartJob(const std::string& job_id);
+  // PENDING → RUNNING, then its first step. `stored`: the job's row as stored (PENDING),
+  // when the caller has it; else it is read.
+  Status StartJob(const std::string& job_id, const JobRecord* stored = nullptr);
   // What templates see: the job's context with `extra` (loop variables) over it.
   Vars VarsFor(const JobRecord& job, const Vars& extra) const;
 
@@ -243,8 +257,9 @@ class Scheduler {
   Status AfterCompletion(const std::string& job_id, Completion completion);
   Status FailJob(const std::string& job_id, const std::string& error, JobState state);
   Status CancelActiveTasks(const std::string& job_id);
-  // Cancels one active row: its running process, its sub-job, its children.
-  Status CancelRow(const TaskRecord& row);
+  // Cancels the active rows of job `job_id` (those below row `under`, when given) in one
+  // write, then their running processes (kills_), queued messages (drops_) and sub-jobs.
+  Status CancelRows(const std::string& job_id, const std::string& under);
   Status CancelTaskTree(const TaskRecord& task);
   // Fails the job `timeout` after `from` unless it has finished by then.
   void ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint from);
@@ -259,8 +274,7 @@ class Scheduler {
                             const std::string& error, TimePoint now, const std::string& from_node,
                             std::optional<TimePoint> started_at = std::nullopt);
   Result<bool> Finish(const std::string& task_id, TaskState state, const std::string& result,
-                      const std::string& error, TaskRecord* out,
-                      const std::string& from_node = "",
+                      const std::string& error, TaskRecord* out, const std::string& from_node = "",
                       std::optional<TimePoint> started_at = std::nullopt);
   Status ReconcileJob(const JobRecord& job, const std::set<std::string>& live_nodes);
   // Tells workers what was cancelled (drops_, kills_), then the listener which jobs
@@ -299,13 +313,17 @@ class Scheduler {
   // taken after a drop is never sent before it.
   std::mutex flush_mu_;
   // Rows Finish has moved to a terminal state: a cheap "did anything finish meanwhile".
-  std::uint64_t finishes_ = 0;                                       // guarded by mu_
-  std::function<void(const JobRecord&)> listener_;                   // guarded by mu_
+  std::uint64_t finishes_ = 0;                      // guarded by mu_
+  std::function<void(const JobRecord&)> listener_;  // guarded by mu_
+
+  std::atomic<bool> stopping_{false};
+  std::mutex cancel_mu_;
+  std::multiset<std::string> cancelling_;  // guarded by cancel_mu_: jobs a Cancel waits for
 
   std::mutex start_mu_;
   std::condition_variable_any start_cv_;
-  std::deque<Submitted> to_start_;    // guarded by start_mu_
-  std::jthread starter_;              // last: stopped before the members above go
+  std::deque<Submitted> to_start_;  // guarded by start_mu_
+  std::jthread starter_;            // last: stopped before the members above go
 };
 
 // Applies the job's defaults to a runnable task that leaves those fields empty.

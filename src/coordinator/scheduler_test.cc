@@ -93,6 +93,15 @@ class CountingDatastore final : public Datastore {
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override {
     return inner_.TasksInState(states);
   }
+  Status UpdateJobState(std::string_view id,
+                        const std::function<Status(JobRecord&)>& modify) override {
+    return Count(inner_.UpdateJobState(id, modify));
+  }
+  Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
+                                                 TimePoint at) override {
+    ++writes_;
+    return inner_.CancelTasks(job_id, under, at);
+  }
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
     return Count(inner_.MarkScheduled(ids, at));
   }

@@ -27,6 +27,15 @@
 
 namespace baton {
 
+// A row CancelTasks cancelled: what telling workers and cancelling its sub-job need.
+struct CancelledTask {
+  std::string id;
+  TaskState was = TaskState::kPending;  // its state before
+  std::string node_id;                  // the node it was given to, if any
+  std::string subjob_id;                // the sub-job it started, if any
+  friend bool operator==(const CancelledTask&, const CancelledTask&) = default;
+};
+
 struct JobQuery {
   // Words matched (case-insensitively, all must match) against name, description and
   // state; `tag:x` matches jobs tagged x.
@@ -94,6 +103,14 @@ class Datastore {
   virtual Result<JobRecord> GetJob(std::string_view id) = 0;
   virtual Status UpdateJob(std::string_view id,
                            const std::function<Status(JobRecord&)>& modify) = 0;
+  // Updates the fields of a job row that steps change (state, started_at, completed_at,
+  // failed_at, delete_at, position, progress, result, error) as UpdateJob does, but
+  // neither reads, decodes nor writes its definition and context: the modifier sees
+  // `job` and `context` empty, and changes to them (and to the other fields) are not
+  // stored. For the steps that change only those (start, cancel, fail, progress): a job of
+  // a large definition or context costs no more to move than a small one.
+  virtual Status UpdateJobState(std::string_view id,
+                                const std::function<Status(JobRecord&)>& modify) = 0;
   virtual Result<Page<JobRecord>> ListJobs(const JobQuery& query) = 0;
   // Jobs in any of `states`, oldest first (the reconciler's view of unfinished work).
   virtual Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) = 0;
@@ -140,6 +157,14 @@ class Datastore {
   // the rest (started, finished, unknown ids) are left as they are. For a batch whose
   // messages a durable broker has just confirmed.
   virtual Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) = 0;
+  // Cancels, in one write, the active rows (not COMPLETED, FAILED, CANCELLED or SKIPPED)
+  // of job `job_id` — with a non-empty `under`, only the rows below that row (its
+  // children, theirs, at any depth), not the row itself: each becomes CANCELLED with
+  // completed_at `at`, its other fields unchanged. Returns the rows it changed (in no
+  // particular order) with the state each was in; an unknown job or row cancels nothing.
+  // A cancel of a job with thousands of rows costs one commit instead of one per row.
+  virtual Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id,
+                                                         std::string_view under, TimePoint at) = 0;
 
   virtual Status CreateLogPart(const LogPart& part) = 0;
   // Highest number first.

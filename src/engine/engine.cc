@@ -1,16 +1,15 @@
 #include "engine/engine.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <thread>
 
-#include <unistd.h>
-
 #include "base/log.h"
+#include "base/version.h"
 #include "broker/inmemory/inmemory_broker.h"
 #include "broker/rabbitmq/rabbitmq_broker.h"
-#include "base/version.h"
 #include "core/names.h"
 #include "datastore/postgres/postgres_datastore.h"
 #include "datastore/postgres/postgres_locker.h"
@@ -83,8 +82,9 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   Config config = given;
   BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
   if (config.broker_type != "inmemory") {
-    return FailedPrecondition("broker.type: standalone uses the in-memory broker; rabbitmq is "
-                              "for `baton run coordinator` / `baton run worker`");
+    return FailedPrecondition(
+        "broker.type: standalone uses the in-memory broker; rabbitmq is "
+        "for `baton run coordinator` / `baton run worker`");
   }
   if (config.datastore_type != "sqlite") {
     return FailedPrecondition("datastore.type: only sqlite is available in this version");
@@ -153,7 +153,8 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   if (!datastore.ok()) return datastore.status();
   CoordinatorOptions coordinator;
   coordinator.lease = config.coordinator_lease;
-  coordinator.lease_check_interval = std::min(config.coordinator_lease / 2, coordinator.lease_check_interval);
+  coordinator.lease_check_interval =
+      std::min(config.coordinator_lease / 2, coordinator.lease_check_interval);
   // RabbitMQ keeps published messages: re-publishing SCHEDULED tasks would run them twice.
   coordinator.scheduler.durable_broker = true;
   // Several coordinators may share the datastore: each job's steps under its advisory lock.
@@ -167,8 +168,8 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.hostname = HostName();
   coordinator.version = Version();
   auto engine = std::make_unique<Engine>(std::move(*datastore), std::move(*broker), nullptr,
-                                         std::make_unique<SystemClock>(), NewThreadTimers(),
-                                         worker, coordinator);
+                                         std::make_unique<SystemClock>(), NewThreadTimers(), worker,
+                                         coordinator);
   engine->locker_ = std::move(locker);
   engine->coordinator_node_id_ = coordinator.node_id;
   engine->trust_live_nodes_ = true;
@@ -266,6 +267,9 @@ Status Engine::Start() {
 }
 
 void Engine::Stop(std::chrono::milliseconds grace) {
+  // First: a long decision under way (a wide each being expanded) gives up, so neither
+  // the API's handlers waiting on it nor the coordinator hold up the stop.
+  if (coordinator_) coordinator_->scheduler().Stop();
   if (server_) server_->Stop();
   if (worker_) worker_->Stop(grace);
   if (coordinator_) coordinator_->Stop();

@@ -1245,6 +1245,132 @@ TEST_P(DatastoreConformanceTest, MarkScheduledMovesOnlyPendingAndCreatedRows) {
             (std::vector<std::string>{pending.id, created.id}));
 }
 
+TEST_P(DatastoreConformanceTest, CancelTasksCancelsTheActiveRowsOfAJobInOneWrite) {
+  JobRecord job = NewJob(SimpleJob("cancel"), At(0));
+  JobRecord other = NewJob(SimpleJob("other"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  ASSERT_TRUE(IsOk(ds().CreateJob(other)));
+  TaskRecord created = NewTask(job.id, 1, At(1), TaskState::kCreated);
+  TaskRecord pending = NewTask(job.id, 1, At(2), TaskState::kPending);
+  TaskRecord scheduled = NewTask(job.id, 1, At(3), TaskState::kScheduled);
+  TaskRecord running = NewTask(job.id, 1, At(4), TaskState::kRunning);
+  running.node_id = "node-1";
+  running.subjob_id = "0123456789abcdef0123456789abcdef";
+  TaskRecord done = NewTask(job.id, 1, At(5), TaskState::kCompleted);
+  TaskRecord failed = NewTask(job.id, 1, At(6), TaskState::kFailed);
+  TaskRecord skipped = NewTask(job.id, 1, At(7), TaskState::kSkipped);
+  TaskRecord elsewhere = NewTask(other.id, 1, At(8), TaskState::kRunning);
+  std::vector<TaskRecord> rows = {created, pending, scheduled, running,
+                                  done,    failed,  skipped,   elsewhere};
+  ASSERT_TRUE(IsOk(ds().CreateTasks(rows)));
+  auto cancelled = ds().CancelTasks(job.id, "", At(9));
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+  std::vector<CancelledTask> got = *cancelled;
+  std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::vector<CancelledTask> want = {{created.id, TaskState::kCreated, "", ""},
+                                     {pending.id, TaskState::kPending, "", ""},
+                                     {scheduled.id, TaskState::kScheduled, "", ""},
+                                     {running.id, TaskState::kRunning, "node-1", running.subjob_id}};
+  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  EXPECT_EQ(got, want);
+  Reopen();
+  for (TaskRecord* t : {&created, &pending, &scheduled, &running}) {
+    t->state = TaskState::kCancelled;
+    t->completed_at = At(9);
+  }
+  for (const TaskRecord& row : {created, pending, scheduled, running, done, failed, skipped,
+                                elsewhere}) {
+    auto stored = ds().GetTask(row.id);
+    ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+    EXPECT_EQ(*stored, row) << "task at " << row.created_at.time_since_epoch().count();
+  }
+  // Nothing is left to cancel; an unknown job has nothing.
+  auto again = ds().CancelTasks(job.id, "", At(10));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+  auto unknown = ds().CancelTasks("0123456789abcdef0123456789abcdef", "", At(10));
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_TRUE(unknown->empty());
+}
+
+TEST_P(DatastoreConformanceTest, CancelTasksUnderARowCancelsOnlyItsDescendants) {
+  JobRecord job = NewJob(SimpleJob("tree"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord group = NewTask(job.id, 1, At(1), TaskState::kRunning);
+  TaskRecord child = NewTask(job.id, 1, At(2), TaskState::kScheduled);
+  child.parent_id = group.id;
+  TaskRecord inner = NewTask(job.id, 1, At(3), TaskState::kRunning);
+  inner.parent_id = group.id;
+  TaskRecord grandchild = NewTask(job.id, 1, At(4), TaskState::kCreated);
+  grandchild.parent_id = inner.id;
+  TaskRecord finished = NewTask(job.id, 1, At(5), TaskState::kCompleted);
+  finished.parent_id = group.id;
+  TaskRecord sibling = NewTask(job.id, 2, At(6), TaskState::kRunning);  // not below
+  ASSERT_TRUE(IsOk(ds().CreateTasks({group, child, inner, grandchild, finished, sibling})));
+  auto cancelled = ds().CancelTasks(job.id, group.id, At(9));
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+  std::vector<std::string> ids;
+  for (const CancelledTask& t : *cancelled) ids.push_back(t.id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> want = {child.id, inner.id, grandchild.id};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(ids, want);
+  EXPECT_EQ(ds().GetTask(group.id)->state, TaskState::kRunning);
+  EXPECT_EQ(ds().GetTask(sibling.id)->state, TaskState::kRunning);
+  EXPECT_EQ(ds().GetTask(finished.id)->state, TaskState::kCompleted);
+  EXPECT_EQ(ds().GetTask(grandchild.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(grandchild.id)->completed_at, At(9));
+}
+
+TEST_P(DatastoreConformanceTest, UpdateJobStateStoresTheStateFieldsAndKeepsTheRest) {
+  JobRecord job = NewJob(SimpleJob("state only"), At(0));
+  job.context["inputs"] = {{"k", "v"}};
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  ASSERT_TRUE(IsOk(ds().UpdateJobState(job.id, [&](JobRecord& j) {
+    // The definition and context are not read.
+    EXPECT_EQ(j.job, Job{});
+    EXPECT_EQ(j.context, nlohmann::json::object());
+    EXPECT_EQ(j.state, JobState::kPending);
+    EXPECT_EQ(j.created_at, At(0));
+    j.state = JobState::kFailed;
+    j.started_at = At(1);
+    j.failed_at = At(2);
+    j.delete_at = At(3);
+    j.position = 2;
+    j.progress = 50;
+    j.result = "r";
+    j.error = "e";
+    j.job.name = "ignored";
+    j.context["ignored"] = true;
+    return Status::Ok();
+  })));
+  Reopen();
+  auto stored = ds().GetJob(job.id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  JobRecord want = job;
+  want.state = JobState::kFailed;
+  want.started_at = At(1);
+  want.failed_at = At(2);
+  want.delete_at = At(3);
+  want.position = 2;
+  want.progress = 50;
+  want.result = "r";
+  want.error = "e";
+  EXPECT_EQ(*stored, want);
+  auto failed = ds().JobsInState({JobState::kFailed});
+  ASSERT_TRUE(failed.ok());
+  EXPECT_TRUE(std::any_of(failed->begin(), failed->end(),
+                          [&](const JobRecord& j) { return j.id == job.id; }));
+  // A failing modifier changes nothing; an unknown job is NotFound.
+  EXPECT_EQ(ds().UpdateJobState(job.id, [](JobRecord&) { return Internal("no"); }).code(),
+            StatusCode::kInternal);
+  EXPECT_EQ(ds().GetJob(job.id)->error, "e");
+  EXPECT_EQ(ds().UpdateJobState("0123456789abcdef0123456789abcdef",
+                                [](JobRecord&) { return Status::Ok(); })
+                .code(),
+            StatusCode::kNotFound);
+}
+
 TEST_P(DatastoreConformanceTest, CreateTasksStoresAThousandRowsQuickly) {
   JobRecord job = NewJob(SimpleJob("fan out"), At(0));
   ASSERT_TRUE(IsOk(ds().CreateJob(job)));

@@ -200,12 +200,12 @@ class Connection {
   Result<Rows> RunOnce(const std::string& sql, const Params& params) {
     std::vector<const char*> values = params.Pointers();
     auto send = [&] {
-      return PQsendQueryParams(conn_, sql.c_str(), params.size(), nullptr, values.data(),
-                               nullptr, nullptr, 0);
+      return PQsendQueryParams(conn_, sql.c_str(), params.size(), nullptr, values.data(), nullptr,
+                               nullptr, 0);
     };
     if (begin_pending_) return Pipelined(send, /*commit=*/false, "query");
-    PGresult* res = PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(),
-                                 nullptr, nullptr, 0);
+    PGresult* res = PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(), nullptr,
+                                 nullptr, 0);
     return Check(res, "query");
   }
 
@@ -239,8 +239,8 @@ class Connection {
           },
           commit, stmt.name);
     }
-    PGresult* res = PQexecPrepared(conn_, stmt.name, params.size(), values.data(), nullptr,
-                                   nullptr, 0);
+    PGresult* res =
+        PQexecPrepared(conn_, stmt.name, params.size(), values.data(), nullptr, nullptr, 0);
     return Check(res, stmt.name);
   }
 
@@ -282,12 +282,14 @@ class Connection {
         break;
       }
       if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
-        if (query == statement) rows.emplace(res);
-        else PQclear(res);
+        if (query == statement)
+          rows.emplace(res);
+        else
+          PQclear(res);
       } else if (st == PGRES_PIPELINE_ABORTED) {
         PQclear(res);
       } else {
-        const std::string_view failed = query == statement ? what
+        const std::string_view failed = query == statement  ? what
                                         : query < statement ? std::string_view("BEGIN")
                                                             : std::string_view("COMMIT");
         Rows owned(res);
@@ -360,12 +362,21 @@ constexpr Statement kUpdateJob = {
     "error = $17, context = $18 WHERE id = $1"};
 constexpr Statement kSelectJob = {"select_job",
                                   "SELECT " BATON_JOB_COLUMNS " FROM jobs WHERE id = $1"};
+// What UpdateJobState reads and writes: neither the definition nor the context (the
+// columns that grow with the job), so moving a big job costs no decoding of them.
+constexpr Statement kSelectJobStateForUpdate = {
+    "select_job_state_for_update",
+    "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, delete_at, "
+    "position, task_count, progress, result, error FROM jobs WHERE id = $1 FOR UPDATE"};
+constexpr Statement kUpdateJobStateOnly = {
+    "update_job_state",
+    "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
+    "delete_at = $6, position = $7, progress = $8, result = $9, error = $10 WHERE id = $1"};
 constexpr Statement kSelectJobForUpdate = {
     "select_job_for_update", "SELECT " BATON_JOB_COLUMNS " FROM jobs WHERE id = $1 FOR UPDATE"};
-constexpr Statement kJobsInState = {"jobs_in_state",
-                                    "SELECT " BATON_JOB_COLUMNS
-                                    " FROM jobs WHERE state = ANY ($1::text[]) "
-                                    "ORDER BY created_at, id"};
+constexpr Statement kJobsInState = {"jobs_in_state", "SELECT " BATON_JOB_COLUMNS
+                                                     " FROM jobs WHERE state = ANY ($1::text[]) "
+                                                     "ORDER BY created_at, id"};
 constexpr Statement kDeleteJobLogParts = {"delete_job_log_parts",
                                           "DELETE FROM log_parts WHERE job_id = $1"};
 constexpr Statement kDeleteJobTasks = {"delete_job_tasks", "DELETE FROM tasks WHERE job_id = $1"};
@@ -405,7 +416,8 @@ constexpr Statement kUpdateTask = {
     "UPDATE tasks SET job_id = $2, parent_id = $3, position = $4, state = $5, created_at = $6, "
     "scheduled_at = $7, started_at = $8, completed_at = $9, failed_at = $10, definition = $11, "
     "error = $12, result = $13, node_id = $14, progress = $15, redelivered = $16, "
-    "each_size = $17, each_index = $18, completions = $19, subjob_id = $20, scope = $21 WHERE id = $1"};
+    "each_size = $17, each_index = $18, completions = $19, subjob_id = $20, scope = $21 WHERE id = "
+    "$1"};
 constexpr Statement kSelectTask = {"select_task",
                                    "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1"};
 constexpr Statement kSelectTaskForUpdate = {
@@ -415,26 +427,37 @@ constexpr Statement kAddCompletion = {
     "UPDATE tasks SET completions = completions + 1 WHERE id = $1 AND state = $2 "
     "RETURNING completions"};
 constexpr Statement kTaskExists = {"task_exists", "SELECT 1 FROM tasks WHERE id = $1"};
-constexpr Statement kJobTasks = {
-    "job_tasks",
-    "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE job_id = $1 ORDER BY position, created_at, id"};
+constexpr Statement kJobTasks = {"job_tasks",
+                                 "SELECT " BATON_TASK_COLUMNS
+                                 " FROM tasks WHERE job_id = $1 ORDER BY position, created_at, id"};
 constexpr Statement kChildTasks = {"child_tasks",
                                    "SELECT " BATON_TASK_COLUMNS
                                    " FROM tasks WHERE parent_id = $1 AND parent_id <> '' "
                                    "ORDER BY created_at, id"};
-constexpr Statement kTasksInState = {"tasks_in_state",
-                                     "SELECT " BATON_TASK_COLUMNS
-                                     " FROM tasks WHERE state = ANY ($1::text[]) "
-                                     "ORDER BY created_at, id"};
+constexpr Statement kTasksInState = {"tasks_in_state", "SELECT " BATON_TASK_COLUMNS
+                                                       " FROM tasks WHERE state = ANY ($1::text[]) "
+                                                       "ORDER BY created_at, id"};
+// CancelTasks in one statement: the active rows of a job ($2 empty) or those below row
+// $2 (through the tasks_parent index), locked, re-checked and cancelled; RETURNING gives
+// the state each row was in.
+constexpr Statement kCancelTasks = {
+    "cancel_tasks",
+    "WITH RECURSIVE below(id) AS (SELECT $2::text UNION "
+    "SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id WHERE t.parent_id <> ''), "
+    "old AS (SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = $1 "
+    "AND state = ANY ($4::text[]) AND ($2 = '' OR (id <> $2 AND id IN (SELECT id FROM below))) "
+    "FOR UPDATE) "
+    "UPDATE tasks t SET state = 'CANCELLED', completed_at = $3 FROM old "
+    "WHERE t.id = old.id AND t.state = ANY ($4::text[]) "
+    "RETURNING old.id, old.state, old.node_id, old.subjob_id"};
 constexpr Statement kMarkScheduled = {
     "mark_scheduled",
     "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE id = ANY ($1::text[]) "
     "AND state = ANY ($4::text[])"};
 
 #define BATON_LOG_COLUMNS "id, task_id, job_id, number, contents, created_at"
-constexpr Statement kInsertLogPart = {
-    "insert_log_part",
-    "INSERT INTO log_parts (" BATON_LOG_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6)"};
+constexpr Statement kInsertLogPart = {"insert_log_part", "INSERT INTO log_parts (" BATON_LOG_COLUMNS
+                                                         ") VALUES ($1, $2, $3, $4, $5, $6)"};
 constexpr Statement kCountTaskLogParts = {"count_task_log_parts",
                                           "SELECT count(*) FROM log_parts WHERE task_id = $1"};
 constexpr Statement kTaskLogParts = {
@@ -884,9 +907,8 @@ PostgresDatastore::~PostgresDatastore() {
 Result<std::unique_ptr<Connection>> PostgresDatastore::Borrow() {
   {
     std::unique_lock lock(pool_mu_);
-    bool ready = pool_cv_.wait_for(lock, options_.acquire_timeout, [&] {
-      return !idle_.empty() || open_ < options_.pool_size;
-    });
+    bool ready = pool_cv_.wait_for(lock, options_.acquire_timeout,
+                                   [&] { return !idle_.empty() || open_ < options_.pool_size; });
     if (!ready) {
       return Unavailable(fmt::format("postgres: no free connection after {} ms (pool of {})",
                                      options_.acquire_timeout.count(), options_.pool_size));
@@ -1074,6 +1096,43 @@ Status PostgresDatastore::UpdateJob(std::string_view id,
   });
 }
 
+Status PostgresDatastore::UpdateJobState(std::string_view id,
+                                         const std::function<Status(JobRecord&)>& modify) {
+  return InTransaction([&](Connection& c) -> Status {
+    BATON_PG_ASSIGN(rows, c.Run(kSelectJobStateForUpdate, Params().Text(id)));
+    if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
+    JobRecord job;
+    job.id = std::string(rows.Text(0, 0));
+    job.parent_id = std::string(rows.Text(0, 1));
+    std::optional<JobState> state = ParseJobState(rows.Text(0, 2));
+    if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", rows.Text(0, 2)));
+    job.state = *state;
+    job.created_at = rows.Time(0, 3);
+    job.started_at = rows.OptTime(0, 4);
+    job.completed_at = rows.OptTime(0, 5);
+    job.failed_at = rows.OptTime(0, 6);
+    job.delete_at = rows.OptTime(0, 7);
+    job.position = rows.Int32(0, 8);
+    job.task_count = rows.Int32(0, 9);
+    job.progress = rows.Real(0, 10);
+    job.result = std::string(rows.Text(0, 11));
+    job.error = std::string(rows.Text(0, 12));
+    BATON_RETURN_IF_ERROR(CallModifier(modify, job));
+    Params p;
+    p.Text(id)
+        .Text(ToString(job.state))
+        .Time(job.started_at)
+        .Time(job.completed_at)
+        .Time(job.failed_at)
+        .Time(job.delete_at)
+        .Int(job.position)
+        .Real(job.progress)
+        .Text(job.result)
+        .Text(job.error);
+    return c.RunAndCommit(kUpdateJobStateOnly, p).status();
+  });
+}
+
 Result<Page<JobRecord>> PostgresDatastore::ListJobs(const JobQuery& query) {
   return NoThrow([&]() -> Result<Page<JobRecord>> {
     BATON_RETURN_IF_ERROR(ValidateJobQuery(query));
@@ -1234,8 +1293,8 @@ Result<std::optional<int>> PostgresDatastore::AddCompletion(std::string_view id)
     std::optional<int> count;
     // One statement, atomic on its own: no transaction, one round trip.
     Status write = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kAddCompletion,
-                                  Params().Text(id).Text(ToString(TaskState::kRunning))));
+      BATON_PG_ASSIGN(rows,
+                      c.Run(kAddCompletion, Params().Text(id).Text(ToString(TaskState::kRunning))));
       if (rows.size() > 0) {
         count = rows.Int32(0, 0);
         return Status::Ok();
@@ -1303,6 +1362,34 @@ Status PostgresDatastore::MarkScheduled(const std::vector<std::string>& ids, Tim
   });
 }
 
+Result<std::vector<CancelledTask>> PostgresDatastore::CancelTasks(std::string_view job_id,
+                                                                  std::string_view under,
+                                                                  TimePoint at) {
+  return NoThrow([&]() -> Result<std::vector<CancelledTask>> {
+    std::vector<CancelledTask> out;
+    Params p;
+    p.Text(job_id).Text(under).Time(at).Text(StatesArray(std::vector<TaskState>{
+        TaskState::kCreated, TaskState::kPending, TaskState::kScheduled, TaskState::kRunning}));
+    // One statement: atomic on its own, one round trip.
+    Status write = WithConnection([&](Connection& c) -> Status {
+      BATON_PG_ASSIGN(rows, c.Run(kCancelTasks, p));
+      for (int r = 0; r < rows.size(); ++r) {
+        CancelledTask t;
+        t.id = std::string(rows.Text(r, 0));
+        std::optional<TaskState> was = ParseTaskState(rows.Text(r, 1));
+        if (!was) return Corrupt("tasks", t.id, fmt::format("unknown state '{}'", rows.Text(r, 1)));
+        t.was = *was;
+        t.node_id = std::string(rows.Text(r, 2));
+        t.subjob_id = std::string(rows.Text(r, 3));
+        out.push_back(std::move(t));
+      }
+      return Status::Ok();
+    });
+    if (!write.ok()) return write;
+    return out;
+  });
+}
+
 // ---- Log parts ----------------------------------------------------------------------
 
 Status PostgresDatastore::CreateLogPart(const LogPart& part) {
@@ -1328,9 +1415,8 @@ Status PostgresDatastore::CreateLogPart(const LogPart& part) {
 
 namespace {
 
-Result<Page<LogPart>> LogPage(Connection& c, const Statement& count_sql,
-                              const Statement& list_sql, std::string_view key,
-                              const PageSpec& spec) {
+Result<Page<LogPart>> LogPage(Connection& c, const Statement& count_sql, const Statement& list_sql,
+                              std::string_view key, const PageSpec& spec) {
   BATON_PG_ASSIGN(count_rows, c.Run(count_sql, Params().Text(key)));
   BATON_PG_ASSIGN(total, FirstInt(count_rows));
   BATON_PG_ASSIGN(rows, c.Run(list_sql, Params().Text(key).Int(spec.size).Int(spec.offset)));
@@ -1357,8 +1443,7 @@ Result<Page<LogPart>> PostgresDatastore::TaskLogParts(std::string_view task_id, 
   });
 }
 
-Result<Page<LogPart>> PostgresDatastore::JobLogParts(std::string_view job_id, int page,
-                                                     int size) {
+Result<Page<LogPart>> PostgresDatastore::JobLogParts(std::string_view job_id, int page, int size) {
   return NoThrow([&]() -> Result<Page<LogPart>> {
     std::optional<Page<LogPart>> out;
     PageSpec spec = ClampPage(page, size);

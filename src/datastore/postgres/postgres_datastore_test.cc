@@ -189,6 +189,13 @@ class NoDatastore final : public Datastore {
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>&) override {
     return Fail();
   }
+  Status UpdateJobState(std::string_view, const std::function<Status(JobRecord&)>&) override {
+    return Fail();
+  }
+  Result<std::vector<CancelledTask>> CancelTasks(std::string_view, std::string_view,
+                                                 TimePoint) override {
+    return Fail();
+  }
   Status MarkScheduled(const std::vector<std::string>&, TimePoint) override { return Fail(); }
   Status CreateLogPart(const LogPart&) override { return Fail(); }
   Result<Page<LogPart>> TaskLogParts(std::string_view, int, int) override { return Fail(); }

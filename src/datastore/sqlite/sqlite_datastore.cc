@@ -288,6 +288,14 @@ constexpr const char* kUpdateJobFields =
     "started_at = ?8, completed_at = ?9, failed_at = ?10, definition = ?12, position = ?13, "
     "task_count = ?14, progress = ?15, result = ?16, error = ?17, context = ?18 WHERE id = ?1";
 constexpr const char* kSelectJob = "SELECT " BATON_JOB_COLUMNS " FROM jobs WHERE id = ?1";
+// What UpdateJobState reads and writes: neither the definition nor the context (the
+// columns that grow with the job), so moving a big job costs no decoding of them.
+constexpr const char* kSelectJobState =
+    "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, delete_at, "
+    "position, task_count, progress, result, error FROM jobs WHERE id = ?1";
+constexpr const char* kUpdateJobStateOnly =
+    "UPDATE jobs SET state = ?2, started_at = ?3, completed_at = ?4, failed_at = ?5, "
+    "delete_at = ?6, position = ?7, progress = ?8, result = ?9, error = ?10 WHERE id = ?1";
 constexpr const char* kJobsInState =
     "SELECT " BATON_JOB_COLUMNS
     " FROM jobs WHERE state IN (SELECT value FROM json_each(?1)) ORDER BY created_at, id";
@@ -318,7 +326,8 @@ constexpr const char* kUpdateTask =
     "UPDATE tasks SET job_id = ?2, parent_id = ?3, position = ?4, state = ?5, created_at = ?6, "
     "scheduled_at = ?7, started_at = ?8, completed_at = ?9, failed_at = ?10, definition = ?11, "
     "error = ?12, result = ?13, node_id = ?14, progress = ?15, redelivered = ?16, "
-    "each_size = ?17, each_index = ?18, completions = ?19, subjob_id = ?20, scope = ?21 WHERE id = ?1";
+    "each_size = ?17, each_index = ?18, completions = ?19, subjob_id = ?20, scope = ?21 WHERE id = "
+    "?1";
 // As for jobs: without the indexed columns that did not change (job_id, parent_id,
 // position and created_at rarely do; state often does not).
 constexpr const char* kUpdateTaskState =
@@ -344,6 +353,19 @@ constexpr const char* kChildTasks =
 constexpr const char* kTasksInState =
     "SELECT " BATON_TASK_COLUMNS
     " FROM tasks WHERE state IN (SELECT value FROM json_each(?1)) ORDER BY created_at, id";
+// The active rows of a job (CancelTasks), all of them or those below a row (through
+// the tasks_parent index), with what cancelling them needs.
+#define BATON_ACTIVE_STATES "('PENDING', 'CREATED', 'SCHEDULED', 'RUNNING')"
+constexpr const char* kActiveJobTasks =
+    "SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = ?1 AND state "
+    "IN " BATON_ACTIVE_STATES;
+constexpr const char* kActiveTasksUnder =
+    "WITH RECURSIVE below(id) AS (SELECT ?2 UNION "
+    "SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id WHERE t.parent_id <> '') "
+    "SELECT t.id, t.state, t.node_id, t.subjob_id FROM tasks t JOIN below ON t.id = below.id "
+    "WHERE t.id <> ?2 AND t.job_id = ?1 AND t.state IN " BATON_ACTIVE_STATES;
+constexpr const char* kCancelTask =
+    "UPDATE tasks SET state = 'CANCELLED', completed_at = ?2 WHERE id = ?1";
 constexpr const char* kMarkScheduled =
     "UPDATE tasks SET state = ?2, scheduled_at = ?3 WHERE id = ?1 AND state IN (?4, ?5)";
 
@@ -570,9 +592,9 @@ Result<JobRecord> JobFromRow(const Stmt& s, DefinitionCaches* caches,
   job.completed_at = s.OptTime(8);
   job.failed_at = s.OptTime(9);
   job.delete_at = s.OptTime(10);
-  auto definition =
-      CachedDecode<Job>(caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(11),
-                        [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
+  auto definition = CachedDecode<Job>(
+      caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(11),
+      [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
   if (!definition.ok()) {
     return Corrupt("jobs", job.id, "definition: " + definition.status().message());
   }
@@ -1064,7 +1086,7 @@ Status SqliteDatastore::CreateJob(const JobRecord& job) {
     BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
     BATON_RETURN_IF_ERROR(CheckStoredJobSize(
         text.definition.size() + text.tags.size() + text.context.size(), options_.max_job_bytes));
-    return Write([&](Connection& c) -> Status {
+    BATON_RETURN_IF_ERROR(Write([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kInsertJob));
       BindJob(s, job, text);
       Status status = s.Run();
@@ -1072,7 +1094,9 @@ Status SqliteDatastore::CreateJob(const JobRecord& job) {
         return AlreadyExists(fmt::format("job {} already exists", job.id));
       }
       return status;
-    });
+    }));
+    RememberDefinition(job, text.definition);
+    return Status::Ok();
   });
 }
 
@@ -1094,7 +1118,7 @@ Status SqliteDatastore::CreateJobWithTasks(const JobRecord& job,
       definitions.push_back(std::move(definition));
     }
     // One write: the job and its rows, or (its savepoint rolled back) none of them.
-    return Write([&](Connection& c) -> Status {
+    BATON_RETURN_IF_ERROR(Write([&](Connection& c) -> Status {
       {
         BATON_SQL_ASSIGN(s, c.Prepare(kInsertJob));
         BindJob(s, job, text);
@@ -1108,8 +1132,18 @@ Status SqliteDatastore::CreateJobWithTasks(const JobRecord& job,
         BATON_RETURN_IF_ERROR(InsertTask(c, tasks[i], definitions[i]));
       }
       return Status::Ok();
-    });
+    }));
+    RememberDefinition(job, text.definition);
+    return Status::Ok();
   });
+}
+
+void SqliteDatastore::RememberDefinition(const JobRecord& job, std::string_view definition) {
+  // The first read of a big job (its start, a cancel, the API) would decode the whole
+  // definition again — seconds for a 100,000-input job: the cache starts with the one
+  // just stored (the decode of its text gives it back: the round-trip contract).
+  if (definition.size() < sqlite_internal::DefinitionCache<Job>::kMinBytes) return;
+  caches_->jobs.Put(job.id, definition, std::make_shared<const Job>(job.job));
 }
 
 Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
@@ -1133,6 +1167,49 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
                                   const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
     return Write([&](Connection& c) { return UpdateJobRow(c, caches_.get(), id, modify); });
+  });
+}
+
+Status SqliteDatastore::UpdateJobState(std::string_view id,
+                                       const std::function<Status(JobRecord&)>& modify) {
+  return NoThrow([&]() -> Status {
+    return Write([&](Connection& c) -> Status {
+      JobRecord job;
+      {
+        BATON_SQL_ASSIGN(s, c.Prepare(kSelectJobState));
+        s.BindText(1, id);
+        BATON_SQL_ASSIGN(row, s.Step());
+        if (!row) return NotFound(fmt::format("job {} not found", id));
+        job.id = std::string(s.Text(0));
+        job.parent_id = std::string(s.Text(1));
+        std::optional<JobState> state = ParseJobState(s.Text(2));
+        if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(2)));
+        job.state = *state;
+        job.created_at = s.Time(3);
+        job.started_at = s.OptTime(4);
+        job.completed_at = s.OptTime(5);
+        job.failed_at = s.OptTime(6);
+        job.delete_at = s.OptTime(7);
+        job.position = s.Int32(8);
+        job.task_count = s.Int32(9);
+        job.progress = s.Real(10);
+        job.result = std::string(s.Text(11));
+        job.error = std::string(s.Text(12));
+      }
+      BATON_RETURN_IF_ERROR(CallModifier(modify, job));
+      BATON_SQL_ASSIGN(s, c.Prepare(kUpdateJobStateOnly));
+      s.BindText(1, id);
+      s.BindText(2, ToString(job.state));
+      s.BindTime(3, job.started_at);
+      s.BindTime(4, job.completed_at);
+      s.BindTime(5, job.failed_at);
+      s.BindTime(6, job.delete_at);
+      s.BindInt(7, job.position);
+      s.BindReal(8, job.progress);
+      s.BindText(9, job.result);
+      s.BindText(10, job.error);
+      return s.Run();
+    });
   });
 }
 
@@ -1185,7 +1262,8 @@ Result<Page<JobRecord>> SqliteDatastore::ListJobs(const JobQuery& query) {
       s.BindInt(static_cast<int>(params.size() + 1), spec.size);
       s.BindInt(static_cast<int>(params.size() + 2), spec.offset);
       std::vector<JobRecord> items;
-      BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, items));
+      BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(
+          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, items));
       out = MakePage(spec, total, std::move(items));
       return Status::Ok();
     });
@@ -1202,7 +1280,8 @@ Result<std::vector<JobRecord>> SqliteDatastore::JobsInState(const std::vector<Jo
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kJobsInState));
       s.BindText(1, names);
-      return CollectRows<JobRecord>(s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, out);
+      return CollectRows<JobRecord>(
+          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1366,7 +1445,8 @@ Result<std::vector<TaskRecord>> SqliteDatastore::JobTasks(std::string_view job_i
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kJobTasks));
       s.BindText(1, job_id);
-      return CollectRows<TaskRecord>(s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
+      return CollectRows<TaskRecord>(
+          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1379,7 +1459,8 @@ Result<std::vector<TaskRecord>> SqliteDatastore::ChildTasks(std::string_view par
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kChildTasks));
       s.BindText(1, parent_id);
-      return CollectRows<TaskRecord>(s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
+      return CollectRows<TaskRecord>(
+          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1395,7 +1476,8 @@ Result<std::vector<TaskRecord>> SqliteDatastore::TasksInState(
     Status read = Read([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(kTasksInState));
       s.BindText(1, names);
-      return CollectRows<TaskRecord>(s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
+      return CollectRows<TaskRecord>(
+          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1417,6 +1499,43 @@ Status SqliteDatastore::MarkScheduled(const std::vector<std::string>& ids, TimeP
       }
       return Status::Ok();
     });
+  });
+}
+
+Result<std::vector<CancelledTask>> SqliteDatastore::CancelTasks(std::string_view job_id,
+                                                                std::string_view under,
+                                                                TimePoint at) {
+  return NoThrow([&]() -> Result<std::vector<CancelledTask>> {
+    std::vector<CancelledTask> out;
+    Status write = Write([&](Connection& c) -> Status {
+      out.clear();  // a batch rolled back and retried would have filled it
+      {
+        BATON_SQL_ASSIGN(s, c.Prepare(under.empty() ? kActiveJobTasks : kActiveTasksUnder));
+        s.BindText(1, job_id);
+        if (!under.empty()) s.BindText(2, under);
+        for (;;) {
+          BATON_SQL_ASSIGN(row, s.Step());
+          if (!row) break;
+          CancelledTask t;
+          t.id = std::string(s.Text(0));
+          std::optional<TaskState> was = ParseTaskState(s.Text(1));
+          if (!was) return Corrupt("tasks", t.id, fmt::format("unknown state '{}'", s.Text(1)));
+          t.was = *was;
+          t.node_id = std::string(s.Text(2));
+          t.subjob_id = std::string(s.Text(3));
+          out.push_back(std::move(t));
+        }
+      }
+      for (const CancelledTask& t : out) {
+        BATON_SQL_ASSIGN(s, c.Prepare(kCancelTask));
+        s.BindText(1, t.id);
+        s.BindTime(2, at);
+        BATON_RETURN_IF_ERROR(s.Run());
+      }
+      return Status::Ok();
+    });
+    if (!write.ok()) return write;
+    return out;
   });
 }
 

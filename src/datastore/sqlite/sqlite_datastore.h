@@ -91,6 +91,8 @@ class SqliteDatastore final : public Datastore {
   Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override;
   Result<JobRecord> GetJob(std::string_view id) override;
   Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override;
+  Status UpdateJobState(std::string_view id,
+                        const std::function<Status(JobRecord&)>& modify) override;
   Result<Page<JobRecord>> ListJobs(const JobQuery& query) override;
   Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override;
   Status DeleteJob(std::string_view id) override;
@@ -108,6 +110,8 @@ class SqliteDatastore final : public Datastore {
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override;
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override;
+  Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
+                                                 TimePoint at) override;
 
   Status CreateLogPart(const LogPart& part) override;
   Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override;
@@ -133,6 +137,9 @@ class SqliteDatastore final : public Datastore {
   };
 
   SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer);
+
+  // Caches the definition of a job just stored (when large enough to be cached).
+  void RememberDefinition(const JobRecord& job, std::string_view definition);
 
   // Runs `op` inside a batch transaction; returns once committed.
   Status Write(const Op& op);
@@ -168,7 +175,6 @@ class SqliteDatastore final : public Datastore {
 
   std::atomic<std::int64_t> writes_{0};
   std::atomic<std::int64_t> commits_{0};
-
 };
 
 }  // namespace baton
