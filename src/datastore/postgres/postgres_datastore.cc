@@ -442,7 +442,7 @@ constexpr Statement kTasksInState = {"tasks_in_state", "SELECT " BATON_TASK_COLU
 // the state each row was in.
 constexpr Statement kCancelTasks = {
     "cancel_tasks",
-    "WITH RECURSIVE below(id) AS (SELECT $2::text UNION "
+    "WITH RECURSIVE below(id) AS (SELECT $2::text COLLATE \"C\" UNION "
     "SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id WHERE t.parent_id <> ''), "
     "old AS (SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = $1 "
     "AND state = ANY ($4::text[]) AND ($2 = '' OR (id <> $2 AND id IN (SELECT id FROM below))) "
