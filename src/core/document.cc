@@ -72,17 +72,11 @@ Mark ToMark(const YAML::Mark& m) {
 
 class YamlConverter {
  public:
-  explicit YamlConverter(std::size_t max_bytes) : max_bytes_(max_bytes) {}
-
-  // Returns false (with error_ set) when the document is too deep or too large.
+  // Returns false (with error_ set) when the document is too deep or has a key that is
+  // not a scalar. Its size was bounded by YamlSizer before it was built.
   bool Convert(const YAML::Node& in, Node& out, int depth) {
     if (depth > kMaxDocumentDepth) {
       error_ = Diagnostic{ToMark(in.Mark()), "", "document nested too deeply"};
-      return false;
-    }
-    if (++nodes_ > kMaxDocumentNodes) {
-      error_ = Diagnostic{ToMark(in.Mark()), "", "document too large (too many nodes)"};
-      too_large_ = true;
       return false;
     }
     out.mark = ToMark(in.Mark());
@@ -92,8 +86,6 @@ class YamlConverter {
         out.kind = Node::Kind::kNull;
         return true;
       case YAML::NodeType::Scalar: {
-        // Counted before the copy: an aliased scalar is reached (and copied) once per use.
-        if (!CountBytes(in.Scalar().size(), out.mark)) return false;
         out.text = in.Scalar();
         const std::string& tag = in.Tag();
         if (tag == "!" || tag == "tag:yaml.org,2002:str") {
@@ -120,7 +112,6 @@ class YamlConverter {
             error_ = Diagnostic{entry.key_mark, "", "map keys must be plain strings"};
             return false;
           }
-          if (!CountBytes(kv.first.Scalar().size(), entry.key_mark)) return false;
           entry.key = kv.first.Scalar();
           if (!Convert(kv.second, entry.value, depth + 1)) return false;
           out.entries.push_back(std::move(entry));
@@ -131,27 +122,14 @@ class YamlConverter {
   }
 
   std::optional<Diagnostic> error_;
-  bool too_large_ = false;
-
- private:
-  bool CountBytes(std::size_t n, Mark mark) {
-    bytes_ += n;
-    if (bytes_ <= max_bytes_) return true;
-    error_ = Diagnostic{mark, "", DocumentTooLargeMessage(max_bytes_)};
-    too_large_ = true;
-    return false;
-  }
-
-  std::size_t max_bytes_;
-  std::size_t nodes_ = 0;
-  std::size_t bytes_ = 0;
 };
 
 // A first pass over the YAML events, building nothing, that stops at the first event past
 // a limit: the nodes and bytes the document expands to (an alias counts the whole value it
-// repeats) and its depth. yaml-cpp's Load builds every node before Convert can count
-// them (3 s for the million nodes a 4 MiB body can hold); this pass refuses such a
-// document after reading up to the limit (0.3 s).
+// repeats) and its depth, counted as Convert would count them (a map key's bytes, not a
+// node). yaml-cpp's Load builds every node before Convert could count them (3 s for the
+// million nodes a 4 MiB body can hold); this pass refuses such a document after reading
+// up to the limit (0.3 s), so Convert counts nothing itself.
 class YamlSizer final : public YAML::EventHandler {
  public:
   struct Stop {
@@ -167,6 +145,7 @@ class YamlSizer final : public YAML::EventHandler {
     Leaf(mark, anchor, 0);
   }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    TakeSlot();
     auto it = anchors_.find(anchor);
     Size size = it == anchors_.end() ? Size{1, 0} : it->second;
     Add(size, mark);
@@ -177,12 +156,12 @@ class YamlSizer final : public YAML::EventHandler {
   }
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
-    Open(mark, anchor);
+    Open(mark, anchor, /*map=*/false);
   }
   void OnSequenceEnd() override { Close(); }
   void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value) override {
-    Open(mark, anchor);
+    Open(mark, anchor, /*map=*/true);
   }
   void OnMapEnd() override { Close(); }
 
@@ -194,21 +173,32 @@ class YamlSizer final : public YAML::EventHandler {
   struct Frame {
     YAML::anchor_t anchor;
     Size size;
+    bool map = false;
+    bool key_next = false;  // in a map: the next event is a key
   };
 
+  // Whether the event that starts now is a map key (a map's events alternate key, value).
+  bool TakeSlot() {
+    if (frames_.empty() || !frames_.back().map) return false;
+    bool key = frames_.back().key_next;
+    frames_.back().key_next = !key;
+    return key;
+  }
+
   void Leaf(const YAML::Mark& mark, YAML::anchor_t anchor, std::size_t bytes) {
-    Size size{1, bytes};
+    Size size{TakeSlot() ? 0u : 1u, bytes};
     if (anchor != YAML::NullAnchor) anchors_[anchor] = size;
     Add(size, mark);
   }
 
-  void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+  void Open(const YAML::Mark& mark, YAML::anchor_t anchor, bool map) {
+    TakeSlot();  // a collection as a key is refused by Convert; counted as a value here
     if (frames_.size() >= static_cast<std::size_t>(kMaxDocumentDepth)) {
       throw Stop{Diagnostic{ToMark(mark), "", "document nested too deeply"}, false};
     }
     // Its own node goes into its parent's size with the rest of it, at Close.
     Count(Size{1, 0}, mark);
-    frames_.push_back(Frame{anchor, Size{1, 0}});
+    frames_.push_back(Frame{anchor, Size{1, 0}, map, /*key_next=*/map});
   }
 
   void Close() {
@@ -254,8 +244,7 @@ ParsedDocument ParseYaml(std::string_view text, std::size_t max_bytes) {
   ParsedDocument result;
   try {
     {
-      std::string copy(text);
-      std::istringstream in(copy);
+      std::istringstream in{std::string(text)};
       YAML::Parser parser(in);
       YamlSizer sizer(max_bytes);
       try {
@@ -267,11 +256,10 @@ ParsedDocument ParseYaml(std::string_view text, std::size_t max_bytes) {
       }
     }
     YAML::Node doc = YAML::Load(std::string(text));
-    YamlConverter converter(max_bytes);
+    YamlConverter converter;
     Node root;
     if (!converter.Convert(doc, root, 0)) {
       result.error = converter.error_;
-      result.too_large = converter.too_large_;
       return result;
     }
     if (!root.mark.known()) root.mark = {1, 1};
