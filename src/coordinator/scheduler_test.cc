@@ -810,8 +810,11 @@ tasks:
   };
   std::cout << "small job took " << ms(small_took) << " ms, cancel took " << ms(cancel_took)
             << " ms\n";
+  // Before, both waited for minutes. Cancelling 2,000 children is itself work (one write
+  // of every row and their kills): 0.1 to 2.5 s here under ASan, 3.5 s seen in CI, so the
+  // bound is a liveness one, not a timing.
   EXPECT_LT(small_took, seconds(3));
-  EXPECT_LT(cancel_took, seconds(3));
+  EXPECT_LT(cancel_took, seconds(10));
   auto done = coordinator_->Wait(submitted->id, seconds(60));
   ASSERT_TRUE(done.ok()) << done.status().message();
   EXPECT_EQ(done->state, JobState::kCancelled);

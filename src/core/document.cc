@@ -538,6 +538,24 @@ std::size_t InvalidUtf8At(std::string_view text) {
   return std::string_view::npos;
 }
 
+std::size_t NonPrintableAt(std::string_view text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 ? c != '\t' && c != '\n' && c != '\r' : c == 0x7F) return i;
+    // C1 controls are U+0080..U+009F, encoded C2 80..C2 9F; NEL (U+0085) is allowed.
+    if (c == 0xC2 && i + 1 < text.size()) {
+      auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9F && next != 0x85) return i;
+    }
+    // U+FFFE and U+FFFF are EF BF BE and EF BF BF.
+    if (c == 0xEF && i + 2 < text.size() && static_cast<unsigned char>(text[i + 1]) == 0xBF &&
+        static_cast<unsigned char>(text[i + 2]) >= 0xBE) {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
 ParsedDocument ParseDocument(std::string_view text, DocumentFormat format, std::size_t max_bytes) {
   // Everything downstream (JSON, the datastore, the API) needs valid UTF-8.
   if (std::size_t bad = InvalidUtf8At(text); bad != std::string_view::npos) {
@@ -545,6 +563,18 @@ ParsedDocument ParseDocument(std::string_view text, DocumentFormat format, std::
     result.error = Diagnostic{LineIndex(text).At(bad), "",
                               "the document is not valid UTF-8 (a bad byte here)"};
     return result;
+  }
+  // JSON refuses raw controls in its strings itself (and allows \u0000 escapes, which
+  // give valid UTF-8); YAML's must be refused here.
+  if (format == DocumentFormat::kYaml) {
+    if (std::size_t bad = NonPrintableAt(text); bad != std::string_view::npos) {
+      ParsedDocument result;
+      result.error = Diagnostic{
+          LineIndex(text).At(bad), "",
+          "the document has a control character YAML does not allow (write it escaped in a "
+          "double-quoted string, e.g. \"\\u0000\")"};
+      return result;
+    }
   }
   return format == DocumentFormat::kJson ? ParseJson(text, max_bytes) : ParseYaml(text, max_bytes);
 }

@@ -65,6 +65,12 @@ DocumentFormat SniffFormat(std::string_view text);
 // The offset of the first byte of `text` that is not part of valid UTF-8, or npos.
 std::size_t InvalidUtf8At(std::string_view text);
 
+// The offset of the first character of valid UTF-8 `text` that YAML does not allow in a
+// stream (c-printable: controls other than tab, line feed and carriage return, DEL, C1
+// controls other than NEL, U+FFFE and U+FFFF), or npos. yaml-cpp does not refuse them: a
+// NUL makes it guess another encoding and hand back bytes that are not UTF-8.
+std::size_t NonPrintableAt(std::string_view text);
+
 // Nesting deeper than this is refused (no job needs it; it protects the stack).
 inline constexpr int kMaxDocumentDepth = 100;
 // Nodes a document may expand to (YAML aliases can multiply a small text).
@@ -92,8 +98,5 @@ ParsedDocument ParseDocument(std::string_view text, DocumentFormat format,
 
 // The message of a document refused for expanding to more than `max_bytes` bytes.
 std::string DocumentTooLargeMessage(std::size_t max_bytes);
-
-// The offset of the first byte of `text` that is not part of valid UTF-8, or npos.
-std::size_t InvalidUtf8At(std::string_view text);
 
 }  // namespace baton

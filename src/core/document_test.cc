@@ -1,10 +1,12 @@
 #include "core/document.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
 namespace baton {
+using ::testing::HasSubstr;
 namespace {
 
 TEST(DocumentTest, YamlNodesCarryTheirPositions) {
@@ -120,6 +122,22 @@ TEST(DocumentTest, AliasedStringBombIsRefusedByItsExpandedBytes) {
   EXPECT_EQ(doc.error->message,
             "document too large: it expands to more than 8388608 bytes of text (a YAML alias "
             "counts each time it is used)");
+}
+
+// yaml-cpp took a NUL for a change of encoding and gave back a name that was not UTF-8
+// (found by job_fuzzer); YAML does not allow such characters in a stream at all.
+TEST(DocumentTest, AControlCharacterInYamlIsRefusedWithItsPosition) {
+  for (std::string bad : {std::string("\0", 1), std::string("\x01"), std::string("\x7F"),
+                          std::string("\xC2\x9C"), std::string("\xEF\xBF\xBF")}) {
+    auto doc = ParseDocument("name: ok\nrun: a" + bad + "b\n", DocumentFormat::kYaml);
+    ASSERT_TRUE(doc.error) << static_cast<int>(bad[0]);
+    EXPECT_THAT(doc.error->ToString(), HasSubstr("2:7: the document has a control character"));
+  }
+  // Tab, line breaks, NEL and the escaped form are fine.
+  EXPECT_TRUE(ParseDocument("a:\tb\r\nc: d\xC2\x85" "e\nf: \"\\u0000\"\n", DocumentFormat::kYaml).root);
+  // The fuzzer's input: a NUL inside a long name.
+  std::string name = "name: b" + std::string(100, 'N') + std::string("\0", 1) + "Nad\ntasks: []\n";
+  EXPECT_TRUE(ParseDocument(name, DocumentFormat::kYaml).error);
 }
 
 TEST(DocumentTest, InvalidUtf8IsRefusedWithItsPosition) {
