@@ -726,9 +726,7 @@ Status ShellRuntime::TaskRun::Prepare() {
     if (!wanted.memory_bytes && !wanted.cpus) cgroup_ = rt_.TakeIdleCgroup();
     if (!cgroup_) {
       std::string name = host.task_name_prefix() + std::to_string(++rt_.next_cgroup_);
-      Result<std::unique_ptr<TaskCgroup>> cgroup = host.Create(name, wanted);
-      if (!cgroup.ok()) return cgroup.status();
-      cgroup_ = std::move(*cgroup);
+      BATON_ASSIGN_OR_RETURN(cgroup_, host.Create(name, wanted));
     }
   }
   if (limits && limits->memory && !host.limits_memory()) {
@@ -736,9 +734,7 @@ Status ShellRuntime::TaskRun::Prepare() {
   }
   // Recorded before any process starts: with a cgroup, a crash at any moment after this
   // leaves the task findable.
-  Result<std::unique_ptr<runtime::Record>> record = rt_.TakeRecord();
-  if (!record.ok()) return record.status();
-  record_ = std::move(*record);
+  BATON_ASSIGN_OR_RETURN(record_, rt_.TakeRecord());
   cgroup_record_ = "dir 0 " + dir_ + "\n";  // removed by KillLeftovers after the kill
   if (cgroup_) {
     for (const std::string& dir : cgroup_->dirs()) {
@@ -821,9 +817,8 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
   }
 
   BATON_RETURN_IF_ERROR(Prepare());
-  Result<std::optional<std::string>> written = WriteFiles(task_.files, "files");
-  if (!written.ok()) return written.status();
-  if (*written) return Fail(**written);
+  BATON_ASSIGN_OR_RETURN(std::optional<std::string> written, WriteFiles(task_.files, "files"));
+  if (written) return Fail(*written);
 
   // Cancellation wakes the poll loop through an eventfd. The callback is destroyed before
   // the fd (declared after it; the destructor waits for a running callback).
@@ -869,10 +864,9 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
   RunOutcome completed;
   for (const Step& step : steps) {
     if (step.aux_files != nullptr) {
-      Result<std::optional<std::string>> aux_written =
-          WriteFiles(*step.aux_files, step.label + ": files");
-      if (!aux_written.ok()) return aux_written.status();
-      if (*aux_written) return Fail(**aux_written);
+      BATON_ASSIGN_OR_RETURN(std::optional<std::string> aux_written,
+                             WriteFiles(*step.aux_files, step.label + ": files"));
+      if (aux_written) return Fail(*aux_written);
     }
     Result<StepEnd> end = RunStep(step);
     if (!end.ok()) return end.status();
