@@ -1297,7 +1297,7 @@ ShellRuntime::~ShellRuntime() {
 Result<std::unique_ptr<runtime::Record>> ShellRuntime::TakeRecord() {
   if (!incarnation_) return incarnation_status_;
   {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     if (!idle_records_.empty()) {
       std::unique_ptr<runtime::Record> record = std::move(idle_records_.back());
       idle_records_.pop_back();
@@ -1308,7 +1308,7 @@ Result<std::unique_ptr<runtime::Record>> ShellRuntime::TakeRecord() {
 }
 
 void ShellRuntime::GiveBackRecord(std::unique_ptr<runtime::Record> record) {
-  std::lock_guard lock(idle_mu_);
+  MutexLock lock(idle_mu_);
   if (idle_records_.size() < kMaxIdle) idle_records_.push_back(std::move(record));
   // else it is closed and removed as it goes
 }
@@ -1404,7 +1404,7 @@ Status ShellRuntime::KillLeftovers() {
 }
 
 std::unique_ptr<TaskCgroup> ShellRuntime::TakeIdleCgroup() {
-  std::lock_guard lock(idle_mu_);
+  MutexLock lock(idle_mu_);
   if (idle_cgroups_.empty()) return nullptr;
   std::unique_ptr<TaskCgroup> cgroup = std::move(idle_cgroups_.back());
   idle_cgroups_.pop_back();
@@ -1413,7 +1413,7 @@ std::unique_ptr<TaskCgroup> ShellRuntime::TakeIdleCgroup() {
 
 void ShellRuntime::GiveBackCgroup(std::unique_ptr<TaskCgroup> cgroup) {
   {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     if (idle_cgroups_.size() < kMaxIdle) {
       idle_cgroups_.push_back(std::move(cgroup));
       return;
@@ -1426,7 +1426,7 @@ std::optional<ShellRuntime::IdleDir> ShellRuntime::TakeIdleDir() {
   while (true) {
     IdleDir dir;
     {
-      std::lock_guard lock(idle_mu_);
+      MutexLock lock(idle_mu_);
       if (idle_dirs_.empty()) return std::nullopt;
       dir = std::move(idle_dirs_.back());
       idle_dirs_.pop_back();
@@ -1447,7 +1447,7 @@ std::optional<ShellRuntime::IdleDir> ShellRuntime::TakeIdleDir() {
 
 void ShellRuntime::GiveBackDir(IdleDir dir) {
   {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     if (idle_dirs_.size() < kMaxIdle) {
       idle_dirs_.push_back(std::move(dir));
       return;
@@ -1463,7 +1463,7 @@ void ShellRuntime::WarnImageIgnoredOnce(const RunRequest& request) {
   for (const auto& aux : request.task.post) has_image = has_image || !aux.image.empty();
   if (!has_image) return;
   {
-    std::lock_guard lock(warned_mu_);
+    MutexLock lock(warned_mu_);
     if (!warned_jobs_.insert(request.job_id).second) return;
     warned_order_.push_back(request.job_id);
     if (warned_order_.size() > kMaxWarnedJobs) {
