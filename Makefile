@@ -36,14 +36,15 @@ TSAN_JUNIT = $(CURDIR)/build/tsan/ctest-junit.xml
 # Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, with
 # a throwaway PostgreSQL, RabbitMQ and Podman for the integration tests (with-services.sh
 # fails when one cannot start, as does a skipped test), then the engine's concurrent
-# parts again under ThreadSanitizer. After the debug build, every library and the binary
-# are compiled again under clang's thread-safety analysis (no tests run from that build).
+# parts again under ThreadSanitizer. Before TSan, every library and the binary are compiled
+# again under clang's thread-safety analysis (no tests run from that build; it comes after
+# the CTest run because, like every preset, it copies its binary to build/baton).
 test: deps-test
 	cmake --preset $(PRESET_TEST) >/dev/null
 	cmake --build --preset $(PRESET_TEST)
-	$(MAKE) --no-print-directory thread-safety-run
 	scripts/test-services/with-services.sh ctest --preset $(PRESET_TEST) --output-junit $(JUNIT)
 	scripts/test-services/check-junit.sh $(JUNIT) --require '^e2e_readme_tour$$' --require '^e2e_examples$$'
+	$(MAKE) --no-print-directory thread-safety-run
 	$(MAKE) --no-print-directory tsan-run
 
 # The TSan step of `make test` and `make tsan`.

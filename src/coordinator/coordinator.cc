@@ -7,15 +7,9 @@
 #include "core/messages.h"
 #include "core/names.h"
 #include "core/redact.h"
+#include "core/states.h"
 
 namespace baton {
-namespace {
-
-bool IsTerminal(JobState s) {
-  return s == JobState::kCompleted || s == JobState::kFailed || s == JobState::kCancelled;
-}
-
-}  // namespace
 
 Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
                          CoordinatorOptions options)
