@@ -1,5 +1,6 @@
 # The two commands: `make run` and `make test`. Each installs what it needs first.
-.PHONY: all deps deps-test build run test test-fast tsan tsan-run bench format tidy clean
+.PHONY: all deps deps-test build run test test-fast tsan tsan-run thread-safety \
+        thread-safety-run bench format format-check tidy clean
 
 PRESET_TEST ?= debug
 
@@ -35,12 +36,15 @@ TSAN_JUNIT = $(CURDIR)/build/tsan/ctest-junit.xml
 # Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, with
 # a throwaway PostgreSQL, RabbitMQ and Podman for the integration tests (with-services.sh
 # fails when one cannot start, as does a skipped test), then the engine's concurrent
-# parts again under ThreadSanitizer.
+# parts again under ThreadSanitizer. Before TSan, every library and the binary are compiled
+# again under clang's thread-safety analysis (no tests run from that build; it comes after
+# the CTest run because, like every preset, it copies its binary to build/baton).
 test: deps-test
 	cmake --preset $(PRESET_TEST) >/dev/null
 	cmake --build --preset $(PRESET_TEST)
 	scripts/test-services/with-services.sh ctest --preset $(PRESET_TEST) --output-junit $(JUNIT)
 	scripts/test-services/check-junit.sh $(JUNIT) --require '^e2e_readme_tour$$' --require '^e2e_examples$$'
+	$(MAKE) --no-print-directory thread-safety-run
 	$(MAKE) --no-print-directory tsan-run
 
 # The TSan step of `make test` and `make tsan`.
@@ -49,6 +53,15 @@ tsan-run:
 	cmake --build --preset tsan --target $(TSAN_TARGETS)
 	ctest --preset tsan -R '$(TSAN_TESTS)' --no-tests=error --output-junit $(TSAN_JUNIT)
 	scripts/test-services/check-junit.sh $(TSAN_JUNIT) $(TSAN_REQUIRED)
+
+# Builds every library and the binary with -Wthread-safety -Werror=thread-safety: a member
+# marked BATON_GUARDED_BY read or written without its lock fails the build (base/mutex.h).
+thread-safety: deps-test
+	$(MAKE) --no-print-directory thread-safety-run
+
+thread-safety-run:
+	cmake --preset thread-safety >/dev/null
+	cmake --build --preset thread-safety
 
 # The unit tests only: the quick loop while working.
 test-fast: deps-test
@@ -68,6 +81,11 @@ tsan: deps-test
 
 format:
 	find src tests fuzz bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+
+# Lists the files under src/ tests/ fuzz/ bench/ that `make format` would change; fails
+# when there is one. Not part of `make test` yet (the tree is not clang-format clean).
+format-check:
+	scripts/check-format.sh
 
 tidy:
 	cmake --preset $(PRESET_TEST) >/dev/null

@@ -15,7 +15,7 @@ build_pkgs=(
 test_pkgs=(
   postgresql rabbitmq-server
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev libfuzzer-14-dev python3 curl
+  clang libclang-rt-14-dev libfuzzer-14-dev clang-format python3 curl
   podman runc busybox-static debootstrap
   iproute2 socat
 )

@@ -193,13 +193,12 @@ Response Api::SubmitJob(const Request& request) {
     }
     slot = std::shared_ptr<void>(nullptr, [this](void*) { --waiting_; });
   }
-  auto job = coordinator_.Submit(*parsed.job);
-  if (!job.ok()) return ErrorResponse(job.status());
-  std::vector<std::string> secrets = SecretValues(*job);
-  if (job->job.wait_timeout) {
+  BATON_ASSIGN_OR_RETURN(auto job, coordinator_.Submit(*parsed.job), ErrorResponse);
+  std::vector<std::string> secrets = SecretValues(job);
+  if (job.job.wait_timeout) {
     auto wait = std::make_shared<PendingWait>();
-    wait->job_id = job->id;
-    wait->timeout = *job->job.wait_timeout;
+    wait->job_id = job.id;
+    wait->timeout = *job.job.wait_timeout;
     wait->deadline = std::chrono::steady_clock::now() + wait->timeout;
     wait->slot = std::move(slot);
     if (request.may_park) {
@@ -207,14 +206,14 @@ Response Api::SubmitJob(const Request& request) {
       parked.wait = std::move(wait);
       return parked;
     }
-    auto done = WaitForJob(job->id, *job->job.wait_timeout);
+    auto done = WaitForJob(job.id, *job.job.wait_timeout);
     if (!done.ok()) {
       if (done.status().code() == StatusCode::kDeadlineExceeded) return WaitTimedOut(*wait);
       return ErrorResponse(done.status());
     }
-    return GetJob(job->id);
+    return GetJob(job.id);
   }
-  json body = ToJson(*job, /*summary=*/true);
+  json body = ToJson(job, /*summary=*/true);
   RedactJson(body, secrets);
   return Ok(body);
 }
@@ -257,19 +256,16 @@ Result<JobRecord> Api::WaitForJob(const std::string& id, std::chrono::millisecon
 }
 
 Response Api::ListJobs(const Request& request) {
-  auto page = IntParam(request, "page", 1, 1, 1'000'000);
-  if (!page.ok()) return ErrorResponse(page.status());
-  auto size = IntParam(request, "size", 10, 1, 100);
-  if (!size.ok()) return ErrorResponse(size.status());
+  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 10, 1, 100), ErrorResponse);
   JobQuery query;
   if (auto it = request.query.find("q"); it != request.query.end()) query.q = it->second;
-  query.page = *page;
-  query.size = *size;
+  query.page = page;
+  query.size = size;
   // Bounded here, before the datastore, so that a long search is a 400 stating the limit.
   if (Status valid = ValidateJobQuery(query); !valid.ok()) return ErrorResponse(valid);
-  auto jobs = datastore_.ListJobs(query);
-  if (!jobs.ok()) return ErrorResponse(jobs.status());
-  return Ok(PageJson(*jobs, [](const JobRecord& job) {
+  BATON_ASSIGN_OR_RETURN(auto jobs, datastore_.ListJobs(query), ErrorResponse);
+  return Ok(PageJson(jobs, [](const JobRecord& job) {
     json j = ToJson(job, /*summary=*/true);
     // The job's own values only: reading every listed job's task rows costs too much
     // for a list, and a summary shows no row.
@@ -280,14 +276,12 @@ Response Api::ListJobs(const Request& request) {
 
 Response Api::GetJob(const std::string& id) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
-  auto job = datastore_.GetJob(id);
-  if (!job.ok()) return ErrorResponse(job.status());
-  auto rows = datastore_.JobTasks(id);
-  if (!rows.ok()) return ErrorResponse(rows.status());
-  json body = ToJson(*job, /*summary=*/false);
+  BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto rows, datastore_.JobTasks(id), ErrorResponse);
+  json body = ToJson(job, /*summary=*/false);
   json execution = json::array();
-  std::vector<std::string> secrets = SecretValues(*job);
-  for (const TaskRecord& row : *rows) {
+  std::vector<std::string> secrets = SecretValues(job);
+  for (const TaskRecord& row : rows) {
     execution.push_back(ToJson(row));
     AddSecretValues(row.task, secrets);  // evaluated env: what the task's output may show
   }
@@ -298,23 +292,19 @@ Response Api::GetJob(const std::string& id) {
 
 Response Api::JobLog(const std::string& id, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
-  auto page = IntParam(request, "page", 1, 1, 1'000'000);
-  if (!page.ok()) return ErrorResponse(page.status());
-  auto size = IntParam(request, "size", 25, 1, 100);
-  if (!size.ok()) return ErrorResponse(size.status());
-  auto job = datastore_.GetJob(id);
-  if (!job.ok()) return ErrorResponse(job.status());
-  auto parts = datastore_.JobLogParts(id, *page, *size);
-  if (!parts.ok()) return ErrorResponse(parts.status());
+  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 25, 1, 100), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.JobLogParts(id, page, size), ErrorResponse);
   // The values of the page's tasks (cached by the coordinator), not of every row.
-  std::vector<std::string> secrets = SecretValues(*job);
+  std::vector<std::string> secrets = SecretValues(job);
   std::set<std::string> seen;
-  for (const LogPart& part : parts->items) {
+  for (const LogPart& part : parts.items) {
     if (seen.insert(part.task_id).second) {
       MergeSecretValues(coordinator_.SecretsFor(id, part.task_id), secrets);
     }
   }
-  return Ok(PageJson(*parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
+  return Ok(PageJson(parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
 }
 
 Response Api::CancelJob(const std::string& id) {
@@ -323,12 +313,11 @@ Response Api::CancelJob(const std::string& id) {
   // definition and context) cost seconds before every cancel.
   Status s = coordinator_.Cancel(id);
   if (!s.ok()) {
-    auto job = datastore_.GetJob(id);
-    if (!job.ok()) return ErrorResponse(job.status());
+    BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
     if (s.code() == StatusCode::kFailedPrecondition) {
-      return ErrorResponse(FailedPrecondition(fmt::format(
-          "job {} is {}: only a PENDING, SCHEDULED or RUNNING job can be cancelled", id,
-          ToString(job->state))));
+      return ErrorResponse(FailedPrecondition(
+          fmt::format("job {} is {}: only a PENDING, SCHEDULED or RUNNING job can be cancelled", id,
+                      ToString(job.state))));
     }
     return ErrorResponse(s);
   }
@@ -344,30 +333,25 @@ Response Api::RestartJob(const std::string& id) {
 
 Response Api::GetTask(const std::string& id) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
-  auto task = datastore_.GetTask(id);
-  if (!task.ok()) return ErrorResponse(task.status());
-  json body = ToJson(*task);
+  BATON_ASSIGN_OR_RETURN(auto task, datastore_.GetTask(id), ErrorResponse);
+  json body = ToJson(task);
   std::vector<std::string> secrets;
-  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(*job);
-  AddSecretValues(task->task, secrets);
+  if (auto job = datastore_.GetJob(task.job_id); job.ok()) secrets = SecretValues(*job);
+  AddSecretValues(task.task, secrets);
   RedactJson(body, secrets);
   return Ok(body);
 }
 
 Response Api::TaskLog(const std::string& id, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
-  auto page = IntParam(request, "page", 1, 1, 1'000'000);
-  if (!page.ok()) return ErrorResponse(page.status());
-  auto size = IntParam(request, "size", 25, 1, 100);
-  if (!size.ok()) return ErrorResponse(size.status());
-  auto task = datastore_.GetTask(id);
-  if (!task.ok()) return ErrorResponse(task.status());
+  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 25, 1, 100), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto task, datastore_.GetTask(id), ErrorResponse);
   std::vector<std::string> secrets;
-  if (auto job = datastore_.GetJob(task->job_id); job.ok()) secrets = SecretValues(*job);
-  AddSecretValues(task->task, secrets);
-  auto parts = datastore_.TaskLogParts(id, *page, *size);
-  if (!parts.ok()) return ErrorResponse(parts.status());
-  return Ok(PageJson(*parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
+  if (auto job = datastore_.GetJob(task.job_id); job.ok()) secrets = SecretValues(*job);
+  AddSecretValues(task.task, secrets);
+  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.TaskLogParts(id, page, size), ErrorResponse);
+  return Ok(PageJson(parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
 }
 
 Response Api::Queues(const std::string& name) {
@@ -375,23 +359,21 @@ Response Api::Queues(const std::string& name) {
     return json{{"name", q.name}, {"size", q.size}, {"subscribers", q.subscribers}, {"unacked", q.unacked}};
   };
   if (!name.empty()) {
-    auto q = broker_.Queue(name);
-    if (!q.ok()) return ErrorResponse(q.status());
-    return Ok(to_json(*q));
+    BATON_ASSIGN_OR_RETURN(auto q, broker_.Queue(name), ErrorResponse);
+    return Ok(to_json(q));
   }
-  auto queues = broker_.Queues();
-  if (!queues.ok()) return ErrorResponse(queues.status());
+  BATON_ASSIGN_OR_RETURN(auto queues, broker_.Queues(), ErrorResponse);
   json list = json::array();
-  for (const QueueInfo& q : *queues) list.push_back(to_json(q));
+  for (const QueueInfo& q : queues) list.push_back(to_json(q));
   return Ok(list);
 }
 
 Response Api::Nodes() {
   TimePoint now = Now();
-  auto nodes = datastore_.ActiveNodes(now - std::chrono::minutes(5));
-  if (!nodes.ok()) return ErrorResponse(nodes.status());
+  BATON_ASSIGN_OR_RETURN(auto nodes, datastore_.ActiveNodes(now - std::chrono::minutes(5)),
+                         ErrorResponse);
   json list = json::array();
-  for (const NodeRecord& node : *nodes) {
+  for (const NodeRecord& node : nodes) {
     // A node silent for longer than its lease is down.
     auto silent = now - node.last_heartbeat_at;
     NodeStatus status = silent > options_.lease ? NodeStatus::kDown : node.status;
@@ -410,18 +392,16 @@ Response Api::Nodes() {
 }
 
 Response Api::Metrics() {
-  auto jobs = datastore_.JobsInState({JobState::kRunning});
-  if (!jobs.ok()) return ErrorResponse(jobs.status());
-  auto tasks = datastore_.TasksInState({TaskState::kRunning});
-  if (!tasks.ok()) return ErrorResponse(tasks.status());
-  auto nodes = datastore_.ActiveNodes(Now() - std::chrono::seconds(30));
-  if (!nodes.ok()) return ErrorResponse(nodes.status());
+  BATON_ASSIGN_OR_RETURN(auto jobs, datastore_.JobsInState({JobState::kRunning}), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto tasks, datastore_.TasksInState({TaskState::kRunning}), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto nodes, datastore_.ActiveNodes(Now() - std::chrono::seconds(30)),
+                         ErrorResponse);
   double cpu = 0;
-  for (const NodeRecord& node : *nodes) cpu += node.cpu_percent;
-  if (!nodes->empty()) cpu /= static_cast<double>(nodes->size());
-  return Ok({{"jobs", {{"running", jobs->size()}}},
-             {"tasks", {{"running", tasks->size()}}},
-             {"nodes", {{"online", nodes->size()}, {"cpuPercent", cpu}}}});
+  for (const NodeRecord& node : nodes) cpu += node.cpu_percent;
+  if (!nodes.empty()) cpu /= static_cast<double>(nodes.size());
+  return Ok({{"jobs", {{"running", jobs.size()}}},
+             {"tasks", {{"running", tasks.size()}}},
+             {"nodes", {{"online", nodes.size()}, {"cpuPercent", cpu}}}});
 }
 
 }  // namespace baton::api

@@ -2,9 +2,10 @@
 
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <stop_token>
 #include <thread>
+
+#include "base/mutex.h"
 
 namespace baton {
 namespace {
@@ -17,23 +18,23 @@ class ThreadTimers : public Timers {
 
   ~ThreadTimers() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       timers_.clear();
     }
     thread_.request_stop();
     cv_.notify_all();
   }
 
-  TimerId Schedule(TimePoint when, std::function<void()> callback) override {
-    std::lock_guard lock(mu_);
+  TimerId Schedule(TimePoint when, std::function<void()> callback) override BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     TimerId id = ++next_id_;
     timers_.emplace(std::pair{when, id}, std::move(callback));
     cv_.notify_all();
     return id;
   }
 
-  void Cancel(TimerId id) override {
-    std::lock_guard lock(mu_);
+  void Cancel(TimerId id) override BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     for (auto it = timers_.begin(); it != timers_.end(); ++it) {
       if (it->first.second == id) {
         timers_.erase(it);
@@ -43,11 +44,11 @@ class ThreadTimers : public Timers {
   }
 
  private:
-  void Loop(const std::stop_token& stop) {
-    std::unique_lock lock(mu_);
+  void Loop(const std::stop_token& stop) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     while (!stop.stop_requested()) {
       if (timers_.empty()) {
-        cv_.wait(lock, stop, [&] { return !timers_.empty(); });
+        cv_.wait(lock, stop, [&]() BATON_REQUIRES(mu_) { return !timers_.empty(); });
         continue;
       }
       auto first = timers_.begin();
@@ -66,10 +67,10 @@ class ThreadTimers : public Timers {
     }
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable_any cv_;
-  std::map<std::pair<TimePoint, TimerId>, std::function<void()>> timers_;  // guarded by mu_
-  TimerId next_id_ = 0;                                                     // guarded by mu_
+  std::map<std::pair<TimePoint, TimerId>, std::function<void()>> timers_ BATON_GUARDED_BY(mu_);
+  TimerId next_id_ BATON_GUARDED_BY(mu_) = 0;
   std::jthread thread_;  // last: starts after the members it uses exist
 };
 

@@ -93,3 +93,31 @@ class [[nodiscard]] Result {
     ::baton::Status baton_status_ = (expr);      \
     if (!baton_status_.ok()) return baton_status_; \
   } while (0)
+
+// Evaluates `expr` (a Result<T>); when it holds an error, returns that Status from the
+// enclosing function, else moves the value into `lhs`, which may declare a variable
+// (`auto job`, `JobRecord job`) or name an existing one. With a third argument `on_error`,
+// returns `on_error(status)` instead, for functions that answer an error with something
+// other than a Status (an HTTP response). It expands to several statements, so it cannot
+// be the unbraced body of an `if`; a type with a comma in `lhs` needs an alias or `auto`.
+#define BATON_ASSIGN_OR_RETURN(...)                                                               \
+  BATON_ASSIGN_OR_RETURN_PICK_(__VA_ARGS__, BATON_ASSIGN_OR_RETURN_3_, BATON_ASSIGN_OR_RETURN_2_, \
+                               BATON_ASSIGN_OR_RETURN_1_)                                         \
+  (__VA_ARGS__)
+
+// Implementation of BATON_ASSIGN_OR_RETURN: the temporary's name takes __COUNTER__ so that
+// several uses in one scope (even on one line) do not collide.
+#define BATON_ASSIGN_OR_RETURN_PICK_(a, b, c, name, ...) name
+#define BATON_ASSIGN_OR_RETURN_1_(...) \
+  static_assert(false, "BATON_ASSIGN_OR_RETURN needs (lhs, expr) or (lhs, expr, on_error)")
+#define BATON_ASSIGN_OR_RETURN_2_(lhs, expr) \
+  BATON_ASSIGN_OR_RETURN_IMPL_(BATON_STATUS_CONCAT_(baton_result_, __COUNTER__), lhs, expr, )
+#define BATON_ASSIGN_OR_RETURN_3_(lhs, expr, on_error)                                      \
+  BATON_ASSIGN_OR_RETURN_IMPL_(BATON_STATUS_CONCAT_(baton_result_, __COUNTER__), lhs, expr, \
+                               on_error)
+#define BATON_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, on_error) \
+  auto tmp = (expr);                                           \
+  if (!tmp.ok()) return on_error(tmp.status());                \
+  lhs = std::move(tmp).value()
+#define BATON_STATUS_CONCAT_(a, b) BATON_STATUS_CONCAT_INNER_(a, b)
+#define BATON_STATUS_CONCAT_INNER_(a, b) a##b

@@ -16,15 +16,16 @@ namespace baton::cli {
 namespace {
 
 Result<Config> Load(const ServerFlags& flags) {
-  auto config = LoadConfig(flags.config_file, [](const char* name) { return std::getenv(name); });
-  if (!config.ok()) return config;
-  if (!flags.address.empty()) config->coordinator_address = flags.address;
+  BATON_ASSIGN_OR_RETURN(Config config, LoadConfig(flags.config_file, [](const char* name) {
+                           return std::getenv(name);
+                         }));
+  if (!flags.address.empty()) config.coordinator_address = flags.address;
   if (!flags.data_dir.empty()) {
-    config->data_dir = flags.data_dir;
-    Status absolute = MakePathsAbsolute(*config);
+    config.data_dir = flags.data_dir;
+    Status absolute = MakePathsAbsolute(config);
     if (!absolute.ok()) return InvalidArgument("--data-dir: " + std::string(absolute.message()));
   }
-  log::Configure(config->log_level, config->log_format);
+  log::Configure(config.log_level, config.log_format);
   return config;
 }
 

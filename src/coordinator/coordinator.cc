@@ -7,15 +7,9 @@
 #include "core/messages.h"
 #include "core/names.h"
 #include "core/redact.h"
+#include "core/states.h"
 
 namespace baton {
-namespace {
-
-bool IsTerminal(JobState s) {
-  return s == JobState::kCompleted || s == JobState::kFailed || s == JobState::kCancelled;
-}
-
-}  // namespace
 
 Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
                          CoordinatorOptions options)
@@ -27,7 +21,7 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
       scheduler_(datastore, broker, clock, timers, options.scheduler) {
   scheduler_.SetJobFinishedListener([this](const JobRecord&) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++finished_count_;
     }
     finished_cv_.notify_all();
@@ -86,11 +80,12 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   }));
   BATON_RETURN_IF_ERROR(scheduler_.Reconcile(live_nodes));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = false;
   }
-  SchedulePeriodic(lease_timer_, options_.lease_check_interval, &Coordinator::CheckLeases);
-  SchedulePeriodic(sweep_timer_, options_.auto_delete_interval, &Coordinator::Sweep);
+  SchedulePeriodic(&Coordinator::lease_timer_, options_.lease_check_interval,
+                   &Coordinator::CheckLeases);
+  SchedulePeriodic(&Coordinator::sweep_timer_, options_.auto_delete_interval, &Coordinator::Sweep);
   return Status::Ok();
 }
 
@@ -156,20 +151,20 @@ void Coordinator::CheckLeases() {
   if (!options_.node_id.empty()) TakeOverSilentCoordinators();
 }
 
-void Coordinator::SchedulePeriodic(std::optional<TimerId>& timer,
+void Coordinator::SchedulePeriodic(std::optional<TimerId> Coordinator::*timer,
                                    std::chrono::milliseconds interval,
                                    void (Coordinator::*work)()) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopped_) return;
-  timer = timers_.Schedule(clock_.Now() + interval, [this, &timer, interval, work] {
+  this->*timer = timers_.Schedule(clock_.Now() + interval, [this, timer, interval, work] {
     {
-      std::lock_guard inner(mu_);
+      MutexLock inner(mu_);
       if (stopped_) return;
       ++periodic_running_;
     }
     (this->*work)();
     {
-      std::lock_guard inner(mu_);
+      MutexLock inner(mu_);
       --periodic_running_;
     }
     periodic_cv_.notify_all();
@@ -202,7 +197,7 @@ Result<int> Coordinator::DeleteDueJobs() {
       if (s.code() == StatusCode::kNotFound) continue;
       if (!s.ok()) return s;
       ++deleted;
-      std::lock_guard lock(secrets_mu_);
+      MutexLock lock(secrets_mu_);
       job_secrets_.erase(id);
     }
     if (static_cast<int>(due->size()) < batch) break;
@@ -212,13 +207,13 @@ Result<int> Coordinator::DeleteDueJobs() {
 
 std::vector<std::string> Coordinator::JobSecrets(const std::string& job_id) {
   {
-    std::lock_guard lock(secrets_mu_);
+    MutexLock lock(secrets_mu_);
     if (auto it = job_secrets_.find(job_id); it != job_secrets_.end()) return it->second;
   }
   auto job = datastore_.GetJob(job_id);
   if (!job.ok()) return {};
   std::vector<std::string> values = SecretValues(*job);
-  std::lock_guard lock(secrets_mu_);
+  MutexLock lock(secrets_mu_);
   if (job_secrets_.size() >= 1024) job_secrets_.clear();  // bounded; refilled on demand
   job_secrets_[job_id] = values;
   return values;
@@ -227,7 +222,7 @@ std::vector<std::string> Coordinator::JobSecrets(const std::string& job_id) {
 std::vector<std::string> Coordinator::SecretsFor(const std::string& job_id,
                                                  const std::string& task_id) {
   {
-    std::lock_guard lock(secrets_mu_);
+    MutexLock lock(secrets_mu_);
     if (auto it = task_secrets_.find(task_id); it != task_secrets_.end()) return it->second;
   }
   std::vector<std::string> values = JobSecrets(job_id);
@@ -236,7 +231,7 @@ std::vector<std::string> Coordinator::SecretsFor(const std::string& job_id,
   // the next part.
   if (!row.ok() || row->job_id != job_id) return values;
   AddSecretValues(row->task, values);
-  std::lock_guard lock(secrets_mu_);
+  MutexLock lock(secrets_mu_);
   if (task_secrets_.size() >= 4096) task_secrets_.clear();  // bounded; refilled on demand
   task_secrets_[task_id] = values;
   return values;
@@ -249,7 +244,7 @@ Status Coordinator::StoreLogPart(LogPart part) {
   // held text, at most a secret's beginning, is dropped rather than shown.
   StreamRedactor stream;
   {
-    std::lock_guard lock(secrets_mu_);
+    MutexLock lock(secrets_mu_);
     if (auto it = log_streams_.find(part.task_id);
         it != log_streams_.end() && it->second.next == part.number) {
       stream = it->second.redactor;
@@ -263,7 +258,7 @@ Status Coordinator::StoreLogPart(LogPart part) {
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {
     log::Warn("storing a log part failed", {{"task_id", part.task_id}, {"error", s.message()}});
   }
-  std::lock_guard lock(secrets_mu_);
+  MutexLock lock(secrets_mu_);
   if (stream.held().empty()) {
     log_streams_.erase(part.task_id);
   } else {
@@ -279,14 +274,14 @@ Status Coordinator::StoreLogPart(LogPart part) {
 void Coordinator::Stop() {
   scheduler_.Stop();  // a long decision under way gives up rather than hold up the stop
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
     if (lease_timer_) timers_.Cancel(*lease_timer_);
     lease_timer_.reset();
     if (sweep_timer_) timers_.Cancel(*sweep_timer_);
     sweep_timer_.reset();
     // A check or sweep already under way uses this object: wait for it to end.
-    periodic_cv_.wait(lock, [&] { return periodic_running_ == 0; });
+    periodic_cv_.wait(lock, [&]() BATON_REQUIRES(mu_) { return periodic_running_ == 0; });
   }
   bool was_running = !subscriptions_.empty();
   for (auto& sub : subscriptions_) sub->Close();
@@ -303,7 +298,7 @@ Status Coordinator::Restart(const std::string& job_id) { return scheduler_.Resta
 
 Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     std::uint64_t seen = finished_count_;
     lock.unlock();
@@ -317,7 +312,8 @@ Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::mill
     // Another coordinator may finish it: look again at least every 200 ms.
     auto until =
         std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-    finished_cv_.wait_until(lock, until, [&] { return finished_count_ != seen; });
+    finished_cv_.wait_until(lock, until,
+                            [&]() BATON_REQUIRES(mu_) { return finished_count_ != seen; });
   }
 }
 

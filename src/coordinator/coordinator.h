@@ -10,13 +10,13 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "broker/broker.h"
 #include "coordinator/scheduler.h"
 #include "core/redact.h"
@@ -86,9 +86,12 @@ class Coordinator {
 
  private:
   // Runs `work` every `interval` (on the timers' thread) until Stop, which cancels
-  // `timer` and waits for a run under way.
-  void SchedulePeriodic(std::optional<TimerId>& timer, std::chrono::milliseconds interval,
-                        void (Coordinator::*work)());
+  // `this->*timer` and waits for a run under way. The timer is named by a member pointer
+  // (lease_timer_ or sweep_timer_), set under mu_: a reference to a guarded member could
+  // be used without the lock unseen.
+  void SchedulePeriodic(std::optional<TimerId> Coordinator::*timer,
+                        std::chrono::milliseconds interval, void (Coordinator::*work)())
+      BATON_EXCLUDES(mu_);
   void CheckLeases();
   // One autoDelete sweep (DeleteDueJobs), logged.
   void Sweep();
@@ -108,9 +111,9 @@ class Coordinator {
 
   // Secret values by job id and (job's and row's merged) by task id. Entries never go
   // stale: a row's env is evaluated before the row is stored, and a retry is a new row.
-  std::mutex secrets_mu_;
-  std::map<std::string, std::vector<std::string>> job_secrets_;   // guarded by secrets_mu_
-  std::map<std::string, std::vector<std::string>> task_secrets_;  // guarded by secrets_mu_
+  Mutex secrets_mu_;
+  std::map<std::string, std::vector<std::string>> job_secrets_ BATON_GUARDED_BY(secrets_mu_);
+  std::map<std::string, std::vector<std::string>> task_secrets_ BATON_GUARDED_BY(secrets_mu_);
 
   // The logs whose last part ended where a secret may start (or inside a UTF-8
   // character), by task id: what was held back, and the number of the part that
@@ -119,16 +122,16 @@ class Coordinator {
     int next = 0;
     StreamRedactor redactor;
   };
-  std::map<std::string, LogStream> log_streams_;  // guarded by secrets_mu_
+  std::map<std::string, LogStream> log_streams_ BATON_GUARDED_BY(secrets_mu_);
 
-  std::mutex mu_;
-  std::condition_variable finished_cv_;
-  std::uint64_t finished_count_ = 0;     // guarded by mu_; bumps on every terminal job
-  bool stopped_ = false;                 // guarded by mu_
-  int periodic_running_ = 0;             // guarded by mu_: lease checks or sweeps under way
-  std::condition_variable periodic_cv_;  // signalled when periodic_running_ drops
-  std::optional<TimerId> lease_timer_;   // guarded by mu_
-  std::optional<TimerId> sweep_timer_;   // guarded by mu_
+  Mutex mu_;
+  std::condition_variable_any finished_cv_;
+  std::uint64_t finished_count_ BATON_GUARDED_BY(mu_) = 0;  // bumps on every terminal job
+  bool stopped_ BATON_GUARDED_BY(mu_) = false;
+  int periodic_running_ BATON_GUARDED_BY(mu_) = 0;  // lease checks or sweeps under way
+  std::condition_variable_any periodic_cv_;         // signalled when periodic_running_ drops
+  std::optional<TimerId> lease_timer_ BATON_GUARDED_BY(mu_);
+  std::optional<TimerId> sweep_timer_ BATON_GUARDED_BY(mu_);
   TimePoint started_at_{};
   std::optional<TimePoint> broker_down_at_;  // lease timer thread only
 };

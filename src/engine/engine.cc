@@ -99,11 +99,8 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   sqlite.path = SqlitePath(config);
   sqlite.synchronous = SqliteSyncOf(config);
   sqlite.max_job_bytes = config.datastore_max_job_bytes;
-  auto datastore = SqliteDatastore::Open(sqlite);
-  if (!datastore.ok()) return datastore.status();
-
-  auto runtime = MakeRuntime(config);
-  if (!runtime.ok()) return runtime.status();
+  BATON_ASSIGN_OR_RETURN(auto datastore, SqliteDatastore::Open(sqlite));
+  BATON_ASSIGN_OR_RETURN(auto runtime, MakeRuntime(config));
   WorkerOptions worker;
   worker.name = "standalone";
   worker.heartbeat_interval = config.worker_heartbeat;
@@ -112,8 +109,8 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
-  return std::make_unique<Engine>(std::move(*datastore), std::make_unique<InMemoryBroker>(),
-                                  std::move(*runtime), std::make_unique<SystemClock>(),
+  return std::make_unique<Engine>(std::move(datastore), std::make_unique<InMemoryBroker>(),
+                                  std::move(runtime), std::make_unique<SystemClock>(),
                                   NewThreadTimers(), worker, coordinator);
 }
 
@@ -129,16 +126,14 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   RabbitMqOptions rabbit;
   rabbit.url = config.rabbitmq_url;
   rabbit.management_url = config.rabbitmq_management_url;
-  auto broker = RabbitMqBroker::Connect(rabbit);
-  if (!broker.ok()) return broker.status();
+  BATON_ASSIGN_OR_RETURN(auto broker, RabbitMqBroker::Connect(rabbit));
   WorkerOptions worker;
   worker.name = role;
   worker.heartbeat_interval = config.worker_heartbeat;
   if (role == "worker") {
     worker.queues = WorkerQueues(config);
-    auto runtime = MakeRuntime(config);
-    if (!runtime.ok()) return runtime.status();
-    return std::make_unique<Engine>(nullptr, std::move(*broker), std::move(*runtime),
+    BATON_ASSIGN_OR_RETURN(auto runtime, MakeRuntime(config));
+    return std::make_unique<Engine>(nullptr, std::move(broker), std::move(runtime),
                                     std::make_unique<SystemClock>(), NewThreadTimers(), worker);
   }
   if (config.datastore_type != "postgres") {
@@ -149,8 +144,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   PostgresOptions pg;
   pg.dsn = config.postgres_dsn;
   pg.max_job_bytes = config.datastore_max_job_bytes;
-  auto datastore = PostgresDatastore::Open(pg);
-  if (!datastore.ok()) return datastore.status();
+  BATON_ASSIGN_OR_RETURN(auto datastore, PostgresDatastore::Open(pg));
   CoordinatorOptions coordinator;
   coordinator.lease = config.coordinator_lease;
   coordinator.lease_check_interval =
@@ -167,7 +161,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.node_id = NewId();
   coordinator.hostname = HostName();
   coordinator.version = Version();
-  auto engine = std::make_unique<Engine>(std::move(*datastore), std::move(*broker), nullptr,
+  auto engine = std::make_unique<Engine>(std::move(datastore), std::move(broker), nullptr,
                                          std::make_unique<SystemClock>(), NewThreadTimers(), worker,
                                          coordinator);
   engine->locker_ = std::move(locker);
@@ -184,18 +178,16 @@ Result<int> Engine::Migrate(const Config& given) {
     PostgresOptions pg;
     pg.dsn = config.postgres_dsn;
     pg.auto_migrate = false;
-    auto datastore = PostgresDatastore::Open(pg);
-    if (!datastore.ok()) return datastore.status();
-    BATON_RETURN_IF_ERROR((*datastore)->Migrate());
-    return (*datastore)->SchemaVersion();
+    BATON_ASSIGN_OR_RETURN(auto datastore, PostgresDatastore::Open(pg));
+    BATON_RETURN_IF_ERROR(datastore->Migrate());
+    return datastore->SchemaVersion();
   }
   SqliteOptions sqlite;
   sqlite.path = SqlitePath(config);
   sqlite.auto_migrate = false;
-  auto datastore = SqliteDatastore::Open(sqlite);
-  if (!datastore.ok()) return datastore.status();
-  BATON_RETURN_IF_ERROR((*datastore)->Migrate());
-  return (*datastore)->SchemaVersion();
+  BATON_ASSIGN_OR_RETURN(auto datastore, SqliteDatastore::Open(sqlite));
+  BATON_RETURN_IF_ERROR(datastore->Migrate());
+  return datastore->SchemaVersion();
 }
 
 Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> broker,
@@ -222,8 +214,7 @@ Engine::~Engine() { Stop(std::chrono::milliseconds(0)); }
 Status Engine::ServeApi(const std::string& address, const std::string& version,
                         const Config& config) {
   if (!coordinator_) return FailedPrecondition("only a coordinator serves the API");
-  auto parsed = api::ParseAddress(address);
-  if (!parsed.ok()) return parsed.status();
+  BATON_ASSIGN_OR_RETURN(auto parsed, api::ParseAddress(address));
   api::ApiOptions options;
   options.version = version;
   options.lease = lease_;
@@ -232,8 +223,8 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
   api_ = std::make_unique<api::Api>(*coordinator_, *datastore_, *broker_, options);
   server_ = std::make_unique<api::Server>(
       *api_,
-      api::ServerOptions{.host = parsed->first,
-                         .port = parsed->second,
+      api::ServerOptions{.host = parsed.first,
+                         .port = parsed.second,
                          .max_connections = config.api_max_connections,
                          .handler_threads = config.api_handler_threads,
                          .max_buffered_bytes = config.api_max_buffered_bytes,
@@ -253,9 +244,8 @@ Status Engine::Start() {
     if (trust_live_nodes_) {
       // Every node keeps its RUNNING tasks for now: the lease checks, from one lease after
       // the start, re-queue those of nodes that stay silent.
-      auto nodes = datastore_->ActiveNodes(TimePoint{});
-      if (!nodes.ok()) return nodes.status();
-      for (const NodeRecord& node : *nodes) live.insert(node.id);
+      BATON_ASSIGN_OR_RETURN(auto nodes, datastore_->ActiveNodes(TimePoint{}));
+      for (const NodeRecord& node : nodes) live.insert(node.id);
     }
     // Standalone: only this process's worker is alive, so RUNNING tasks of any other node
     // (an earlier run of this process) are re-run as new attempts.

@@ -1,9 +1,9 @@
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "base/mutex.h"
 #include "locker/locker.h"
 
 namespace baton {
@@ -11,9 +11,9 @@ namespace {
 
 // The held names live in a shared state, so a Lock may outlive its Locker.
 struct HeldNames {
-  std::mutex mu;
-  std::set<std::string, std::less<>> names;  // guarded by mu
-  std::condition_variable released;
+  Mutex mu;
+  std::set<std::string, std::less<>> names BATON_GUARDED_BY(mu);
+  std::condition_variable_any released;
 };
 
 class InProcessLock : public Lock {
@@ -22,7 +22,7 @@ class InProcessLock : public Lock {
       : held_(std::move(held)), name_(std::move(name)) {}
   ~InProcessLock() override {
     {
-      std::lock_guard lock(held_->mu);
+      MutexLock lock(held_->mu);
       held_->names.erase(name_);
     }
     held_->released.notify_all();
@@ -37,7 +37,7 @@ class InProcessLocker : public Locker {
  public:
   Result<std::unique_ptr<Lock>> TryAcquire(std::string_view name) override {
     if (name.empty()) return InvalidArgument("a lock needs a name");
-    std::lock_guard lock(held_->mu);
+    MutexLock lock(held_->mu);
     if (!held_->names.emplace(name).second) {
       return FailedPrecondition("lock " + std::string(name) + " is held");
     }
@@ -47,8 +47,10 @@ class InProcessLocker : public Locker {
   Result<std::unique_ptr<Lock>> Acquire(std::string_view name,
                                         std::chrono::milliseconds timeout) override {
     if (name.empty()) return InvalidArgument("a lock needs a name");
-    std::unique_lock lock(held_->mu);
-    if (!held_->released.wait_for(lock, timeout, [&] { return !held_->names.contains(name); })) {
+    MutexLock lock(held_->mu);
+    if (!held_->released.wait_for(lock, timeout, [&]() BATON_REQUIRES(held_->mu) {
+          return !held_->names.contains(name);
+        })) {
       return DeadlineExceeded("lock " + std::string(name) + " stayed held");
     }
     held_->names.emplace(name);

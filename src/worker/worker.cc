@@ -82,7 +82,7 @@ void Worker::RememberCancelled(const std::string& task_id) {
 }
 
 int Worker::running() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<int>(running_.size());
 }
 
@@ -96,7 +96,7 @@ Status Worker::Start() {
       CancelQueueFor(options_.node_id), 1, [this](std::unique_ptr<Delivery> d) {
         auto message = DecodeCancelTask(d->body());
         if (message.ok()) {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           for (const std::string& id : message->task_ids) {
             if (auto it = running_.find(id); it != running_.end()) {
               it->second->cancel.request_stop();
@@ -124,14 +124,14 @@ Status Worker::Start() {
     auto subscription =
         broker_.Subscribe(queue, lane->concurrency, [raw](std::unique_ptr<Delivery> d) {
           {
-            std::lock_guard lock(raw->mu);
+            MutexLock lock(raw->mu);
             raw->pending.push_back(std::move(d));
           }
           raw->cv.notify_one();
         });
     if (!subscription.ok()) return subscription.status();
     {
-      std::lock_guard lock(lane->mu);
+      MutexLock lock(lane->mu);
       lane->subscription = std::move(*subscription);
     }
     lanes_.push_back(std::move(lane));
@@ -146,8 +146,8 @@ void Worker::SlotLoop(Lane& lane, const std::stop_token& stop) {
   for (;;) {
     std::unique_ptr<Delivery> delivery;
     {
-      std::unique_lock lock(lane.mu);
-      lane.cv.wait(lock, stop, [&] { return !lane.pending.empty(); });
+      MutexLock lock(lane.mu);
+      lane.cv.wait(lock, stop, [&]() BATON_REQUIRES(lane.mu) { return !lane.pending.empty(); });
       if (lane.pending.empty()) return;  // stop requested
       delivery = std::move(lane.pending.front());
       lane.pending.pop_front();
@@ -165,7 +165,7 @@ void Worker::Counted(Lane& lane, int delta) {
 
 void Worker::StartKnown(Attempt& attempt) {
   {
-    std::lock_guard lock(attempt.lane->mu);
+    MutexLock lock(attempt.lane->mu);
     if (!attempt.ended) {
       // Lowered before the ack, so the broker never sees room for one more.
       attempt.counted = true;
@@ -190,7 +190,7 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
       .task_id = task.id, .job_id = task.job_id, .node_id = options_.node_id, .at = clock_.Now()};
   const bool report_first = options_.report_start_after.count() <= 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (draining_) {
       (void)attempt->delivery->Nack(true);
       return;
@@ -219,14 +219,14 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
     Status started = broker_.Publish(kQueueStarted, Encode(attempt->started));
     if (!started.ok()) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         running_.erase(task.id);
       }
       (void)attempt->delivery->Nack(true);
       return;
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       attempt->start = Attempt::Start::kReported;
     }
     StartKnown(*attempt);
@@ -250,7 +250,7 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
     finished.outcome = TaskFinished::Outcome::kCompleted;
     finished.result = outcome->result;
   } else if (outcome->state == RunOutcome::State::kCancelled) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (grace_over_) {
       finished.outcome = TaskFinished::Outcome::kHandedBack;
       finished.error = "worker " + options_.node_id + " stopped before the task finished";
@@ -267,13 +267,14 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   // The slot is free now: the next message is on its way while the outcome is reported
   // (over RabbitMQ both take a round trip).
   {
-    std::lock_guard lock(lane.mu);
+    // Through attempt->lane (which is &lane): the name the analysis knows `ended` by.
+    MutexLock lock(attempt->lane->mu);
     attempt->ended = true;
-    if (attempt->counted) Counted(lane, -1);
+    if (attempt->counted) Counted(*attempt->lane, -1);
   }
   bool outcome_acks = false;  // the start was never reported: the outcome stands for it
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (attempt->start == Attempt::Start::kWaiting) {
       attempt->start = Attempt::Start::kInOutcome;
       finished.started_at = attempt->started.at;
@@ -287,7 +288,7 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
     (void)(reported ? attempt->delivery->Ack() : attempt->delivery->Nack(true));
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     running_.erase(task.id);
     recent_.insert(task.id);
     recent_order_.push_back(task.id);
@@ -303,14 +304,14 @@ void Worker::StartReportLoop(const std::stop_token& stop) {
   for (;;) {
     std::vector<std::shared_ptr<Attempt>> due;
     {
-      std::unique_lock lock(mu_);
-      start_cv_.wait(lock, stop, [&] { return !start_queue_.empty(); });
+      MutexLock lock(mu_);
+      start_cv_.wait(lock, stop, [&]() BATON_REQUIRES(mu_) { return !start_queue_.empty(); });
       if (stop.stop_requested()) return;
       // Attempts are queued in the order they are due.
       const auto at = start_queue_.front()->report_at;
       if (std::chrono::steady_clock::now() < at) {
         // Until it is due, or Stop made it due now.
-        start_cv_.wait_until(lock, stop, at, [&] {
+        start_cv_.wait_until(lock, stop, at, [&]() BATON_REQUIRES(mu_) {
           return start_queue_.empty() || start_queue_.front()->report_at != at;
         });
         continue;
@@ -332,7 +333,7 @@ void Worker::StartReportLoop(const std::stop_token& stop) {
                                                               : fmt::format("{} starts", due.size()));
     for (const auto& attempt : due) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         attempt->start = Attempt::Start::kReported;
       }
       // Unreported only when the worker stops and the broker is unreachable: the
@@ -340,7 +341,7 @@ void Worker::StartReportLoop(const std::stop_token& stop) {
       if (reported) StartKnown(*attempt);
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       reporting_starts_ -= static_cast<int>(due.size());
     }
     idle_cv_.notify_all();
@@ -355,7 +356,7 @@ bool Worker::Report(std::vector<OutgoingMessage> messages, std::string_view what
     if (s.ok()) return true;
     bool give_up = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       give_up = grace_over_ && std::chrono::steady_clock::now() - first_try > std::chrono::seconds(10);
     }
     if (give_up) {
@@ -409,7 +410,7 @@ void Worker::Heartbeat() {
 }
 
 void Worker::HeartbeatLoop(const std::stop_token& stop) {
-  std::unique_lock lock(heartbeat_mu_);
+  MutexLock lock(heartbeat_mu_);
   while (!stop.stop_requested()) {
     heartbeat_cv_.wait_for(lock, stop, options_.heartbeat_interval, [] { return false; });
     if (stop.stop_requested()) return;
@@ -421,7 +422,7 @@ void Worker::HeartbeatLoop(const std::stop_token& stop) {
 
 void Worker::Stop(std::chrono::milliseconds grace) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (draining_ && lanes_.empty()) return;
     draining_ = true;
     // Every running task's start is reported now, so its message can be acked before the
@@ -433,7 +434,7 @@ void Worker::Stop(std::chrono::milliseconds grace) {
   for (auto& lane : lanes_) {
     std::deque<std::unique_ptr<Delivery>> pending;
     {
-      std::lock_guard lock(lane->mu);
+      MutexLock lock(lane->mu);
       lane->paused = true;
       Counted(*lane, 0);
       pending.swap(lane->pending);
@@ -441,10 +442,12 @@ void Worker::Stop(std::chrono::milliseconds grace) {
     for (auto& d : pending) (void)d->Nack(true);
   }
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const auto deadline = std::chrono::steady_clock::now() + grace;
-    idle_cv_.wait_until(lock, deadline, [&] { return start_queue_.empty() && reporting_starts_ == 0; });
-    idle_cv_.wait_until(lock, deadline, [&] { return running_.empty(); });
+    idle_cv_.wait_until(lock, deadline, [&]() BATON_REQUIRES(mu_) {
+      return start_queue_.empty() && reporting_starts_ == 0;
+    });
+    idle_cv_.wait_until(lock, deadline, [&]() BATON_REQUIRES(mu_) { return running_.empty(); });
     grace_over_ = true;
     for (auto& [id, attempt] : running_) attempt->cancel.request_stop();
   }
@@ -458,7 +461,7 @@ void Worker::Stop(std::chrono::milliseconds grace) {
   for (auto& lane : lanes_) {
     if (lane->subscription) lane->subscription->Close();
     // Delivered while stopping, after the slots ended: unacked, so the close gave them back.
-    std::lock_guard lock(lane->mu);
+    MutexLock lock(lane->mu);
     lane->pending.clear();
   }
   lanes_.clear();

@@ -18,7 +18,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "broker/broker.h"
 #include "core/messages.h"
 #include "core/records.h"
@@ -72,20 +72,20 @@ class Worker {
     std::stop_source cancel;
     TaskStarted started;  // the start report; `at` is when the run began
     std::chrono::steady_clock::time_point report_at;  // when the start is due
-    // Guarded by the worker's mu_:
+    // Guarded by the worker's mu_ (not annotated: the analysis cannot name it from here).
     Start start = Start::kWaiting;
-    // Guarded by lane->mu:
-    bool ended = false;    // the run is over
-    bool counted = false;  // counted in lane->running (its message was acked while it ran)
+    bool ended BATON_GUARDED_BY(lane->mu) = false;  // the run is over
+    // Counted in lane->running (its message was acked while it ran).
+    bool counted BATON_GUARDED_BY(lane->mu) = false;
   };
   struct Lane {
     std::string queue;
     int concurrency = 1;
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable_any cv;
-    std::deque<std::unique_ptr<Delivery>> pending;  // guarded by mu
-    int running = 0;  // running tasks whose messages were acked; guarded by mu
-    bool paused = false;  // stopping: takes nothing more; guarded by mu
+    std::deque<std::unique_ptr<Delivery>> pending BATON_GUARDED_BY(mu);
+    int running BATON_GUARDED_BY(mu) = 0;      // running tasks whose messages were acked
+    bool paused BATON_GUARDED_BY(mu) = false;  // stopping: takes nothing more
     std::unique_ptr<Subscription> subscription;
     std::vector<std::jthread> threads;
   };
@@ -94,8 +94,7 @@ class Worker {
   void RunOne(Lane& lane, std::unique_ptr<Delivery> delivery);
   // The lane's subscription may hold as many messages as it has free slots: a running
   // task whose message was acked no longer counts against the prefetch, so it lowers it.
-  // Requires lane.mu.
-  static void Counted(Lane& lane, int delta);
+  static void Counted(Lane& lane, int delta) BATON_REQUIRES(lane.mu);
   // Acks the message of a task whose start the coordinator now has.
   static void StartKnown(Attempt& attempt);
   void StartReportLoop(const std::stop_token& stop);
@@ -114,31 +113,31 @@ class Worker {
   WorkerOptions options_;
   TimePoint started_at_{};
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Attempt>> running_;  // by task id; guarded by mu_
-  // Attempts whose start is not reported yet, by `report_at`; guarded by mu_.
-  std::deque<std::shared_ptr<Attempt>> start_queue_;
-  int reporting_starts_ = 0;  // being published by the start thread; guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Attempt>> running_ BATON_GUARDED_BY(mu_);  // by task id
+  // Attempts whose start is not reported yet, by `report_at`.
+  std::deque<std::shared_ptr<Attempt>> start_queue_ BATON_GUARDED_BY(mu_);
+  int reporting_starts_ BATON_GUARDED_BY(mu_) = 0;  // being published by the start thread
   std::condition_variable_any start_cv_;
   std::jthread start_thread_;
   // Tasks cancelled before they ran here (bounded, oldest forgotten first): a message of
   // one taken from a queue later is dropped, not run. The coordinator tells every live
   // worker, since any of them may take the message.
   static constexpr std::size_t kMaxCancelled = 100000;
-  void RememberCancelled(const std::string& task_id);  // requires mu_
-  std::set<std::string> cancelled_;              // guarded by mu_
-  std::deque<std::string> cancelled_order_;      // guarded by mu_
+  void RememberCancelled(const std::string& task_id) BATON_REQUIRES(mu_);
+  std::set<std::string> cancelled_ BATON_GUARDED_BY(mu_);
+  std::deque<std::string> cancelled_order_ BATON_GUARDED_BY(mu_);
   // The last tasks this worker ran (bounded), so a second delivery of one is dropped.
-  std::set<std::string> recent_;        // guarded by mu_
-  std::deque<std::string> recent_order_;  // guarded by mu_
-  bool draining_ = false;                            // guarded by mu_
-  bool grace_over_ = false;  // guarded by mu_; running tasks were stopped by Stop
-  std::condition_variable idle_cv_;
+  std::set<std::string> recent_ BATON_GUARDED_BY(mu_);
+  std::deque<std::string> recent_order_ BATON_GUARDED_BY(mu_);
+  bool draining_ BATON_GUARDED_BY(mu_) = false;
+  bool grace_over_ BATON_GUARDED_BY(mu_) = false;  // running tasks were stopped by Stop
+  std::condition_variable_any idle_cv_;
 
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::unique_ptr<Subscription> cancel_subscription_;
   std::condition_variable_any heartbeat_cv_;
-  std::mutex heartbeat_mu_;
+  Mutex heartbeat_mu_;  // guards nothing: heartbeat_cv_ waits need one
   std::jthread heartbeat_thread_;
   std::uint64_t cpu_busy_ = 0;   // heartbeat thread only
   std::uint64_t cpu_total_ = 0;  // heartbeat thread only

@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <string>
 #include <system_error>
@@ -16,6 +15,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace baton {
 namespace inmemory_internal {
@@ -52,7 +53,9 @@ enum class Settlement { kAck, kRequeue, kDrop };
 
 struct QueueState;
 
-// One subscription. Members are guarded by Core::mu_ unless marked const.
+// One subscription. Members are guarded by Core::mu_ unless marked const (not annotated:
+// the analysis cannot name another object's mutex; Core's functions that touch them
+// require mu_).
 struct SubState {
   // A message taken from the queue for this subscription and not yet acked.
   struct Outstanding {
@@ -85,7 +88,7 @@ struct SubState {
   // itself when the handler returns.
   bool finish_on_exit = false;
   // The dispatcher waits here for `inbox` or a stop.
-  std::condition_variable wake;
+  std::condition_variable_any wake;
   // Started once in Subscribe (under the lock); joined by whoever finishes the close, or
   // via Core::graveyard_.
   std::jthread thread;
@@ -107,57 +110,56 @@ struct QueueState {
 // The broker's state, shared with the deliveries and subscriptions it hands out.
 class Core : public std::enable_shared_from_this<Core> {
  public:
-  Status Publish(std::string_view queue, std::string body, int priority);
+  Status Publish(std::string_view queue, std::string body, int priority) BATON_EXCLUDES(mu_);
   Result<std::unique_ptr<Subscription>> Subscribe(std::string_view queue, int prefetch,
-                                                  DeliveryHandler handler);
-  Result<std::vector<QueueInfo>> Queues();
-  Result<QueueInfo> Queue(std::string_view name);
-  Status Health();
+                                                  DeliveryHandler handler) BATON_EXCLUDES(mu_);
+  Result<std::vector<QueueInfo>> Queues() BATON_EXCLUDES(mu_);
+  Result<QueueInfo> Queue(std::string_view name) BATON_EXCLUDES(mu_);
+  Status Health() BATON_EXCLUDES(mu_);
 
-  Status Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settlement);
-  Status SetPrefetch(std::uint64_t sub_id, int prefetch);
-  void CloseSubscription(std::uint64_t sub_id);
+  Status Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settlement) BATON_EXCLUDES(mu_);
+  Status SetPrefetch(std::uint64_t sub_id, int prefetch) BATON_EXCLUDES(mu_);
+  void CloseSubscription(std::uint64_t sub_id) BATON_EXCLUDES(mu_);
   // Closes every subscription, waiting for their handlers; later calls fail.
-  void Shutdown();
+  void Shutdown() BATON_EXCLUDES(mu_);
 
-  void FailPublishes(Status status, int count);
-  void FailSubscribes(Status status);
-  void FailHealth(Status status);
-  void ClearFailures();
+  void FailPublishes(Status status, int count) BATON_EXCLUDES(mu_);
+  void FailSubscribes(Status status) BATON_EXCLUDES(mu_);
+  void FailHealth(Status status) BATON_EXCLUDES(mu_);
+  void ClearFailures() BATON_EXCLUDES(mu_);
 
  private:
   // The body of a subscription's dispatcher thread.
-  void DispatchLoop(const std::stop_token& stop, SubState* sub);
+  void DispatchLoop(const std::stop_token& stop, SubState* sub) BATON_EXCLUDES(mu_);
   // Joins dispatchers that finished a close from their own handler. Takes mu_.
-  void ReapGraveyard();
+  void ReapGraveyard() BATON_EXCLUDES(mu_);
 
-  // The rest require mu_ held.
-  QueueState& QueueFor(std::string_view name);
+  QueueState& QueueFor(std::string_view name) BATON_REQUIRES(mu_);
   // Hands ready messages to subscriptions with room, round-robin.
-  void Pump(QueueState& q);
-  void GrantCreditIfRoom(QueueState& q, SubState& sub);
+  void Pump(QueueState& q) BATON_REQUIRES(mu_);
+  void GrantCreditIfRoom(QueueState& q, SubState& sub) BATON_REQUIRES(mu_);
   // Stops new deliveries to `sub`, returns messages not yet handed to its handler to the
   // queue, and asks its dispatcher to stop.
-  void BeginClose(SubState& sub);
+  void BeginClose(SubState& sub) BATON_REQUIRES(mu_);
   // After the dispatcher stopped: requeues what is unacked and forgets `sub`.
-  void FinishClose(SubState& sub);
+  void FinishClose(SubState& sub) BATON_REQUIRES(mu_);
 
-  std::mutex mu_;
-  // Everything below is guarded by mu_.
-  std::map<std::string, QueueState, std::less<>> queues_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<SubState>> subs_;  // until fully closed
+  Mutex mu_;
+  std::map<std::string, QueueState, std::less<>> queues_ BATON_GUARDED_BY(mu_);
+  // Until fully closed.
+  std::unordered_map<std::uint64_t, std::shared_ptr<SubState>> subs_ BATON_GUARDED_BY(mu_);
   // Notified whenever a subscription leaves subs_.
-  std::condition_variable closed_;
+  std::condition_variable_any closed_;
   // Subscriptions whose dispatcher exited on its own, waiting to be joined.
-  std::vector<std::shared_ptr<SubState>> graveyard_;
-  std::uint64_t next_sequence_ = 0;
-  std::uint64_t next_tag_ = 0;
-  std::uint64_t next_sub_id_ = 0;
-  bool shut_down_ = false;
-  Status publish_failure_;
-  int publish_failures_left_ = 0;  // negative: every publish fails
-  Status subscribe_failure_;
-  Status health_failure_;
+  std::vector<std::shared_ptr<SubState>> graveyard_ BATON_GUARDED_BY(mu_);
+  std::uint64_t next_sequence_ BATON_GUARDED_BY(mu_) = 0;
+  std::uint64_t next_tag_ BATON_GUARDED_BY(mu_) = 0;
+  std::uint64_t next_sub_id_ BATON_GUARDED_BY(mu_) = 0;
+  bool shut_down_ BATON_GUARDED_BY(mu_) = false;
+  Status publish_failure_ BATON_GUARDED_BY(mu_);
+  int publish_failures_left_ BATON_GUARDED_BY(mu_) = 0;  // negative: every publish fails
+  Status subscribe_failure_ BATON_GUARDED_BY(mu_);
+  Status health_failure_ BATON_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -247,7 +249,7 @@ Status Core::Publish(std::string_view queue, std::string body, int priority) {
   }
   // Allocated before taking the lock to keep the critical section short.
   auto shared_body = std::make_shared<const std::string>(std::move(body));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_) return Unavailable("broker is shut down");
   if (publish_failures_left_ != 0 && !publish_failure_.ok()) {
     if (publish_failures_left_ > 0) --publish_failures_left_;
@@ -266,7 +268,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
   if (!handler) return InvalidArgument("handler is empty");
   ReapGraveyard();
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_) return Unavailable("broker is shut down");
   if (!subscribe_failure_.ok()) return subscribe_failure_;
   QueueState& q = QueueFor(queue);
@@ -287,7 +289,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
 }
 
 Result<std::vector<QueueInfo>> Core::Queues() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<QueueInfo> infos;
   infos.reserve(queues_.size());
   for (const auto& [name, q] : queues_) infos.push_back(InfoOf(q));
@@ -296,20 +298,20 @@ Result<std::vector<QueueInfo>> Core::Queues() {
 
 Result<QueueInfo> Core::Queue(std::string_view name) {
   BATON_RETURN_IF_ERROR(CheckQueueName(name));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = queues_.find(name);
   if (it == queues_.end()) return NotFound("no queue named '" + std::string(name) + "'");
   return InfoOf(it->second);
 }
 
 Status Core::Health() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_) return Unavailable("broker is shut down");
   return health_failure_;
 }
 
 Status Core::Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settlement) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto sub_it = subs_.find(sub_id);
   if (sub_it == subs_.end()) {
     return FailedPrecondition("subscription is closed; the message was requeued");
@@ -335,14 +337,15 @@ Status Core::Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settleme
 void Core::CloseSubscription(std::uint64_t sub_id) {
   std::shared_ptr<SubState> sub;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     auto it = subs_.find(sub_id);
     if (it == subs_.end()) return;
     sub = it->second;
     const bool from_own_handler = sub->thread.get_id() == std::this_thread::get_id();
     if (sub->closing) {
       // Someone else is closing it; wait for them, unless they are waiting for us.
-      if (!from_own_handler) closed_.wait(lock, [&] { return !subs_.contains(sub_id); });
+      if (!from_own_handler)
+        closed_.wait(lock, [&]() BATON_REQUIRES(mu_) { return !subs_.contains(sub_id); });
       return;
     }
     BeginClose(*sub);
@@ -353,7 +356,7 @@ void Core::CloseSubscription(std::uint64_t sub_id) {
   }
   sub->thread.join();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     FinishClose(*sub);
   }
   ReapGraveyard();
@@ -363,7 +366,7 @@ void Core::CloseSubscription(std::uint64_t sub_id) {
 void Core::Shutdown() {
   std::vector<std::shared_ptr<SubState>> to_join;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     shut_down_ = true;
     for (auto& [id, sub] : subs_) {
       if (sub->closing) continue;  // its closer finishes it
@@ -374,9 +377,9 @@ void Core::Shutdown() {
   for (auto& sub : to_join) sub->thread.join();
   std::vector<std::shared_ptr<SubState>> graveyard;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (auto& sub : to_join) FinishClose(*sub);
-    closed_.wait(lock, [&] { return subs_.empty(); });
+    closed_.wait(lock, [&]() BATON_REQUIRES(mu_) { return subs_.empty(); });
     graveyard.swap(graveyard_);
   }
   // Destroying them joins their threads, which are past their last use of the lock.
@@ -386,25 +389,25 @@ void Core::Shutdown() {
 
 void Core::FailPublishes(Status status, int count) {
   assert(!status.ok());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   publish_failure_ = std::move(status);
   publish_failures_left_ = count < 0 ? -1 : count;
 }
 
 void Core::FailSubscribes(Status status) {
   assert(!status.ok());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   subscribe_failure_ = std::move(status);
 }
 
 void Core::FailHealth(Status status) {
   assert(!status.ok());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   health_failure_ = std::move(status);
 }
 
 void Core::ClearFailures() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   publish_failure_ = Status::Ok();
   publish_failures_left_ = 0;
   subscribe_failure_ = Status::Ok();
@@ -435,7 +438,7 @@ void Core::Pump(QueueState& q) {
 }
 
 Status Core::SetPrefetch(std::uint64_t sub_id, int prefetch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = subs_.find(sub_id);
   if (it == subs_.end() || it->second->closing) return FailedPrecondition("subscription is closed");
   SubState& sub = *it->second;
@@ -491,7 +494,7 @@ void Core::FinishClose(SubState& sub) {
 }
 
 void Core::DispatchLoop(const std::stop_token& stop, SubState* sub) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     // request_stop is only called under mu_ followed by a notify, so no wakeup is lost.
     sub->wake.wait(lock, [&] { return stop.stop_requested() || !sub->inbox.empty(); });
@@ -518,7 +521,7 @@ void Core::DispatchLoop(const std::stop_token& stop, SubState* sub) {
 void Core::ReapGraveyard() {
   std::vector<std::shared_ptr<SubState>> dead;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     dead.swap(graveyard_);
   }
   // Joined and destroyed without the lock (handlers may own things that take it).

@@ -321,47 +321,43 @@ Result<std::unique_ptr<TaskCgroup>> CgroupHost::Create(const std::string& name,
   }
 
   if (!v2_parent_.empty()) {
-    Result<std::string> dir = make(v2_parent_, true);
-    if (!dir.ok()) return dir.status();
-    cg->track_dir_ = *dir;
+    BATON_ASSIGN_OR_RETURN(std::string dir, make(v2_parent_, true));
+    cg->track_dir_ = dir;
     cg->kill_file_ = v2_kill_;
     if (memory_.where == Where::kV2 && limits.memory_bytes) {
       BATON_RETURN_IF_ERROR(
-          WriteSmallFile(*dir + "/memory.max", std::to_string(*limits.memory_bytes)));
-      (void)WriteSmallFile(*dir + "/memory.swap.max", "0");  // absent without swap accounting
-      cg->memory_dir_ = *dir;
+          WriteSmallFile(dir + "/memory.max", std::to_string(*limits.memory_bytes)));
+      (void)WriteSmallFile(dir + "/memory.swap.max", "0");  // absent without swap accounting
+      cg->memory_dir_ = dir;
       cg->memory_v2_ = true;
     }
     if (cpu_.where == Where::kV2 && limits.cpus) {
       BATON_RETURN_IF_ERROR(
-          WriteSmallFile(*dir + "/cpu.max", quota + " " + std::to_string(kCpuPeriodMicros)));
+          WriteSmallFile(dir + "/cpu.max", quota + " " + std::to_string(kCpuPeriodMicros)));
     }
     if (pids_.where == Where::kV2 && limits.pids_max > 0) {
-      BATON_RETURN_IF_ERROR(WriteSmallFile(*dir + "/pids.max", std::to_string(limits.pids_max)));
+      BATON_RETURN_IF_ERROR(WriteSmallFile(dir + "/pids.max", std::to_string(limits.pids_max)));
     }
   }
   if (pids_.where == Where::kV1 && limits.pids_max > 0) {
-    Result<std::string> dir = make(pids_.v1_parent, false);
-    if (!dir.ok()) return dir.status();
-    BATON_RETURN_IF_ERROR(WriteSmallFile(*dir + "/pids.max", std::to_string(limits.pids_max)));
+    BATON_ASSIGN_OR_RETURN(std::string dir, make(pids_.v1_parent, false));
+    BATON_RETURN_IF_ERROR(WriteSmallFile(dir + "/pids.max", std::to_string(limits.pids_max)));
   }
   if (memory_.where == Where::kV1 && limits.memory_bytes) {
-    Result<std::string> dir = make(memory_.v1_parent, false);
-    if (!dir.ok()) return dir.status();
+    BATON_ASSIGN_OR_RETURN(std::string dir, make(memory_.v1_parent, false));
     BATON_RETURN_IF_ERROR(
-        WriteSmallFile(*dir + "/memory.limit_in_bytes", std::to_string(*limits.memory_bytes)));
+        WriteSmallFile(dir + "/memory.limit_in_bytes", std::to_string(*limits.memory_bytes)));
     // Memory+swap must be at least the memory limit, so it goes second; absent when swap
     // accounting is off.
-    (void)WriteSmallFile(*dir + "/memory.memsw.limit_in_bytes",
+    (void)WriteSmallFile(dir + "/memory.memsw.limit_in_bytes",
                          std::to_string(*limits.memory_bytes));
-    cg->memory_dir_ = *dir;
+    cg->memory_dir_ = dir;
   }
   if (cpu_.where == Where::kV1 && limits.cpus) {
-    Result<std::string> dir = make(cpu_.v1_parent, false);
-    if (!dir.ok()) return dir.status();
+    BATON_ASSIGN_OR_RETURN(std::string dir, make(cpu_.v1_parent, false));
     BATON_RETURN_IF_ERROR(
-        WriteSmallFile(*dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodMicros)));
-    BATON_RETURN_IF_ERROR(WriteSmallFile(*dir + "/cpu.cfs_quota_us", quota));
+        WriteSmallFile(dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodMicros)));
+    BATON_RETURN_IF_ERROR(WriteSmallFile(dir + "/cpu.cfs_quota_us", quota));
   }
   // Every directory holds the same processes (the first one joins them all), so any of
   // them tracks the tree; prefer v2 (cgroup.kill), then pids (it is there by default).

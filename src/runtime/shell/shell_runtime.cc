@@ -726,9 +726,7 @@ Status ShellRuntime::TaskRun::Prepare() {
     if (!wanted.memory_bytes && !wanted.cpus) cgroup_ = rt_.TakeIdleCgroup();
     if (!cgroup_) {
       std::string name = host.task_name_prefix() + std::to_string(++rt_.next_cgroup_);
-      Result<std::unique_ptr<TaskCgroup>> cgroup = host.Create(name, wanted);
-      if (!cgroup.ok()) return cgroup.status();
-      cgroup_ = std::move(*cgroup);
+      BATON_ASSIGN_OR_RETURN(cgroup_, host.Create(name, wanted));
     }
   }
   if (limits && limits->memory && !host.limits_memory()) {
@@ -736,9 +734,7 @@ Status ShellRuntime::TaskRun::Prepare() {
   }
   // Recorded before any process starts: with a cgroup, a crash at any moment after this
   // leaves the task findable.
-  Result<std::unique_ptr<runtime::Record>> record = rt_.TakeRecord();
-  if (!record.ok()) return record.status();
-  record_ = std::move(*record);
+  BATON_ASSIGN_OR_RETURN(record_, rt_.TakeRecord());
   cgroup_record_ = "dir 0 " + dir_ + "\n";  // removed by KillLeftovers after the kill
   if (cgroup_) {
     for (const std::string& dir : cgroup_->dirs()) {
@@ -821,9 +817,8 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
   }
 
   BATON_RETURN_IF_ERROR(Prepare());
-  Result<std::optional<std::string>> written = WriteFiles(task_.files, "files");
-  if (!written.ok()) return written.status();
-  if (*written) return Fail(**written);
+  BATON_ASSIGN_OR_RETURN(std::optional<std::string> written, WriteFiles(task_.files, "files"));
+  if (written) return Fail(*written);
 
   // Cancellation wakes the poll loop through an eventfd. The callback is destroyed before
   // the fd (declared after it; the destructor waits for a running callback).
@@ -869,10 +864,9 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
   RunOutcome completed;
   for (const Step& step : steps) {
     if (step.aux_files != nullptr) {
-      Result<std::optional<std::string>> aux_written =
-          WriteFiles(*step.aux_files, step.label + ": files");
-      if (!aux_written.ok()) return aux_written.status();
-      if (*aux_written) return Fail(**aux_written);
+      BATON_ASSIGN_OR_RETURN(std::optional<std::string> aux_written,
+                             WriteFiles(*step.aux_files, step.label + ": files"));
+      if (aux_written) return Fail(*aux_written);
     }
     Result<StepEnd> end = RunStep(step);
     if (!end.ok()) return end.status();
@@ -1303,7 +1297,7 @@ ShellRuntime::~ShellRuntime() {
 Result<std::unique_ptr<runtime::Record>> ShellRuntime::TakeRecord() {
   if (!incarnation_) return incarnation_status_;
   {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     if (!idle_records_.empty()) {
       std::unique_ptr<runtime::Record> record = std::move(idle_records_.back());
       idle_records_.pop_back();
@@ -1314,7 +1308,7 @@ Result<std::unique_ptr<runtime::Record>> ShellRuntime::TakeRecord() {
 }
 
 void ShellRuntime::GiveBackRecord(std::unique_ptr<runtime::Record> record) {
-  std::lock_guard lock(idle_mu_);
+  MutexLock lock(idle_mu_);
   if (idle_records_.size() < kMaxIdle) idle_records_.push_back(std::move(record));
   // else it is closed and removed as it goes
 }
@@ -1410,7 +1404,7 @@ Status ShellRuntime::KillLeftovers() {
 }
 
 std::unique_ptr<TaskCgroup> ShellRuntime::TakeIdleCgroup() {
-  std::lock_guard lock(idle_mu_);
+  MutexLock lock(idle_mu_);
   if (idle_cgroups_.empty()) return nullptr;
   std::unique_ptr<TaskCgroup> cgroup = std::move(idle_cgroups_.back());
   idle_cgroups_.pop_back();
@@ -1419,7 +1413,7 @@ std::unique_ptr<TaskCgroup> ShellRuntime::TakeIdleCgroup() {
 
 void ShellRuntime::GiveBackCgroup(std::unique_ptr<TaskCgroup> cgroup) {
   {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     if (idle_cgroups_.size() < kMaxIdle) {
       idle_cgroups_.push_back(std::move(cgroup));
       return;
@@ -1432,7 +1426,7 @@ std::optional<ShellRuntime::IdleDir> ShellRuntime::TakeIdleDir() {
   while (true) {
     IdleDir dir;
     {
-      std::lock_guard lock(idle_mu_);
+      MutexLock lock(idle_mu_);
       if (idle_dirs_.empty()) return std::nullopt;
       dir = std::move(idle_dirs_.back());
       idle_dirs_.pop_back();
@@ -1453,7 +1447,7 @@ std::optional<ShellRuntime::IdleDir> ShellRuntime::TakeIdleDir() {
 
 void ShellRuntime::GiveBackDir(IdleDir dir) {
   {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     if (idle_dirs_.size() < kMaxIdle) {
       idle_dirs_.push_back(std::move(dir));
       return;
@@ -1469,7 +1463,7 @@ void ShellRuntime::WarnImageIgnoredOnce(const RunRequest& request) {
   for (const auto& aux : request.task.post) has_image = has_image || !aux.image.empty();
   if (!has_image) return;
   {
-    std::lock_guard lock(warned_mu_);
+    MutexLock lock(warned_mu_);
     if (!warned_jobs_.insert(request.job_id).second) return;
     warned_order_.push_back(request.job_id);
     if (warned_order_.size() > kMaxWarnedJobs) {

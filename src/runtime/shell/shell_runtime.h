@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "runtime/runtime.h"
 #include "runtime/shell/cgroup.h"
 
@@ -146,18 +146,18 @@ class ShellRuntime final : public Runtime {
   std::atomic<bool> clone3_usable_{true};
 
   std::atomic<std::uint64_t> next_cgroup_{0};  // names task cgroups <prefix><n>
-  std::mutex idle_mu_;
-  std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_;       // guarded by idle_mu_
-  std::vector<IdleDir> idle_dirs_;                              // guarded by idle_mu_
-  std::vector<std::unique_ptr<runtime::Record>> idle_records_;  // guarded by idle_mu_
+  Mutex idle_mu_;
+  std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_ BATON_GUARDED_BY(idle_mu_);
+  std::vector<IdleDir> idle_dirs_ BATON_GUARDED_BY(idle_mu_);
+  std::vector<std::unique_ptr<runtime::Record>> idle_records_ BATON_GUARDED_BY(idle_mu_);
 
   std::unique_ptr<runtime::Incarnation> incarnation_;
   Status incarnation_status_;  // why there is no incarnation_
   std::atomic<std::uint64_t> next_record_{0};
 
-  std::mutex warned_mu_;
-  std::unordered_set<std::string> warned_jobs_;  // guarded by warned_mu_
-  std::deque<std::string> warned_order_;         // guarded by warned_mu_; oldest first
+  Mutex warned_mu_;
+  std::unordered_set<std::string> warned_jobs_ BATON_GUARDED_BY(warned_mu_);
+  std::deque<std::string> warned_order_ BATON_GUARDED_BY(warned_mu_);  // oldest first
 };
 
 }  // namespace baton

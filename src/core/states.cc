@@ -1,0 +1,81 @@
+#include "core/states.h"
+
+#include <array>
+#include <cstddef>
+
+namespace baton {
+namespace {
+
+constexpr std::size_t kJobStates = 6;   // JobState::kPending .. kCancelled
+constexpr std::size_t kTaskStates = 8;  // TaskState::kCreated .. kSkipped
+
+// kJobMoves[from][to]; rows and columns in JobState order:
+// PENDING, SCHEDULED, RUNNING, COMPLETED, FAILED, CANCELLED.
+constexpr std::array<std::array<bool, kJobStates>, kJobStates> kJobMoves = {{
+    // P      S      R      C      F      X
+    {false, true, true, false, true, true},      // PENDING: started, or failed/cancelled first
+    {false, false, true, false, true, true},     // SCHEDULED
+    {false, false, false, true, true, true},     // RUNNING
+    {false, false, false, false, false, false},  // COMPLETED: final
+    {false, false, true, false, false, false},   // FAILED: restart
+    {false, false, true, false, false, false},   // CANCELLED: restart
+}};
+
+// kTaskMoves[from][to]; rows and columns in TaskState order:
+// CREATED, PENDING, SCHEDULED, RUNNING, COMPLETED, FAILED, CANCELLED, SKIPPED.
+constexpr std::array<std::array<bool, kTaskStates>, kTaskStates> kTaskMoves = {{
+    // Cr     P      S      R      C      F      X      Sk
+    // CREATED: its turn comes (published, or a composite that runs at once, or an empty
+    // one that completes at once), its `if` is false, its evaluation fails, or cancelled.
+    {false, true, true, true, true, true, true, true},
+    // PENDING: published, started, or an outcome before the start; cancelled.
+    {false, false, true, true, true, true, true, false},
+    // SCHEDULED: back to PENDING when the publish failed; started; ended.
+    {false, true, false, true, true, true, true, false},
+    // RUNNING: ended.
+    {false, false, false, false, true, true, true, false},
+    {false, false, false, false, false, false, false, false},  // COMPLETED: final
+    {false, false, false, false, false, false, false, false},  // FAILED: final
+    {false, false, false, false, false, false, false, false},  // CANCELLED: final
+    {false, false, false, false, false, false, false, false},  // SKIPPED: final
+}};
+
+constexpr std::size_t Index(JobState s) { return static_cast<std::size_t>(s); }
+constexpr std::size_t Index(TaskState s) { return static_cast<std::size_t>(s); }
+
+static_assert(Index(JobState::kCancelled) + 1 == kJobStates,
+              "a JobState is missing from the table");
+static_assert(Index(TaskState::kSkipped) + 1 == kTaskStates,
+              "a TaskState is missing from the table");
+
+}  // namespace
+
+bool IsTerminal(JobState state) {
+  return state == JobState::kCompleted || state == JobState::kFailed ||
+         state == JobState::kCancelled;
+}
+
+bool IsActive(JobState state) { return !IsTerminal(state); }
+
+bool CanMove(JobState from, JobState to) {
+  if (Index(from) >= kJobStates || Index(to) >= kJobStates) return false;
+  return kJobMoves[Index(from)][Index(to)];
+}
+
+bool IsTerminal(TaskState state) {
+  if (Index(state) >= kTaskStates) return false;
+  // Final: nothing may follow it.
+  for (bool allowed : kTaskMoves[Index(state)]) {
+    if (allowed) return false;
+  }
+  return true;
+}
+
+bool IsActive(TaskState state) { return Index(state) < kTaskStates && !IsTerminal(state); }
+
+bool CanMove(TaskState from, TaskState to) {
+  if (Index(from) >= kTaskStates || Index(to) >= kTaskStates) return false;
+  return kTaskMoves[Index(from)][Index(to)];
+}
+
+}  // namespace baton

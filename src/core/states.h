@@ -1,0 +1,37 @@
+// The state machines of jobs and tasks: which state may follow which, in one table per
+// machine, and the predicates derived from it. The moves are those the engine makes
+// today (src/coordinator/scheduler.cc); a move not in the table is a bug in whoever
+// makes it. No I/O.
+//
+// Jobs:  PENDING -> RUNNING -> COMPLETED (or PENDING -> SCHEDULED -> RUNNING, Tork's way,
+//        as a Tork datastore may hold it); any active state -> FAILED or CANCELLED (a
+//        task failed, a timeout, a cancel); FAILED or CANCELLED -> RUNNING (restart).
+//        COMPLETED is final.
+// Tasks: CREATED (a child stored before its turn) -> PENDING (to be published) ->
+//        SCHEDULED (published) -> RUNNING -> COMPLETED / FAILED / CANCELLED. An outcome
+//        may come before its start (a short task reports once), so every active state
+//        may end directly; a failed publish moves SCHEDULED back to PENDING; CREATED may
+//        become SKIPPED (its `if` is false). Every terminal task state is final: a retry,
+//        a redelivery and a restart create new rows.
+#pragma once
+
+#include "core/names.h"
+
+namespace baton {
+
+// No work of it is left to do: COMPLETED, FAILED or CANCELLED. (A FAILED or CANCELLED job
+// may still be restarted: CanMove says so.)
+bool IsTerminal(JobState state);
+// Not terminal: PENDING, SCHEDULED or RUNNING; what a cancel may stop.
+bool IsActive(JobState state);
+// Whether a job in `from` may move to `to`. A state never "moves" to itself.
+bool CanMove(JobState from, JobState to);
+
+// Final: COMPLETED, FAILED, CANCELLED or SKIPPED.
+bool IsTerminal(TaskState state);
+// Not terminal: CREATED, PENDING, SCHEDULED or RUNNING.
+bool IsActive(TaskState state);
+// Whether a task row in `from` may move to `to`. A state never "moves" to itself.
+bool CanMove(TaskState from, TaskState to);
+
+}  // namespace baton

@@ -1,0 +1,140 @@
+#include "core/states.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace baton {
+namespace {
+
+const std::vector<JobState> kAllJobStates = {JobState::kPending, JobState::kScheduled,
+                                             JobState::kRunning, JobState::kCompleted,
+                                             JobState::kFailed,  JobState::kCancelled};
+const std::vector<TaskState> kAllTaskStates = {
+    TaskState::kCreated,   TaskState::kPending, TaskState::kScheduled, TaskState::kRunning,
+    TaskState::kCompleted, TaskState::kFailed,  TaskState::kCancelled, TaskState::kSkipped};
+
+// Every move the engine makes, written out pair by pair (independently of the table in
+// states.cc): every other pair of states must be refused.
+const std::set<std::pair<JobState, JobState>> kJobMoves = {
+    {JobState::kPending, JobState::kScheduled},    // Tork's datastore
+    {JobState::kPending, JobState::kRunning},      // the scheduler starts a submitted job
+    {JobState::kPending, JobState::kFailed},       // failed before it started
+    {JobState::kPending, JobState::kCancelled},    // cancelled before it started
+    {JobState::kScheduled, JobState::kRunning},    //
+    {JobState::kScheduled, JobState::kFailed},     //
+    {JobState::kScheduled, JobState::kCancelled},  //
+    {JobState::kRunning, JobState::kCompleted},    // its last step completed
+    {JobState::kRunning, JobState::kFailed},       // a task failed, or the job timed out
+    {JobState::kRunning, JobState::kCancelled},    // POST /jobs/{id}/cancel
+    {JobState::kFailed, JobState::kRunning},       // restart
+    {JobState::kCancelled, JobState::kRunning},    // restart
+};
+
+const std::set<std::pair<TaskState, TaskState>> kTaskMoves = {
+    // A child stored CREATED before its turn (parallel, each): published, a composite
+    // started at once, an empty composite completed at once, an evaluation error, `if`
+    // false, cancelled with its parent, or an outcome of a message a durable broker
+    // delivered before the row was marked.
+    {TaskState::kCreated, TaskState::kPending},
+    {TaskState::kCreated, TaskState::kScheduled},
+    {TaskState::kCreated, TaskState::kRunning},
+    {TaskState::kCreated, TaskState::kCompleted},
+    {TaskState::kCreated, TaskState::kFailed},
+    {TaskState::kCreated, TaskState::kCancelled},
+    {TaskState::kCreated, TaskState::kSkipped},
+    // PENDING: published (SCHEDULED), started, or an outcome that carries its start (a
+    // short task), cancelled, lost.
+    {TaskState::kPending, TaskState::kScheduled},
+    {TaskState::kPending, TaskState::kRunning},
+    {TaskState::kPending, TaskState::kCompleted},
+    {TaskState::kPending, TaskState::kFailed},
+    {TaskState::kPending, TaskState::kCancelled},
+    // SCHEDULED: the publish failed (back to PENDING), started, ended.
+    {TaskState::kScheduled, TaskState::kPending},
+    {TaskState::kScheduled, TaskState::kRunning},
+    {TaskState::kScheduled, TaskState::kCompleted},
+    {TaskState::kScheduled, TaskState::kFailed},
+    {TaskState::kScheduled, TaskState::kCancelled},
+    // RUNNING: ended (a lost worker's task fails; its redelivery is a new row).
+    {TaskState::kRunning, TaskState::kCompleted},
+    {TaskState::kRunning, TaskState::kFailed},
+    {TaskState::kRunning, TaskState::kCancelled},
+};
+
+std::string Name(TaskState s) { return std::string(ToString(s)); }
+std::string Name(JobState s) { return std::string(ToString(s)); }
+
+TEST(StatesTest, EveryJobStatePairIsAllowedExactlyWhenTheEngineMakesThatMove) {
+  for (JobState from : kAllJobStates) {
+    for (JobState to : kAllJobStates) {
+      EXPECT_EQ(CanMove(from, to), kJobMoves.contains({from, to}))
+          << Name(from) << " -> " << Name(to);
+    }
+  }
+}
+
+TEST(StatesTest, EveryTaskStatePairIsAllowedExactlyWhenTheEngineMakesThatMove) {
+  for (TaskState from : kAllTaskStates) {
+    for (TaskState to : kAllTaskStates) {
+      EXPECT_EQ(CanMove(from, to), kTaskMoves.contains({from, to}))
+          << Name(from) << " -> " << Name(to);
+    }
+  }
+}
+
+TEST(StatesTest, TerminalJobStatesAreCompletedFailedAndCancelled) {
+  const std::set<JobState> terminal = {JobState::kCompleted, JobState::kFailed,
+                                       JobState::kCancelled};
+  for (JobState s : kAllJobStates) {
+    EXPECT_EQ(IsTerminal(s), terminal.contains(s)) << Name(s);
+    EXPECT_EQ(IsActive(s), !terminal.contains(s)) << Name(s);
+  }
+}
+
+TEST(StatesTest, TerminalTaskStatesAreCompletedFailedCancelledAndSkipped) {
+  const std::set<TaskState> terminal = {TaskState::kCompleted, TaskState::kFailed,
+                                        TaskState::kCancelled, TaskState::kSkipped};
+  for (TaskState s : kAllTaskStates) {
+    EXPECT_EQ(IsTerminal(s), terminal.contains(s)) << Name(s);
+    EXPECT_EQ(IsActive(s), !terminal.contains(s)) << Name(s);
+  }
+}
+
+TEST(StatesTest, ATerminalTaskStateIsFinal) {
+  for (TaskState from : kAllTaskStates) {
+    if (!IsTerminal(from)) continue;
+    for (TaskState to : kAllTaskStates) EXPECT_FALSE(CanMove(from, to)) << Name(from);
+  }
+}
+
+TEST(StatesTest, ATerminalJobMovesOnlyByARestartToRunning) {
+  for (JobState from : kAllJobStates) {
+    if (!IsTerminal(from)) continue;
+    for (JobState to : kAllJobStates) {
+      if (CanMove(from, to)) EXPECT_EQ(to, JobState::kRunning) << Name(from);
+    }
+  }
+  EXPECT_FALSE(CanMove(JobState::kCompleted, JobState::kRunning));  // no restart
+}
+
+TEST(StatesTest, EveryActiveStateCanEnd) {
+  for (JobState s : kAllJobStates) {
+    if (IsActive(s)) {
+      EXPECT_TRUE(CanMove(s, JobState::kFailed)) << Name(s);
+      EXPECT_TRUE(CanMove(s, JobState::kCancelled)) << Name(s);
+    }
+  }
+  for (TaskState s : kAllTaskStates) {
+    if (!IsActive(s)) continue;
+    for (TaskState end : {TaskState::kCompleted, TaskState::kFailed, TaskState::kCancelled}) {
+      EXPECT_TRUE(CanMove(s, end)) << Name(s) << " -> " << Name(end);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace baton

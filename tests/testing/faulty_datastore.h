@@ -1,0 +1,276 @@
+// FaultyDatastore: a DatastoreWrapper for tests that injects faults into the calls it
+// forwards: fail the Nth matching call, fail every call matching a predicate, or hold
+// matching calls back until the test releases them (to hold one job's write while
+// another job completes). Every call is counted by method name.
+//
+// A failed call returns its Status without reaching the wrapped datastore. A held call
+// waits (on the caller's thread) before anything else; once released it goes on as any
+// other call does.
+//
+// Thread-safety: thread-safe; calls may come from any thread. Predicates run under the
+// fake's lock: they must not call it. The destructor releases every hold and waits for
+// the held calls to leave it; the test joins its callers before it.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/mutex.h"
+#include "base/status.h"
+#include "datastore/wrapper.h"
+
+namespace baton::testing {
+
+class FaultyDatastore : public DatastoreWrapper {
+ public:
+  // What a rule sees of a call: the Datastore method's name ("UpdateJob"), the id it is
+  // about (a job's, a task's, a node's; empty for lists), and its job's id where the
+  // arguments name it (empty otherwise: UpdateTask knows only the task).
+  struct Call {
+    std::string method;
+    std::string id;
+    std::string job_id;
+  };
+  using Predicate = std::function<bool(const Call&)>;
+
+  // Matches calls of one method.
+  static Predicate Method(std::string method) {
+    return [method = std::move(method)](const Call& c) { return c.method == method; };
+  }
+  // Matches calls whose job is `job_id`.
+  static Predicate OfJob(std::string job_id) {
+    return [job_id = std::move(job_id)](const Call& c) { return c.job_id == job_id; };
+  }
+
+  using DatastoreWrapper::DatastoreWrapper;
+
+  ~FaultyDatastore() override {
+    MutexLock lock(mu_);
+    holds_.clear();
+    changed_.notify_all();
+    changed_.wait(lock, [&]() BATON_REQUIRES(mu_) { return inside_ == 0; });
+  }
+
+  // The `n`th call from now (1 = the next one) that matches `matching` (any call when
+  // empty) fails with `status`; the others go through.
+  void FailNthCall(int n, Status status, Predicate matching = {}) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    rules_.push_back(Rule{std::move(matching), std::move(status), n});
+  }
+  // Every call matching `matching` fails with `status`, until ClearFailures.
+  void FailCalls(Predicate matching, Status status) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    rules_.push_back(Rule{std::move(matching), std::move(status), std::nullopt});
+  }
+  void ClearFailures() BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    rules_.clear();
+  }
+
+  // Calls matching `matching` wait until Release(hold) (or the destructor).
+  int Hold(Predicate matching) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    const int id = ++next_hold_;
+    holds_.emplace(id, HoldState{std::move(matching), 0});
+    return id;
+  }
+  // True once `count` calls are waiting in `hold`; false if that takes longer than
+  // `timeout`.
+  bool WaitUntilHeld(int hold, int count = 1,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(5))
+      BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return changed_.wait_for(lock, timeout, [&]() BATON_REQUIRES(mu_) {
+      auto it = holds_.find(hold);
+      return it != holds_.end() && it->second.waiting >= count;
+    });
+  }
+  // Lets the calls waiting in `hold` go on; later calls are no longer held by it.
+  void Release(int hold) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    holds_.erase(hold);
+    changed_.notify_all();
+  }
+
+  // How many calls of `method` reached this datastore (failed and held ones included).
+  int calls(std::string_view method) const BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    auto it = calls_.find(std::string(method));
+    return it == calls_.end() ? 0 : it->second;
+  }
+
+  Status CreateJob(const JobRecord& job) override {
+    BATON_RETURN_IF_ERROR(Enter({"CreateJob", job.id, job.id}));
+    return DatastoreWrapper::CreateJob(job);
+  }
+  Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
+    BATON_RETURN_IF_ERROR(Enter({"CreateJobWithTasks", job.id, job.id}));
+    return DatastoreWrapper::CreateJobWithTasks(job, tasks);
+  }
+  Result<JobRecord> GetJob(std::string_view id) override {
+    BATON_RETURN_IF_ERROR(Enter({"GetJob", std::string(id), std::string(id)}));
+    return DatastoreWrapper::GetJob(id);
+  }
+  Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override {
+    BATON_RETURN_IF_ERROR(Enter({"UpdateJob", std::string(id), std::string(id)}));
+    return DatastoreWrapper::UpdateJob(id, modify);
+  }
+  Status UpdateJobState(std::string_view id,
+                        const std::function<Status(JobRecord&)>& modify) override {
+    BATON_RETURN_IF_ERROR(Enter({"UpdateJobState", std::string(id), std::string(id)}));
+    return DatastoreWrapper::UpdateJobState(id, modify);
+  }
+  Result<Page<JobRecord>> ListJobs(const JobQuery& query) override {
+    BATON_RETURN_IF_ERROR(Enter({"ListJobs", "", ""}));
+    return DatastoreWrapper::ListJobs(query);
+  }
+  Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override {
+    BATON_RETURN_IF_ERROR(Enter({"JobsInState", "", ""}));
+    return DatastoreWrapper::JobsInState(states);
+  }
+  Status DeleteJob(std::string_view id) override {
+    BATON_RETURN_IF_ERROR(Enter({"DeleteJob", std::string(id), std::string(id)}));
+    return DatastoreWrapper::DeleteJob(id);
+  }
+  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override {
+    BATON_RETURN_IF_ERROR(Enter({"JobsDueForDeletion", "", ""}));
+    return DatastoreWrapper::JobsDueForDeletion(now, limit);
+  }
+
+  Status CreateTask(const TaskRecord& task) override {
+    BATON_RETURN_IF_ERROR(Enter({"CreateTask", task.id, task.job_id}));
+    return DatastoreWrapper::CreateTask(task);
+  }
+  Status CreateTasks(const std::vector<TaskRecord>& tasks) override {
+    std::string job_id = tasks.empty() ? "" : tasks.front().job_id;
+    BATON_RETURN_IF_ERROR(Enter({"CreateTasks", "", std::move(job_id)}));
+    return DatastoreWrapper::CreateTasks(tasks);
+  }
+  Result<TaskRecord> GetTask(std::string_view id) override {
+    BATON_RETURN_IF_ERROR(Enter({"GetTask", std::string(id), ""}));
+    return DatastoreWrapper::GetTask(id);
+  }
+  Status UpdateTask(std::string_view id,
+                    const std::function<Status(TaskRecord&)>& modify) override {
+    BATON_RETURN_IF_ERROR(Enter({"UpdateTask", std::string(id), ""}));
+    return DatastoreWrapper::UpdateTask(id, modify);
+  }
+  Status UpdateTaskAndJob(std::string_view task_id,
+                          const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+                          const std::function<Status(JobRecord&)>& modify_job) override {
+    BATON_RETURN_IF_ERROR(Enter({"UpdateTaskAndJob", std::string(task_id), ""}));
+    return DatastoreWrapper::UpdateTaskAndJob(task_id, modify_task, modify_job);
+  }
+  Result<std::optional<int>> AddCompletion(std::string_view id) override {
+    BATON_RETURN_IF_ERROR(Enter({"AddCompletion", std::string(id), ""}));
+    return DatastoreWrapper::AddCompletion(id);
+  }
+  Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
+    BATON_RETURN_IF_ERROR(Enter({"JobTasks", std::string(job_id), std::string(job_id)}));
+    return DatastoreWrapper::JobTasks(job_id);
+  }
+  Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override {
+    BATON_RETURN_IF_ERROR(Enter({"ChildTasks", std::string(parent_id), ""}));
+    return DatastoreWrapper::ChildTasks(parent_id);
+  }
+  Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override {
+    BATON_RETURN_IF_ERROR(Enter({"TasksInState", "", ""}));
+    return DatastoreWrapper::TasksInState(states);
+  }
+  Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
+    BATON_RETURN_IF_ERROR(Enter({"MarkScheduled", "", ""}));
+    return DatastoreWrapper::MarkScheduled(ids, at);
+  }
+  Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
+                                                 TimePoint at) override {
+    BATON_RETURN_IF_ERROR(Enter({"CancelTasks", std::string(under), std::string(job_id)}));
+    return DatastoreWrapper::CancelTasks(job_id, under, at);
+  }
+
+  Status CreateLogPart(const LogPart& part) override {
+    BATON_RETURN_IF_ERROR(Enter({"CreateLogPart", part.task_id, part.job_id}));
+    return DatastoreWrapper::CreateLogPart(part);
+  }
+  Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override {
+    BATON_RETURN_IF_ERROR(Enter({"TaskLogParts", std::string(task_id), ""}));
+    return DatastoreWrapper::TaskLogParts(task_id, page, size);
+  }
+  Result<Page<LogPart>> JobLogParts(std::string_view job_id, int page, int size) override {
+    BATON_RETURN_IF_ERROR(Enter({"JobLogParts", std::string(job_id), std::string(job_id)}));
+    return DatastoreWrapper::JobLogParts(job_id, page, size);
+  }
+
+  Status UpsertNode(const NodeRecord& node) override {
+    BATON_RETURN_IF_ERROR(Enter({"UpsertNode", node.id, ""}));
+    return DatastoreWrapper::UpsertNode(node);
+  }
+  Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override {
+    BATON_RETURN_IF_ERROR(Enter({"ActiveNodes", "", ""}));
+    return DatastoreWrapper::ActiveNodes(since);
+  }
+
+  Status Health() override {
+    BATON_RETURN_IF_ERROR(Enter({"Health", "", ""}));
+    return DatastoreWrapper::Health();
+  }
+
+ private:
+  struct Rule {
+    Predicate matching;  // empty: every call
+    Status status;
+    std::optional<int> countdown;  // the nth matching call fails; nullopt: every one
+  };
+  struct HoldState {
+    Predicate matching;
+    int waiting = 0;
+  };
+
+  // Counts the call, waits while a hold matches it, then returns the failure a rule
+  // gives it (OK to go on).
+  Status Enter(const Call& call) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    ++calls_[call.method];
+    ++inside_;
+    for (;;) {
+      auto held = std::find_if(holds_.begin(), holds_.end(),
+                               [&](const auto& h) { return h.second.matching(call); });
+      if (held == holds_.end()) break;
+      const int id = held->first;
+      ++held->second.waiting;
+      changed_.notify_all();
+      changed_.wait(lock, [&]() BATON_REQUIRES(mu_) { return !holds_.contains(id); });
+    }
+    // Every rule that matches sees the call (so each countdown counts it); the first
+    // failure found is the one returned.
+    Status result;
+    for (Rule& rule : rules_) {
+      if (rule.matching && !rule.matching(call)) continue;
+      const bool fails = !rule.countdown || --*rule.countdown == 0;
+      if (fails && result.ok()) result = rule.status;
+    }
+    std::erase_if(rules_, [](const Rule& r) { return r.countdown && *r.countdown <= 0; });
+    --inside_;
+    changed_.notify_all();
+    return result;
+  }
+
+  mutable Mutex mu_;
+  std::condition_variable_any changed_;  // a hold or inside_ changed
+  std::map<std::string, int> calls_ BATON_GUARDED_BY(mu_);
+  std::vector<Rule> rules_ BATON_GUARDED_BY(mu_);
+  std::map<int, HoldState> holds_ BATON_GUARDED_BY(mu_);
+  int next_hold_ BATON_GUARDED_BY(mu_) = 0;
+  int inside_ BATON_GUARDED_BY(mu_) = 0;  // calls in Enter
+};
+
+}  // namespace baton::testing
