@@ -37,8 +37,7 @@ TSAN_JUNIT = $(CURDIR)/build/tsan/ctest-junit.xml
 # a throwaway PostgreSQL, RabbitMQ and Podman for the integration tests (with-services.sh
 # fails when one cannot start, as does a skipped test), then the engine's concurrent
 # parts again under ThreadSanitizer. Before TSan, every library and the binary are compiled
-# again under clang's thread-safety analysis (no tests run from that build; it comes after
-# the CTest run because, like every preset, it copies its binary to build/baton).
+# again under clang's thread-safety analysis (no tests run from that build).
 test: deps-test
 	cmake --preset $(PRESET_TEST) >/dev/null
 	cmake --build --preset $(PRESET_TEST)
