@@ -58,6 +58,7 @@ class Decider {
  public:
   Decider(const View& view, TimePoint now) : view_(view), now_(now) {
     for (const auto& [each_id, child] : view.next_created) waiting_[each_id].push_back(child.id);
+    running_ = view.running_children;
   }
 
   // ----------------------------------------------------------------- events
@@ -92,8 +93,7 @@ class Decider {
   }
   void On(const Completed& e) {
     TaskRecord* t = T(e.task_id);
-    if (t == nullptr ||
-        !Finish(*t, TaskState::kCompleted, e.result, "", e.node_id, e.started_at)) {
+    if (t == nullptr || !Finish(*t, TaskState::kCompleted, e.result, "", e.node_id, e.started_at)) {
       return;
     }
     TaskDone(t->id);
@@ -148,8 +148,9 @@ class Decider {
     JobRecord* job = J(e.job_id);
     if (job == nullptr) return;
     if (job->state != JobState::kFailed && job->state != JobState::kCancelled) {
-      after_.push_back(Refused{fmt::format(
-          "only a FAILED or CANCELLED job can be restarted; this one is {}", ToString(job->state))});
+      after_.push_back(
+          Refused{fmt::format("only a FAILED or CANCELLED job can be restarted; this one is {}",
+                              ToString(job->state))});
       return;
     }
     job->state = JobState::kRunning;
@@ -243,15 +244,18 @@ class Decider {
         }
       }
       int done = 0;
-      int left_created = 0;
+      int running = 0;
       const TaskRecord* failed = nullptr;
       for (const auto& [index, child] : latest) {
         if (IsDone(child->state)) ++done;
-        if (child->state != TaskState::kCreated) ++left_created;
+        if (child->state != TaskState::kCreated && !IsTerminal(child->state)) ++running;
         if (!IsDone(child->state) && IsTerminal(child->state) && failed == nullptr) failed = child;
       }
       row->completions = done;
-      if (kind == TaskKind::kEach) row->each_index = left_created;
+      if (kind == TaskKind::kEach) {
+        running_[row->id] = running;
+        all_known_.insert(row->id);
+      }
       if (failed != nullptr) {
         const auto& retry = failed->task.retry;
         if (failed->state == TaskState::kFailed && retry && retry->attempts < retry->limit) {
@@ -490,8 +494,8 @@ class Decider {
   }
 
   // A new row for definition `def`, taken as far as it goes now.
-  void DispatchNew(Task def, const std::string& job_id, const std::string& parent_id,
-                   int position, const json& extra, int index) {
+  void DispatchNew(Task def, const std::string& job_id, const std::string& parent_id, int position,
+                   const json& extra, int index) {
     const JobRecord& job = *J(job_id);
     TaskRecord row;
     row.id = MakeId();
@@ -632,8 +636,9 @@ class Decider {
     TaskRecord& parent = *T(id);
     parent.state = TaskState::kRunning;
     parent.each_size = static_cast<int>(children.size());
-    parent.each_index = skipped;
     parent.completions = skipped;
+    running_[id] = 0;
+    all_known_.insert(id);
     for (TaskRecord& child : children) {
       bool waiting = child.state == TaskState::kCreated;
       std::string child_id = NewTask(std::move(child)).id;
@@ -651,9 +656,9 @@ class Decider {
     for (;;) {
       TaskRecord& t = *T(each_id);
       if (t.state != TaskState::kRunning) return;
-      int limit = t.task.each->concurrency > 0 ? t.task.each->concurrency
-                                                : std::numeric_limits<int>::max();
-      if (t.each_index - t.completions >= limit || t.each_index >= t.each_size) return;
+      int limit =
+          t.task.each->concurrency > 0 ? t.task.each->concurrency : std::numeric_limits<int>::max();
+      if (running_[each_id] >= limit) return;
       std::deque<std::string>& waiting = waiting_[each_id];
       TaskRecord* child = nullptr;
       while (!waiting.empty() && child == nullptr) {
@@ -662,12 +667,12 @@ class Decider {
         if (child != nullptr && child->state != TaskState::kCreated) child = nullptr;
       }
       if (child == nullptr) {
-        // More are stored than this view holds: decide again with the next one.
-        if (!fill_asked_.insert(each_id).second) return;
-        follow_.push_back(FillEach{each_id});
+        // The view held the next CREATED child only: decide again with the one after.
+        if (all_known_.contains(each_id) || !view_.next_created.contains(each_id)) return;
+        if (fill_asked_.insert(each_id).second) follow_.push_back(FillEach{each_id});
         return;
       }
-      ++t.each_index;
+      ++running_[each_id];
       child->state = TaskState::kPending;
       json scope = child->scope;
       Dispatch(child->id, scope, /*evaluated=*/true);
@@ -687,8 +692,7 @@ class Decider {
     child.auto_delete = def.auto_delete;
     child.webhooks = def.webhooks;
     bool detached = def.detached;
-    std::string child_id =
-        NewJob(NewJobRecord(child, detached ? "" : id, MakeId(), now_)).id;
+    std::string child_id = NewJob(NewJobRecord(child, detached ? "" : id, MakeId(), now_)).id;
     t.subjob_id = child_id;
     t.started_at = now_;
     if (detached) {
@@ -717,6 +721,7 @@ class Decider {
     TaskRecord* p = T(parent_id);
     if (p == nullptr || IsTerminal(p->state)) return;
     ++p->completions;
+    if (KindOf(p->task) == TaskKind::kEach && running_[parent_id] > 0) --running_[parent_id];
     if (p->completions >= Expected(*p)) {
       if (Finish(*p, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(parent_id);
       return;
@@ -724,8 +729,8 @@ class Decider {
     if (KindOf(p->task) == TaskKind::kEach) FillSlots(parent_id);
   }
 
-  void WorkerFailure(const std::string& task_id, const std::string& node,
-                     const std::string& error, std::optional<TimePoint> started_at) {
+  void WorkerFailure(const std::string& task_id, const std::string& node, const std::string& error,
+                     std::optional<TimePoint> started_at) {
     TaskRecord* t = T(task_id);
     if (t == nullptr || !Finish(*t, TaskState::kFailed, "", error, node, started_at)) return;
     const auto& retry = t->task.retry;
@@ -846,6 +851,8 @@ class Decider {
   std::set<std::string> new_tasks_;
   std::map<std::string, std::deque<std::string>> waiting_;
   std::set<std::string> fill_asked_;
+  std::map<std::string, int> running_;  // each → children started and not done
+  std::set<std::string> all_known_;     // eaches whose every CREATED child is in waiting_
   std::vector<CancelActive> cancels_;
   std::vector<Effect> after_;
   std::vector<std::string> starts_;
@@ -920,8 +927,7 @@ std::vector<Effect> AfterCancel(const std::vector<CancelledRow>& rows, const Pol
 
 std::vector<Effect> Frontier(const JobRecord& job, const std::vector<TaskRecord>& rows,
                              TimePoint now, const Policy& policy,
-                             const std::set<std::string>* live_nodes,
-                             const std::string& id_seed) {
+                             const std::set<std::string>* live_nodes, const std::string& id_seed) {
   View view = Decider::FullView(job, rows, policy, id_seed);
   Decider decider(view, now);
   decider.Reconcile(job, rows, live_nodes);

@@ -138,13 +138,18 @@ struct Policy {
 //   - `tasks`: the event's task row and every ancestor row (parent_id, and from a
 //     sub-job's job its parent_id task, up to the top-level job);
 //   - `next_created`: for every each among those rows, its CREATED child with the lowest
-//     each_index, if any.
+//     each_index, if any;
+//   - `running_children`: for every each among those rows, how many of its children are
+//     neither CREATED nor finished (what its `concurrency` counts). A child's each_index
+//     is its index in its each, also when it is an each itself, so the count cannot be
+//     kept in the each's own each_index.
 // A row the decision needs and does not find makes it decide nothing for that part
 // (a late event about a deleted job, say).
 struct View {
   std::map<std::string, JobRecord> jobs;
   std::map<std::string, TaskRecord> tasks;
   std::map<std::string, TaskRecord> next_created;  // each id → its next CREATED child
+  std::map<std::string, int> running_children;     // each id → children started, not done
   Policy policy;
   // New ids are derived from this (the shell gives a fresh NewId() per decision): the
   // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).
@@ -229,9 +234,9 @@ struct FollowUp {
   Event event;
 };
 
-using Effect = std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Start,
-                            StartAt, Kill, Drop, ArmJobTimeout, DisarmJobTimeout, JobFinished,
-                            Refused, FollowUp>;
+using Effect =
+    std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Start, StartAt, Kill,
+                 Drop, ArmJobTimeout, DisarmJobTimeout, JobFinished, Refused, FollowUp>;
 
 // Row effects come first, then the after-commit ones, then follow-ups.
 bool IsRowEffect(const Effect& effect);
