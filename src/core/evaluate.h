@@ -3,11 +3,10 @@
 // would be), and the wait before a retry. Pure: no I/O, no clock.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "core/duration.h"
