@@ -36,6 +36,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "broker/broker.h"
+#include "core/evaluate.h"
 #include "core/job.h"
 #include "core/messages.h"
 #include "core/records.h"
@@ -325,15 +326,5 @@ class Scheduler {
   std::deque<Submitted> to_start_;  // guarded by start_mu_
   std::jthread starter_;            // last: stopped before the members above go
 };
-
-// Applies the job's defaults to a runnable task that leaves those fields empty.
-void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task);
-
-// Evaluates the templates of a task definition in place (not its children, which are
-// evaluated when they are scheduled). Errors name the field.
-Status EvaluateTask(Task& task, const nlohmann::json& vars);
-
-// The wait before retry attempt `attempt` (1-based): none without initialDelay.
-Duration RetryDelay(const Retry& retry, int attempt);
 
 }  // namespace baton

@@ -1,0 +1,40 @@
+// Template evaluation of task definitions, as the engine does it when a task is
+// scheduled: the job's defaults, the `if`, every templated field (checked as a literal
+// would be), and the wait before a retry. Pure: no I/O, no clock.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "core/duration.h"
+#include "core/job.h"
+
+namespace baton {
+
+// What an evaluated value must be, as a literal is (a document that is not UTF-8 is
+// refused): else it can be neither stored nor sent. The value itself is never quoted in
+// an error: it may hold a secret.
+inline constexpr std::string_view kNotUtf8 = "the value of its template is not valid UTF-8";
+
+// True when every string in `value` (and every key) is valid UTF-8.
+bool IsUtf8(const nlohmann::json& value);
+
+// Applies the job's defaults to a runnable task that leaves those fields empty.
+void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task);
+
+// An `if`: false (skip the task) when it evaluates to "false"; an error names the field.
+Result<bool> EvaluateCondition(const std::string& if_expr, const nlohmann::json& vars);
+
+// Evaluates the templates of a task definition in place (not its children, which are
+// evaluated when they are scheduled). Every evaluated field passes the checks a literal
+// one would (UTF-8, a non-empty name, no engine queue, a valid var). Errors name the
+// field, never its value.
+Status EvaluateTask(Task& task, const nlohmann::json& vars);
+
+// The wait before retry attempt `attempt` (1-based): none without initialDelay.
+Duration RetryDelay(const Retry& retry, int attempt);
+
+}  // namespace baton

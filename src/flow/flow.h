@@ -1,0 +1,275 @@
+// flow: the rules of the engine as pure functions. Given an event, the stored rows the
+// event is about and the time, Decide says what happens: which rows to write and, once
+// they are committed, what to start, arm, tell and notify. Frontier says, from a job's
+// rows alone, what must be in flight (reconciling after a crash).
+//
+// Pure: no I/O, no clock, no threads, no randomness (new ids are derived from
+// View::id_seed). The same input gives the same effects. Deciding is idempotent: an
+// event that the rows show to be a duplicate or late (a finished task, a report from
+// another node than the one running it, a cancel of a finished job) decides nothing,
+// so applying a decision's effects and then deciding the same event again changes
+// nothing more.
+//
+// How a shell uses it (the scheduler, or the simulator in tests), per event:
+//   1. take the lock of the event's job tree;
+//   2. in one transaction, read the View that the event names (see ViewFor below),
+//      call Decide, and apply the row effects in their order (a CancelActive returns the
+//      rows it cancelled: pass them to AfterCancel and keep its effects with the rest);
+//   3. commit; then run the after-commit effects in their order;
+//   4. decide every FollowUp event the same way, still under the tree's lock.
+// A crash before the commit loses the decision and nothing else (the event is delivered
+// again, or Frontier finds what it would have done); a crash after the commit loses at
+// most after-commit effects, which Frontier gives again.
+//
+// Thread-safety: every function is a pure function of its arguments.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/clock.h"
+#include "core/duration.h"
+#include "core/records.h"
+
+namespace baton::flow {
+
+// ------------------------------------------------------------------------- events
+
+// A job to store and start (its row, PENDING, not stored yet). Reads nothing.
+struct Submit {
+  JobRecord job;
+};
+// A stored PENDING job to start (started in the background, a sub-job, a reconcile).
+// Reads the job (and, for a sub-job, its parent chain).
+struct StartJob {
+  std::string job_id;
+};
+// A worker took the task. Reads the task row only.
+struct Started {
+  std::string task_id;
+  std::string node_id;
+  TimePoint at{};
+};
+// A worker's outcomes. Read the task, its ancestors (rows and jobs, up through sub-jobs
+// to the top-level job) and the next CREATED child of every ancestor each.
+struct Completed {
+  std::string task_id;
+  std::string node_id;
+  std::string result;
+  std::optional<TimePoint> started_at;
+};
+struct Failed {
+  std::string task_id;
+  std::string node_id;
+  std::string error;
+  std::optional<TimePoint> started_at;
+};
+// The worker stopped the task because a cancel told it to. Reads the task row.
+struct WorkerCancelled {
+  std::string task_id;
+  std::string node_id;
+  std::string error;
+};
+// The worker's runtime stopped the task at its `timeout`: a failure (retried as one).
+struct TaskTimedOut {
+  std::string task_id;
+  std::string node_id;
+  Duration timeout{};
+};
+// The worker handed the task back unrun (it is stopping): a new attempt elsewhere, at
+// most max_redeliveries times. Reads as Failed.
+struct Redelivery {
+  std::string task_id;
+  std::string node_id;
+  std::string error;
+};
+// The task's node stopped heartbeating while it ran. Reads as Failed.
+struct LeaseExpired {
+  std::string task_id;
+  std::string node_id;
+};
+// Progress of a running task, 0..100. Reads the task and its job.
+struct Progress {
+  std::string task_id;
+  double progress = 0;
+};
+// Reads the job (and its parent chain, for a sub-job).
+struct Cancel {
+  std::string job_id;
+};
+struct Restart {
+  std::string job_id;
+};
+struct JobTimedOut {
+  std::string job_id;
+  Duration timeout{};
+};
+// A retry's backoff is over. Reads the task row.
+struct RetryDue {
+  std::string task_id;
+};
+// An each has free slots and CREATED children the view did not hold (Decide asks for
+// it with a FollowUp). Reads the each as Completed reads its task.
+struct FillEach {
+  std::string task_id;
+};
+
+using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
+                           TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
+                           JobTimedOut, RetryDue, FillEach>;
+
+// ------------------------------------------------------------------------- view
+
+// What the shell knows of its deployment that changes a decision.
+struct Policy {
+  // The broker keeps messages (RabbitMQ): a row to publish is stored PENDING and marked
+  // SCHEDULED by the shell once the broker confirmed it; otherwise it is stored SCHEDULED.
+  bool durable_broker = false;
+  int max_redeliveries = 3;
+};
+
+// The stored rows a decision reads: bounded by the depth of nesting, never by the size
+// of a job (a decision in a job of 20,000 tasks reads a handful of rows).
+//   - `jobs`: the event's job and, for a sub-job, the jobs of its parent chain;
+//   - `tasks`: the event's task row and every ancestor row (parent_id, and from a
+//     sub-job's job its parent_id task, up to the top-level job);
+//   - `next_created`: for every each among those rows, its CREATED child with the lowest
+//     each_index, if any;
+//   - `running_children`: for every each among those rows, how many of its children are
+//     neither CREATED nor finished (what its `concurrency` counts). A child's each_index
+//     is its index in its each, also when it is an each itself, so the count cannot be
+//     kept in the each's own each_index.
+// A row the decision needs and does not find makes it decide nothing for that part
+// (a late event about a deleted job, say).
+struct View {
+  std::map<std::string, JobRecord> jobs;
+  std::map<std::string, TaskRecord> tasks;
+  std::map<std::string, TaskRecord> next_created;  // each id → its next CREATED child
+  std::map<std::string, int> running_children;     // each id → children started, not done
+  Policy policy;
+  // New ids are derived from this (the shell gives a fresh NewId() per decision): the
+  // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).
+  std::string id_seed;
+};
+
+// What the shell reads for `event`: the ids of the task and job it names (one is empty).
+struct ViewKeys {
+  std::string task_id;
+  std::string job_id;
+};
+ViewKeys KeysOf(const Event& event);
+
+// ------------------------------------------------------------------------- effects
+
+// Row writes, applied in order in the decision's transaction.
+struct CreateJob {
+  JobRecord row;
+};
+// `context`: the context (or definition) changed; else only the state columns (state,
+// times, position, progress, result, error, delete_at) need writing.
+struct UpdateJob {
+  JobRecord row;
+  bool context = false;
+};
+struct CreateTask {
+  TaskRecord row;
+};
+struct UpdateTask {
+  TaskRecord row;
+};
+// Every active row of job `job_id` (below row `under`, when given) → CANCELLED at `at`,
+// in one write. The shell passes the rows it cancelled to AfterCancel.
+struct CancelActive {
+  std::string job_id;
+  std::string under;
+  TimePoint at{};
+};
+
+// After the commit.
+// Start the stored row through the executor of its kind (today every leaf kind is
+// runnable: the broker executor publishes it; with a durable broker the shell marks the
+// row SCHEDULED once the broker confirmed).
+struct Start {
+  TaskRecord row;
+};
+// Decide RetryDue{task_id} at `at` (a retry's backoff).
+struct StartAt {
+  std::string task_id;
+  TimePoint at{};
+};
+// Tell node `node_id` to stop the task (it runs there).
+struct Kill {
+  std::string node_id;
+  std::string task_id;
+};
+// Tell every live worker not to start the task (it may wait in a queue).
+struct Drop {
+  std::string task_id;
+};
+// Decide JobTimedOut at `at`, unless disarmed first. Arming again replaces the timer.
+struct ArmJobTimeout {
+  std::string job_id;
+  Duration timeout{};
+  TimePoint at{};
+};
+struct DisarmJobTimeout {
+  std::string job_id;
+};
+// The job reached a terminal state (the row as stored).
+struct JobFinished {
+  JobRecord row;
+};
+// The request is refused (a cancel of a finished job, a restart of a running one): the
+// shell answers its caller with FailedPrecondition and this reason. Nothing else is
+// decided.
+struct Refused {
+  std::string reason;
+};
+// Decide this next, under the same tree lock, after this decision's effects.
+struct FollowUp {
+  Event event;
+};
+
+using Effect =
+    std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Start, StartAt, Kill,
+                 Drop, ArmJobTimeout, DisarmJobTimeout, JobFinished, Refused, FollowUp>;
+
+// Row effects come first, then the after-commit ones, then follow-ups.
+bool IsRowEffect(const Effect& effect);
+
+// ------------------------------------------------------------------------- rules
+
+std::vector<Effect> Decide(const Event& event, const View& view, TimePoint now);
+
+// What a CancelActive's cancelled rows need after the commit: a running one is killed on
+// its node, one that may wait in a queue is dropped everywhere, a sub-job is cancelled
+// (a FollowUp Cancel).
+struct CancelledRow {
+  std::string id;
+  TaskState was = TaskState::kPending;
+  std::string node_id;
+  std::string subjob_id;
+};
+std::vector<Effect> AfterCancel(const std::vector<CancelledRow>& rows, const Policy& policy);
+
+// From a job's rows alone (`rows`: every task row of the job), what must be in flight:
+// a PENDING job started; queued runnable rows started again (a retry in its backoff at
+// the rest of it); the job's timeout armed; RUNNING rows whose node is not in
+// `live_nodes` (when given) expired as leases; composites recounted from their children,
+// finished or refilled; the current top-level step created or acted on. Effects as
+// Decide's; applying them and calling Frontier again gives only after-commit effects
+// (starts and timers), never a row write.
+std::vector<Effect> Frontier(const JobRecord& job, const std::vector<TaskRecord>& rows,
+                             TimePoint now, const Policy& policy,
+                             const std::set<std::string>* live_nodes = nullptr,
+                             const std::string& id_seed = "");
+
+// The row a new job is stored with (PENDING, its context built), as Submit expects it.
+JobRecord NewJobRecord(const Job& job, const std::string& parent_task_id, std::string id,
+                       TimePoint now);
+
+}  // namespace baton::flow

@@ -1,0 +1,860 @@
+#include "flow/simulator/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <variant>
+
+#include "core/evaluate.h"
+#include "core/expr.h"
+#include "core/task_kind.h"
+#include "flow/flow.h"
+
+namespace baton::flow::sim {
+namespace {
+
+using nlohmann::json;
+
+std::uint64_t Mix(std::uint64_t h, std::string_view text) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// ----------------------------------------------------------------------- the oracle
+
+// What a worker's run of task `name`, attempt `attempt`, comes to: the same in flow and
+// in the interpreter.
+enum class Outcome { kOk, kFail, kTimeout };
+Outcome OutcomeOf(std::uint64_t seed, const std::string& name, int attempt) {
+  std::uint64_t h = Mix(seed ^ 0x9e3779b97f4a7c15ULL, fmt::format("{}#{}", name, attempt));
+  h ^= h >> 29;
+  switch (h % 20) {
+    case 0:
+    case 1:
+      return Outcome::kFail;
+    case 2:
+      return Outcome::kTimeout;
+    default:
+      return Outcome::kOk;
+  }
+}
+std::string ResultOf(const std::string& name, int attempt) {
+  return fmt::format("r:{}:{}", name, attempt);
+}
+std::string RunKey(const std::string& name, int attempt) {
+  return fmt::format("{}#{}", name, attempt);
+}
+int AttemptOf(const Task& t) { return t.retry ? t.retry->attempts : 0; }
+
+// ----------------------------------------------------------------------- the generator
+
+class Generator {
+ public:
+  explicit Generator(Choices& c) : c_(c) {}
+
+  Job MakeJob() {
+    Job job;
+    job.name = "sim";
+    job.inputs = {{"on", c_.Percent(70) ? "true" : "false"}, {"p", "t"}};
+    if (c_.Percent(20)) job.defaults = Defaults{.retry = Retry{.limit = 1}};
+    if (c_.Percent(20)) job.timeout = std::chrono::seconds(60);
+    int n = 1 + static_cast<int>(c_.Below(3));
+    for (int i = 0; i < n; ++i) job.tasks.push_back(MakeTask(0, "{{ inputs.p }}", false));
+    if (!vars_.empty() && c_.Percent(50)) {
+      job.output = fmt::format("{{{{ tasks.{} }}}}", vars_[c_.Below(vars_.size())]);
+    }
+    return job;
+  }
+
+ private:
+  // `prefix`: the template that makes this task's name unique (the indices of the
+  // eaches around it). `in_each`: a `var` would be written by every iteration.
+  Task MakeTask(int depth, const std::string& prefix, bool in_each) {
+    Task t;
+    int k = ++next_;
+    t.name = fmt::format("{}-n{}", prefix, k);
+    std::uint32_t r = c_.Below(100);
+    if (depth < 4 && r < 45) {
+      std::uint32_t kind = c_.Below(3);
+      if (kind == 0) {
+        Parallel p;
+        int n = 1 + static_cast<int>(c_.Below(3));
+        for (int i = 0; i < n; ++i) p.tasks.push_back(MakeTask(depth + 1, prefix, in_each));
+        t.parallel = std::move(p);
+      } else if (kind == 1) {
+        Each e;
+        e.var = fmt::format("e{}", k);
+        e.list = fmt::format("{{{{ sequence(0, {}) }}}}", c_.Below(4));
+        e.concurrency = static_cast<int>(c_.Below(3));
+        *e.task = MakeTask(depth + 1, fmt::format("{}-{{{{ e{}.index }}}}", prefix, k), true);
+        t.each = std::move(e);
+      } else {
+        SubJob s;
+        s.name = fmt::format("sub{}", k);
+        s.inputs = {{"p", prefix + fmt::format("-s{}", k)}, {"on", "true"}};
+        s.detached = c_.Percent(15);
+        int n = 1 + static_cast<int>(c_.Below(2));
+        for (int i = 0; i < n; ++i) s.tasks.push_back(MakeTask(depth + 1, "{{ inputs.p }}", false));
+        if (c_.Percent(50)) s.output = "{{ inputs.p }}";
+        t.subjob = std::move(s);
+      }
+    } else {
+      t.run = "true";
+      if (c_.Percent(30)) t.retry = Retry{.limit = 1 + static_cast<int>(c_.Below(2))};
+      if (c_.Percent(10)) {
+        t.retry = Retry{.limit = 1, .initial_delay = std::chrono::milliseconds(5)};
+      }
+    }
+    std::uint32_t cond = c_.Below(100);
+    if (cond < 8) {
+      t.if_expr = "false";
+    } else if (cond < 14) {
+      t.if_expr = "{{ inputs.on }}";
+    } else if (cond < 16) {
+      t.if_expr = "{{ nosuch }}";  // an evaluation error fails the task
+    }
+    if (!in_each && depth == 0 && c_.Percent(40)) {
+      t.var = fmt::format("v{}", k);
+      vars_.push_back(t.var);
+    } else if (!in_each && c_.Percent(15)) {
+      t.var = fmt::format("v{}", k);
+    }
+    return t;
+  }
+
+  Choices& c_;
+  int next_ = 0;
+  std::vector<std::string> vars_;
+};
+
+// ----------------------------------------------------------------------- the reference
+
+// A deliberately plain recursive interpreter of the job format: tasks in order, one at a
+// time, each to its end. Where fail-fast makes what runs depend on timing, it records
+// every run that may happen (`possible`); when nothing fails what runs is certain (`runs`).
+class Interpreter {
+ public:
+  explicit Interpreter(std::uint64_t seed) : seed_(seed) {}
+
+  struct JobOutcome {
+    JobState state = JobState::kCompleted;
+    std::string result;
+    json tasks = json::object();
+  };
+
+  JobOutcome RunJob(const Job& job) {
+    json context = {{"inputs", job.inputs},
+                    {"secrets", job.secrets},
+                    {"tasks", json::object()},
+                    {"job", {{"name", job.name}}}};
+    JobOutcome out;
+    for (const Task& def : job.tasks) {
+      Task t = def;
+      ApplyDefaults(job.defaults, t);
+      if (!RunTask(t, job, context, json::object(), false)) {
+        out.state = JobState::kFailed;
+        out.tasks = context["tasks"];
+        return out;
+      }
+    }
+    if (!job.output.empty()) {
+      auto value = expr::EvaluateTemplateValue(job.output, context);
+      if (!value.ok()) {
+        out.state = JobState::kFailed;
+        out.tasks = context["tasks"];
+        return out;
+      }
+      out.result = expr::ToText(*value);
+    }
+    out.tasks = context["tasks"];
+    return out;
+  }
+
+  std::multiset<std::string> runs;  // when the job completes: exactly what ran
+  std::set<std::string> possible;   // every run that may happen
+  bool failed_somewhere = false;
+
+ private:
+  json Vars(const json& context, const json& scope) {
+    json vars = context;
+    for (auto it = scope.begin(); it != scope.end(); ++it) vars[it.key()] = it.value();
+    return vars;
+  }
+
+  // True when the task completed or was skipped. `evaluated`: its `if` and fields were
+  // evaluated already (an each's child).
+  bool RunTask(Task t, const Job& job, json& context, const json& scope, bool evaluated) {
+    if (!evaluated) {
+      json vars = Vars(context, scope);
+      if (!t.if_expr.empty()) {
+        auto runs_now = EvaluateCondition(t.if_expr, vars);
+        if (!runs_now.ok()) return Fail();
+        if (!*runs_now) return true;
+      }
+      if (!EvaluateTask(t, vars).ok()) return Fail();
+    }
+    std::optional<std::string> result;
+    switch (KindOf(t)) {
+      case TaskKind::kRunnable: {
+        int limit = t.retry ? t.retry->limit : 0;
+        for (int attempt = 0; attempt <= limit; ++attempt) {
+          Record(t.name, attempt);
+          if (OutcomeOf(seed_, t.name, attempt) == Outcome::kOk) {
+            result = ResultOf(t.name, attempt);
+            break;
+          }
+        }
+        break;
+      }
+      case TaskKind::kParallel: {
+        bool ok = true;
+        for (const Task& child : t.parallel->tasks) {
+          Task c = child;
+          ApplyDefaults(job.defaults, c);
+          ok = RunTask(c, job, context, scope, false) && ok;  // every child: all may run
+        }
+        if (ok) result = "";
+        break;
+      }
+      case TaskKind::kEach: {
+        auto list = expr::EvaluateTemplateValue(t.each->list, Vars(context, scope));
+        if (!list.ok() || !list->is_array()) return Fail();
+        std::string var = t.each->var.empty() ? "item" : t.each->var;
+        std::vector<std::pair<Task, json>> children;
+        for (std::size_t i = 0; i < list->size(); ++i) {
+          json binding = {{"index", i}, {"value", (*list)[i]}};
+          json child_scope = scope;
+          child_scope[var] = binding;
+          json vars = Vars(context, child_scope);
+          Task c = *t.each->task;
+          ApplyDefaults(job.defaults, c);
+          if (!c.if_expr.empty()) {
+            auto runs_now = EvaluateCondition(c.if_expr, vars);
+            if (!runs_now.ok()) return Fail();
+            if (!*runs_now) continue;
+            c.if_expr.clear();
+          }
+          if (!EvaluateTask(c, vars).ok()) return Fail();
+          children.emplace_back(std::move(c), std::move(child_scope));
+        }
+        bool ok = true;
+        for (auto& [c, child_scope] : children) {
+          ok = RunTask(c, job, context, child_scope, true) && ok;
+        }
+        if (ok) result = "";
+        break;
+      }
+      case TaskKind::kSubJob: {
+        Job child;
+        child.name = t.subjob->name;
+        child.tasks = t.subjob->tasks;
+        child.inputs = t.subjob->inputs;
+        child.secrets = t.subjob->secrets;
+        child.output = t.subjob->output;
+        std::multiset<std::string> before = runs;
+        JobOutcome sub = RunJob(child);
+        if (t.subjob->detached) {
+          // A detached job that fails stops its own tasks (fail-fast): which ran then
+          // depends on timing, and its parent's outcome does not.
+          if (sub.state != JobState::kCompleted) runs = std::move(before);
+          result = "";
+        } else if (sub.state == JobState::kCompleted) {
+          result = sub.result;
+        }
+        break;
+      }
+    }
+    if (!result) return Fail();
+    if (!t.var.empty()) context["tasks"][t.var] = *result;
+    return true;
+  }
+
+  bool Fail() {
+    failed_somewhere = true;
+    return false;
+  }
+  void Record(const std::string& name, int attempt) {
+    runs.insert(RunKey(name, attempt));
+    possible.insert(RunKey(name, attempt));
+  }
+
+  std::uint64_t seed_;
+};
+
+// ----------------------------------------------------------------------- the shell
+
+struct Store {
+  std::map<std::string, JobRecord> jobs;
+  std::map<std::string, TaskRecord> tasks;
+  std::map<std::string, std::vector<std::string>> children;  // parent task → rows
+  std::map<std::string, std::vector<std::string>> of_job;    // job → rows
+};
+
+bool Terminal(TaskState s) {
+  return s == TaskState::kCompleted || s == TaskState::kFailed || s == TaskState::kCancelled ||
+         s == TaskState::kSkipped;
+}
+bool ActiveJob(JobState s) {
+  return s == JobState::kPending || s == JobState::kScheduled || s == JobState::kRunning;
+}
+
+// A message a worker takes: a task to run (a Start), or a worker's report.
+struct Delivery {
+  std::variant<TaskRecord, Event> what;
+  int incarnation = 0;  // reports of a worker that died since are lost with it
+  std::string node;
+};
+
+bool IsBrokerEvent(const Event& e) {
+  return std::holds_alternative<Started>(e) || std::holds_alternative<Completed>(e) ||
+         std::holds_alternative<Failed>(e) || std::holds_alternative<TaskTimedOut>(e) ||
+         std::holds_alternative<WorkerCancelled>(e) || std::holds_alternative<Progress>(e) ||
+         std::holds_alternative<Cancel>(e) || std::holds_alternative<Restart>(e);
+}
+
+class Sim {
+ public:
+  Sim(Choices& c, std::uint64_t outcome_seed) : c_(c), seed_(outcome_seed) {
+    policy_.durable_broker = c_.Percent(30);
+    policy_.max_redeliveries = 3;
+  }
+
+  Result Run() {
+    Job def = Generator(c_).MakeJob();
+    Interpreter ref(seed_);
+    Interpreter::JobOutcome expected = ref.RunJob(def);
+
+    JobRecord row = NewJobRecord(def, "", NextSeed(), Now());
+    top_ = row.id;
+    Step(Submit{row});
+    // Disturbances: a cancel, a cancel then a restart, a job timeout, a node death.
+    std::uint32_t d = c_.Below(100);
+    enum { kNone, kCancel, kCancelRestart, kTimeout } disturbance = kNone;
+    if (d < 8) {
+      disturbance = kCancel;
+    } else if (d < 16) {
+      disturbance = kCancelRestart;
+    } else if (d < 20 && def.timeout) {
+      disturbance = kTimeout;
+    }
+    int at = static_cast<int>(c_.Below(40));
+    bool death = c_.Percent(10);
+    int death_at = static_cast<int>(c_.Below(40));
+    bool restarted = false;
+
+    for (int round = 0; round < 60 && failure_.empty(); ++round) {
+      while (!queue_.empty() && failure_.empty()) {
+        if (++steps_ > 20000) {
+          Fail("more than 20,000 deliveries: the job does not end");
+          break;
+        }
+        if (disturbance != kNone && steps_ == at) {
+          if (disturbance == kTimeout) {
+            Step(JobTimedOut{top_, *def.timeout});
+          } else {
+            queue_.push_back({Event{Cancel{top_}}, 0, ""});
+          }
+        }
+        if (disturbance == kCancelRestart && !restarted && steps_ == at + 15) {
+          restarted = true;
+          queue_.push_back({Event{Restart{top_}}, 0, ""});
+        }
+        if (death && steps_ == death_at) KillNode("w1");
+        Deliver();
+      }
+      if (!failure_.empty()) break;
+      // Quiet: what Frontier finds still to do (lost starts, timers, fills).
+      ReconcileAll();
+      if (disturbance == kCancelRestart && !restarted) {
+        restarted = true;
+        queue_.push_back({Event{Restart{top_}}, 0, ""});
+      }
+      if (queue_.empty()) break;
+    }
+    if (failure_.empty())
+      CheckEnd(def, ref, expected, disturbance == kNone, disturbance == kCancelRestart);
+    Result r;
+    r.ok = failure_.empty();
+    r.decisions = decisions_;
+    r.deliveries = steps_;
+    r.rows = static_cast<int>(store_.tasks.size());
+    if (!r.ok) {
+      r.failure = failure_ + "\nhistory (last 40):\n";
+      std::size_t from = history_.size() > 40 ? history_.size() - 40 : 0;
+      for (std::size_t i = from; i < history_.size(); ++i) r.failure += "  " + history_[i] + "\n";
+    }
+    return r;
+  }
+
+ private:
+  TimePoint Now() const {
+    return TimePoint(std::chrono::milliseconds(1'700'000'000'000LL + clock_));
+  }
+  std::string NextSeed() {
+    ++clock_;
+    return fmt::format("{:012x}{:020x}", 1'700'000'000'000LL + clock_, ++seeds_);
+  }
+  void Fail(std::string what) {
+    if (failure_.empty()) failure_ = std::move(what);
+  }
+  static std::string Name(const Event& e) {
+    static constexpr const char* kNames[] = {
+        "Submit",          "StartJob",     "Started",     "Completed",    "Failed",
+        "WorkerCancelled", "TaskTimedOut", "Redelivery",  "LeaseExpired", "Progress",
+        "Cancel",          "Restart",      "JobTimedOut", "RetryDue",     "FillEach"};
+    std::string kind = kNames[e.index()];
+    return std::visit(
+        [&](const auto& v) -> std::string {
+          using E = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<E, Submit>) {
+            return "Submit " + v.job.id.substr(20);
+          } else if constexpr (requires { v.task_id; }) {
+            return kind + " " + v.task_id.substr(20);
+          } else {
+            return kind + " " + v.job_id.substr(20);
+          }
+        },
+        e);
+  }
+
+  // ---- views, as the scheduler's shell would read them
+  View ViewFor(const Event& e) {
+    View view;
+    view.policy = policy_;
+    view.id_seed = NextSeed();
+    ViewKeys keys = KeysOf(e);
+    std::string task_id = keys.task_id;
+    std::string job_id = keys.job_id;
+    if (std::holds_alternative<Submit>(e)) return view;
+    if (!task_id.empty()) {
+      auto t = store_.tasks.find(task_id);
+      if (t == store_.tasks.end()) return view;
+      job_id = t->second.job_id;
+    }
+    for (int depth = 0; depth < 64; ++depth) {
+      while (!task_id.empty()) {
+        auto t = store_.tasks.find(task_id);
+        if (t == store_.tasks.end()) break;
+        view.tasks[task_id] = t->second;
+        if (KindOf(t->second.task) == TaskKind::kEach) AddNextCreated(t->second.id, view);
+        task_id = t->second.parent_id;
+      }
+      auto j = store_.jobs.find(job_id);
+      if (j == store_.jobs.end()) break;
+      view.jobs[job_id] = j->second;
+      if (j->second.parent_id.empty()) break;
+      task_id = j->second.parent_id;
+      auto parent = store_.tasks.find(task_id);
+      if (parent == store_.tasks.end()) break;
+      job_id = parent->second.job_id;
+    }
+    return view;
+  }
+  void AddNextCreated(const std::string& each_id, View& view) {
+    const TaskRecord* best = nullptr;
+    for (const std::string& id : store_.children[each_id]) {
+      const TaskRecord& c = store_.tasks.at(id);
+      if (c.state != TaskState::kCreated) continue;
+      if (best == nullptr || c.each_index < best->each_index) best = &c;
+    }
+    if (best != nullptr) view.next_created[each_id] = *best;
+    int running = 0;
+    for (const std::string& id : store_.children[each_id]) {
+      TaskState s = store_.tasks.at(id).state;
+      if (s != TaskState::kCreated && !Terminal(s)) ++running;
+    }
+    view.running_children[each_id] = running;
+  }
+
+  // ---- one event: decide, with its follow-ups, in one "transaction"
+  void Step(const Event& first, bool crash_before = false, bool lose_after = false) {
+    std::vector<Effect> after;
+    std::vector<Event> pending{first};
+    std::vector<std::pair<std::string, std::vector<Effect>>> decided;
+    // Decided in order, each against the rows as the ones before left them. A crash
+    // before the commit loses all of it: nothing is applied.
+    Store before = crash_before ? store_ : Store{};
+    for (std::size_t i = 0; i < pending.size() && i < 10000; ++i) {
+      Event e = pending[i];
+      View view = ViewFor(e);
+      std::vector<Effect> effects = Decide(e, view, Now());
+      ++decisions_;
+      history_.push_back(Name(e));
+      Apply(effects, after, pending, e);
+    }
+    if (crash_before) {
+      store_ = std::move(before);
+      history_.push_back("  (crashed before commit)");
+      return;
+    }
+    if (lose_after) {
+      history_.push_back("  (crashed after commit: after-commit effects lost)");
+      return;
+    }
+    RunAfter(after);
+  }
+
+  void Apply(const std::vector<Effect>& effects, std::vector<Effect>& after,
+             std::vector<Event>& pending, const Event& cause) {
+    bool in_rows = true;
+    for (const Effect& effect : effects) {
+      bool row = IsRowEffect(effect);
+      if (row && !in_rows) Fail("a row effect after an after-commit one: " + Name(cause));
+      if (!row) in_rows = false;
+      std::visit(
+          [&](const auto& e) {
+            using E = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<E, CreateJob>) {
+              if (store_.jobs.contains(e.row.id)) Fail("job created twice");
+              store_.jobs[e.row.id] = e.row;
+            } else if constexpr (std::is_same_v<E, UpdateJob>) {
+              auto it = store_.jobs.find(e.row.id);
+              if (it == store_.jobs.end()) return Fail("update of a job not stored");
+              if (!e.context && !(it->second.context == e.row.context)) {
+                Fail("a state-only job update changed the context");
+              }
+              it->second = e.row;
+            } else if constexpr (std::is_same_v<E, CreateTask>) {
+              if (store_.tasks.contains(e.row.id)) return Fail("task created twice");
+              store_.tasks[e.row.id] = e.row;
+              store_.of_job[e.row.job_id].push_back(e.row.id);
+              if (!e.row.parent_id.empty()) store_.children[e.row.parent_id].push_back(e.row.id);
+            } else if constexpr (std::is_same_v<E, UpdateTask>) {
+              auto it = store_.tasks.find(e.row.id);
+              if (it == store_.tasks.end()) return Fail("update of a task not stored");
+              it->second = e.row;
+            } else if constexpr (std::is_same_v<E, CancelActive>) {
+              std::vector<CancelledRow> cancelled;
+              for (const std::string& id : store_.of_job[e.job_id]) {
+                TaskRecord& t = store_.tasks.at(id);
+                if (Terminal(t.state) || (!e.under.empty() && !Below(t, e.under))) continue;
+                cancelled.push_back({t.id, t.state, t.node_id, t.subjob_id});
+                t.state = TaskState::kCancelled;
+                t.completed_at = e.at;
+              }
+              for (Effect& more : AfterCancel(cancelled, policy_)) {
+                if (auto* f = std::get_if<FollowUp>(&more)) {
+                  pending.push_back(f->event);
+                } else {
+                  after.push_back(std::move(more));
+                }
+              }
+            } else if constexpr (std::is_same_v<E, FollowUp>) {
+              pending.push_back(e.event);
+            } else if constexpr (std::is_same_v<E, Start>) {
+              // Checked against the rows as committed: only a queued leaf row starts.
+              auto it = store_.tasks.find(e.row.id);
+              if (it == store_.tasks.end()) return Fail("start of a row not stored");
+              if (KindOf(it->second.task) != TaskKind::kRunnable) {
+                Fail(fmt::format("a {} row ({}) was started through the runnable executor",
+                                 ToString(KindOf(it->second.task)), it->second.task.name));
+              }
+              if (it->second.state != TaskState::kPending &&
+                  it->second.state != TaskState::kScheduled) {
+                Fail(fmt::format("a {} row was started", ToString(it->second.state)));
+              }
+              after.push_back(e);
+            } else {
+              after.push_back(e);
+            }
+          },
+          effect);
+    }
+  }
+
+  bool Below(const TaskRecord& row, const std::string& ancestor) {
+    std::string p = row.parent_id;
+    while (!p.empty()) {
+      if (p == ancestor) return true;
+      auto it = store_.tasks.find(p);
+      if (it == store_.tasks.end()) return false;
+      p = it->second.parent_id;
+    }
+    return false;
+  }
+
+  void RunAfter(const std::vector<Effect>& after) {
+    for (const Effect& effect : after) {
+      std::visit(
+          [&](const auto& e) {
+            using E = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<E, Start>) {
+              queue_.push_back({e.row, 0, ""});
+            } else if constexpr (std::is_same_v<E, StartAt>) {
+              queue_.push_back({Event{RetryDue{e.task_id}}, 0, ""});
+            } else if constexpr (std::is_same_v<E, Kill>) {
+              KillTask(e.node_id, e.task_id);
+            } else if constexpr (std::is_same_v<E, Drop>) {
+              dropped_.insert(e.task_id);
+            } else if constexpr (std::is_same_v<E, Refused>) {
+              history_.push_back("  refused: " + e.reason);
+            }
+          },
+          effect);
+    }
+  }
+
+  // ---- workers
+  void Deliver() {
+    std::size_t i = c_.Below(static_cast<std::uint32_t>(queue_.size()));  // reordered
+    Delivery d = queue_[i];
+    bool duplicate = c_.Percent(8);
+    if (!duplicate) queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (auto* row = std::get_if<TaskRecord>(&d.what)) {
+      return Take(*row);
+    }
+    Event e = std::get<Event>(d.what);
+    if (!d.node.empty() && incarnation_[d.node] != d.incarnation) return;  // died with it
+    bool crash_before = c_.Percent(4);
+    bool lose_after = !crash_before && c_.Percent(4);
+    if (crash_before && IsBrokerEvent(e) && duplicate == false) {
+      queue_.push_back(d);  // not acknowledged: delivered again
+    }
+    if (auto* s = std::get_if<Started>(&e); s != nullptr && !crash_before) {
+      auto before = store_.tasks.find(s->task_id);
+      TaskState was = before == store_.tasks.end() ? TaskState::kPending : before->second.state;
+      std::string was_node = before == store_.tasks.end() ? "" : before->second.node_id;
+      Step(e, false, lose_after);
+      auto now = store_.tasks.find(s->task_id);
+      if (now != store_.tasks.end() && now->second.state == TaskState::kRunning &&
+          now->second.node_id == s->node_id &&
+          !(was == TaskState::kRunning && was_node == s->node_id)) {
+        if (Terminal(was)) {
+          Fail(fmt::format("a {} task ({}) was started", ToString(was), now->second.task.name));
+        }
+        if (++accepted_[s->task_id] > 1) Fail("an attempt ran twice: " + now->second.task.name);
+      }
+    } else {
+      Step(e, crash_before, lose_after);
+    }
+    if (crash_before || (c_.Percent(2))) ReconcileAll();
+  }
+
+  void Take(const TaskRecord& row) {
+    std::string node = c_.Percent(50) ? "w1" : "w2";
+    int inc = incarnation_[node];
+    std::string key = fmt::format("{}/{}", node, inc);
+    if (dropped_.contains(row.id)) return;
+    if (!taken_[key].insert(row.id).second) return;  // this worker has it already
+    running_[node].insert(row.id);
+    queue_.push_back({Event{Started{row.id, node, Now()}}, inc, node});
+    if (c_.Percent(10)) queue_.push_back({Event{Progress{row.id, 50}}, inc, node});
+    if (KindOf(row.task) != TaskKind::kRunnable) {
+      // A worker "runs" a composite row as an empty script: it completes at once.
+      queue_.push_back({Event{Completed{row.id, node, "", Now()}}, inc, node});
+      return;
+    }
+    int attempt = AttemptOf(row.task);
+    switch (OutcomeOf(seed_, row.task.name, attempt)) {
+      case Outcome::kOk:
+        queue_.push_back(
+            {Event{Completed{row.id, node, ResultOf(row.task.name, attempt), Now()}}, inc, node});
+        break;
+      case Outcome::kFail:
+        queue_.push_back({Event{Failed{row.id, node, "exit status 1", Now()}}, inc, node});
+        break;
+      case Outcome::kTimeout:
+        queue_.push_back({Event{TaskTimedOut{row.id, node, std::chrono::seconds(1)}}, inc, node});
+        break;
+    }
+  }
+
+  void KillTask(const std::string& node, const std::string& task_id) {
+    // Its outcome not reported yet: the worker stops it and says so.
+    int inc = incarnation_[node];
+    bool pending = false;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      const Event* e = std::get_if<Event>(&it->what);
+      bool outcome = e != nullptr && it->node == node && it->incarnation == inc &&
+                     KeysOf(*e).task_id == task_id && !std::holds_alternative<Started>(*e) &&
+                     !std::holds_alternative<Progress>(*e);
+      if (outcome) {
+        it = queue_.erase(it);
+        pending = true;
+      } else {
+        ++it;
+      }
+    }
+    if (pending) queue_.push_back({Event{WorkerCancelled{task_id, node, "cancelled"}}, inc, node});
+  }
+
+  void KillNode(const std::string& node) {
+    history_.push_back("  (node " + node + " died)");
+    ++incarnation_[node];
+    // Its lease expires: every row it ran that is still RUNNING there.
+    for (const auto& [id, t] : store_.tasks) {
+      if (t.state == TaskState::kRunning && t.node_id == node) {
+        queue_.push_back({Event{LeaseExpired{id, node}}, 0, ""});
+      }
+    }
+  }
+
+  void ReconcileAll() {
+    std::vector<std::string> active;
+    for (const auto& [id, j] : store_.jobs) {
+      if (ActiveJob(j.state)) active.push_back(id);
+    }
+    for (const std::string& id : active) {
+      std::vector<TaskRecord> rows;
+      for (const std::string& t : store_.of_job[id]) rows.push_back(store_.tasks.at(t));
+      std::vector<Effect> effects =
+          Frontier(store_.jobs.at(id), rows, Now(), policy_, nullptr, NextSeed());
+      history_.push_back("Frontier " + id.substr(20));
+      ++decisions_;
+      std::vector<Effect> after;
+      std::vector<Event> pending;
+      Apply(effects, after, pending, Event{StartJob{id}});
+      for (std::size_t i = 0; i < pending.size() && i < 10000; ++i) {
+        Event e = pending[i];
+        std::vector<Effect> more = Decide(e, ViewFor(e), Now());
+        ++decisions_;
+        history_.push_back("  " + Name(e));
+        Apply(more, after, pending, e);
+      }
+      RunAfter(after);
+      // Applied, Frontier finds no row left to write.
+      std::vector<TaskRecord> again;
+      for (const std::string& t : store_.of_job[id]) again.push_back(store_.tasks.at(t));
+      for (const Effect& e :
+           Frontier(store_.jobs.at(id), again, Now(), policy_, nullptr, NextSeed())) {
+        if (IsRowEffect(e) && ActiveJob(store_.jobs.at(id).state)) {
+          std::string what = std::visit(
+              [](const auto& v) -> std::string {
+                using V = std::decay_t<decltype(v)>;
+                if constexpr (std::is_same_v<V, UpdateTask> || std::is_same_v<V, CreateTask>) {
+                  return fmt::format("task {} {} {} completions={} each_index={} size={}",
+                                     v.row.id.substr(20), v.row.task.name, ToString(v.row.state),
+                                     v.row.completions, v.row.each_index, v.row.each_size);
+                } else if constexpr (std::is_same_v<V, UpdateJob> || std::is_same_v<V, CreateJob>) {
+                  return fmt::format("job {} {}", v.row.id.substr(20), ToString(v.row.state));
+                } else {
+                  return "cancel";
+                }
+              },
+              e);
+          if (const auto* u = std::get_if<UpdateTask>(&e)) {
+            const TaskRecord& st = store_.tasks.at(u->row.id);
+            what += fmt::format(" (stored completions={} each_index={})", st.completions,
+                                st.each_index);
+            for (const std::string& c : store_.children[st.id]) {
+              const TaskRecord& ch = store_.tasks.at(c);
+              what += fmt::format("\n   child {} idx={} {} {}", c.substr(20), ch.each_index,
+                                  ToString(ch.state), ToString(KindOf(ch.task)));
+            }
+          }
+          Fail("Frontier applied twice writes rows again: " + what);
+        }
+      }
+    }
+  }
+
+  // ---- the end
+  void CheckEnd(const Job& def, const Interpreter& ref, const Interpreter::JobOutcome& expected,
+                bool undisturbed, bool restarted) {
+    for (const auto& [id, j] : store_.jobs) {
+      if (ActiveJob(j.state)) {
+        return Fail(fmt::format("job {} ({}) never ended: {}", id.substr(20), j.job.name,
+                                ToString(j.state)));
+      }
+    }
+    for (const auto& [id, t] : store_.tasks) {
+      if (!Terminal(t.state)) {
+        return Fail(fmt::format("task {} ({}) of a finished job is {}", id.substr(20), t.task.name,
+                                ToString(t.state)));
+      }
+    }
+    const JobRecord& top = store_.jobs.at(top_);
+    // What ran: the attempts whose outcome the worker reported and flow accepted.
+    std::multiset<std::string> ran;
+    for (const auto& [id, t] : store_.tasks) {
+      if (KindOf(t.task) != TaskKind::kRunnable || t.node_id.empty()) continue;
+      bool reported = t.state == TaskState::kCompleted ||
+                      (t.state == TaskState::kFailed &&
+                       (t.error == "exit status 1" || t.error.starts_with("task timed out")));
+      if (reported) ran.insert(RunKey(t.task.name, AttemptOf(t.task)));
+    }
+    for (const std::string& run : ran) {
+      if (!ref.possible.contains(run)) return Fail("ran what the interpreter never runs: " + run);
+    }
+    if (restarted && top.state == JobState::kCompleted && expected.state != JobState::kCompleted) {
+      return Fail("a restarted job completed where the interpreter's fails");
+    }
+    if (!undisturbed) return;
+    if (top.state != expected.state) {
+      return Fail(fmt::format("the job is {}, the interpreter's {} (job '{}')", ToString(top.state),
+                              ToString(expected.state), def.name));
+    }
+    if (top.state != JobState::kCompleted) return;
+    if (top.result != expected.result) {
+      return Fail(fmt::format("result '{}', the interpreter's '{}'", top.result, expected.result));
+    }
+    if (!(top.context["tasks"] == expected.tasks)) {
+      return Fail(fmt::format("outputs {}, the interpreter's {}", top.context["tasks"].dump(),
+                              expected.tasks.dump()));
+    }
+    // Exactly what the interpreter is sure of; beyond it (inside a detached job that
+    // failed) only what it may run, once.
+    std::string diff;
+    for (const std::string& r : ref.runs) {
+      if (ran.count(r) != ref.runs.count(r)) {
+        diff += fmt::format(" {}(x{} vs x{})", r, ran.count(r), ref.runs.count(r));
+      }
+    }
+    for (const std::string& r : ran) {
+      if (!ref.runs.contains(r) && ran.count(r) > 1)
+        diff += fmt::format(" {}(x{})", r, ran.count(r));
+    }
+    if (!diff.empty()) {
+      for (const auto& [id, t] : store_.tasks) {
+        diff += fmt::format("\n    row {} {} {} node={} parent={} err={}", id.substr(20),
+                            t.task.name, ToString(t.state), t.node_id, t.parent_id, t.error);
+      }
+      return Fail("the tasks that ran differ from the interpreter's:" + diff);
+    }
+  }
+
+  Choices& c_;
+  std::uint64_t seed_;
+  Policy policy_;
+  Store store_;
+  std::string top_;
+  std::vector<Delivery> queue_;
+  std::set<std::string> dropped_;
+  std::map<std::string, int> incarnation_;
+  std::map<std::string, std::set<std::string>> taken_;
+  std::map<std::string, std::set<std::string>> running_;
+  std::map<std::string, int> accepted_;
+  std::vector<std::string> history_;
+  std::string failure_;
+  std::int64_t clock_ = 0;
+  std::uint64_t seeds_ = 0;
+  int steps_ = 0;
+  int decisions_ = 0;
+};
+
+}  // namespace
+
+Choices::Choices(const std::uint8_t* data, std::size_t size)
+    : data_(data),
+      size_(size),
+      rng_(Mix(1469598103934665603ULL,
+               std::string_view(reinterpret_cast<const char*>(data), size))) {}
+
+std::uint32_t Choices::Below(std::uint32_t n) {
+  if (n <= 1) return 0;
+  if (at_ < size_) return data_[at_++] % n;
+  return static_cast<std::uint32_t>(rng_() % n);
+}
+
+Result RunOne(Choices& choices, std::uint64_t outcome_seed) {
+  return Sim(choices, outcome_seed).Run();
+}
+
+}  // namespace baton::flow::sim

@@ -1,0 +1,39 @@
+#include "flow/simulator/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+
+namespace baton::flow::sim {
+namespace {
+
+// Random jobs from fixed seeds for a few seconds: every one must end as the reference
+// interpreter says. A failure prints its seed (rerun it with BATON_SIM_SEED=n).
+TEST(FlowSimulatorTest, RandomJobsEndAsTheReferenceInterpreterSays) {
+  const auto budget = std::chrono::seconds(3);
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t first = 1;
+  if (const char* seed = std::getenv("BATON_SIM_SEED")) first = std::stoull(seed);
+  int jobs = 0;
+  long decisions = 0;
+  for (std::uint64_t seed = first; std::chrono::steady_clock::now() - start < budget; ++seed) {
+    Choices choices(seed);
+    Result r = RunOne(choices, seed * 7919);
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure;
+    ++jobs;
+    decisions += r.decisions;
+    if (std::getenv("BATON_SIM_VERBOSE"))
+      std::printf("seed %llu: %d decisions, %d deliveries, %d rows\n",
+                  static_cast<unsigned long long>(seed), r.decisions, r.deliveries, r.rows);
+    if (std::getenv("BATON_SIM_SEED")) break;
+  }
+  std::printf("%d jobs, %ld decisions in %lld ms\n", jobs, decisions,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count()));
+  EXPECT_GT(jobs, 100);
+}
+
+}  // namespace
+}  // namespace baton::flow::sim
