@@ -131,6 +131,16 @@ Statements Build(Dialect d) {
                                       " FROM nodes WHERE last_heartbeat_at >= $1 "
                                       "ORDER BY last_heartbeat_at DESC, id");
 
+  if (d == Dialect::kPostgres) {
+    // PostgreSQL must know the type of every parameter, and a narrowed UPDATE leaves
+    // some unused; nor does it gain from one (an update touching no indexed column's
+    // value is a HOT update whatever the SET list names). The full ones serve.
+    s.update_job_keep_times = s.update_job;
+    s.update_job_fields = s.update_job;
+    s.update_task_keep_keys = s.update_task;
+    s.update_task_fields = s.update_task;
+  }
+
   s.health = st("health", "SELECT 1");
   s.max_schema_version =
       st("max_schema_version", "SELECT coalesce(max(version), 0) FROM schema_migrations");
