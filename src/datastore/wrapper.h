@@ -27,6 +27,9 @@ class DatastoreWrapper : public Datastore {
 
   Datastore& base() { return *base_; }
 
+  Status Transact(const std::function<Status(Transaction&)>& body) override {
+    return base_->Transact(body);
+  }
   Status CreateJob(const JobRecord& job) override { return base_->CreateJob(job); }
   Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
     return base_->CreateJobWithTasks(job, tasks);

@@ -99,6 +99,8 @@ class PostgresDatastore final : public Datastore {
   // Runs SELECT 1 on a pooled connection.
   Status Health() override;
 
+  Status Transact(const std::function<Status(Transaction&)>& body) override;
+
  private:
   using Connection = postgres_internal::Connection;
   using Op = std::function<Status(Connection&)>;
