@@ -296,6 +296,15 @@ constexpr const char* kSelectJobState =
 constexpr const char* kUpdateJobStateOnly =
     "UPDATE jobs SET state = ?2, started_at = ?3, completed_at = ?4, failed_at = ?5, "
     "delete_at = ?6, position = ?7, progress = ?8, result = ?9, error = ?10 WHERE id = ?1";
+// The same with the context (UpdateTaskAndJobState): what a step changes, without the
+// definition that grows with the job.
+constexpr const char* kSelectJobStateAndContext =
+    "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, delete_at, "
+    "position, task_count, progress, result, error, context FROM jobs WHERE id = ?1";
+constexpr const char* kUpdateJobStateAndContext =
+    "UPDATE jobs SET state = ?2, started_at = ?3, completed_at = ?4, failed_at = ?5, "
+    "delete_at = ?6, position = ?7, progress = ?8, result = ?9, error = ?10, context = ?11 "
+    "WHERE id = ?1";
 constexpr const char* kJobsInState =
     "SELECT " BATON_JOB_COLUMNS
     " FROM jobs WHERE state IN (SELECT value FROM json_each(?1)) ORDER BY created_at, id";
@@ -771,6 +780,57 @@ Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id
   return s.Run();
 }
 
+// The read-modify-write of UpdateJobState (and, `with_context`, of the job's part of
+// UpdateTaskAndJobState), on a connection inside a write transaction.
+Status UpdateJobStateRow(Connection& c, std::string_view id,
+                         const std::function<Status(JobRecord&)>& modify, bool with_context) {
+  JobRecord job;
+  {
+    BATON_SQL_ASSIGN(s, c.Prepare(with_context ? kSelectJobStateAndContext : kSelectJobState));
+    s.BindText(1, id);
+    BATON_SQL_ASSIGN(row, s.Step());
+    if (!row) return NotFound(fmt::format("job {} not found", id));
+    job.id = std::string(s.Text(0));
+    job.parent_id = std::string(s.Text(1));
+    std::optional<JobState> state = ParseJobState(s.Text(2));
+    if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(2)));
+    job.state = *state;
+    job.created_at = s.Time(3);
+    job.started_at = s.OptTime(4);
+    job.completed_at = s.OptTime(5);
+    job.failed_at = s.OptTime(6);
+    job.delete_at = s.OptTime(7);
+    job.position = s.Int32(8);
+    job.task_count = s.Int32(9);
+    job.progress = s.Real(10);
+    job.result = std::string(s.Text(11));
+    job.error = std::string(s.Text(12));
+    if (with_context) {
+      job.context = json::parse(s.Text(13), nullptr, /*allow_exceptions=*/false);
+      if (job.context.is_discarded()) return Corrupt("jobs", job.id, "context is not JSON");
+    }
+  }
+  BATON_RETURN_IF_ERROR(CallModifier(modify, job));
+  std::string context;
+  if (with_context) {
+    BATON_SQL_ASSIGN(text, Dump(job.context, "job context"));
+    context = std::move(text);
+  }
+  BATON_SQL_ASSIGN(s, c.Prepare(with_context ? kUpdateJobStateAndContext : kUpdateJobStateOnly));
+  s.BindText(1, id);
+  s.BindText(2, ToString(job.state));
+  s.BindTime(3, job.started_at);
+  s.BindTime(4, job.completed_at);
+  s.BindTime(5, job.failed_at);
+  s.BindTime(6, job.delete_at);
+  s.BindInt(7, job.position);
+  s.BindReal(8, job.progress);
+  s.BindText(9, job.result);
+  s.BindText(10, job.error);
+  if (with_context) s.BindText(11, context);
+  return s.Run();
+}
+
 // The read-modify-write of UpdateTask, on a connection inside a write transaction.
 Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view id,
                      const std::function<Status(TaskRecord&)>& modify) {
@@ -1173,43 +1233,7 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
 Status SqliteDatastore::UpdateJobState(std::string_view id,
                                        const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) -> Status {
-      JobRecord job;
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(kSelectJobState));
-        s.BindText(1, id);
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) return NotFound(fmt::format("job {} not found", id));
-        job.id = std::string(s.Text(0));
-        job.parent_id = std::string(s.Text(1));
-        std::optional<JobState> state = ParseJobState(s.Text(2));
-        if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(2)));
-        job.state = *state;
-        job.created_at = s.Time(3);
-        job.started_at = s.OptTime(4);
-        job.completed_at = s.OptTime(5);
-        job.failed_at = s.OptTime(6);
-        job.delete_at = s.OptTime(7);
-        job.position = s.Int32(8);
-        job.task_count = s.Int32(9);
-        job.progress = s.Real(10);
-        job.result = std::string(s.Text(11));
-        job.error = std::string(s.Text(12));
-      }
-      BATON_RETURN_IF_ERROR(CallModifier(modify, job));
-      BATON_SQL_ASSIGN(s, c.Prepare(kUpdateJobStateOnly));
-      s.BindText(1, id);
-      s.BindText(2, ToString(job.state));
-      s.BindTime(3, job.started_at);
-      s.BindTime(4, job.completed_at);
-      s.BindTime(5, job.failed_at);
-      s.BindTime(6, job.delete_at);
-      s.BindInt(7, job.position);
-      s.BindReal(8, job.progress);
-      s.BindText(9, job.result);
-      s.BindText(10, job.error);
-      return s.Run();
-    });
+    return Write([&](Connection& c) { return UpdateJobStateRow(c, id, modify, false); });
   });
 }
 
@@ -1409,6 +1433,26 @@ Status SqliteDatastore::UpdateTaskAndJob(
           }));
       if (!update_job) return Status::Ok();
       return UpdateJobRow(c, caches_.get(), job_id, modify_job);
+    });
+  });
+}
+
+Status SqliteDatastore::UpdateTaskAndJobState(
+    std::string_view task_id,
+    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+    const std::function<Status(JobRecord&)>& modify_job) {
+  return NoThrow([&]() -> Status {
+    // One write, as UpdateTaskAndJob.
+    return Write([&](Connection& c) -> Status {
+      bool update_job = false;
+      std::string job_id;
+      BATON_RETURN_IF_ERROR(
+          UpdateTaskRow(c, caches_.get(), task_id, [&](TaskRecord& task) -> Status {
+            job_id = task.job_id;
+            return modify_task(task, update_job);
+          }));
+      if (!update_job) return Status::Ok();
+      return UpdateJobStateRow(c, job_id, modify_job, /*with_context=*/true);
     });
   });
 }
