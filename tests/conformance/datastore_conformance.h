@@ -1017,7 +1017,8 @@ TEST_P(DatastoreConformanceTest, UpdateTaskAndJobLeavesTheJobAloneUnlessAsked) {
   EXPECT_EQ(*ds().GetJob(job.id), job);
 }
 
-TEST_P(DatastoreConformanceTest, UpdateTaskAndJobStateStoresTheJobsStateAndContextNotItsDefinition) {
+TEST_P(DatastoreConformanceTest,
+       UpdateTaskAndJobStateStoresTheJobsStateAndContextNotItsDefinition) {
   JobRecord job = FullJobRecord();
   ASSERT_TRUE(IsOk(ds().CreateJob(job)));
   TaskRecord task = FullTaskRecord(job.id);
