@@ -590,7 +590,24 @@ class EventLoop {
     std::string unread;  // chunked: bytes read past the request
     bool chunked = false;
     bool from_wait = false;  // an answer to a parked wait, served.output ready
+    std::size_t sent = 0;    // bytes of served.output the handler has sent already
   };
+
+  // Sends what a non-blocking socket takes now; returns how many bytes.
+  static std::size_t SendNow(int fd, const std::string& bytes) {
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        off += static_cast<std::size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;  // full, or broken: the poller sees which
+      }
+    }
+    return off;
+  }
 
   static void Signal(int fd) {
     std::uint64_t one = 1;
@@ -634,6 +651,11 @@ class EventLoop {
       Done done;
       done.id = task.id;
       done.served = processor_.Serve(stream, task.close);
+      // The answer goes out from here as far as the socket takes it at once (all of it,
+      // usually), the rest from the poller: waiting for the poller to wake to send it put
+      // a second thread hand-off on every request's way (GET /health/s fell by 20 % with
+      // issue 14's poller). The poller does not touch a connection while it is handled.
+      if (done.served.wait == nullptr) done.sent = SendNow(task.fd, done.served.output);
       if (task.chunked) {
         done.chunked = true;
         done.unread = stream.Unread();
@@ -1005,13 +1027,14 @@ class EventLoop {
         LookAtWaits();
         continue;
       }
-      StartWrite(c, std::move(d.served.output), d.served.close || c.peer_closed);
+      StartWrite(c, std::move(d.served.output), d.served.close || c.peer_closed, d.sent);
     }
   }
 
-  void StartWrite(Connection& c, std::string bytes, bool close) {
+  // `sent`: bytes of `bytes` already sent (by its handler).
+  void StartWrite(Connection& c, std::string bytes, bool close, std::size_t sent = 0) {
     c.out = std::move(bytes);
-    c.out_off = 0;
+    c.out_off = sent;
     c.close_after = close;
     c.state = State::kWriting;
     SetDeadline(c, Clock::now() + options_.request_timeout);
