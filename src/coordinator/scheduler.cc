@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -340,6 +341,7 @@ void Scheduler::FlushNotifications() {
   std::function<void(const JobRecord&)> listener;
   std::vector<std::string> drops;
   std::map<std::string, std::vector<std::string>> kills;
+  bool trim = false;
   std::unique_lock flush(flush_mu_);
   {
     std::lock_guard lock(mu_);
@@ -347,7 +349,13 @@ void Scheduler::FlushNotifications() {
     drops.swap(drops_);
     kills.swap(kills_);
     listener = listener_;
+    std::swap(trim, trim_memory_);
   }
+  // A big job has ended: glibc keeps what it freed (the job's definition, its rows'
+  // copies, the answer to its waiting submission) in its arenas unless asked. After a
+  // 5,000-step chain, 68 MB were held by an engine idle at 18 MB; 34 MB after a trim.
+  // Once per big job, a little after its end (its answer is built after this).
+  if (trim) timers_.Schedule(clock_.Now() + std::chrono::seconds(2), [] { malloc_trim(0); });
   auto tell = [&](const std::string& node, const std::vector<std::string>& ids) {
     constexpr std::size_t kPerMessage = 1000;
     for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
@@ -640,7 +648,7 @@ Status Scheduler::AfterCompletion(const std::string& job_id, Completion completi
     return FailJob(job_id, "output: " + *completion.output_error, JobState::kFailed);
   }
   if (!completion.stored) return Status::Ok();
-  definitions_.erase(job_id);
+  ForgetDefinition(job_id);
   if (auto it = job_timers_.find(job_id); it != job_timers_.end()) {
     timers_.Cancel(it->second);
     job_timers_.erase(it);
@@ -675,7 +683,7 @@ Status Scheduler::FailJob(const std::string& job_id, const std::string& error, J
     return Status::Ok();
   }));
   if (!changed) return Status::Ok();
-  definitions_.erase(job_id);
+  ForgetDefinition(job_id);
   if (auto it = job_timers_.find(job_id); it != job_timers_.end()) {
     timers_.Cancel(it->second);
     job_timers_.erase(it);
@@ -1290,6 +1298,13 @@ Result<std::shared_ptr<const Job>> Scheduler::DefinitionOf(const std::string& jo
   if (definitions_.size() >= 1000) definitions_.clear();  // a cache: refilled on demand
   definitions_[job_id] = def;
   return def;
+}
+
+void Scheduler::ForgetDefinition(const std::string& job_id) {
+  auto it = definitions_.find(job_id);
+  if (it == definitions_.end()) return;
+  if (it->second->tasks.size() >= kTrimAfterTasks) trim_memory_ = true;
+  definitions_.erase(it);
 }
 
 Status Scheduler::CompleteTask(const std::string& task_id, const std::string& job_id,

@@ -232,6 +232,10 @@ class Scheduler {
                       std::optional<TimePoint> started_at);
   // The definition of job `job_id`, read once while the job runs (it never changes).
   Result<std::shared_ptr<const Job>> DefinitionOf(const std::string& job_id);
+  // Drops it once the job has ended; a big one's end has FlushNotifications give the
+  // freed memory back to the system.
+  void ForgetDefinition(const std::string& job_id);
+  static constexpr std::size_t kTrimAfterTasks = 1000;
   Status AdvanceJob(const std::string& job_id, int position);
   // Completes a RUNNING job (only while it is at `position`, when one is given).
   Status CompleteJob(const std::string& job_id, int position = 0);
@@ -308,6 +312,7 @@ class Scheduler {
   std::map<std::string, CompositeShape> shapes_;                     // guarded by mu_
   // Running jobs' definitions (DefinitionOf), dropped when they end. A cache: bounded.
   std::map<std::string, std::shared_ptr<const Job>> definitions_;    // guarded by mu_
+  bool trim_memory_ = false;                                         // guarded by mu_
   std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
   std::vector<JobRecord> finished_;                                  // guarded by mu_
   // What cancelling decided to tell workers, sent by FlushNotifications in this order:
