@@ -169,7 +169,7 @@ class ShellTest : public ::testing::Test {
   int Writes() {
     int n = 0;
     for (const char* m : {"CreateJob", "CreateJobWithTasks", "UpdateJob", "UpdateJobState",
-                          "CreateTask", "CreateTasks", "UpdateTask", "UpdateTaskAndJob",
+                          "CreateTask", "CreateTasks", "UpdateTask", "UpdateTaskAndJob", "UpdateTaskAndJobState",
                           "AddCompletion", "MarkScheduled", "CancelTasks", "DeleteJob"}) {
       n += faulty_->calls(m);
     }

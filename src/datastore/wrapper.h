@@ -67,6 +67,12 @@ class DatastoreWrapper : public Datastore {
                           const std::function<Status(JobRecord&)>& modify_job) override {
     return base_->UpdateTaskAndJob(task_id, modify_task, modify_job);
   }
+  Status UpdateTaskAndJobState(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) override {
+    return base_->UpdateTaskAndJobState(task_id, modify_task, modify_job);
+  }
   Result<std::optional<int>> AddCompletion(std::string_view id) override {
     return base_->AddCompletion(id);
   }

@@ -1031,6 +1031,46 @@ TEST_P(DatastoreConformanceTest, UpdateTaskAndJobLeavesTheJobAloneUnlessAsked) {
   EXPECT_EQ(*ds().GetJob(job.id), job);
 }
 
+TEST_P(DatastoreConformanceTest,
+       UpdateTaskAndJobStateStoresTheJobsStateAndContextNotItsDefinition) {
+  JobRecord job = FullJobRecord();
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  JobRecord want_job = job;
+  want_job.state = JobState::kCompleted;
+  want_job.completed_at = At(601);
+  want_job.position = job.position + 1;
+  want_job.progress = 100;
+  want_job.result = "all done";
+  want_job.context["tasks"]["out"] = "done";
+  ASSERT_TRUE(IsOk(ds().UpdateTaskAndJobState(
+      task.id,
+      [&](TaskRecord& r, bool& update_job) {
+        r.state = TaskState::kCompleted;
+        r.completed_at = At(600);
+        update_job = true;
+        return Ok();
+      },
+      [&](JobRecord& j) {
+        EXPECT_EQ(j.job, Job{});  // the definition is not read
+        EXPECT_EQ(j.context, job.context);
+        EXPECT_EQ(j.state, job.state);
+        EXPECT_EQ(j.task_count, job.task_count);
+        j.state = want_job.state;
+        j.completed_at = want_job.completed_at;
+        j.position = want_job.position;
+        j.progress = want_job.progress;
+        j.result = want_job.result;
+        j.context = want_job.context;
+        j.job.name = "not stored";
+        return Ok();
+      })));
+  Reopen();
+  EXPECT_EQ(ds().GetTask(task.id)->state, TaskState::kCompleted);
+  EXPECT_EQ(*ds().GetJob(job.id), want_job);
+}
+
 TEST_P(DatastoreConformanceTest, FailingModifierOfUpdateTaskAndJobLeavesBothRowsUnchanged) {
   auto [job, task] = MakeJobWithTask();
   Status status = ds().UpdateTaskAndJob(

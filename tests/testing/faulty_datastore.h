@@ -171,6 +171,13 @@ class FaultyDatastore : public DatastoreWrapper {
     BATON_RETURN_IF_ERROR(Enter({"UpdateTaskAndJob", std::string(task_id), ""}));
     return DatastoreWrapper::UpdateTaskAndJob(task_id, modify_task, modify_job);
   }
+  Status UpdateTaskAndJobState(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) override {
+    BATON_RETURN_IF_ERROR(Enter({"UpdateTaskAndJobState", std::string(task_id), ""}));
+    return DatastoreWrapper::UpdateTaskAndJobState(task_id, modify_task, modify_job);
+  }
   Result<std::optional<int>> AddCompletion(std::string_view id) override {
     BATON_RETURN_IF_ERROR(Enter({"AddCompletion", std::string(id), ""}));
     return DatastoreWrapper::AddCompletion(id);

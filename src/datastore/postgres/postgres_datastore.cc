@@ -1013,6 +1013,35 @@ Status PostgresDatastore::UpdateTaskAndJob(
   });
 }
 
+Status PostgresDatastore::UpdateTaskAndJobState(
+    std::string_view task_id,
+    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+    const std::function<Status(JobRecord&)>& modify_job) {
+  return InTransaction([&](Connection& c) -> Status {
+    bool update_job = false;
+    std::string job_id;
+    // As UpdateTaskAndJob: task, then job, both locked before either is written; of the
+    // job only its state columns and context are read and written.
+    BATON_PG_ASSIGN(task_params, ModifiedTaskParams(c, task_id, [&](TaskRecord& task) -> Status {
+                      job_id = task.job_id;
+                      return modify_task(task, update_job);
+                    }));
+    if (!update_job) return c.RunAndCommit(S().update_task, task_params).status();
+    BATON_PG_ASSIGN(rows,
+                    c.Run(S().select_job_state_and_context_for_update, Params().Text(job_id)));
+    if (rows.size() == 0) return NotFound(fmt::format("job {} not found", job_id));
+    BATON_PG_ASSIGN(job, sql::JobStateAndContextFromRow(RowAt(rows, 0)));
+    BATON_RETURN_IF_ERROR(CallModifier(modify_job, job));
+    job.id = job_id;
+    BATON_PG_ASSIGN(context, sql::Dump(job.context, "job context"));
+    Params job_params;
+    sql::BindJobState(job_params, job);
+    job_params.Text(context);
+    BATON_RETURN_IF_ERROR(c.Run(S().update_task, task_params).status());
+    return c.RunAndCommit(S().update_job_state_and_context, job_params).status();
+  });
+}
+
 Result<std::optional<int>> PostgresDatastore::AddCompletion(std::string_view id) {
   return NoThrow([&]() -> Result<std::optional<int>> {
     std::optional<int> count;

@@ -48,6 +48,17 @@ Statements Build(Dialect d) {
       st("update_job_state_only",
          "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
          "delete_at = $6, position = $7, progress = $8, result = $9, error = $10 WHERE id = $1");
+  s.select_job_state_and_context_for_update =
+      st("select_job_state_and_context_for_update",
+         "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, "
+         "delete_at, position, task_count, progress, result, error, context FROM jobs "
+         "WHERE id = $1" +
+             for_update);
+  s.update_job_state_and_context =
+      st("update_job_state_and_context",
+         "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
+         "delete_at = $6, position = $7, progress = $8, result = $9, error = $10, "
+         "context = $11 WHERE id = $1");
   s.jobs_in_state = st("jobs_in_state", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE " +
                                             InList(d, "state", 1) + " ORDER BY created_at, id");
   s.job_exists = st("job_exists", "SELECT 1 FROM jobs WHERE id = $1");

@@ -34,6 +34,10 @@ struct Statements {
   // columns that grow with the job), so moving a big job costs no decoding of them.
   Statement select_job_state_for_update;
   Statement update_job_state_only;
+  // The same with the context: what a step changes (UpdateTaskAndJobState), without the
+  // definition that grows with the job.
+  Statement select_job_state_and_context_for_update;
+  Statement update_job_state_and_context;
   Statement jobs_in_state;  // $1: a list of states
   Statement job_exists;
   Statement delete_job_log_parts;

@@ -479,6 +479,36 @@ Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id
   return s.Run();
 }
 
+// The read-modify-write of UpdateJobState (and, `with_context`, of the job's part of
+// UpdateTaskAndJobState), on a connection inside a write transaction.
+Status UpdateJobStateRow(Connection& c, std::string_view id,
+                         const std::function<Status(JobRecord&)>& modify, bool with_context) {
+  JobRecord job;
+  {
+    BATON_SQL_ASSIGN(s, c.Prepare(with_context ? S().select_job_state_and_context_for_update
+                                               : S().select_job_state_for_update));
+    s.BindText(1, id);
+    BATON_SQL_ASSIGN(row, s.Step());
+    if (!row) return NotFound(fmt::format("job {} not found", id));
+    BATON_SQL_ASSIGN(read,
+                     with_context ? sql::JobStateAndContextFromRow(s) : sql::JobStateFromRow(s));
+    job = std::move(read);
+  }
+  BATON_RETURN_IF_ERROR(CallModifier(modify, job));
+  job.id = std::string(id);
+  std::string context;
+  if (with_context) {
+    BATON_SQL_ASSIGN(text, sql::Dump(job.context, "job context"));
+    context = std::move(text);
+  }
+  BATON_SQL_ASSIGN(s, c.Prepare(with_context ? S().update_job_state_and_context
+                                             : S().update_job_state_only));
+  Binder p(s);
+  sql::BindJobState(p, job);
+  if (with_context) p.Text(context);
+  return s.Run();
+}
+
 // The read-modify-write of UpdateTask, on a connection inside a write transaction.
 Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view id,
                      const std::function<Status(TaskRecord&)>& modify) {
@@ -834,23 +864,7 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
 Status SqliteDatastore::UpdateJobState(std::string_view id,
                                        const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) -> Status {
-      JobRecord job;
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(S().select_job_state_for_update));
-        s.BindText(1, id);
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) return NotFound(fmt::format("job {} not found", id));
-        BATON_SQL_ASSIGN(read, sql::JobStateFromRow(s));
-        job = std::move(read);
-      }
-      BATON_RETURN_IF_ERROR(CallModifier(modify, job));
-      job.id = std::string(id);
-      BATON_SQL_ASSIGN(s, c.Prepare(S().update_job_state_only));
-      Binder p(s);
-      sql::BindJobState(p, job);
-      return s.Run();
-    });
+    return Write([&](Connection& c) { return UpdateJobStateRow(c, id, modify, false); });
   });
 }
 
@@ -1023,6 +1037,26 @@ Status SqliteDatastore::UpdateTaskAndJob(
           }));
       if (!update_job) return Status::Ok();
       return UpdateJobRow(c, caches_.get(), job_id, modify_job);
+    });
+  });
+}
+
+Status SqliteDatastore::UpdateTaskAndJobState(
+    std::string_view task_id,
+    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+    const std::function<Status(JobRecord&)>& modify_job) {
+  return NoThrow([&]() -> Status {
+    // One write, as UpdateTaskAndJob.
+    return Write([&](Connection& c) -> Status {
+      bool update_job = false;
+      std::string job_id;
+      BATON_RETURN_IF_ERROR(
+          UpdateTaskRow(c, caches_.get(), task_id, [&](TaskRecord& task) -> Status {
+            job_id = task.job_id;
+            return modify_task(task, update_job);
+          }));
+      if (!update_job) return Status::Ok();
+      return UpdateJobStateRow(c, job_id, modify_job, /*with_context=*/true);
     });
   });
 }

@@ -108,6 +108,10 @@ class SqliteDatastore final : public Datastore {
   Status UpdateTaskAndJob(std::string_view task_id,
                           const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
                           const std::function<Status(JobRecord&)>& modify_job) override;
+  Status UpdateTaskAndJobState(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) override;
   Result<std::optional<int>> AddCompletion(std::string_view id) override;
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
