@@ -711,5 +711,29 @@ tasks:
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "second"), 1);
 }
 
+// A step that can never be stored (a row the datastore refuses) fails the job's tree with
+// the error, instead of leaving it RUNNING with nothing in flight.
+TYPED_TEST(OnlyShellTest, AStepTheDatastoreRefusesFailsTheJob) {
+  std::string id = this->Submit(R"(
+name: refused
+tasks:
+  - {name: first, run: hang}
+  - {name: second, run: ok}
+)");
+  ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(id, TaskState::kRunning) == 1; }));
+  // The decision that completes `first` creates the row of `second`: refused.
+  this->faulty_->FailCalls(
+      [id](const testing::FaultyDatastore::Call& c) {
+        return c.method == "Transaction.CreateTasks" && c.job_id == id;
+      },
+      InvalidArgument("task row refused"));
+  this->runtime_.Release("first");
+  JobRecord job = this->Wait(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.error, "the engine could not take a step: task row refused");
+  auto ran = this->runtime_.ran();
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "second"), 0);
+}
+
 }  // namespace
 }  // namespace baton
