@@ -1,15 +1,9 @@
 // DecisionTx: the reads and writes of one decision of the shell (FlowScheduler), as one
-// transaction scope. Its methods are those of the datastore's coming transaction scope
-// (Datastore::Transact, issue 15 item 4) plus CancelActive, so that moving the shell onto
-// it changes this file and decision_tx.cc only.
-//
-// Until then, RunDecision implements the scope over today's Datastore methods: writes are
-// buffered (reads see them) and stored when the body returns, in as few calls as those
-// methods allow — a job created with its tasks in one CreateJobWithTasks, a task's update
-// with its job's in one UpdateTaskAndJob — so a one-task job still costs two writes. It
-// is not atomic across calls: a crash between two of them leaves part of a decision
-// stored, which reconciling (flow::Frontier) completes, as it did for the scheduler.
-// CancelActive stores what is buffered first, then cancels in one write.
+// transaction scope: Datastore::Transact's Transaction, under the names the shell uses
+// (CancelActive is Transaction::CancelTasks). So a decision is one database transaction
+// — SQLite: one write of a group-commit batch; PostgreSQL: BEGIN .. COMMIT — stored
+// whole or not at all, and a one-task job costs two of them (its submission with its
+// task; the completion with the job's end).
 //
 // Thread-safety: a DecisionTx is used by the thread running the body only, while it runs.
 #pragma once
@@ -47,9 +41,10 @@ class DecisionTx {
                                                           std::string_view under, TimePoint at) = 0;
 };
 
-// Runs `body` as one decision over `datastore`: its writes are stored once it returns Ok
-// (none when it returns an error, except what a CancelActive stored already). Returns the
-// body's error, or the first failed write's.
+// Runs `body` as one decision over `datastore` (Datastore::Transact): its writes are
+// stored when it returns Ok, none of them otherwise. Returns the body's error, the first
+// failed write's, or the commit's (kUnavailable: nothing was stored, the event may be
+// decided again). The body may run only once; it must not wait on anything but the scope.
 Status RunDecision(Datastore& datastore, const std::function<Status(DecisionTx&)>& body);
 
 }  // namespace baton

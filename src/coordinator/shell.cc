@@ -21,6 +21,13 @@ bool MayPass(const Status& s) {
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
 }
 
+// Errors that delivering the event again would meet again (a row the datastore refuses,
+// an internal error): the step can never be taken.
+bool IsLasting(const Status& s) {
+  return !s.ok() && !MayPass(s) && s.code() != StatusCode::kNotFound &&
+         s.code() != StatusCode::kFailedPrecondition;
+}
+
 Status Handled(const Status& s, const char* what, const std::string& id) {
   if (s.ok() || s.code() == StatusCode::kNotFound || s.code() == StatusCode::kFailedPrecondition) {
     return Status::Ok();
@@ -121,11 +128,31 @@ Status FlowScheduler::Handle(const std::string& job_id, const flow::Event& event
   {
     auto guard = LockTree(job_id);
     if (!guard.ok()) return guard.status();
-    decided = DecideLocked([&](DecisionTx& tx) -> Result<std::vector<flow::Effect>> {
-      auto view = ReadView(tx, event);
-      if (!view.ok()) return view.status();
-      return flow::Decide(event, *view, clock_.Now());
-    });
+    auto decide = [&](const flow::Event& e) {
+      return DecideLocked([&](DecisionTx& tx) -> Result<std::vector<flow::Effect>> {
+        auto view = ReadView(tx, e);
+        if (!view.ok()) return view.status();
+        return flow::Decide(e, *view, clock_.Now());
+      });
+    };
+    decided = decide(event);
+    if (IsLasting(decided.status)) {
+      // Delivering the event again would fail the same way, leaving the tree RUNNING with
+      // nothing in flight: its top-level job fails instead (under the lock still held).
+      auto root = RootOf(job_id);
+      const std::string& target = root.ok() ? *root : job_id;
+      log::Error("a step of a job failed to be taken; failing the job",
+                 {{"job_id", target}, {"error", decided.status.message()}});
+      Decided failed = decide(flow::StepFailed{target, decided.status.message()});
+      if (!failed.status.ok()) {
+        log::Error("failing a job whose step failed failed too",
+                   {{"job_id", target}, {"error", failed.status.message()}});
+      } else if (failed.wrote) {
+        decided.status = Status::Ok();  // the event is done with: its tree has failed
+      }
+      decided.finished.insert(decided.finished.end(), failed.finished.begin(),
+                              failed.finished.end());
+    }
   }
   Notify(decided.finished);
   Status s = decided.status;
@@ -216,7 +243,12 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
     }
     return Status::Ok();
   });
-  if (!decided.status.ok()) return decided;
+  if (!decided.status.ok()) {
+    // Nothing of the scope was stored.
+    decided.wrote = false;
+    decided.created.clear();
+    return decided;
+  }
   // Stored: now what follows from it.
   for (const flow::Effect& e : after) {
     if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);

@@ -120,6 +120,10 @@ class Transaction {
   virtual Status UpdateJobState(const JobRecord& job) = 0;
   virtual Status CreateTasks(const std::vector<TaskRecord>& tasks) = 0;
   virtual Status UpdateTask(const TaskRecord& task) = 0;
+  // As Datastore::CancelTasks, inside the scope: the rows it cancels are locked, it sees
+  // the scope's own writes, and later reads see the rows CANCELLED.
+  virtual Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id,
+                                                         std::string_view under, TimePoint at) = 0;
 };
 
 class Datastore {

@@ -1558,6 +1558,70 @@ TEST_P(DatastoreConformanceTest, AFailedWriteLeavesNothingOfTheScopeEvenIfTheBod
   EXPECT_EQ(ds().GetTask(fresh.id).status().code(), StatusCode::kNotFound);
 }
 
+TEST_P(DatastoreConformanceTest, TransactCancelTasksSeesTheScopesWritesAndIsUndoneWithIt) {
+  JobRecord job = NewJob(SimpleJob("scope cancel " + UniqueWord()), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord group = NewTask(job.id, 1, At(1), TaskState::kRunning);
+  TaskRecord child = NewTask(job.id, 1, At(2), TaskState::kScheduled);
+  child.parent_id = group.id;
+  TaskRecord done = NewTask(job.id, 1, At(3), TaskState::kCompleted);
+  done.parent_id = group.id;
+  TaskRecord sibling = NewTask(job.id, 2, At(4), TaskState::kRunning);
+  sibling.node_id = "node-1";
+  ASSERT_TRUE(IsOk(ds().CreateTasks({group, child, done, sibling})));
+  // A row created in the scope is cancelled with the stored ones below `group`.
+  TaskRecord fresh = NewTask(job.id, 1, At(5), TaskState::kCreated);
+  fresh.parent_id = group.id;
+  auto ids_of = [](const std::vector<CancelledTask>& rows) {
+    std::vector<std::string> ids;
+    for (const CancelledTask& t : rows) ids.push_back(t.id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  // Undone with the scope: nothing of it is stored.
+  Status undone = ds().Transact([&](Transaction& tx) -> Status {
+    BATON_RETURN_IF_ERROR(tx.GetJob(job.id).status());
+    BATON_RETURN_IF_ERROR(tx.CreateTasks({fresh}));
+    auto cancelled = tx.CancelTasks(job.id, group.id, At(9));
+    if (!cancelled.ok()) return cancelled.status();
+    return Unavailable("the decision is given up");
+  });
+  EXPECT_EQ(undone.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(ds().GetTask(child.id)->state, TaskState::kScheduled);
+  EXPECT_EQ(ds().GetTask(fresh.id).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_RETURN_IF_ERROR(tx.GetJob(job.id).status());
+    BATON_RETURN_IF_ERROR(tx.CreateTasks({fresh}));
+    auto below = tx.CancelTasks(job.id, group.id, At(9));
+    if (!below.ok()) return below.status();
+    std::vector<std::string> want = {child.id, fresh.id};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(ids_of(*below), want);
+    // Later reads of the scope see them cancelled; what is left is the rest of the job.
+    auto row = tx.GetTask(child.id);
+    if (!row.ok()) return row.status();
+    EXPECT_EQ(row->state, TaskState::kCancelled);
+    EXPECT_EQ(row->completed_at, At(9));
+    auto rest = tx.CancelTasks(job.id, "", At(10));
+    if (!rest.ok()) return rest.status();
+    std::vector<CancelledTask> got = *rest;
+    std::vector<CancelledTask> want_rest = {{group.id, TaskState::kRunning, "", ""},
+                                            {sibling.id, TaskState::kRunning, "node-1", ""}};
+    auto by_id = [](const CancelledTask& a, const CancelledTask& b) { return a.id < b.id; };
+    std::sort(got.begin(), got.end(), by_id);
+    std::sort(want_rest.begin(), want_rest.end(), by_id);
+    EXPECT_EQ(got, want_rest);
+    return Status::Ok();
+  })));
+  Reopen();
+  EXPECT_EQ(ds().GetTask(child.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(fresh.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(group.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(group.id)->completed_at, At(10));
+  EXPECT_EQ(ds().GetTask(sibling.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(done.id)->state, TaskState::kCompleted);
+}
+
 TEST_P(DatastoreConformanceTest, TransactOnUnknownRowsIsNotFoundAndStoresNothing) {
   auto job_made = MakeJobWithTask();
   JobRecord job = job_made.first;

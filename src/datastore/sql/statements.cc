@@ -13,6 +13,7 @@ Statements Build(Dialect d) {
   };
   const std::string for_update(ForUpdate(d));
   Statements s;
+  s.dialect = d;
 
   s.insert_job = st("insert_job", "INSERT INTO jobs (" BATON_SQL_JOB_COLUMNS
                                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
@@ -115,6 +116,25 @@ Statements Build(Dialect d) {
                                               InList(d, "state", 1) + " ORDER BY created_at, id");
   s.mark_scheduled = st("mark_scheduled", "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE " +
                                               InList(d, "id", 1) + " AND " + InList(d, "state", 4));
+  // The states a cancel changes; both backends' CancelTasks cancel the same ones.
+  const std::string active = "state IN ('PENDING', 'CREATED', 'SCHEDULED', 'RUNNING')";
+  s.active_job_tasks = st("active_job_tasks",
+                          "SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = $1 AND " +
+                              active + " ORDER BY created_at, id" + for_update);
+  // Through the tasks_parent index; the ids compare as PostgreSQL's columns do ("C").
+  const std::string under_id =
+      d == Dialect::kPostgres ? "$2::text COLLATE \"C\"" : "CAST($2 AS TEXT)";
+  s.active_tasks_under =
+      st("active_tasks_under",
+         "WITH RECURSIVE below(id) AS (SELECT " + under_id +
+             " UNION SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id "
+             "WHERE t.parent_id <> '') "
+             "SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = $1 AND id <> $2 "
+             "AND id IN (SELECT id FROM below) AND " +
+             active + " ORDER BY created_at, id" + for_update);
+  s.cancel_rows =
+      st("cancel_rows", "UPDATE tasks SET state = 'CANCELLED', completed_at = $2 WHERE " +
+                            InList(d, "id", 1) + " AND " + active);
 
   s.insert_log_part = st("insert_log_part", "INSERT INTO log_parts (" BATON_SQL_LOG_COLUMNS
                                             ") VALUES ($1, $2, $3, $4, $5, $6)");

@@ -20,6 +20,8 @@ struct Statement {
 };
 
 struct Statements {
+  Dialect dialect;  // for the text of list parameters (EncodeList)
+
   // Jobs. Parameter numbers follow column order, so one binder (BindJob) serves the
   // insert and every update. An UPDATE rewrites the index entries of every column it
   // sets, changed or not (SQLite): update_job_keep_times leaves out created_at and
@@ -60,6 +62,12 @@ struct Statements {
   Statement child_tasks;
   Statement tasks_in_state;  // $1: a list of states
   Statement mark_scheduled;  // $1: a list of ids; $4: a list of states
+  // Transaction::CancelTasks: the active rows of job $1 (all, or with $2 those below
+  // row $2), locked, with what cancelling them needs; then their update ($1: a list of
+  // ids, re-checked as active, CANCELLED at $2).
+  Statement active_job_tasks;
+  Statement active_tasks_under;
+  Statement cancel_rows;
 
   // Log parts and nodes.
   Statement insert_log_part;

@@ -152,6 +152,42 @@ Status SqlTransaction::UpdateTask(const TaskRecord& task) {
   return Status::Ok();
 }
 
+Result<std::vector<CancelledTask>> SqlTransaction::CancelTasks(std::string_view job_id,
+                                                               std::string_view under,
+                                                               TimePoint at) {
+  if (!poison_.ok()) return poison_;
+  std::vector<CancelledTask> out;
+  Status read = session_.Query(
+      under.empty() ? st_.active_job_tasks : st_.active_tasks_under,
+      [&](ParamSink& p) {
+        p.Text(job_id);
+        if (!under.empty()) p.Text(under);
+      },
+      [&](const RowView& row) -> Status {
+        Result<CancelledTask> t = CancelledFromRow(row);
+        if (!t.ok()) return t.status();
+        out.push_back(std::move(*t));
+        return Status::Ok();
+      });
+  if (!read.ok()) return Poison(read);
+  if (out.empty()) return out;
+  std::vector<std::string_view> ids;
+  ids.reserve(out.size());
+  for (const CancelledTask& t : out) {
+    ids.push_back(t.id);
+    // What the scope read of the row is stale now: a later UpdateTask of it writes every
+    // column instead of leaving the state out as unchanged.
+    tasks_.erase(t.id);
+  }
+  const std::string list = EncodeList(st_.dialect, ids);
+  Result<std::int64_t> changed = session_.Execute(st_.cancel_rows, [&](ParamSink& p) {
+    p.Text(list);
+    p.Time(at);
+  });
+  if (!changed.ok()) return Poison(changed.status());
+  return out;
+}
+
 Status RunScope(Session& session, const Statements& statements, DefinitionCaches* caches,
                 std::size_t max_job_bytes, const std::function<Status(Transaction&)>& body) {
   SqlTransaction scope(session, statements, caches, max_job_bytes);

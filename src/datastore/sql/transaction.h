@@ -33,6 +33,8 @@ class SqlTransaction final : public Transaction {
   Status UpdateJobState(const JobRecord& job) override;
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
   Status UpdateTask(const TaskRecord& task) override;
+  Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
+                                                 TimePoint at) override;
 
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }
