@@ -33,12 +33,14 @@ TSAN_REQUIRED = --require 'TwoCoordinatorsTest\.EachStepIsDecidedOnce/durable' \
 JUNIT = $(CURDIR)/build/$(PRESET_TEST)/ctest-junit.xml
 TSAN_JUNIT = $(CURDIR)/build/tsan/ctest-junit.xml
 
-# Installs, builds (debug + ASan/UBSan, fuzzers) and runs every test through CTest, with
+# Checks that every source file is clang-format clean, then installs, builds (debug +
+# ASan/UBSan, fuzzers) and runs every test through CTest, with
 # a throwaway PostgreSQL, RabbitMQ and Podman for the integration tests (with-services.sh
 # fails when one cannot start, as does a skipped test), then the engine's concurrent
 # parts again under ThreadSanitizer. Before TSan, every library and the binary are compiled
 # again under clang's thread-safety analysis (no tests run from that build).
 test: deps-test
+	scripts/check-format.sh
 	cmake --preset $(PRESET_TEST) >/dev/null
 	cmake --build --preset $(PRESET_TEST)
 	scripts/test-services/with-services.sh ctest --preset $(PRESET_TEST) --output-junit $(JUNIT)
@@ -82,7 +84,7 @@ format:
 	find src tests fuzz bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 # Lists the files under src/ tests/ fuzz/ bench/ that `make format` would change; fails
-# when there is one. Not part of `make test` yet (the tree is not clang-format clean).
+# when there is one. The first step of `make test`.
 format-check:
 	scripts/check-format.sh
 

@@ -105,8 +105,8 @@ void BM_EvaluateTemplate(benchmark::State& state) {
                          {"item", {{"index", 3}, {"value", 42}}},
                          {"tasks", {{"greeting", "hello"}}}};
   for (auto _ : state) {
-    auto text = expr::EvaluateTemplate("square {{ item.value * item.value }} for {{ inputs.who }}",
-                                       vars);
+    auto text =
+        expr::EvaluateTemplate("square {{ item.value * item.value }} for {{ inputs.who }}", vars);
     benchmark::DoNotOptimize(text);
   }
 }
@@ -282,8 +282,7 @@ void BM_ShellRuntimeTrueTask(benchmark::State& state) {
     void OnLog(std::string_view) override {}
     void OnProgress(double) override {}
   } observer;
-  std::filesystem::path base =
-      std::filesystem::temp_directory_path() / ("baton-bench-" + NewId());
+  std::filesystem::path base = std::filesystem::temp_directory_path() / ("baton-bench-" + NewId());
   {
     ShellRuntimeOptions options;
     options.base_dir = base.string();

@@ -38,7 +38,8 @@ bool IsId(std::string_view id) {
 }
 
 // Reads a positive integer query parameter within [lo, hi]; absent gives `fallback`.
-Result<int> IntParam(const Request& request, const std::string& name, int fallback, int lo, int hi) {
+Result<int> IntParam(const Request& request, const std::string& name, int fallback, int lo,
+                     int hi) {
   auto it = request.query.find(name);
   if (it == request.query.end() || it->second.empty()) return fallback;
   int value = 0;
@@ -82,15 +83,24 @@ std::string MediaType(std::string_view content_type) {
 
 int HttpStatus(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kFailedPrecondition: return 400;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kAlreadyExists: return 409;
-    case StatusCode::kDeadlineExceeded: return 408;
-    case StatusCode::kCancelled: return 409;
-    case StatusCode::kUnavailable: return 503;
-    case StatusCode::kInternal: return 500;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kFailedPrecondition:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+      return 409;
+    case StatusCode::kDeadlineExceeded:
+      return 408;
+    case StatusCode::kCancelled:
+      return 409;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -101,7 +111,10 @@ Response ErrorResponse(const Status& status) {
 }
 
 Api::Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options)
-    : coordinator_(coordinator), datastore_(datastore), broker_(broker), options_(std::move(options)) {}
+    : coordinator_(coordinator),
+      datastore_(datastore),
+      broker_(broker),
+      options_(std::move(options)) {}
 
 Response Api::Handle(const Request& request) {
   try {
@@ -125,7 +138,8 @@ Response Api::Handle(const Request& request) {
     if (m == "GET" && n == 2 && p[0] == "queues") return Queues(p[1]);
     if (m == "GET" && n == 1 && p[0] == "nodes") return Nodes();
     if (m == "GET" && n == 1 && p[0] == "metrics") return Metrics();
-    return ErrorResponse(NotFound(fmt::format("no such endpoint: {} {}", m, request.path.substr(0, 200))));
+    return ErrorResponse(
+        NotFound(fmt::format("no such endpoint: {} {}", m, request.path.substr(0, 200))));
   } catch (const std::exception& e) {
     return ErrorResponse(Internal(std::string("unexpected error: ") + e.what()));
   }
@@ -166,7 +180,9 @@ Response Api::SubmitJob(const Request& request) {
   if (!parsed.ok()) {
     json errors = json::array();
     for (const Diagnostic& d : parsed.problems) {
-      errors.push_back({{"line", d.mark.line}, {"column", d.mark.column}, {"path", d.path},
+      errors.push_back({{"line", d.mark.line},
+                        {"column", d.mark.column},
+                        {"path", d.path},
                         {"message", d.message}});
     }
     std::string message = parsed.Message();
@@ -356,7 +372,8 @@ Response Api::TaskLog(const std::string& id, const Request& request) {
 
 Response Api::Queues(const std::string& name) {
   auto to_json = [](const QueueInfo& q) {
-    return json{{"name", q.name}, {"size", q.size}, {"subscribers", q.subscribers}, {"unacked", q.unacked}};
+    return json{
+        {"name", q.name}, {"size", q.size}, {"subscribers", q.subscribers}, {"unacked", q.unacked}};
   };
   if (!name.empty()) {
     BATON_ASSIGN_OR_RETURN(auto q, broker_.Queue(name), ErrorResponse);

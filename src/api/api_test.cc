@@ -2,11 +2,10 @@
 // no request, however malformed, gets a 5xx or crashes the handlers.
 #include "api/api.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,8 +39,10 @@ class ApiTest : public ::testing::Test {
     worker_ = std::make_unique<Worker>(broker_, runtime_, clock_, options);
     ASSERT_TRUE(worker_->Start().ok());
     ASSERT_TRUE(coordinator_->Start({worker_->node_id()}).ok());
-    api_ = std::make_unique<Api>(*coordinator_, *datastore_, broker_, ApiOptions{.version = "9.9.9"});
-    server_ = std::make_unique<Server>(*api_, ServerOptions{.host = "127.0.0.1", .port = 0}, 4 << 20);
+    api_ =
+        std::make_unique<Api>(*coordinator_, *datastore_, broker_, ApiOptions{.version = "9.9.9"});
+    server_ =
+        std::make_unique<Server>(*api_, ServerOptions{.host = "127.0.0.1", .port = 0}, 4 << 20);
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
   }
@@ -97,7 +98,8 @@ TEST_F(ApiTest, HealthIsUpWithTheVersion) {
 }
 
 TEST_F(ApiTest, SubmitsYamlAndJsonAndReturnsAPendingSummary) {
-  auto r = PostYaml("name: hello\noutput: \"{{ tasks.g }}\"\ntasks:\n  - {name: t, var: g, run: ok hi}\n");
+  auto r = PostYaml(
+      "name: hello\noutput: \"{{ tasks.g }}\"\ntasks:\n  - {name: t, var: g, run: ok hi}\n");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   json summary = Body(r);
@@ -111,7 +113,8 @@ TEST_F(ApiTest, SubmitsYamlAndJsonAndReturnsAPendingSummary) {
   EXPECT_EQ(job["execution"].size(), 1u);
   EXPECT_EQ(job["context"]["tasks"]["g"], "hi");
 
-  auto j = client_->Post("/jobs", R"({"name":"j","tasks":[{"name":"t","run":"ok"}]})", "application/json");
+  auto j = client_->Post("/jobs", R"({"name":"j","tasks":[{"name":"t","run":"ok"}]})",
+                         "application/json");
   ASSERT_TRUE(j);
   EXPECT_EQ(j->status, 200) << j->body;
 }
@@ -122,7 +125,8 @@ TEST_F(ApiTest, ValidationErrorsListEveryProblemWithLines) {
   EXPECT_EQ(r->status, 400);
   json body = Body(r);
   EXPECT_EQ(body["code"], "INVALID_ARGUMENT");
-  EXPECT_THAT(body["message"].get<std::string>(), HasSubstr("5:15: tasks[0].priority: must be between 0 and 9"));
+  EXPECT_THAT(body["message"].get<std::string>(),
+              HasSubstr("5:15: tasks[0].priority: must be between 0 and 9"));
   EXPECT_THAT(body["message"].get<std::string>(), HasSubstr("6:5: tasks[0].bogus: unknown field"));
   EXPECT_EQ(body["errors"].size(), 2u);
 }
@@ -279,7 +283,8 @@ TEST_F(ApiTest, BodylessPutIsAnsweredAtOnce) {
 
 TEST_F(ApiTest, ListsJobsWithPagingAndSearch) {
   for (int i = 0; i < 3; ++i) {
-    PostYaml("name: listed " + std::to_string(i) + "\ntags: [blue]\ntasks:\n  - {name: t, run: ok}\n");
+    PostYaml("name: listed " + std::to_string(i) +
+             "\ntags: [blue]\ntasks:\n  - {name: t, run: ok}\n");
   }
   PostYaml("name: other\ntasks:\n  - {name: t, run: ok}\n");
   json page = Body(client_->Get("/jobs?size=2&page=1"));
@@ -326,14 +331,35 @@ TEST_F(ApiTest, QueuesNodesAndMetrics) {
 TEST_F(ApiTest, MalformedRequestsNeverGetA5xx) {
   std::mt19937 rng(42);
   const std::vector<std::string> methods = {"GET", "POST", "PUT", "DELETE", "PATCH"};
-  const std::vector<std::string> paths = {
-      "/jobs", "/jobs/", "/jobs/x", "/jobs/" + std::string(32, 'f'), "/jobs//log", "/tasks",
-      "/tasks/1/log", "/queues/%00", "/nodes/x", "/metrics", "/health", "/jobs/../etc", ""};
+  const std::vector<std::string> paths = {"/jobs",
+                                          "/jobs/",
+                                          "/jobs/x",
+                                          "/jobs/" + std::string(32, 'f'),
+                                          "/jobs//log",
+                                          "/tasks",
+                                          "/tasks/1/log",
+                                          "/queues/%00",
+                                          "/nodes/x",
+                                          "/metrics",
+                                          "/health",
+                                          "/jobs/../etc",
+                                          ""};
   const std::vector<std::string> bodies = {
-      "", "{", "[]", "null", "{\"name\": 1}", "name: [", "\xff\xfe", "{\"tasks\": {}}",
-      "name: j\ntasks: 7", std::string(1000, '['), "{\"name\":\"j\",\"tasks\":[{\"name\":\"t\",\"retry\":{\"limit\":\"x\"}}]}"};
-  const std::vector<std::string> types = {"", "application/json", "text/yaml", "text/plain", "application/x-yaml; charset=utf-8"};
-  const std::vector<std::string> values = {"", "0", "-1", "abc", "99999999999999", "1", "tag:", "%"};
+      "",
+      "{",
+      "[]",
+      "null",
+      "{\"name\": 1}",
+      "name: [",
+      "\xff\xfe",
+      "{\"tasks\": {}}",
+      "name: j\ntasks: 7",
+      std::string(1000, '['),
+      "{\"name\":\"j\",\"tasks\":[{\"name\":\"t\",\"retry\":{\"limit\":\"x\"}}]}"};
+  const std::vector<std::string> types = {"", "application/json", "text/yaml", "text/plain",
+                                          "application/x-yaml; charset=utf-8"};
+  const std::vector<std::string> values = {"",  "0",    "-1", "abc", "99999999999999",
+                                           "1", "tag:", "%"};
   for (int i = 0; i < 2000; ++i) {
     Request request;
     request.method = methods[rng() % methods.size()];
@@ -347,7 +373,8 @@ TEST_F(ApiTest, MalformedRequestsNeverGetA5xx) {
     request.content_type = types[rng() % types.size()];
     request.body = bodies[rng() % bodies.size()];
     Response response = api_->Handle(request);
-    ASSERT_LT(response.status, 500) << request.method << " " << request.path << " " << response.body;
+    ASSERT_LT(response.status, 500)
+        << request.method << " " << request.path << " " << response.body;
     json body = json::parse(response.body, nullptr, false);
     ASSERT_FALSE(body.is_discarded()) << response.body;
     if (response.status >= 400) ASSERT_TRUE(body.contains("message")) << response.body;
@@ -381,17 +408,49 @@ TEST_F(ApiTest, HostileSearchesArePagedOr400NeverA5xx) {
     for (int i = 0; i < n; ++i) out += (i ? " " : "") + word;
     return out;
   };
-  const std::vector<std::string> qs = {
-      "", " ", " \t\n ", repeat("word", 1100), repeat("tag:x", 1100), repeat("w", 100),
-      repeat("tag:x", 100), repeat("a", 101), "tag:", "tag:tag:", "tag:%",
-      std::string(100'000, 'a'), std::string(5000, '%'), "%", "_", "\\", "%_\\", "\\%", "'",
-      "\"", "''''", "' OR 1=1 --", "\"; DROP TABLE jobs; --", "findme", "FINDME pending",
-      "\xff\xfe", "a\xc3", "\xc0\xaf", "\xed\xa0\x80", std::string("a\0b", 3),
-      "\xef\xbc\xa1\xef\xbc\xa2", "*", "?{1}", "$1", "json_each", "null", std::string(4096, 'b'),
-      std::string(4097, 'b')};
+  const std::vector<std::string> qs = {"",
+                                       " ",
+                                       " \t\n ",
+                                       repeat("word", 1100),
+                                       repeat("tag:x", 1100),
+                                       repeat("w", 100),
+                                       repeat("tag:x", 100),
+                                       repeat("a", 101),
+                                       "tag:",
+                                       "tag:tag:",
+                                       "tag:%",
+                                       std::string(100'000, 'a'),
+                                       std::string(5000, '%'),
+                                       "%",
+                                       "_",
+                                       "\\",
+                                       "%_\\",
+                                       "\\%",
+                                       "'",
+                                       "\"",
+                                       "''''",
+                                       "' OR 1=1 --",
+                                       "\"; DROP TABLE jobs; --",
+                                       "findme",
+                                       "FINDME pending",
+                                       "\xff\xfe",
+                                       "a\xc3",
+                                       "\xc0\xaf",
+                                       "\xed\xa0\x80",
+                                       std::string("a\0b", 3),
+                                       "\xef\xbc\xa1\xef\xbc\xa2",
+                                       "*",
+                                       "?{1}",
+                                       "$1",
+                                       "json_each",
+                                       "null",
+                                       std::string(4096, 'b'),
+                                       std::string(4097, 'b')};
   const std::vector<std::string> numbers = {
-      "", "0", "-1", "1", "2", "100", "101", "1000000", "1000001", "2147483647", "2147483648",
-      "99999999999999999999", "abc", "1e3", " 1", "+1", "0x10", "1.5", "\xd9\xa1", "%00"};
+      "",         "0",       "-1",      "1",          "2",          "100",
+      "101",      "1000000", "1000001", "2147483647", "2147483648", "99999999999999999999",
+      "abc",      "1e3",     " 1",      "+1",         "0x10",       "1.5",
+      "\xd9\xa1", "%00"};
   auto check = [&](const std::string& q, const std::string& page, const std::string& size) {
     Request request{"GET", "/jobs", {}, "", ""};
     request.query["q"] = q;
@@ -415,8 +474,7 @@ TEST_F(ApiTest, HostileSearchesArePagedOr400NeverA5xx) {
   EXPECT_EQ(check(repeat("w", 100), "", "").status, 200);
   Response words = check(repeat("w", 101), "", "");
   EXPECT_EQ(words.status, 400);
-  EXPECT_EQ(json::parse(words.body).value("message", ""),
-            "q has 101 words; the limit is 100");
+  EXPECT_EQ(json::parse(words.body).value("message", ""), "q has 101 words; the limit is 100");
   EXPECT_EQ(check(std::string(4096, 'b'), "", "").status, 200);
   Response bytes = check(std::string(4097, 'b'), "", "");
   EXPECT_EQ(bytes.status, 400);

@@ -418,9 +418,10 @@ class RequestProcessor final : public httplib::Server {
           res.status == 413   ? "the request body is too large"
           : res.status == 404 ? "no such endpoint"
           : res.status == 414
-              ? fmt::format("the request's path and query are over {} bytes (a search `q` is at "
-                            "most 100 words and 4096 bytes)",
-                            CPPHTTPLIB_REQUEST_URI_MAX_LENGTH)
+              ? fmt::format(
+                    "the request's path and query are over {} bytes (a search `q` is at "
+                    "most 100 words and 4096 bytes)",
+                    CPPHTTPLIB_REQUEST_URI_MAX_LENGTH)
               : fmt::format("HTTP {}", res.status);
       res.set_content(fmt::format(R"({{"message":"{}","code":"INVALID_ARGUMENT"}})", message),
                       "application/json");

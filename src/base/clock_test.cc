@@ -19,9 +19,18 @@ TEST(ThreadTimersTest, RunsCallbacksInDeadlineOrder) {
   std::mutex mu;
   std::vector<int> order;
   auto now = clock.Now();
-  timers->Schedule(now + milliseconds(60), [&] { std::lock_guard l(mu); order.push_back(2); });
-  timers->Schedule(now + milliseconds(20), [&] { std::lock_guard l(mu); order.push_back(1); });
-  ASSERT_TRUE(testing::WaitFor([&] { std::lock_guard l(mu); return order.size() == 2; }));
+  timers->Schedule(now + milliseconds(60), [&] {
+    std::lock_guard l(mu);
+    order.push_back(2);
+  });
+  timers->Schedule(now + milliseconds(20), [&] {
+    std::lock_guard l(mu);
+    order.push_back(1);
+  });
+  ASSERT_TRUE(testing::WaitFor([&] {
+    std::lock_guard l(mu);
+    return order.size() == 2;
+  }));
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
 }
 

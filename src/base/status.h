@@ -46,7 +46,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) {
@@ -63,7 +65,7 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.ok() && "Result needs a value or an error");
     if (status_.ok()) status_ = Internal("Result constructed from an OK status without a value");
@@ -88,9 +90,9 @@ class [[nodiscard]] Result {
 }  // namespace baton
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define BATON_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::baton::Status baton_status_ = (expr);      \
+#define BATON_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::baton::Status baton_status_ = (expr);        \
     if (!baton_status_.ok()) return baton_status_; \
   } while (0)
 

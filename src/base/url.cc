@@ -26,7 +26,8 @@ std::string PercentDecode(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     int value = 0;
     if (text[i] == '%' && i + 2 < text.size() &&
-        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ptr == text.data() + i + 3) {
+        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ptr ==
+            text.data() + i + 3) {
       out += static_cast<char>(value);
       i += 2;
     } else {

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "base/url.h"
-#include "cli/validate.h"
 #include "cli/job_file.h"
+#include "cli/validate.h"
 #include "core/job_decode.h"
 #include "core/job_json.h"
 
@@ -218,8 +218,6 @@ class Backoff {
  private:
   std::chrono::milliseconds initial_, max_, next_;
 };
-
-
 
 // Log parts the follower has not printed yet, oldest first.
 class LogFollower {

@@ -53,7 +53,8 @@ int RunServer(const std::string& role, const ServerFlags& flags) {
     }
     config->worker_queues = *queues;
   }
-  auto engine = role == "standalone" ? Engine::Standalone(*config) : Engine::Distributed(*config, role);
+  auto engine =
+      role == "standalone" ? Engine::Standalone(*config) : Engine::Distributed(*config, role);
   if (!engine.ok()) {
     std::cerr << "baton: " << engine.status().message() << '\n';
     return engine.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailure;

@@ -39,7 +39,8 @@ TEST_F(ValidateTest, ValidFilesExitZero) {
 }
 
 TEST_F(ValidateTest, ProblemsArePrintedWithFileLineAndColumn) {
-  std::string bad = Write("bad.yml", "name: bad\ntasks:\n  - name: t\n    run: x\n    priority: 10\n");
+  std::string bad =
+      Write("bad.yml", "name: bad\ntasks:\n  - name: t\n    run: x\n    priority: 10\n");
   std::ostringstream out, err;
   EXPECT_EQ(Validate({bad}, out, err), kExitFailure);
   EXPECT_EQ(err.str(), bad + ":5:15: tasks[0].priority: must be between 0 and 9, got 10\n");

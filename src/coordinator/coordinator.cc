@@ -338,8 +338,8 @@ Coordinator::Finishes Coordinator::FinishedSince(std::uint64_t seen) {
 void Coordinator::WaitForFinishes(std::uint64_t seen, std::chrono::milliseconds timeout,
                                   const std::atomic<bool>& wake) {
   MutexLock lock(mu_);
-  finished_cv_.wait_for(lock, timeout,
-                        [&]() BATON_REQUIRES(mu_) { return finished_count_ != seen || wake.load(); });
+  finished_cv_.wait_for(
+      lock, timeout, [&]() BATON_REQUIRES(mu_) { return finished_count_ != seen || wake.load(); });
 }
 
 void Coordinator::WakeFinishWaiters() {

@@ -312,16 +312,16 @@ class Scheduler {
   std::map<std::string, std::deque<std::string>> waiting_children_;  // guarded by mu_
   std::map<std::string, CompositeShape> shapes_;                     // guarded by mu_
   // Running jobs' definitions (DefinitionOf), dropped when they end. A cache: bounded.
-  std::map<std::string, std::shared_ptr<const Job>> definitions_;    // guarded by mu_
-  bool trim_memory_ = false;                                         // guarded by mu_
-  std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
-  std::vector<JobRecord> finished_;                                  // guarded by mu_
+  std::map<std::string, std::shared_ptr<const Job>> definitions_;  // guarded by mu_
+  bool trim_memory_ = false;                                       // guarded by mu_
+  std::map<std::string, TimerId> job_timers_;                      // guarded by mu_
+  std::vector<JobRecord> finished_;                                // guarded by mu_
   // What cancelling decided to tell workers, sent by FlushNotifications in this order:
   // tasks that may wait in a queue (to every live worker, so none starts them), then the
   // tasks running on a node (to that node). Dropped first, so the slot a killed task
   // frees cannot take a dropped one before its worker heard of it.
-  std::vector<std::string> drops_;                                   // guarded by mu_
-  std::map<std::string, std::vector<std::string>> kills_;            // guarded by mu_
+  std::vector<std::string> drops_;                         // guarded by mu_
+  std::map<std::string, std::vector<std::string>> kills_;  // guarded by mu_
   // Held by FlushNotifications from taking drops_ and kills_ until they are published,
   // so that two threads flushing at once publish in the order they took them: a kill
   // taken after a drop is never sent before it.

@@ -25,11 +25,11 @@
 namespace baton {
 namespace {
 
+using std::chrono::milliseconds;
+using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
 
 constexpr auto kWait = std::chrono::seconds(10);
 // The coordinator keeps two timers armed: its lease checks and its autoDelete sweeps.
@@ -215,7 +215,7 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Worker> worker_;
   int generation_ = 0;
-  bool durable_ = false;  // as over RabbitMQ: SCHEDULED only once published
+  bool durable_ = false;     // as over RabbitMQ: SCHEDULED only once published
   bool background_ = false;  // as the engines: Submit returns once the job is stored
   milliseconds report_start_after_ = WorkerOptions{}.report_start_after;
 };
@@ -274,7 +274,8 @@ TEST_F(SchedulerTest, AOneTaskJobCostsTwoWrites) {
   report_start_after_ = milliseconds(0);
   StartEngine(4);
   before = counting_->writes();
-  auto three = coordinator_->Submit(ParseOrDie("name: three\ntasks:\n  - {name: only, run: hang}\n"));
+  auto three =
+      coordinator_->Submit(ParseOrDie("name: three\ntasks:\n  - {name: only, run: hang}\n"));
   ASSERT_TRUE(three.ok()) << three.status().message();
   ASSERT_TRUE(testing::WaitFor([&] {
     auto rows = Execution(three->id);
@@ -775,24 +776,23 @@ TEST_F(SchedulerTest, EvaluatedFieldsAreCheckedLikeLiteralsAndFailTheirJob) {
   std::vector<std::string> queues(EngineQueues().begin(), EngineQueues().end());
   queues.insert(queues.end(), {"completed", "jobs", "x-anything"});
   for (const std::string& queue : queues) {
-    cases.push_back({"queue " + queue, "{name: two, queue: \"{{ '" + queue + "' }}\", run: ok}",
-                     "queue"});
+    cases.push_back(
+        {"queue " + queue, "{name: two, queue: \"{{ '" + queue + "' }}\", run: ok}", "queue"});
   }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.label);
     std::size_t ran_before = runtime_.ran().size();
-    auto submitted =
-        coordinator_->Submit(ParseOrDie("name: bad\ntasks:\n  - {name: one, run: ok}\n  - " +
-                                        c.second_task + "\n"));
+    auto submitted = coordinator_->Submit(
+        ParseOrDie("name: bad\ntasks:\n  - {name: one, run: ok}\n  - " + c.second_task + "\n"));
     ASSERT_TRUE(submitted.ok()) << submitted.status().message();
     auto done = coordinator_->Wait(submitted->id, seconds(3));
     ASSERT_TRUE(done.ok()) << done.status().message();
     EXPECT_EQ(done->state, JobState::kFailed);
     EXPECT_THAT(done->error, HasSubstr(c.field));
     auto ran = runtime_.ran();
-    EXPECT_THAT(std::vector<std::string>(ran.begin() + static_cast<std::ptrdiff_t>(ran_before),
-                                         ran.end()),
-                ElementsAre("one"));
+    EXPECT_THAT(
+        std::vector<std::string>(ran.begin() + static_cast<std::ptrdiff_t>(ran_before), ran.end()),
+        ElementsAre("one"));
   }
   // A reserved queue given as a template in the first task too (decided at submit).
   for (const std::string& queue : queues) {
@@ -823,7 +823,8 @@ name: big
 tasks:
   - name: fan
     each:
-      list: "{{ sequence(0, )" + std::to_string(kChildren) + R"() }}"
+      list: "{{ sequence(0, )" +
+                       std::to_string(kChildren) + R"() }}"
       task: {name: "c{{ item.index }}", env: {A: "{{ inputs.k7 }}"}, run: hang}
 )");
   for (int i = 0; i < kInputs; ++i) {
@@ -832,8 +833,8 @@ tasks:
   auto submitted = coordinator_->Submit(big);
   ASSERT_TRUE(submitted.ok()) << submitted.status().message();
   // The starter thread has taken it up: the each is being expanded (or is done).
-  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(submitted->id) == JobState::kRunning; },
-                               seconds(60)));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return StateOf(submitted->id) == JobState::kRunning; }, seconds(60)));
   using Clock = std::chrono::steady_clock;
   // A small job on a queue of its own (the big one's children fill the default slots).
   auto started = Clock::now();
@@ -844,9 +845,7 @@ tasks:
   Status cancelled = coordinator_->Cancel(submitted->id);
   auto cancel_took = Clock::now() - started;
   EXPECT_TRUE(cancelled.ok()) << cancelled.message();
-  auto ms = [](Clock::duration d) {
-    return std::chrono::duration_cast<milliseconds>(d).count();
-  };
+  auto ms = [](Clock::duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); };
   std::cout << "small job took " << ms(small_took) << " ms, cancel took " << ms(cancel_took)
             << " ms\n";
   // Before, both waited for minutes. Cancelling 2,000 children is itself work (one write
@@ -893,9 +892,8 @@ tasks:
   EXPECT_EQ(StateOf(submitted->id), JobState::kCancelled);
   ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
   // The queued one is dropped when it reaches the worker: it never runs for long.
-  ASSERT_TRUE(testing::WaitFor([&] {
-    return CountState(submitted->id, TaskState::kCancelled) == 4;
-  }));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return CountState(submitted->id, TaskState::kCancelled) == 4; }));
   EXPECT_FALSE(coordinator_->Cancel(submitted->id).ok());
 }
 
@@ -989,10 +987,14 @@ enum class Kind { kParallel, kEach, kEachOneAtATime, kSubjob };
 
 std::string KindName(Kind k) {
   switch (k) {
-    case Kind::kParallel: return "parallel";
-    case Kind::kEach: return "each";
-    case Kind::kEachOneAtATime: return "each(concurrency 1)";
-    case Kind::kSubjob: return "subjob";
+    case Kind::kParallel:
+      return "parallel";
+    case Kind::kEach:
+      return "each";
+    case Kind::kEachOneAtATime:
+      return "each(concurrency 1)";
+    case Kind::kSubjob:
+      return "subjob";
   }
   return "";
 }
@@ -1010,8 +1012,8 @@ std::string NestedTask(const std::vector<Kind>& kinds, std::size_t level, const 
     case Kind::kEachOneAtATime: {
       std::string c = kinds[level] == Kind::kEach ? "0" : "1";
       return "{name: e" + n + ", each: {list: \"{{ [1, 2] }}\", var: v" + n +
-             ", concurrency: " + c + ", task: " +
-             NestedTask(kinds, level + 1, name + "/{{ v" + n + ".value }}") + "}}";
+             ", concurrency: " + c +
+             ", task: " + NestedTask(kinds, level + 1, name + "/{{ v" + n + ".value }}") + "}}";
     }
     case Kind::kSubjob:
       return "{name: s" + n + ", subjob: {name: sub" + n + ", inputs: {p: \"" + name +
@@ -1151,7 +1153,8 @@ tasks:
 }
 
 TEST_F(SchedulerTest, StoppingWorkerLetsRunningTasksFinishWithinTheGrace) {
-  auto submitted = coordinator_->Submit(ParseOrDie("name: g\ntasks:\n  - {name: slow, run: hang}\n"));
+  auto submitted =
+      coordinator_->Submit(ParseOrDie("name: g\ntasks:\n  - {name: slow, run: hang}\n"));
   ASSERT_TRUE(submitted.ok());
   ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
   std::thread release([&] {
@@ -1166,7 +1169,8 @@ TEST_F(SchedulerTest, StoppingWorkerLetsRunningTasksFinishWithinTheGrace) {
 }
 
 TEST_F(SchedulerTest, StoppingWorkerHandsBackWhatOutlivesTheGrace) {
-  auto submitted = coordinator_->Submit(ParseOrDie("name: g\ntasks:\n  - {name: stuck, run: hang}\n"));
+  auto submitted =
+      coordinator_->Submit(ParseOrDie("name: g\ntasks:\n  - {name: stuck, run: hang}\n"));
   ASSERT_TRUE(submitted.ok());
   ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 1; }));
   worker_->Stop(milliseconds(50));
@@ -1197,15 +1201,20 @@ TEST_F(SchedulerTest, StoppingWorkerHandsBackWhatOutlivesTheGrace) {
 }
 
 TEST_F(SchedulerTest, TasksOfASilentNodeAreRequeuedWhenTheLeaseExpires) {
-  auto submitted = coordinator_->Submit(ParseOrDie("name: lease\ntasks:\n  - {name: long, run: hang}\n"));
+  auto submitted =
+      coordinator_->Submit(ParseOrDie("name: lease\ntasks:\n  - {name: long, run: hang}\n"));
   ASSERT_TRUE(submitted.ok());
-  ASSERT_TRUE(testing::WaitFor([&] { return CountState(submitted->id, TaskState::kRunning) == 1; }));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return CountState(submitted->id, TaskState::kRunning) == 1; }));
   // Pretend the task runs on a node that never heartbeats.
   std::string first_id = Execution(submitted->id)[0].id;
-  ASSERT_TRUE(datastore_->UpdateTask(first_id, [](TaskRecord& t) {
-    t.node_id = "ghost";
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(datastore_
+                  ->UpdateTask(first_id,
+                               [](TaskRecord& t) {
+                                 t.node_id = "ghost";
+                                 return Status::Ok();
+                               })
+                  .ok());
   auto requeued = coordinator_->scheduler().ExpireLeases(std::chrono::seconds(30));
   ASSERT_TRUE(requeued.ok());
   EXPECT_EQ(*requeued, 0);  // started less than a lease ago
@@ -1309,7 +1318,6 @@ tasks:
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "first"), 1);
 }
 
-
 TEST_F(SchedulerTest, ADuplicateDeliveryIsCancelledAndItsOutcomeIgnored) {
   auto submitted = coordinator_->Submit(ParseOrDie(
       "name: dup\noutput: \"{{ tasks.t }}\"\ntasks:\n  - {name: t, var: t, run: hang}\n"));
@@ -1330,12 +1338,11 @@ TEST_F(SchedulerTest, ADuplicateDeliveryIsCancelledAndItsOutcomeIgnored) {
   });
   ASSERT_TRUE(sub.ok());
   // A second delivery of the same task started on node "other"…
-  EXPECT_TRUE(coordinator_->scheduler()
-                  .OnStarted(TaskStarted{.task_id = task_id,
-                                         .job_id = submitted->id,
-                                         .node_id = "other",
-                                         .at = clock_.Now()})
-                  .ok());
+  EXPECT_TRUE(
+      coordinator_->scheduler()
+          .OnStarted(TaskStarted{
+              .task_id = task_id, .job_id = submitted->id, .node_id = "other", .at = clock_.Now()})
+          .ok());
   ASSERT_TRUE(testing::WaitFor([&] {
     std::lock_guard lock(mu);
     return cancels.size() == 1;
@@ -1378,10 +1385,8 @@ TEST_F(SchedulerTest, AStartHeardAfterItsOwnOutcomeSendsNoCancel) {
   worker_->Stop(milliseconds(0));  // nothing consumes its cancel queue from here on
   for (const std::string node : {"node-1", "other"}) {
     EXPECT_TRUE(coordinator_->scheduler()
-                    .OnStarted(TaskStarted{.task_id = task.id,
-                                           .job_id = job.id,
-                                           .node_id = node,
-                                           .at = clock_.Now()})
+                    .OnStarted(TaskStarted{
+                        .task_id = task.id, .job_id = job.id, .node_id = node, .at = clock_.Now()})
                     .ok());
   }
   auto own = broker_->Queue(CancelQueueFor("node-1"));
@@ -1497,18 +1502,22 @@ tasks:
   - name: group
     parallel:
       tasks:
-        - {name: p1-)" + n + R"(, run: ok}
-        - {name: p2-)" + n + R"(, run: ok}
+        - {name: p1-)" + n +
+                         R"(, run: ok}
+        - {name: p2-)" + n +
+                         R"(, run: ok}
         - name: inner
           each:
             list: "{{ [1, 2, 3] }}"
             concurrency: 1
-            task: {name: "pe{{ item.value }}-)" + n + R"(", run: ok}
+            task: {name: "pe{{ item.value }}-)" +
+                         n + R"(", run: ok}
   - name: fan
     each:
       list: "{{ sequence(1, 7) }}"
       concurrency: 2
-      task: {name: "e{{ item.value }}-)" + n + R"(", run: ok}
+      task: {name: "e{{ item.value }}-)" +
+                         n + R"(", run: ok}
   - name: flaky-)" + n + R"(
     run: flaky 1
     retry: {limit: 2}
@@ -1516,7 +1525,8 @@ tasks:
     subjob:
       name: child
       tasks:
-        - {name: s1-)" + n + R"(, run: ok}
+        - {name: s1-)" + n +
+                         R"(, run: ok}
   - name: last-)" + n + R"(
     var: last
     run: ok z)" + n + R"(
@@ -1526,7 +1536,8 @@ tasks:
     ids.push_back(submitted->id);
   }
   for (int i = 0; i < kJobs; ++i) {
-    auto done = (i % 2 == 0 ? b : a).Wait(ids[static_cast<std::size_t>(i)], std::chrono::seconds(60));
+    auto done =
+        (i % 2 == 0 ? b : a).Wait(ids[static_cast<std::size_t>(i)], std::chrono::seconds(60));
     ASSERT_TRUE(done.ok()) << done.status().message();
     EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
     EXPECT_EQ(done->result, "a" + std::to_string(i) + "-z" + std::to_string(i));
@@ -1536,8 +1547,8 @@ tasks:
   for (const auto& name : ran) ++runs[name];
   for (int i = 0; i < kJobs; ++i) {
     std::string n = std::to_string(i);
-    for (std::string name : {"first-", "p1-", "p2-", "pe1-", "pe2-", "pe3-", "e1-", "e4-", "e6-",
-                             "s1-", "last-"}) {
+    for (std::string name :
+         {"first-", "p1-", "p2-", "pe1-", "pe2-", "pe3-", "e1-", "e4-", "e6-", "s1-", "last-"}) {
       EXPECT_EQ(runs[name + n], 1) << name + n;
     }
     EXPECT_EQ(runs["flaky-" + n], 2) << "flaky-" + n;  // one failure, one retry

@@ -172,9 +172,8 @@ class ShellTest : public ::testing::Test {
     int n = 0;
     for (const char* m :
          {"Transact", "CreateJob", "CreateJobWithTasks", "UpdateJob", "UpdateJobState",
-          "CreateTask", "CreateTasks", "UpdateTask", "UpdateTaskAndJob",
-          "UpdateTaskAndJobState", "AddCompletion", "MarkScheduled", "CancelTasks",
-          "DeleteJob"}) {
+          "CreateTask", "CreateTasks", "UpdateTask", "UpdateTaskAndJob", "UpdateTaskAndJobState",
+          "AddCompletion", "MarkScheduled", "CancelTasks", "DeleteJob"}) {
       n += faulty_->calls(m);
     }
     return n;

@@ -46,8 +46,7 @@ bool IsCoreFloat(std::string_view s) {
 // Resolves a plain YAML scalar by the YAML 1.2 core schema.
 Node::Kind ResolvePlain(std::string_view s) {
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return Node::Kind::kNull;
-  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" ||
-      s == "FALSE") {
+  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE") {
     return Node::Kind::kBool;
   }
   char c = s[0];
@@ -141,9 +140,7 @@ class YamlSizer final : public YAML::EventHandler {
 
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    Leaf(mark, anchor, 0);
-  }
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Leaf(mark, anchor, 0); }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     TakeSlot();
     auto it = anchors_.find(anchor);
@@ -359,8 +356,7 @@ class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool parse_error(std::size_t, const std::string&,
-                   const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
     std::string what = e.what();
     // "[json.exception.parse_error.101] parse error at line 2, column 5: syntax error ..."
     Mark mark{};
@@ -496,13 +492,20 @@ std::string Diagnostic::ToString() const {
 
 std::string_view Node::KindName() const {
   switch (kind) {
-    case Kind::kNull: return "null";
-    case Kind::kBool: return "boolean";
-    case Kind::kInt: return "integer";
-    case Kind::kFloat: return "number";
-    case Kind::kString: return "string";
-    case Kind::kSequence: return "list";
-    case Kind::kMap: return "map";
+    case Kind::kNull:
+      return "null";
+    case Kind::kBool:
+      return "boolean";
+    case Kind::kInt:
+      return "integer";
+    case Kind::kFloat:
+      return "number";
+    case Kind::kString:
+      return "string";
+    case Kind::kSequence:
+      return "list";
+    case Kind::kMap:
+      return "map";
   }
   return "value";
 }
@@ -524,14 +527,20 @@ std::size_t InvalidUtf8At(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
     auto c = static_cast<unsigned char>(text[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    std::size_t len = c < 0x80           ? 1
+                      : (c >> 5) == 0x6  ? 2
+                      : (c >> 4) == 0xE  ? 3
+                      : (c >> 3) == 0x1E ? 4
+                                         : 0;
     if (len == 0 || i + len > text.size()) return i;
     for (std::size_t k = 1; k < len; ++k) {
       if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return i;
     }
     std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-    bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    for (std::size_t k = 1; k < len; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
     if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
     i += len;
   }

@@ -41,8 +41,8 @@ struct Node {
   enum class Kind { kNull, kBool, kInt, kFloat, kString, kSequence, kMap };
 
   Kind kind = Kind::kNull;
-  std::string text;              // scalars: the value as written (JSON strings unescaped)
-  std::vector<Node> items;       // kSequence
+  std::string text;               // scalars: the value as written (JSON strings unescaped)
+  std::vector<Node> items;        // kSequence
   std::vector<MapEntry> entries;  // kMap, in document order
   Mark mark;
 
@@ -83,7 +83,7 @@ inline constexpr std::size_t kMaxDocumentNodes = 200'000;
 inline constexpr std::size_t kMaxDocumentBytes = 8 << 20;
 
 struct ParsedDocument {
-  std::optional<Node> root;        // set when the text parsed
+  std::optional<Node> root;         // set when the text parsed
   std::optional<Diagnostic> error;  // set otherwise: a syntax error with its position
   // The error is that the document expands to too many nodes or bytes (HTTP 413), not
   // that it is malformed.

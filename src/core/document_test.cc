@@ -39,7 +39,8 @@ TEST(DocumentTest, YamlPlainScalarsResolveByTheCoreSchema) {
 }
 
 TEST(DocumentTest, JsonNodesCarryTheirPositions) {
-  std::string text = "{\n  \"name\": \"x\",\n  \"tasks\": [\n    {\"name\": \"a\", \"limit\": 12}\n  ]\n}";
+  std::string text =
+      "{\n  \"name\": \"x\",\n  \"tasks\": [\n    {\"name\": \"a\", \"limit\": 12}\n  ]\n}";
   auto doc = ParseDocument(text, DocumentFormat::kJson);
   ASSERT_TRUE(doc.root) << doc.error->ToString();
   const Node& root = *doc.root;
@@ -134,7 +135,10 @@ TEST(DocumentTest, AControlCharacterInYamlIsRefusedWithItsPosition) {
     EXPECT_THAT(doc.error->ToString(), HasSubstr("2:7: the document has a control character"));
   }
   // Tab, line breaks, NEL and the escaped form are fine.
-  EXPECT_TRUE(ParseDocument("a:\tb\r\nc: d\xC2\x85" "e\nf: \"\\u0000\"\n", DocumentFormat::kYaml).root);
+  EXPECT_TRUE(ParseDocument("a:\tb\r\nc: d\xC2\x85"
+                            "e\nf: \"\\u0000\"\n",
+                            DocumentFormat::kYaml)
+                  .root);
   // The fuzzer's input: a NUL inside a long name.
   std::string name = "name: b" + std::string(100, 'N') + std::string("\0", 1) + "Nad\ntasks: []\n";
   EXPECT_TRUE(ParseDocument(name, DocumentFormat::kYaml).error);

@@ -12,10 +12,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -25,9 +24,9 @@ namespace baton::expr {
 using Value = nlohmann::json;
 
 // Limits that keep evaluation bounded.
-inline constexpr int kMaxDepth = 128;                      // nesting of the syntax tree
-inline constexpr std::size_t kMaxSequence = 1'000'000;     // elements `sequence` may make
-inline constexpr std::size_t kMaxStringBytes = 16 << 20;   // bytes a string may grow to
+inline constexpr int kMaxDepth = 128;                     // nesting of the syntax tree
+inline constexpr std::size_t kMaxSequence = 1'000'000;    // elements `sequence` may make
+inline constexpr std::size_t kMaxStringBytes = 16 << 20;  // bytes a string may grow to
 inline constexpr std::size_t kMaxExpressionBytes = 64 << 10;
 
 // Hooks for the non-deterministic functions, so tests can pin them.

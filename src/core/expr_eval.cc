@@ -161,7 +161,8 @@ class Evaluator {
     if (!base.ok()) return base;
     const Value& v = base->get();
     if (v.is_null()) return Slot();
-    if (!v.is_object()) return InvalidArgument("type " + TypeName(v) + " has no field " + node.name);
+    if (!v.is_object())
+      return InvalidArgument("type " + TypeName(v) + " has no field " + node.name);
     auto it = v.find(node.name);
     if (it == v.end()) return Slot();
     return Element(base.value(), *it);
@@ -176,14 +177,16 @@ class Evaluator {
     const Value& index = index_slot->get();
     if (v.is_null()) return Slot();
     if (v.is_object()) {
-      if (!index.is_string()) return InvalidArgument("map key must be a string, got " + TypeName(index));
+      if (!index.is_string())
+        return InvalidArgument("map key must be a string, got " + TypeName(index));
       auto it = v.find(index.get_ref<const std::string&>());
       if (it == v.end()) return Slot();
       return Element(base.value(), *it);
     }
     if (!v.is_array() && !v.is_string()) return InvalidArgument("cannot index " + TypeName(v));
     if (!IsInt(index)) return InvalidArgument("index must be an int, got " + TypeName(index));
-    const std::size_t size = v.is_string() ? CodePointCount(v.get_ref<const std::string&>()) : v.size();
+    const std::size_t size =
+        v.is_string() ? CodePointCount(v.get_ref<const std::string&>()) : v.size();
     const std::int64_t i = IntOf(index);
     // Negative indices count from the end.
     const std::int64_t at = i < 0 ? i + static_cast<std::int64_t>(size) : i;
@@ -228,7 +231,8 @@ class Evaluator {
     if (v.is_string()) {
       const std::string& str = v.get_ref<const std::string&>();
       const std::size_t begin = CodePointOffset(str, from);
-      const std::size_t end = begin + CodePointOffset(std::string_view(str).substr(begin), to - from);
+      const std::size_t end =
+          begin + CodePointOffset(std::string_view(str).substr(begin), to - from);
       BATON_RETURN_IF_ERROR(ctx_.Charge(kElementCost + end - begin));
       return Slot(Value(str.substr(begin, end - begin)));
     }
@@ -299,19 +303,29 @@ class Evaluator {
         return Slot(Value(a == b));
       case Op::kNe:
         return Slot(Value(a != b));
-      case Op::kLt: case Op::kLe: case Op::kGt: case Op::kGe: {
+      case Op::kLt:
+      case Op::kLe:
+      case Op::kGt:
+      case Op::kGe: {
         Result<int> c = Order(op, a, b);
         if (!c.ok()) return c.status();
         const int o = c.value();
-        const bool r = op == Op::kLt ? o < 0 : op == Op::kLe ? o <= 0 : op == Op::kGt ? o > 0 : o >= 0;
+        const bool r = op == Op::kLt   ? o < 0
+                       : op == Op::kLe ? o <= 0
+                       : op == Op::kGt ? o > 0
+                                       : o >= 0;
         return Slot(Value(r));
       }
-      case Op::kIn: case Op::kNotIn: {
+      case Op::kIn:
+      case Op::kNotIn: {
         Result<bool> found = In(op, a, b);
         if (!found.ok()) return found.status();
         return Slot(Value(found.value() == (op == Op::kIn)));
       }
-      case Op::kContains: case Op::kStartsWith: case Op::kEndsWith: case Op::kMatches: {
+      case Op::kContains:
+      case Op::kStartsWith:
+      case Op::kEndsWith:
+      case Op::kMatches: {
         if (!a.is_string() || !b.is_string()) return Mismatch(op, a, b);
         const std::string_view s = a.get_ref<const std::string&>();
         const std::string_view t = b.get_ref<const std::string&>();
@@ -330,7 +344,8 @@ class Evaluator {
         Value list = Value::array();
         if (first > last) return Slot(std::move(list));
         // The difference fits in uint64 even when the int64 subtraction would overflow.
-        const std::uint64_t span = static_cast<std::uint64_t>(last) - static_cast<std::uint64_t>(first);
+        const std::uint64_t span =
+            static_cast<std::uint64_t>(last) - static_cast<std::uint64_t>(first);
         if (span >= kMaxSequence) {
           return InvalidArgument("range " + std::to_string(first) + ".." + std::to_string(last) +
                                  " has more than " + std::to_string(kMaxSequence) + " elements");
@@ -374,7 +389,8 @@ class Evaluator {
   static Result<bool> In(Op op, const Value& needle, const Value& haystack) {
     if (haystack.is_null()) return false;
     if (haystack.is_array()) {
-      return std::any_of(haystack.begin(), haystack.end(), [&](const Value& e) { return e == needle; });
+      return std::any_of(haystack.begin(), haystack.end(),
+                         [&](const Value& e) { return e == needle; });
     }
     if (haystack.is_object()) {
       if (!needle.is_string()) return Mismatch(op, needle, haystack);
@@ -397,9 +413,15 @@ class Evaluator {
       std::int64_t r = 0;
       bool overflow = false;
       switch (op) {
-        case Op::kAdd: overflow = __builtin_add_overflow(x, y, &r); break;
-        case Op::kSub: overflow = __builtin_sub_overflow(x, y, &r); break;
-        case Op::kMul: overflow = __builtin_mul_overflow(x, y, &r); break;
+        case Op::kAdd:
+          overflow = __builtin_add_overflow(x, y, &r);
+          break;
+        case Op::kSub:
+          overflow = __builtin_sub_overflow(x, y, &r);
+          break;
+        case Op::kMul:
+          overflow = __builtin_mul_overflow(x, y, &r);
+          break;
         default:  // kMod
           if (y == 0) return InvalidArgument("division by zero");
           r = y == -1 ? 0 : x % y;  // INT64_MIN % -1 is undefined in C++
@@ -411,13 +433,17 @@ class Evaluator {
     if (op == Op::kMod) return Mismatch(op, a, b);
     const double x = FloatOf(a), y = FloatOf(b);
     switch (op) {
-      case Op::kAdd: return Finite(x + y, op);
-      case Op::kSub: return Finite(x - y, op);
-      case Op::kMul: return Finite(x * y, op);
+      case Op::kAdd:
+        return Finite(x + y, op);
+      case Op::kSub:
+        return Finite(x - y, op);
+      case Op::kMul:
+        return Finite(x * y, op);
       case Op::kDiv:
         if (y == 0) return InvalidArgument("division by zero");
         return Finite(x / y, op);
-      default: return Finite(std::pow(x, y), op);  // kPow
+      default:
+        return Finite(std::pow(x, y), op);  // kPow
     }
   }
 
@@ -452,8 +478,8 @@ Result<Value> EvaluateTree(const Node& root, Context& ctx) {
 
 Status CheckLength(std::string_view expression) {
   if (expression.size() <= kMaxExpressionBytes) return Status::Ok();
-  return WithExpression(expression, "expression longer than " +
-                                        std::to_string(kMaxExpressionBytes) + " bytes");
+  return WithExpression(expression,
+                        "expression longer than " + std::to_string(kMaxExpressionBytes) + " bytes");
 }
 
 Result<Value> EvaluateExpression(std::string_view expression, Context& ctx) {

@@ -19,21 +19,30 @@ namespace baton::expr::internal {
 
 std::string TypeName(const Value& value) {
   switch (value.type()) {
-    case Value::value_t::null: return "nil";
-    case Value::value_t::boolean: return "bool";
+    case Value::value_t::null:
+      return "nil";
+    case Value::value_t::boolean:
+      return "bool";
     case Value::value_t::number_integer:
-    case Value::value_t::number_unsigned: return "int";
-    case Value::value_t::number_float: return "float";
-    case Value::value_t::string: return "string";
-    case Value::value_t::array: return "list";
-    case Value::value_t::object: return "map";
-    default: return "unknown";
+    case Value::value_t::number_unsigned:
+      return "int";
+    case Value::value_t::number_float:
+      return "float";
+    case Value::value_t::string:
+      return "string";
+    case Value::value_t::array:
+      return "list";
+    case Value::value_t::object:
+      return "map";
+    default:
+      return "unknown";
   }
 }
 
 bool IsInt(const Value& value) {
   if (value.is_number_unsigned()) {
-    return value.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    return value.get<std::uint64_t>() <=
+           static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   }
   return value.is_number_integer();
 }
@@ -53,7 +62,11 @@ double FloatOf(const Value& value) {
 
 std::size_t CodePointLength(std::string_view s, std::size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
-  const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+  const std::size_t n = c < 0x80           ? 1
+                        : (c >> 5) == 0x6  ? 2
+                        : (c >> 4) == 0xE  ? 3
+                        : (c >> 3) == 0x1E ? 4
+                                           : 1;
   if (i + n > s.size()) return 1;
   for (std::size_t k = 1; k < n; ++k) {
     if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 1;
@@ -79,7 +92,8 @@ std::size_t MinTextSize(const Value& value) {
   if (value.is_array()) {
     for (const Value& e : value) size += MinTextSize(e) + 1;
   } else if (value.is_object()) {
-    for (auto it = value.begin(); it != value.end(); ++it) size += it.key().size() + MinTextSize(it.value()) + 3;
+    for (auto it = value.begin(); it != value.end(); ++it)
+      size += it.key().size() + MinTextSize(it.value()) + 3;
   }
   return size;
 }
@@ -89,7 +103,8 @@ std::size_t FindText(std::string_view haystack, std::string_view needle, std::si
   if (needle.empty()) return from;
   // Not std::string_view::find, which compares naively and so is quadratic for inputs
   // like repeat('a', n) and repeat('a', n / 2) + 'b'; glibc's memmem is linear (Two-Way).
-  const void* at = memmem(haystack.data() + from, haystack.size() - from, needle.data(), needle.size());
+  const void* at =
+      memmem(haystack.data() + from, haystack.size() - from, needle.data(), needle.size());
   if (at == nullptr) return std::string_view::npos;
   return static_cast<std::size_t>(static_cast<const char*>(at) - haystack.data());
 }
@@ -144,7 +159,8 @@ Result<Value> Sequence(Context& ctx, Args& args) {
   if (!stop.ok()) return stop.status();
   Value list = Value::array();
   if (*start >= *stop) return list;
-  const std::uint64_t count = static_cast<std::uint64_t>(*stop) - static_cast<std::uint64_t>(*start);
+  const std::uint64_t count =
+      static_cast<std::uint64_t>(*stop) - static_cast<std::uint64_t>(*start);
   if (count > kMaxSequence) {
     return InvalidArgument("more than " + std::to_string(kMaxSequence) + " elements");
   }
@@ -185,8 +201,10 @@ Result<Value> FromJson(Context& ctx, Args& args) {
   for (std::size_t i = 0; i < text->size(); ++i) {
     const char c = (*text)[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -425,7 +443,8 @@ Result<Value> MinMax(Context&, Args& args) {
     const Value& v = one_list ? args[0].get()[i] : args[i].get();
     if (!v.is_number()) {
       if (!one_list) return WrongArg(i, "a number", v);
-      return InvalidArgument("element " + std::to_string(i) + " is " + TypeName(v) + ", not a number");
+      return InvalidArgument("element " + std::to_string(i) + " is " + TypeName(v) +
+                             ", not a number");
     }
     if (best == nullptr || (kMax ? less(*best, v) : less(v, *best))) best = &v;
   }
@@ -552,7 +571,8 @@ Result<Value> FromBase64(Context& ctx, Args& args) {
   Result<std::string_view> s = StringArg(args, 0);
   if (!s.ok()) return s.status();
   // Standard encoding with padding, as Go's base64.StdEncoding.
-  if (s->size() % 4 != 0) return InvalidArgument("invalid base64 length " + std::to_string(s->size()));
+  if (s->size() % 4 != 0)
+    return InvalidArgument("invalid base64 length " + std::to_string(s->size()));
   std::string out;
   for (std::size_t i = 0; i < s->size(); i += 4) {
     std::uint32_t chunk = 0;
@@ -663,7 +683,8 @@ Result<std::size_t> PatternCost(std::string_view p) {
       if (p.substr(i, 3) == "(?=" || p.substr(i, 3) == "(?!") {
         return InvalidArgument("lookaheads are not supported");
       }
-      if (levels.size() > static_cast<std::size_t>(kMaxDepth)) return InvalidArgument("pattern too complex");
+      if (levels.size() > static_cast<std::size_t>(kMaxDepth))
+        return InvalidArgument("pattern too complex");
       levels.emplace_back();
       i += p.substr(i, 3) == "(?:" ? 3 : 1;
     } else if (c == ')') {
@@ -758,7 +779,8 @@ Result<bool> RegexMatches(Context& ctx, std::string_view subject, std::string_vi
     return invalid("longer than " + std::to_string(kMaxPatternBytes) + " bytes");
   }
   if (subject.size() > kMaxSubjectBytes) {
-    return InvalidArgument("matches: subject longer than " + std::to_string(kMaxSubjectBytes) + " bytes");
+    return InvalidArgument("matches: subject longer than " + std::to_string(kMaxSubjectBytes) +
+                           " bytes");
   }
   Result<std::size_t> cost = PatternCost(pattern);
   if (!cost.ok()) return invalid(cost.status().message());

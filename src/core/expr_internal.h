@@ -55,10 +55,32 @@ Status SyntaxError(std::size_t offset, std::string_view what);
 enum class Op {
   kNone,
   // Binary.
-  kOr, kAnd, kEq, kNe, kLt, kLe, kGt, kGe, kIn, kNotIn, kMatches, kContains,
-  kStartsWith, kEndsWith, kRange, kAdd, kSub, kMul, kDiv, kMod, kPow, kCoalesce,
+  kOr,
+  kAnd,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kIn,
+  kNotIn,
+  kMatches,
+  kContains,
+  kStartsWith,
+  kEndsWith,
+  kRange,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMod,
+  kPow,
+  kCoalesce,
   // Unary.
-  kNot, kNeg, kPlus,
+  kNot,
+  kNeg,
+  kPlus,
 };
 
 // The operator as it is spelled in messages ("and", "+", "not in", ...).

@@ -207,14 +207,34 @@ Result<Token> Lexer::LexString() {
     if (++i >= src_.size()) return SyntaxError(pos_, "unterminated string");
     const char e = src_[i++];
     switch (e) {
-      case 'n': token.text += '\n'; break;
-      case 't': token.text += '\t'; break;
-      case 'r': token.text += '\r'; break;
-      case 'b': token.text += '\b'; break;
-      case 'f': token.text += '\f'; break;
-      case 'v': token.text += '\v'; break;
-      case '0': token.text += '\0'; break;
-      case '\\': case '\'': case '"': case '/': case '`': token.text += e; break;
+      case 'n':
+        token.text += '\n';
+        break;
+      case 't':
+        token.text += '\t';
+        break;
+      case 'r':
+        token.text += '\r';
+        break;
+      case 'b':
+        token.text += '\b';
+        break;
+      case 'f':
+        token.text += '\f';
+        break;
+      case 'v':
+        token.text += '\v';
+        break;
+      case '0':
+        token.text += '\0';
+        break;
+      case '\\':
+      case '\'':
+      case '"':
+      case '/':
+      case '`':
+        token.text += e;
+        break;
       case 'x': {
         std::uint32_t byte = 0;
         if (!read_hex(i, 2, byte)) return SyntaxError(escape, "invalid \\x escape");

@@ -20,18 +20,30 @@ struct BinaryInfo {
 // its name in messages. Unary `not`/`!` bind at 50 and `-`/`+` at 90; the ternary binds
 // loosest of all.
 constexpr BinaryInfo kBinaryOps[] = {
-    {"or", Op::kOr, 10},          {"||", Op::kOr, 10},
-    {"and", Op::kAnd, 15},        {"&&", Op::kAnd, 15},
-    {"==", Op::kEq, 20},          {"!=", Op::kNe, 20},
-    {"<", Op::kLt, 20},           {"<=", Op::kLe, 20},
-    {">", Op::kGt, 20},           {">=", Op::kGe, 20},
-    {"in", Op::kIn, 20},          {"not in", Op::kNotIn, 20},
-    {"matches", Op::kMatches, 20}, {"contains", Op::kContains, 20},
-    {"startsWith", Op::kStartsWith, 20}, {"endsWith", Op::kEndsWith, 20},
+    {"or", Op::kOr, 10},
+    {"||", Op::kOr, 10},
+    {"and", Op::kAnd, 15},
+    {"&&", Op::kAnd, 15},
+    {"==", Op::kEq, 20},
+    {"!=", Op::kNe, 20},
+    {"<", Op::kLt, 20},
+    {"<=", Op::kLe, 20},
+    {">", Op::kGt, 20},
+    {">=", Op::kGe, 20},
+    {"in", Op::kIn, 20},
+    {"not in", Op::kNotIn, 20},
+    {"matches", Op::kMatches, 20},
+    {"contains", Op::kContains, 20},
+    {"startsWith", Op::kStartsWith, 20},
+    {"endsWith", Op::kEndsWith, 20},
     {"..", Op::kRange, 25},
-    {"+", Op::kAdd, 30},          {"-", Op::kSub, 30},
-    {"*", Op::kMul, 60},          {"/", Op::kDiv, 60},          {"%", Op::kMod, 60},
-    {"**", Op::kPow, 100, true},  {"^", Op::kPow, 100, true},
+    {"+", Op::kAdd, 30},
+    {"-", Op::kSub, 30},
+    {"*", Op::kMul, 60},
+    {"/", Op::kDiv, 60},
+    {"%", Op::kMod, 60},
+    {"**", Op::kPow, 100, true},
+    {"^", Op::kPow, 100, true},
     {"??", Op::kCoalesce, 500},
 };
 constexpr int kNotPrecedence = 50;
@@ -92,16 +104,22 @@ class Parser {
     tok_ = std::move(next).value();
     return Status::Ok();
   }
-  bool IsPunct(std::string_view p) const { return tok_.kind == TokenKind::kPunct && tok_.text == p; }
+  bool IsPunct(std::string_view p) const {
+    return tok_.kind == TokenKind::kPunct && tok_.text == p;
+  }
   bool IsWord(std::string_view w) const { return tok_.kind == TokenKind::kName && tok_.text == w; }
 
   Status Unexpected() const {
-    if (tok_.kind == TokenKind::kEnd) return SyntaxError(tok_.offset, "unexpected end of expression");
+    if (tok_.kind == TokenKind::kEnd)
+      return SyntaxError(tok_.offset, "unexpected end of expression");
     std::size_t size = tok_.end - tok_.offset;
     if (size > 32) {  // a long string literal: show its start, cut at a code point
-      for (size = 32; size > 0 && (static_cast<unsigned char>(src_[tok_.offset + size]) & 0xC0) == 0x80;) --size;
+      for (size = 32;
+           size > 0 && (static_cast<unsigned char>(src_[tok_.offset + size]) & 0xC0) == 0x80;)
+        --size;
     }
-    return SyntaxError(tok_.offset, "unexpected \"" + std::string(src_.substr(tok_.offset, size)) + "\"");
+    return SyntaxError(tok_.offset,
+                       "unexpected \"" + std::string(src_.substr(tok_.offset, size)) + "\"");
   }
   Status Expect(std::string_view p) {
     if (!IsPunct(p)) return Unexpected();
@@ -305,8 +323,8 @@ class Parser {
     const int count = static_cast<int>(node->children.size());
     if (count < f.min_args || (f.max_args >= 0 && count > f.max_args)) {
       const bool one = f.min_args == 1 && f.max_args <= 1;
-      return InvalidArgument(node->name + ": want " + ArityText(f) + (one ? " argument" : " arguments") +
-                             ", got " + std::to_string(count));
+      return InvalidArgument(node->name + ": want " + ArityText(f) +
+                             (one ? " argument" : " arguments") + ", got " + std::to_string(count));
     }
     return Seal(std::move(node));
   }

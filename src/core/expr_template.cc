@@ -43,7 +43,8 @@ std::size_t FindClose(std::string_view text, std::size_t begin) {
 }
 
 Status TooLong() {
-  return InvalidArgument("template result longer than " + std::to_string(kMaxStringBytes) + " bytes");
+  return InvalidArgument("template result longer than " + std::to_string(kMaxStringBytes) +
+                         " bytes");
 }
 
 Result<std::vector<Piece>> Split(std::string_view text) {

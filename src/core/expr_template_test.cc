@@ -1,8 +1,8 @@
 // Tests of `{{ expr }}` templates and of rendering values as text.
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "core/expr.h"
 
@@ -73,7 +73,8 @@ TEST(ExprTemplateTest, TemplateIsReplacedByItsValueWithTextAround) {
 TEST(ExprTemplateTest, SeveralTemplatesInOneText) {
   EXPECT_EQ(Render("{{ tasks.greeting }}, {{ inputs.who }} ({{ 1 + 1 }})"), "hello, world (2)");
   EXPECT_EQ(Render("{{ 1 }}{{ 2 }}{{ 3 }}"), "123");
-  EXPECT_EQ(Render("{{ item.index }}: {{ item.value }} of {{ job.name }}/{{ job.id }}"), "0: 1 of demo/j-1");
+  EXPECT_EQ(Render("{{ item.index }}: {{ item.value }} of {{ job.name }}/{{ job.id }}"),
+            "0: 1 of demo/j-1");
   EXPECT_EQ(Render("token={{ secrets.token }}"), "token=s3cret");
 }
 
@@ -103,23 +104,29 @@ TEST(ExprTemplateTest, UnopenedClosingBracesReportTheirOffset) {
 }
 
 TEST(ExprTemplateTest, ExpressionErrorsQuoteTheExpression) {
-  EXPECT_EQ(RenderError("x {{ bad_function() }}"), "unknown name bad_function in \"{{ bad_function() }}\"");
+  EXPECT_EQ(RenderError("x {{ bad_function() }}"),
+            "unknown name bad_function in \"{{ bad_function() }}\"");
   EXPECT_EQ(RenderError("{{ 1 / 0 }}"), "division by zero in \"{{ 1 / 0 }}\"");
-  EXPECT_EQ(RenderError("{{ 1 + }}"), "syntax error at offset 4: unexpected end of expression in \"{{ 1 + }}\"");
+  EXPECT_EQ(RenderError("{{ 1 + }}"),
+            "syntax error at offset 4: unexpected end of expression in \"{{ 1 + }}\"");
   EXPECT_EQ(RenderError("ok {{ 1 }} {{ nobody }}"), "unknown name nobody in \"{{ nobody }}\"");
 }
 
 TEST(ExprTemplateTest, MalformedTokensInsideATemplateAreSyntaxErrors) {
-  EXPECT_EQ(RenderError(R"({{ "abc }})"), R"(syntax error at offset 0: unterminated string in "{{ "abc }}")");
-  EXPECT_EQ(RenderError("{{ 1 @ 2 }}"), R"(syntax error at offset 2: unexpected character "@" in "{{ 1 @ 2 }}")");
+  EXPECT_EQ(RenderError(R"({{ "abc }})"),
+            R"(syntax error at offset 0: unterminated string in "{{ "abc }}")");
+  EXPECT_EQ(RenderError("{{ 1 @ 2 }}"),
+            R"(syntax error at offset 2: unexpected character "@" in "{{ 1 @ 2 }}")");
   EXPECT_EQ(RenderError("{{ 99999999999999999999 }}"),
             R"(syntax error at offset 0: number too large in "{{ 99999999999999999999 }}")");
   EXPECT_EQ(RenderError("{{ 'abc"), "unclosed \"{{\" at offset 0");
 }
 
 TEST(ExprTemplateTest, EmptyTemplateIsASyntaxError) {
-  EXPECT_EQ(RenderError("{{ }}"), "syntax error at offset 0: unexpected end of expression in \"{{  }}\"");
-  EXPECT_EQ(RenderError("{{}}"), "syntax error at offset 0: unexpected end of expression in \"{{  }}\"");
+  EXPECT_EQ(RenderError("{{ }}"),
+            "syntax error at offset 0: unexpected end of expression in \"{{  }}\"");
+  EXPECT_EQ(RenderError("{{}}"),
+            "syntax error at offset 0: unexpected end of expression in \"{{  }}\"");
 }
 
 TEST(ExprTemplateTest, CheckTemplateParsesWithoutEvaluating) {
@@ -128,7 +135,8 @@ TEST(ExprTemplateTest, CheckTemplateParsesWithoutEvaluating) {
   EXPECT_TRUE(CheckTemplate(R"({{ "}}" }})").ok());
   // Like an unknown variable, an unknown function is an error only when evaluated.
   EXPECT_TRUE(CheckTemplate("{{ bad_function() }}").ok());
-  EXPECT_EQ(CheckTemplate("a {{ sequence(1) }}").message(), "sequence: want 2 arguments, got 1 in \"{{ sequence(1) }}\"");
+  EXPECT_EQ(CheckTemplate("a {{ sequence(1) }}").message(),
+            "sequence: want 2 arguments, got 1 in \"{{ sequence(1) }}\"");
   EXPECT_EQ(CheckTemplate("{{ 1 + }}").message(),
             "syntax error at offset 4: unexpected end of expression in \"{{ 1 + }}\"");
   EXPECT_EQ(CheckTemplate("{{ 1 + }}").code(), StatusCode::kInvalidArgument);
@@ -141,8 +149,9 @@ TEST(ExprTemplateTest, LongExpressionsAreTruncatedInMessages) {
 }
 
 TEST(ExprTemplateTest, EachValueKindRendersAsText) {
-  EXPECT_EQ(Render("{{ 'a' }}|{{ 42 }}|{{ -7 }}|{{ 2.0 }}|{{ 2.5 }}|{{ true }}|{{ false }}|{{ nil }}"),
-            "a|42|-7|2|2.5|true|false|");
+  EXPECT_EQ(
+      Render("{{ 'a' }}|{{ 42 }}|{{ -7 }}|{{ 2.0 }}|{{ 2.5 }}|{{ true }}|{{ false }}|{{ nil }}"),
+      "a|42|-7|2|2.5|true|false|");
   EXPECT_EQ(Render("{{ [1, 'a', nil] }} {{ {b: [true]} }}"), R"([1,"a",null] {"b":[true]})");
   EXPECT_EQ(Render("{{ inputs.list }}"), "[1,2,3]");
 }
@@ -220,7 +229,8 @@ TEST(ExprToTextTest, FloatsUseTheShortestRoundTripFormWithoutTrailingZero) {
 }
 
 TEST(ExprToTextTest, ListsAndMapsRenderAsCompactJson) {
-  EXPECT_EQ(ToText(Value::parse(R"([1, 2.0, "a", null, {"k": [true]}])")), R"([1,2.0,"a",null,{"k":[true]}])");
+  EXPECT_EQ(ToText(Value::parse(R"([1, 2.0, "a", null, {"k": [true]}])")),
+            R"([1,2.0,"a",null,{"k":[true]}])");
   EXPECT_EQ(ToText(Value::array()), "[]");
   EXPECT_EQ(ToText(Value::object()), "{}");
 }

@@ -1,13 +1,13 @@
 // Tests of expressions: each operator, each function, errors and limits.
-#include <cstdint>
-#include <limits>
-#include <stdexcept>
-#include <string>
+#include "core/expr.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/expr.h"
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace baton::expr {
 namespace {
@@ -110,7 +110,8 @@ TEST(ExprLiteralTest, IntegerOutOfRangeIsAnError) {
 
 TEST(ExprLiteralTest, MinimumIntegerIsAcceptedNegated) {
   ExpectInt("-9223372036854775808", std::numeric_limits<std::int64_t>::min());
-  EXPECT_EQ(Error("-9223372036854775808 - 1"), In("integer overflow in -", "-9223372036854775808 - 1"));
+  EXPECT_EQ(Error("-9223372036854775808 - 1"),
+            In("integer overflow in -", "-9223372036854775808 - 1"));
 }
 
 TEST(ExprLiteralTest, MalformedNumbersAreSyntaxErrors) {
@@ -185,7 +186,8 @@ TEST(ExprArithmeticTest, ModuloTakesIntegersOnly) {
   ExpectInt("7 % 3", 1);
   ExpectInt("-7 % 3", -1);
   ExpectInt("-9223372036854775808 % -1", 0);
-  EXPECT_EQ(Error("1.5 % 1"), In("invalid operation: % (mismatched types float and int)", "1.5 % 1"));
+  EXPECT_EQ(Error("1.5 % 1"),
+            In("invalid operation: % (mismatched types float and int)", "1.5 % 1"));
 }
 
 TEST(ExprArithmeticTest, PowerYieldsFloatAndIsRightAssociative) {
@@ -196,10 +198,14 @@ TEST(ExprArithmeticTest, PowerYieldsFloatAndIsRightAssociative) {
 }
 
 TEST(ExprArithmeticTest, IntegerOverflowIsAnError) {
-  EXPECT_EQ(Error("9223372036854775807 + 1"), In("integer overflow in +", "9223372036854775807 + 1"));
-  EXPECT_EQ(Error("-9223372036854775807 - 2"), In("integer overflow in -", "-9223372036854775807 - 2"));
-  EXPECT_EQ(Error("4611686018427387904 * 2"), In("integer overflow in *", "4611686018427387904 * 2"));
-  EXPECT_EQ(Error("-(-9223372036854775808)"), In("integer overflow in -", "-(-9223372036854775808)"));
+  EXPECT_EQ(Error("9223372036854775807 + 1"),
+            In("integer overflow in +", "9223372036854775807 + 1"));
+  EXPECT_EQ(Error("-9223372036854775807 - 2"),
+            In("integer overflow in -", "-9223372036854775807 - 2"));
+  EXPECT_EQ(Error("4611686018427387904 * 2"),
+            In("integer overflow in *", "4611686018427387904 * 2"));
+  EXPECT_EQ(Error("-(-9223372036854775808)"),
+            In("integer overflow in -", "-(-9223372036854775808)"));
 }
 
 TEST(ExprArithmeticTest, NonFiniteFloatResultIsAnError) {
@@ -215,9 +221,12 @@ TEST(ExprArithmeticTest, PlusConcatenatesStringsAndLists) {
 }
 
 TEST(ExprArithmeticTest, WrongOperandTypesNameBothTypes) {
-  EXPECT_EQ(Error(R"("a" + 1)"), In("invalid operation: + (mismatched types string and int)", R"("a" + 1)"));
-  EXPECT_EQ(Error(R"("a" - "b")"), In("invalid operation: - (mismatched types string and string)", R"("a" - "b")"));
-  EXPECT_EQ(Error("[1] * 2"), In("invalid operation: * (mismatched types list and int)", "[1] * 2"));
+  EXPECT_EQ(Error(R"("a" + 1)"),
+            In("invalid operation: + (mismatched types string and int)", R"("a" + 1)"));
+  EXPECT_EQ(Error(R"("a" - "b")"),
+            In("invalid operation: - (mismatched types string and string)", R"("a" - "b")"));
+  EXPECT_EQ(Error("[1] * 2"),
+            In("invalid operation: * (mismatched types list and int)", "[1] * 2"));
   EXPECT_EQ(Error("nil / 1"), In("invalid operation: / (mismatched types nil and int)", "nil / 1"));
 }
 
@@ -310,10 +319,14 @@ TEST(ExprComparisonTest, StringsOrderLexicographically) {
 }
 
 TEST(ExprComparisonTest, OrderingIncompatibleTypesNamesBothTypes) {
-  EXPECT_EQ(Error(R"(1 < "a")"), In("invalid operation: < (mismatched types int and string)", R"(1 < "a")"));
-  EXPECT_EQ(Error("[1] > [0]"), In("invalid operation: > (mismatched types list and list)", "[1] > [0]"));
-  EXPECT_EQ(Error("nil <= 1.5"), In("invalid operation: <= (mismatched types nil and float)", "nil <= 1.5"));
-  EXPECT_EQ(Error("true >= false"), In("invalid operation: >= (mismatched types bool and bool)", "true >= false"));
+  EXPECT_EQ(Error(R"(1 < "a")"),
+            In("invalid operation: < (mismatched types int and string)", R"(1 < "a")"));
+  EXPECT_EQ(Error("[1] > [0]"),
+            In("invalid operation: > (mismatched types list and list)", "[1] > [0]"));
+  EXPECT_EQ(Error("nil <= 1.5"),
+            In("invalid operation: <= (mismatched types nil and float)", "nil <= 1.5"));
+  EXPECT_EQ(Error("true >= false"),
+            In("invalid operation: >= (mismatched types bool and bool)", "true >= false"));
 }
 
 // ---- Logic -------------------------------------------------------------------------
@@ -337,7 +350,8 @@ TEST(ExprLogicTest, AndAndOrShortCircuit) {
 
 TEST(ExprLogicTest, LogicalOperatorsRequireBools) {
   EXPECT_EQ(Error("1 and true"), In("invalid operation: and on int (need bool)", "1 and true"));
-  EXPECT_EQ(Error(R"(false || "x")"), In("invalid operation: or on string (need bool)", R"(false || "x")"));
+  EXPECT_EQ(Error(R"(false || "x")"),
+            In("invalid operation: or on string (need bool)", R"(false || "x")"));
   EXPECT_EQ(Error("not nil"), In("invalid operation: not on nil (need bool)", "not nil"));
 }
 
@@ -355,9 +369,12 @@ TEST(ExprMembershipTest, InFindsListElementsAndMapKeys) {
 }
 
 TEST(ExprMembershipTest, InOnAStringOrWithANonStringKeyIsATypeError) {
-  EXPECT_EQ(Error(R"("a" in "abc")"), In("invalid operation: in (mismatched types string and string)", R"("a" in "abc")"));
-  EXPECT_EQ(Error("1 in {a: 1}"), In("invalid operation: in (mismatched types int and map)", "1 in {a: 1}"));
-  EXPECT_EQ(Error("1 not in 2"), In("invalid operation: not in (mismatched types int and int)", "1 not in 2"));
+  EXPECT_EQ(Error(R"("a" in "abc")"),
+            In("invalid operation: in (mismatched types string and string)", R"("a" in "abc")"));
+  EXPECT_EQ(Error("1 in {a: 1}"),
+            In("invalid operation: in (mismatched types int and map)", "1 in {a: 1}"));
+  EXPECT_EQ(Error("1 not in 2"),
+            In("invalid operation: not in (mismatched types int and int)", "1 not in 2"));
 }
 
 TEST(ExprStringOperatorTest, ContainsStartsWithEndsWith) {
@@ -371,10 +388,16 @@ TEST(ExprStringOperatorTest, ContainsStartsWithEndsWith) {
 }
 
 TEST(ExprStringOperatorTest, StringOperatorsRequireStrings) {
-  EXPECT_EQ(Error(R"(1 contains "a")"), In("invalid operation: contains (mismatched types int and string)", R"(1 contains "a")"));
-  EXPECT_EQ(Error(R"("a" startsWith nil)"), In("invalid operation: startsWith (mismatched types string and nil)", R"("a" startsWith nil)"));
-  EXPECT_EQ(Error("[] endsWith []"), In("invalid operation: endsWith (mismatched types list and list)", "[] endsWith []"));
-  EXPECT_EQ(Error(R"(1 matches "a")"), In("invalid operation: matches (mismatched types int and string)", R"(1 matches "a")"));
+  EXPECT_EQ(
+      Error(R"(1 contains "a")"),
+      In("invalid operation: contains (mismatched types int and string)", R"(1 contains "a")"));
+  EXPECT_EQ(Error(R"("a" startsWith nil)"),
+            In("invalid operation: startsWith (mismatched types string and nil)",
+               R"("a" startsWith nil)"));
+  EXPECT_EQ(Error("[] endsWith []"),
+            In("invalid operation: endsWith (mismatched types list and list)", "[] endsWith []"));
+  EXPECT_EQ(Error(R"(1 matches "a")"),
+            In("invalid operation: matches (mismatched types int and string)", R"(1 matches "a")"));
 }
 
 TEST(ExprMatchesTest, SearchesAnywhereInTheString) {
@@ -390,24 +413,33 @@ TEST(ExprMatchesTest, SearchesAnywhereInTheString) {
 }
 
 TEST(ExprMatchesTest, InvalidPatternIsAnError) {
-  EXPECT_EQ(Error(R"x("a" matches "(")x"), In(R"x(invalid regular expression: missing ")")x", R"x("a" matches "(")x"));
-  EXPECT_EQ(Error(R"x("a" matches ")")x"), In(R"x(invalid regular expression: unmatched ")")x", R"x("a" matches ")")x"));
-  EXPECT_EQ(Error(R"("a" matches "a**")"), In("invalid regular expression: nothing to repeat", R"("a" matches "a**")"));
+  EXPECT_EQ(Error(R"x("a" matches "(")x"),
+            In(R"x(invalid regular expression: missing ")")x", R"x("a" matches "(")x"));
+  EXPECT_EQ(Error(R"x("a" matches ")")x"),
+            In(R"x(invalid regular expression: unmatched ")")x", R"x("a" matches ")")x"));
+  EXPECT_EQ(Error(R"("a" matches "a**")"),
+            In("invalid regular expression: nothing to repeat", R"("a" matches "a**")"));
   EXPECT_EQ(Error(R"x("a" matches "(|{2})")x"),
             In("invalid regular expression: nothing to repeat", R"x("a" matches "(|{2})")x"));
-  EXPECT_EQ(Error(R"("a" matches "a*??")"), In("invalid regular expression: nothing to repeat", R"("a" matches "a*??")"));
-  EXPECT_EQ(Error(R"("a" matches "a\\")"), In("invalid regular expression: invalid escape", R"("a" matches "a\\")"));
+  EXPECT_EQ(Error(R"("a" matches "a*??")"),
+            In("invalid regular expression: nothing to repeat", R"("a" matches "a*??")"));
+  EXPECT_EQ(Error(R"("a" matches "a\\")"),
+            In("invalid regular expression: invalid escape", R"("a" matches "a\\")"));
   ExpectBool(R"("aaa" matches "^a+?a*?a??$")", true);
   ExpectBool(R"("aaa" matches "^(?:a{1,2}){2}$")", true);
-  EXPECT_EQ(Error(R"("a" matches "[a")"), In(R"(invalid regular expression: mismatched "[")", R"("a" matches "[a")"));
-  EXPECT_EQ(Error(R"("a" matches "*")"), In("invalid regular expression: nothing to repeat", R"("a" matches "*")"));
+  EXPECT_EQ(Error(R"("a" matches "[a")"),
+            In(R"(invalid regular expression: mismatched "[")", R"("a" matches "[a")"));
+  EXPECT_EQ(Error(R"("a" matches "*")"),
+            In("invalid regular expression: nothing to repeat", R"("a" matches "*")"));
 }
 
 TEST(ExprMatchesTest, BackreferencesAndLookaheadsAreNotSupported) {
   EXPECT_EQ(Error(R"("aa" matches "(a)\\1")"),
-            In("invalid regular expression: backreferences are not supported", R"("aa" matches "(a)\\1")"));
-  EXPECT_EQ(Error(R"x("aa" matches "a(?=a)")x"),
-            In("invalid regular expression: lookaheads are not supported", R"x("aa" matches "a(?=a)")x"));
+            In("invalid regular expression: backreferences are not supported",
+               R"("aa" matches "(a)\\1")"));
+  EXPECT_EQ(
+      Error(R"x("aa" matches "a(?=a)")x"),
+      In("invalid regular expression: lookaheads are not supported", R"x("aa" matches "a(?=a)")x"));
 }
 
 TEST(ExprMatchesTest, PatternAndSubjectSizesAreCapped) {
@@ -428,11 +460,14 @@ TEST(ExprMatchesTest, PatternsTooComplexAreRefused) {
 // Found by the fuzzer: libstdc++ overflowed a long while reading the count (UBSan).
 TEST(ExprMatchesTest, HugeRepetitionCountsAreRefusedBeforeCompiling) {
   EXPECT_EQ(Error("'a' matches 'd{0100000000000000000000007,3}'"),
-            In("invalid regular expression: repetition count too large", "'a' matches 'd{0100000000000000000000007,3}'"));
+            In("invalid regular expression: repetition count too large",
+               "'a' matches 'd{0100000000000000000000007,3}'"));
   EXPECT_EQ(Error("'a' matches 'a{1,99999999999999999999}'"),
-            In("invalid regular expression: repetition count too large", "'a' matches 'a{1,99999999999999999999}'"));
+            In("invalid regular expression: repetition count too large",
+               "'a' matches 'a{1,99999999999999999999}'"));
   EXPECT_EQ(Error("'a' matches '[\\\\12345678901234567890123]'"),
-            In(R"(invalid regular expression: mismatched "[")", "'a' matches '[\\\\12345678901234567890123]'"));
+            In(R"(invalid regular expression: mismatched "[")",
+               "'a' matches '[\\\\12345678901234567890123]'"));
 }
 
 TEST(ExprMatchesTest, CatastrophicBacktrackingPatternsFinishQuickly) {
@@ -452,12 +487,15 @@ TEST(ExprRangeTest, RangeIsInclusive) {
 }
 
 TEST(ExprRangeTest, RangeIsCappedAndNeedsIntegers) {
-  EXPECT_EQ(Error("0..1000000"), In("range 0..1000000 has more than 1000000 elements", "0..1000000"));
+  EXPECT_EQ(Error("0..1000000"),
+            In("range 0..1000000 has more than 1000000 elements", "0..1000000"));
   EXPECT_EQ(Error("-9223372036854775808..9223372036854775807"),
             In("range -9223372036854775808..9223372036854775807 has more than 1000000 elements",
                "-9223372036854775808..9223372036854775807"));
-  EXPECT_EQ(Error("1..2.5"), In("invalid operation: .. (mismatched types int and float)", "1..2.5"));
-  ExpectJson("9223372036854775806..9223372036854775807", "[9223372036854775806,9223372036854775807]");
+  EXPECT_EQ(Error("1..2.5"),
+            In("invalid operation: .. (mismatched types int and float)", "1..2.5"));
+  ExpectJson("9223372036854775806..9223372036854775807",
+             "[9223372036854775806,9223372036854775807]");
 }
 
 TEST(ExprConditionalTest, PicksABranchAndNestsToTheRight) {
@@ -549,7 +587,8 @@ TEST(ExprIndexTest, IndexOutOfRangeIsAnError) {
 }
 
 TEST(ExprIndexTest, IndexTypesAreChecked) {
-  EXPECT_EQ(Error(R"(inputs.list["a"])"), In("index must be an int, got string", R"(inputs.list["a"])"));
+  EXPECT_EQ(Error(R"(inputs.list["a"])"),
+            In("index must be an int, got string", R"(inputs.list["a"])"));
   EXPECT_EQ(Error("inputs.list[1.0]"), In("index must be an int, got float", "inputs.list[1.0]"));
   EXPECT_EQ(Error("inputs[0]"), In("map key must be a string, got int", "inputs[0]"));
   EXPECT_EQ(Error("true[0]"), In("cannot index bool", "true[0]"));
@@ -580,7 +619,8 @@ TEST(ExprIndexTest, SlicesClampTheirBounds) {
 // ---- Syntax errors and limits ------------------------------------------------------
 
 TEST(ExprSyntaxTest, ErrorsReportTheOffset) {
-  EXPECT_EQ(Error("1 + "), "syntax error at offset 4: unexpected end of expression in \"{{ 1 + }}\"");
+  EXPECT_EQ(Error("1 + "),
+            "syntax error at offset 4: unexpected end of expression in \"{{ 1 + }}\"");
   EXPECT_EQ(Error("1 +"), In("syntax error at offset 3: unexpected end of expression", "1 +"));
   EXPECT_EQ(Error("  1 +"), In("syntax error at offset 3: unexpected end of expression", "1 +"));
   EXPECT_EQ(Error("1 + )"), In(R"x(syntax error at offset 4: unexpected ")")x", "1 + )"));
@@ -590,9 +630,11 @@ TEST(ExprSyntaxTest, ErrorsReportTheOffset) {
   EXPECT_EQ(Error("1 = 2"), In(R"(syntax error at offset 2: unexpected character "=")", "1 = 2"));
   EXPECT_EQ(Error("\x01"), In("syntax error at offset 0: unexpected byte 0x01", "\x01"));
   EXPECT_EQ(Error("a.1"), In(R"(syntax error at offset 2: unexpected "1")", "a.1"));
-  EXPECT_EQ(Error("true ? 1"), In("syntax error at offset 8: unexpected end of expression", "true ? 1"));
+  EXPECT_EQ(Error("true ? 1"),
+            In("syntax error at offset 8: unexpected end of expression", "true ? 1"));
   EXPECT_EQ(Error("{1: 2}"), In(R"(syntax error at offset 1: unexpected "1")", "{1: 2}"));
-  EXPECT_EQ(Error("inputs.who()"), In(R"(syntax error at offset 10: unexpected "(")", "inputs.who()"));
+  EXPECT_EQ(Error("inputs.who()"),
+            In(R"(syntax error at offset 10: unexpected "(")", "inputs.who()"));
 }
 
 TEST(ExprSyntaxTest, EmptyExpressionIsASyntaxError) {
@@ -610,7 +652,8 @@ TEST(ExprSyntaxTest, UnknownFunctionIsAnErrorWhenEvaluated) {
 }
 
 TEST(ExprSyntaxTest, WrongArgumentCountIsAnErrorBeforeEvaluation) {
-  EXPECT_EQ(CheckExpression("sequence(1)").message(), In("sequence: want 2 arguments, got 1", "sequence(1)"));
+  EXPECT_EQ(CheckExpression("sequence(1)").message(),
+            In("sequence: want 2 arguments, got 1", "sequence(1)"));
   EXPECT_EQ(Error("len(1, 2)"), In("len: want 1 argument, got 2", "len(1, 2)"));
   EXPECT_EQ(Error("trim()"), In("trim: want 1 or 2 arguments, got 0", "trim()"));
   EXPECT_EQ(Error("min()"), In("min: want at least 1 argument, got 0", "min()"));
@@ -620,7 +663,8 @@ TEST(ExprSyntaxTest, WrongArgumentCountIsAnErrorBeforeEvaluation) {
 TEST(ExprSyntaxTest, CheckExpressionParsesWithoutEvaluating) {
   EXPECT_TRUE(CheckExpression("1 / 0").ok());
   EXPECT_TRUE(CheckExpression("unknown_variable.x + 1").ok());
-  EXPECT_EQ(CheckExpression("1 +").message(), In("syntax error at offset 3: unexpected end of expression", "1 +"));
+  EXPECT_EQ(CheckExpression("1 +").message(),
+            In("syntax error at offset 3: unexpected end of expression", "1 +"));
   EXPECT_EQ(CheckExpression("1 +").code(), StatusCode::kInvalidArgument);
 }
 
@@ -655,7 +699,8 @@ TEST(ExprLimitTest, LongOperatorChainsAreCappedToo) {
 TEST(ExprLimitTest, OverlongExpressionIsAnErrorAndQuotedTruncated) {
   const std::string expression = std::string(kMaxExpressionBytes, '1') + "+1";
   const std::string message = Error(expression);
-  EXPECT_EQ(message, "expression longer than 65536 bytes in \"{{ " + std::string(200, '1') + "... }}\"");
+  EXPECT_EQ(message,
+            "expression longer than 65536 bytes in \"{{ " + std::string(200, '1') + "... }}\"");
 }
 
 TEST(ExprLimitTest, TruncationDoesNotSplitCodePoints) {
@@ -670,8 +715,10 @@ TEST(ExprLimitTest, WorkPerEvaluationIsBounded) {
   for (int i = 0; i < 6; ++i) list += "repeat('a', 16000000), ";
   list += "]";
   EXPECT_THAT(Error(list), StartsWith("repeat: evaluation exceeds its work limit in"));
-  EXPECT_THAT(Error("len(split(repeat('a', 8000000), ''))"), StartsWith("split: evaluation exceeds its work limit in"));
-  EXPECT_THAT(Error("(0..999999) + (0..999999)"), StartsWith("evaluation exceeds its work limit in"));
+  EXPECT_THAT(Error("len(split(repeat('a', 8000000), ''))"),
+              StartsWith("split: evaluation exceeds its work limit in"));
+  EXPECT_THAT(Error("(0..999999) + (0..999999)"),
+              StartsWith("evaluation exceeds its work limit in"));
   EXPECT_THAT(Error("fromJSON('[' + repeat('0,', 2000000) + '0]')"),
               StartsWith("fromJSON: evaluation exceeds its work limit in"));
 }
@@ -704,11 +751,15 @@ TEST(ExprFunctionTest, SequenceCountsUpToStopExclusive) {
 }
 
 TEST(ExprFunctionTest, SequenceIsCappedAndNeedsIntegers) {
-  EXPECT_EQ(Error("sequence(0, 2000000)"), In("sequence: more than 1000000 elements", "sequence(0, 2000000)"));
+  EXPECT_EQ(Error("sequence(0, 2000000)"),
+            In("sequence: more than 1000000 elements", "sequence(0, 2000000)"));
   EXPECT_EQ(Error("sequence(-9223372036854775808, 9223372036854775807)"),
-            In("sequence: more than 1000000 elements", "sequence(-9223372036854775808, 9223372036854775807)"));
-  EXPECT_EQ(Error(R"(sequence("a", 2))"), In("sequence: argument 1 must be an int, got string", R"(sequence("a", 2))"));
-  EXPECT_EQ(Error("sequence(1, 2.5)"), In("sequence: argument 2 must be an int, got float", "sequence(1, 2.5)"));
+            In("sequence: more than 1000000 elements",
+               "sequence(-9223372036854775808, 9223372036854775807)"));
+  EXPECT_EQ(Error(R"(sequence("a", 2))"),
+            In("sequence: argument 1 must be an int, got string", R"(sequence("a", 2))"));
+  EXPECT_EQ(Error("sequence(1, 2.5)"),
+            In("sequence: argument 2 must be an int, got float", "sequence(1, 2.5)"));
 }
 
 TEST(ExprFunctionTest, RandomIntUsesTheInjectedSource) {
@@ -716,7 +767,8 @@ TEST(ExprFunctionTest, RandomIntUsesTheInjectedSource) {
   ExpectInt("randomInt()", std::numeric_limits<std::int64_t>::max() - 1);
   EXPECT_EQ(Error("randomInt(0)"), In("randomInt: n must be positive, got 0", "randomInt(0)"));
   EXPECT_EQ(Error("randomInt(-5)"), In("randomInt: n must be positive, got -5", "randomInt(-5)"));
-  EXPECT_EQ(Error("randomInt('x')"), In("randomInt: argument 1 must be an int, got string", "randomInt('x')"));
+  EXPECT_EQ(Error("randomInt('x')"),
+            In("randomInt: argument 1 must be an int, got string", "randomInt('x')"));
   EvalOptions broken;
   broken.random = [](std::int64_t n) { return n; };
   EXPECT_EQ(Evaluate("randomInt(3)", Vars(), broken).status().message(),
@@ -772,8 +824,10 @@ TEST(ExprFunctionTest, SplitAndJoin) {
   EXPECT_EQ(Eval("join(['a', 1, 2.0, true, nil, [1]], ',')"), "a,1,2,true,,[1]");
   EXPECT_EQ(Eval("join(['a', 'b'])"), "ab");
   EXPECT_EQ(Eval("join(split('a b c', ' '), '-')"), "a-b-c");
-  EXPECT_EQ(Error("join('x', ',')"), In("join: argument 1 must be a list, got string", "join('x', ',')"));
-  EXPECT_EQ(Error("split('x', 1)"), In("split: argument 2 must be a string, got int", "split('x', 1)"));
+  EXPECT_EQ(Error("join('x', ',')"),
+            In("join: argument 1 must be a list, got string", "join('x', ',')"));
+  EXPECT_EQ(Error("split('x', 1)"),
+            In("split: argument 2 must be a string, got int", "split('x', 1)"));
 }
 
 TEST(ExprFunctionTest, LenCountsCodePointsElementsAndKeys) {
@@ -781,7 +835,8 @@ TEST(ExprFunctionTest, LenCountsCodePointsElementsAndKeys) {
   ExpectInt("len('')", 0);
   ExpectInt("len(inputs.list)", 3);
   ExpectInt("len({a: 1, b: 2})", 2);
-  EXPECT_EQ(Error("len(1)"), In("len: argument 1 must be a string, list or map, got int", "len(1)"));
+  EXPECT_EQ(Error("len(1)"),
+            In("len: argument 1 must be a string, list or map, got int", "len(1)"));
 }
 
 TEST(ExprFunctionTest, UpperAndLowerChangeAsciiCase) {
@@ -811,8 +866,10 @@ TEST(ExprFunctionTest, IntConvertsNumbersAndNumericStrings) {
   EXPECT_EQ(Error("int('99999999999999999999')"),
             In("int: out of range (a string of 20 bytes)", "int('99999999999999999999')"));
   EXPECT_EQ(Error("int(1e19)"), In("int: 1e+19 is out of range", "int(1e19)"));
-  EXPECT_EQ(Error("int(true)"), In("int: argument 1 must be a number or string, got bool", "int(true)"));
-  EXPECT_EQ(Error("int(inputs.huge)"), In("int: 18446744073709551615 is out of range", "int(inputs.huge)"));
+  EXPECT_EQ(Error("int(true)"),
+            In("int: argument 1 must be a number or string, got bool", "int(true)"));
+  EXPECT_EQ(Error("int(inputs.huge)"),
+            In("int: 18446744073709551615 is out of range", "int(inputs.huge)"));
 }
 
 TEST(ExprFunctionTest, FloatConvertsNumbersAndNumericStrings) {
@@ -826,7 +883,8 @@ TEST(ExprFunctionTest, FloatConvertsNumbersAndNumericStrings) {
             In("float: invalid number (a string of 4 bytes)", "float('1.5x')"));
   EXPECT_EQ(Error("float('1e999')"),
             In("float: out of range (a string of 5 bytes)", "float('1e999')"));
-  EXPECT_EQ(Error("float(nil)"), In("float: argument 1 must be a number or string, got nil", "float(nil)"));
+  EXPECT_EQ(Error("float(nil)"),
+            In("float: argument 1 must be a number or string, got nil", "float(nil)"));
 }
 
 TEST(ExprFunctionTest, StringRendersValuesAsText) {
@@ -853,20 +911,23 @@ TEST(ExprFunctionTest, NowUsesTheInjectedClock) {
 TEST(ExprFunctionTest, NowDefaultsToTheSystemClockInRfc3339) {
   Result<Value> r = Evaluate("now()", Vars());
   ASSERT_TRUE(r.ok());
-  EXPECT_THAT(r->get<std::string>(), MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"));
+  EXPECT_THAT(r->get<std::string>(),
+              MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"));
 }
 
 TEST(ExprFunctionTest, AbsMinAndMax) {
   ExpectInt("abs(-3)", 3);
   ExpectInt("abs(3)", 3);
   ExpectFloat("abs(-2.5)", 2.5);
-  EXPECT_EQ(Error("abs(-9223372036854775808)"), In("abs: integer overflow", "abs(-9223372036854775808)"));
+  EXPECT_EQ(Error("abs(-9223372036854775808)"),
+            In("abs: integer overflow", "abs(-9223372036854775808)"));
   ExpectInt("min(3, 1, 2)", 1);
   ExpectFloat("max(1, 5.5, 2)", 5.5);
   ExpectInt("max([4, 9, 2])", 9);
   ExpectInt("min(7)", 7);
   EXPECT_EQ(Error("max([])"), In("max: no values", "max([])"));
-  EXPECT_EQ(Error("min(1, 'a')"), In("min: argument 2 must be a number, got string", "min(1, 'a')"));
+  EXPECT_EQ(Error("min(1, 'a')"),
+            In("min: argument 2 must be a number, got string", "min(1, 'a')"));
   EXPECT_EQ(Error("max([1, 'a'])"), In("max: element 1 is string, not a number", "max([1, 'a'])"));
 }
 
@@ -877,7 +938,8 @@ TEST(ExprFunctionTest, FirstLastAndReverse) {
   EXPECT_TRUE(Eval("last([])").is_null());
   ExpectJson("reverse([1, 'a', nil])", R"([null,"a",1])");
   ExpectJson("reverse(inputs.list)", "[3,2,1]");
-  EXPECT_EQ(Error("first('ab')"), In("first: argument 1 must be a list, got string", "first('ab')"));
+  EXPECT_EQ(Error("first('ab')"),
+            In("first: argument 1 must be a list, got string", "first('ab')"));
   EXPECT_EQ(Error("reverse({})"), In("reverse: argument 1 must be a list, got map", "reverse({})"));
 }
 
@@ -887,7 +949,8 @@ TEST(ExprFunctionTest, IndexOfFindsSubstringsAndElements) {
   ExpectInt("indexOf('abc', '')", 0);
   ExpectInt("indexOf([1, 2, 3], 3.0)", 2);
   ExpectInt("indexOf([1], 5)", -1);
-  EXPECT_EQ(Error("indexOf(1, 1)"), In("indexOf: argument 1 must be a string or list, got int", "indexOf(1, 1)"));
+  EXPECT_EQ(Error("indexOf(1, 1)"),
+            In("indexOf: argument 1 must be a string or list, got int", "indexOf(1, 1)"));
 }
 
 TEST(ExprFunctionTest, ReplaceReplacesAllOccurrences) {
@@ -895,34 +958,42 @@ TEST(ExprFunctionTest, ReplaceReplacesAllOccurrences) {
   EXPECT_EQ(Eval("replace('aaa', 'aa', 'b')"), "ba");
   EXPECT_EQ(Eval("replace('hé', '', '.')"), ".h.é.");
   EXPECT_EQ(Eval("replace('abc', 'x', 'y')"), "abc");
-  EXPECT_EQ(Error("replace('a', 'a', 1)"), In("replace: argument 3 must be a string, got int", "replace('a', 'a', 1)"));
+  EXPECT_EQ(Error("replace('a', 'a', 1)"),
+            In("replace: argument 3 must be a string, got int", "replace('a', 'a', 1)"));
 }
 
 TEST(ExprFunctionTest, RepeatRepeatsUpToTheStringCap) {
   EXPECT_EQ(Eval("repeat('ab', 3)"), "ababab");
   EXPECT_EQ(Eval("repeat('ab', 0)"), "");
   EXPECT_EQ(Eval("repeat('', 1000000000)"), "");
-  EXPECT_EQ(Error("repeat('ab', -1)"), In("repeat: count must not be negative, got -1", "repeat('ab', -1)"));
-  EXPECT_EQ(Error("repeat('ab', 9000000)"), In("repeat: result longer than 16777216 bytes", "repeat('ab', 9000000)"));
+  EXPECT_EQ(Error("repeat('ab', -1)"),
+            In("repeat: count must not be negative, got -1", "repeat('ab', -1)"));
+  EXPECT_EQ(Error("repeat('ab', 9000000)"),
+            In("repeat: result longer than 16777216 bytes", "repeat('ab', 9000000)"));
 }
 
 TEST(ExprFunctionTest, StringGrowthIsCapped) {
   EXPECT_EQ(Error("repeat('a', 16777216) + 'a'"),
             In("result of + longer than 16777216 bytes", "repeat('a', 16777216) + 'a'"));
-  EXPECT_EQ(Error("join([repeat('a', 16777216), 'b'], '')"),
-            In("join: result longer than 16777216 bytes", "join([repeat('a', 16777216), 'b'], '')"));
+  EXPECT_EQ(
+      Error("join([repeat('a', 16777216), 'b'], '')"),
+      In("join: result longer than 16777216 bytes", "join([repeat('a', 16777216), 'b'], '')"));
   // Refused before rendering, which is slower than making the strings.
   EXPECT_EQ(Error("toJSON([repeat('a', 9000000), repeat('b', 9000000)])"),
-            In("toJSON: result longer than 16777216 bytes", "toJSON([repeat('a', 9000000), repeat('b', 9000000)])"));
+            In("toJSON: result longer than 16777216 bytes",
+               "toJSON([repeat('a', 9000000), repeat('b', 9000000)])"));
   EXPECT_EQ(Error("string({a: repeat('a', 9000000), b: repeat('b', 9000000)})"),
-            In("string: result longer than 16777216 bytes", "string({a: repeat('a', 9000000), b: repeat('b', 9000000)})"));
+            In("string: result longer than 16777216 bytes",
+               "string({a: repeat('a', 9000000), b: repeat('b', 9000000)})"));
   // Each control character is escaped to six bytes.
   EXPECT_EQ(Error(R"(toJSON(repeat("\x01", 3000000)))"),
             In("toJSON: result longer than 16777216 bytes", R"(toJSON(repeat("\x01", 3000000)))"));
   EXPECT_EQ(Error("replace('aaaaaaaaaa', 'a', repeat('b', 2000000))"),
-            In("replace: result longer than 16777216 bytes", "replace('aaaaaaaaaa', 'a', repeat('b', 2000000))"));
+            In("replace: result longer than 16777216 bytes",
+               "replace('aaaaaaaaaa', 'a', repeat('b', 2000000))"));
   EXPECT_EQ(Error("replace('aaaaaaaaaa', '', repeat('b', 2000000))"),
-            In("replace: result longer than 16777216 bytes", "replace('aaaaaaaaaa', '', repeat('b', 2000000))"));
+            In("replace: result longer than 16777216 bytes",
+               "replace('aaaaaaaaaa', '', repeat('b', 2000000))"));
 }
 
 TEST(ExprFunctionTest, HasPrefixAndHasSuffix) {
@@ -943,11 +1014,16 @@ TEST(ExprFunctionTest, Base64RoundTrips) {
 }
 
 TEST(ExprFunctionTest, FromBase64RejectsInvalidInput) {
-  EXPECT_EQ(Error("fromBase64('aGVsbG8')"), In("fromBase64: invalid base64 length 7", "fromBase64('aGVsbG8')"));
-  EXPECT_EQ(Error("fromBase64('aG!s')"), In("fromBase64: illegal base64 data at input byte 2", "fromBase64('aG!s')"));
-  EXPECT_EQ(Error("fromBase64('a===')"), In("fromBase64: illegal base64 data at input byte 1", "fromBase64('a===')"));
-  EXPECT_EQ(Error("fromBase64('aG=k')"), In("fromBase64: illegal base64 data at input byte 2", "fromBase64('aG=k')"));
-  EXPECT_EQ(Error("fromBase64('aGk=aGk=')"), In("fromBase64: illegal base64 data at input byte 3", "fromBase64('aGk=aGk=')"));
+  EXPECT_EQ(Error("fromBase64('aGVsbG8')"),
+            In("fromBase64: invalid base64 length 7", "fromBase64('aGVsbG8')"));
+  EXPECT_EQ(Error("fromBase64('aG!s')"),
+            In("fromBase64: illegal base64 data at input byte 2", "fromBase64('aG!s')"));
+  EXPECT_EQ(Error("fromBase64('a===')"),
+            In("fromBase64: illegal base64 data at input byte 1", "fromBase64('a===')"));
+  EXPECT_EQ(Error("fromBase64('aG=k')"),
+            In("fromBase64: illegal base64 data at input byte 2", "fromBase64('aG=k')"));
+  EXPECT_EQ(Error("fromBase64('aGk=aGk=')"),
+            In("fromBase64: illegal base64 data at input byte 3", "fromBase64('aGk=aGk=')"));
 }
 
 }  // namespace

@@ -5,8 +5,7 @@ namespace baton {
 bool operator==(const Parallel& a, const Parallel& b) { return a.tasks == b.tasks; }
 
 bool operator==(const Each& a, const Each& b) {
-  return a.var == b.var && a.list == b.list && a.task == b.task &&
-         a.concurrency == b.concurrency;
+  return a.var == b.var && a.list == b.list && a.task == b.task && a.concurrency == b.concurrency;
 }
 
 bool operator==(const SubJob& a, const SubJob& b) {
@@ -17,9 +16,12 @@ bool operator==(const SubJob& a, const SubJob& b) {
 
 std::string_view ToString(MountType type) {
   switch (type) {
-    case MountType::kVolume: return "volume";
-    case MountType::kBind: return "bind";
-    case MountType::kTmpfs: return "tmpfs";
+    case MountType::kVolume:
+      return "volume";
+    case MountType::kBind:
+      return "bind";
+    case MountType::kTmpfs:
+      return "tmpfs";
   }
   return "volume";
 }
@@ -34,9 +36,8 @@ std::optional<MountType> ParseMountType(std::string_view text) {
 bool IsReservedMountTarget(std::string_view target) {
   while (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
   for (std::string_view reserved : {"/tork", "/baton"}) {
-    if (target == reserved ||
-        (target.starts_with(reserved) && target.size() > reserved.size() &&
-         target[reserved.size()] == '/')) {
+    if (target == reserved || (target.starts_with(reserved) && target.size() > reserved.size() &&
+                               target[reserved.size()] == '/')) {
       return true;
     }
   }

@@ -99,7 +99,7 @@ struct AuxTask {
 struct Webhook {
   std::string url;
   StringMap headers;
-  std::string event;   // e.g. job.StateChange, task.StateChange; empty = all
+  std::string event;    // e.g. job.StateChange, task.StateChange; empty = all
   std::string if_expr;  // `if`: templated condition
   friend bool operator==(const Webhook&, const Webhook&) = default;
 };

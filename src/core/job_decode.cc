@@ -18,26 +18,25 @@ namespace {
 using Fields = std::span<const std::string_view>;
 
 // Field names of each object, as the spec spells them.
-constexpr std::string_view kJobFields[] = {"name",     "description", "tags",       "inputs",
-                               "secrets",  "defaults",    "output",     "webhooks",
-                               "autoDelete", "wait",      "timeout",    "tasks",
-                               "permissions"};
-constexpr std::string_view kRunnableFields[] = {"image", "run",  "cmd",   "entrypoint", "env",
-                                    "files", "queue", "pre",  "post",       "mounts",
-                                    "retry", "limits", "timeout"};
-constexpr std::string_view kTaskFields[] = {"name",     "description", "var",      "if",       "run",
-                                "image",    "cmd",         "entrypoint", "env",    "files",
-                                "workdir",  "queue",       "priority", "pre",      "post",
-                                "sidecars", "mounts",      "networks", "limits",   "gpus",
-                                "registry", "tags",        "timeout",  "retry",    "parallel",
-                                "each",     "subjob"};
-constexpr std::string_view kAuxFields[] = {"name", "description", "run",     "image",   "cmd", "entrypoint",
-                               "env",  "files",       "timeout", "registry"};
-constexpr std::string_view kSidecarFields[] = {"name",  "description", "run",     "image",
-                                   "cmd",   "entrypoint",  "env",     "files",
-                                   "timeout", "registry",  "probe"};
+constexpr std::string_view kJobFields[] = {
+    "name",     "description", "tags", "inputs",  "secrets", "defaults",   "output",
+    "webhooks", "autoDelete",  "wait", "timeout", "tasks",   "permissions"};
+constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "entrypoint", "env",
+                                                "files", "queue",  "pre",    "post",       "mounts",
+                                                "retry", "limits", "timeout"};
+constexpr std::string_view kTaskFields[] = {
+    "name",       "description", "var",    "if",       "run",    "image",    "cmd",
+    "entrypoint", "env",         "files",  "workdir",  "queue",  "priority", "pre",
+    "post",       "sidecars",    "mounts", "networks", "limits", "gpus",     "registry",
+    "tags",       "timeout",     "retry",  "parallel", "each",   "subjob"};
+constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "image",
+                                           "cmd",     "entrypoint",  "env", "files",
+                                           "timeout", "registry"};
+constexpr std::string_view kSidecarFields[] = {"name",    "description", "run",  "image",
+                                               "cmd",     "entrypoint",  "env",  "files",
+                                               "timeout", "registry",    "probe"};
 constexpr std::string_view kRetryFields[] = {"limit", "attempts", "initialDelay", "scalingFactor",
-                                 "maxDelay"};
+                                             "maxDelay"};
 constexpr std::string_view kLimitsFields[] = {"cpus", "memory"};
 constexpr std::string_view kMountFields[] = {"type", "source", "target", "opts"};
 constexpr std::string_view kRegistryFields[] = {"username", "password"};
@@ -48,8 +47,9 @@ constexpr std::string_view kWaitFields[] = {"timeout"};
 constexpr std::string_view kDefaultsFields[] = {"retry", "limits", "timeout", "queue", "priority"};
 constexpr std::string_view kParallelFields[] = {"tasks"};
 constexpr std::string_view kEachFields[] = {"list", "task", "var", "concurrency"};
-constexpr std::string_view kSubJobFields[] = {"name",    "description", "tasks",    "inputs",  "secrets",
-                                  "output",  "autoDelete",  "webhooks", "detached"};
+constexpr std::string_view kSubJobFields[] = {"name",       "description", "tasks",
+                                              "inputs",     "secrets",     "output",
+                                              "autoDelete", "webhooks",    "detached"};
 constexpr std::string_view kPermissionFields[] = {"role", "user"};
 
 bool Contains(Fields fields, std::string_view name) {
@@ -85,7 +85,8 @@ std::string Index(const std::string& path, std::size_t i) { return fmt::format("
 // accumulate and decoding goes on past each, so the user sees them all at once.
 class Decoder {
  public:
-  explicit Decoder(DecodeMode mode = DecodeMode::kSubmitted) : rules_(mode == DecodeMode::kSubmitted) {}
+  explicit Decoder(DecodeMode mode = DecodeMode::kSubmitted)
+      : rules_(mode == DecodeMode::kSubmitted) {}
 
   std::vector<Diagnostic> problems;
 
@@ -146,9 +147,12 @@ class Decoder {
       std::int64_t value = 0;
       std::string_view text = node.text;
       int base = 10;
-      if (text.starts_with("0x")) text.remove_prefix(2), base = 16;
-      else if (text.starts_with("0o")) text.remove_prefix(2), base = 8;
-      else if (text.starts_with("+")) text.remove_prefix(1);
+      if (text.starts_with("0x"))
+        text.remove_prefix(2), base = 16;
+      else if (text.starts_with("0o"))
+        text.remove_prefix(2), base = 8;
+      else if (text.starts_with("+"))
+        text.remove_prefix(1);
       auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
       if (ec == std::errc() && ptr == text.data() + text.size()) return value;
       Problem(node.mark, path, fmt::format("number {} is out of range", node.text));
@@ -207,8 +211,7 @@ class Decoder {
     return *d;
   }
 
-  std::vector<std::string> StringList(const Node& node, const std::string& path,
-                                      bool templated) {
+  std::vector<std::string> StringList(const Node& node, const std::string& path, bool templated) {
     std::vector<std::string> out;
     if (node.kind != Node::Kind::kSequence) {
       Problem(node.mark, path, fmt::format("expected a list of strings, got {}", Describe(node)));
@@ -238,7 +241,8 @@ class Decoder {
         Problem(entry.key_mark, entry_path, "duplicate key " + Quoted(entry.key));
         continue;
       }
-      out[entry.key] = templated ? Template(entry.value, entry_path) : String(entry.value, entry_path);
+      out[entry.key] =
+          templated ? Template(entry.value, entry_path) : String(entry.value, entry_path);
     }
     return out;
   }
@@ -353,9 +357,9 @@ class Decoder {
           mount.type = *t;
           has_type = true;
         } else {
-          Problem(e.value.mark, p,
-                  fmt::format("unknown mount type {} (expected volume, bind or tmpfs)",
-                              Quoted(type)));
+          Problem(
+              e.value.mark, p,
+              fmt::format("unknown mount type {} (expected volume, bind or tmpfs)", Quoted(type)));
         }
       } else if (e.key == "source") {
         mount.source = String(e.value, p);
@@ -416,17 +420,28 @@ class Decoder {
     ForEachField(node, path, sidecar ? Fields(kSidecarFields) : Fields(kAuxFields),
                  [&](const MapEntry& e, const std::string& p) {
                    const Node& v = e.value;
-                   if (e.key == "name") aux.name = Template(v, p);
-                   else if (e.key == "description") aux.description = String(v, p);
-                   else if (e.key == "run") aux.run = String(v, p);
-                   else if (e.key == "image") aux.image = Template(v, p);
-                   else if (e.key == "cmd") aux.cmd = StringList(v, p, true);
-                   else if (e.key == "entrypoint") aux.entrypoint = StringList(v, p, true);
-                   else if (e.key == "env") aux.env = Env(v, p);
-                   else if (e.key == "files") aux.files = Files(v, p);
-                   else if (e.key == "timeout") aux.timeout = DurationOf(v, p);
-                   else if (e.key == "probe") aux.probe = DecodeProbe(v, p);
-                   else if (e.key == "registry") aux.registry = DecodeRegistry(v, p);
+                   if (e.key == "name")
+                     aux.name = Template(v, p);
+                   else if (e.key == "description")
+                     aux.description = String(v, p);
+                   else if (e.key == "run")
+                     aux.run = String(v, p);
+                   else if (e.key == "image")
+                     aux.image = Template(v, p);
+                   else if (e.key == "cmd")
+                     aux.cmd = StringList(v, p, true);
+                   else if (e.key == "entrypoint")
+                     aux.entrypoint = StringList(v, p, true);
+                   else if (e.key == "env")
+                     aux.env = Env(v, p);
+                   else if (e.key == "files")
+                     aux.files = Files(v, p);
+                   else if (e.key == "timeout")
+                     aux.timeout = DurationOf(v, p);
+                   else if (e.key == "probe")
+                     aux.probe = DecodeProbe(v, p);
+                   else if (e.key == "registry")
+                     aux.registry = DecodeRegistry(v, p);
                  });
     if (node.kind == Node::Kind::kMap && aux.name.empty()) {
       Problem(node.mark, Join(path, "name"), "is required");
@@ -494,46 +509,61 @@ class Decoder {
     bool ok = ForEachField(node, path, kTaskFields, [&](const MapEntry& e, const std::string& p) {
       const Node& v = e.value;
       if (Contains(kRunnableFields, e.key)) runnable.push_back(&e);
-      if (e.key == "name") task.name = Template(v, p);
-      else if (e.key == "description") task.description = String(v, p);
+      if (e.key == "name")
+        task.name = Template(v, p);
+      else if (e.key == "description")
+        task.description = String(v, p);
       else if (e.key == "var") {
         task.var = Template(v, p);
         if (rules_) {
           if (auto problem = VarProblem(task.var)) Problem(v.mark, p, *problem);
         }
-      } else if (e.key == "if") task.if_expr = Template(v, p);
-      else if (e.key == "run") task.run = String(v, p);
-      else if (e.key == "image") task.image = Template(v, p);
-      else if (e.key == "cmd") task.cmd = StringList(v, p, true);
-      else if (e.key == "entrypoint") task.entrypoint = StringList(v, p, true);
-      else if (e.key == "env") task.env = Env(v, p);
-      else if (e.key == "files") task.files = Files(v, p);
-      else if (e.key == "workdir") task.workdir = Template(v, p);
-      else if (e.key == "queue") task.queue = Queue(v, p);
-      else if (e.key == "priority") task.priority = IntInRange(v, p, 0, kMaxPriority);
+      } else if (e.key == "if")
+        task.if_expr = Template(v, p);
+      else if (e.key == "run")
+        task.run = String(v, p);
+      else if (e.key == "image")
+        task.image = Template(v, p);
+      else if (e.key == "cmd")
+        task.cmd = StringList(v, p, true);
+      else if (e.key == "entrypoint")
+        task.entrypoint = StringList(v, p, true);
+      else if (e.key == "env")
+        task.env = Env(v, p);
+      else if (e.key == "files")
+        task.files = Files(v, p);
+      else if (e.key == "workdir")
+        task.workdir = Template(v, p);
+      else if (e.key == "queue")
+        task.queue = Queue(v, p);
+      else if (e.key == "priority")
+        task.priority = IntInRange(v, p, 0, kMaxPriority);
       else if (e.key == "pre") {
-        task.pre = List<AuxTask>(v, p, [&](const Node& n, const std::string& q) {
-          return DecodeAux(n, q, false);
-        });
+        task.pre = List<AuxTask>(
+            v, p, [&](const Node& n, const std::string& q) { return DecodeAux(n, q, false); });
       } else if (e.key == "post") {
-        task.post = List<AuxTask>(v, p, [&](const Node& n, const std::string& q) {
-          return DecodeAux(n, q, false);
-        });
+        task.post = List<AuxTask>(
+            v, p, [&](const Node& n, const std::string& q) { return DecodeAux(n, q, false); });
       } else if (e.key == "sidecars") {
-        task.sidecars = List<AuxTask>(v, p, [&](const Node& n, const std::string& q) {
-          return DecodeAux(n, q, true);
-        });
+        task.sidecars = List<AuxTask>(
+            v, p, [&](const Node& n, const std::string& q) { return DecodeAux(n, q, true); });
       } else if (e.key == "mounts") {
-        task.mounts = List<Mount>(v, p, [&](const Node& n, const std::string& q) {
-          return DecodeMount(n, q);
-        });
-      } else if (e.key == "networks") task.networks = StringList(v, p, false);
-      else if (e.key == "limits") task.limits = DecodeLimits(v, p);
-      else if (e.key == "gpus") task.gpus = String(v, p);
-      else if (e.key == "registry") task.registry = DecodeRegistry(v, p);
-      else if (e.key == "tags") task.tags = StringList(v, p, false);
-      else if (e.key == "timeout") task.timeout = DurationOf(v, p);
-      else if (e.key == "retry") task.retry = DecodeRetry(v, p);
+        task.mounts = List<Mount>(
+            v, p, [&](const Node& n, const std::string& q) { return DecodeMount(n, q); });
+      } else if (e.key == "networks")
+        task.networks = StringList(v, p, false);
+      else if (e.key == "limits")
+        task.limits = DecodeLimits(v, p);
+      else if (e.key == "gpus")
+        task.gpus = String(v, p);
+      else if (e.key == "registry")
+        task.registry = DecodeRegistry(v, p);
+      else if (e.key == "tags")
+        task.tags = StringList(v, p, false);
+      else if (e.key == "timeout")
+        task.timeout = DurationOf(v, p);
+      else if (e.key == "retry")
+        task.retry = DecodeRetry(v, p);
       else if (e.key == "parallel") {
         composite.push_back(&e);
         task.parallel = DecodeParallel(v, p, depth);
@@ -585,8 +615,7 @@ class Decoder {
         each.var = String(e.value, p);
         if (!IsIdentifier(each.var)) {
           Problem(e.value.mark, p,
-                  fmt::format("must be a name of letters, digits and _, got {}",
-                              Quoted(each.var)));
+                  fmt::format("must be a name of letters, digits and _, got {}", Quoted(each.var)));
         }
       }
       if (e.key == "concurrency") {
@@ -609,20 +638,26 @@ class Decoder {
     bool has_tasks = false;
     ForEachField(node, path, kSubJobFields, [&](const MapEntry& e, const std::string& p) {
       const Node& v = e.value;
-      if (e.key == "name") sub.name = Template(v, p);
-      else if (e.key == "description") sub.description = String(v, p);
+      if (e.key == "name")
+        sub.name = Template(v, p);
+      else if (e.key == "description")
+        sub.description = String(v, p);
       else if (e.key == "tasks") {
         has_tasks = true;
         sub.tasks = Tasks(v, p, depth, "a subjob");
-      } else if (e.key == "inputs") sub.inputs = Map(v, p, true);
-      else if (e.key == "secrets") sub.secrets = Map(v, p, true);
-      else if (e.key == "output") sub.output = Template(v, p);
-      else if (e.key == "autoDelete") sub.auto_delete = DecodeAutoDelete(v, p);
+      } else if (e.key == "inputs")
+        sub.inputs = Map(v, p, true);
+      else if (e.key == "secrets")
+        sub.secrets = Map(v, p, true);
+      else if (e.key == "output")
+        sub.output = Template(v, p);
+      else if (e.key == "autoDelete")
+        sub.auto_delete = DecodeAutoDelete(v, p);
       else if (e.key == "webhooks") {
-        sub.webhooks = List<Webhook>(v, p, [&](const Node& n, const std::string& q) {
-          return DecodeWebhook(n, q);
-        });
-      } else if (e.key == "detached") sub.detached = Bool(v, p);
+        sub.webhooks = List<Webhook>(
+            v, p, [&](const Node& n, const std::string& q) { return DecodeWebhook(n, q); });
+      } else if (e.key == "detached")
+        sub.detached = Bool(v, p);
     });
     if (node.kind == Node::Kind::kMap) {
       if (sub.name.empty()) Problem(node.mark, Join(path, "name"), "a subjob needs a name");
@@ -647,28 +682,35 @@ class Decoder {
     bool has_tasks = false;
     bool ok = ForEachField(node, "", kJobFields, [&](const MapEntry& e, const std::string& p) {
       const Node& v = e.value;
-      if (e.key == "name") job.name = String(v, p);
-      else if (e.key == "description") job.description = String(v, p);
-      else if (e.key == "tags") job.tags = StringList(v, p, false);
-      else if (e.key == "inputs") job.inputs = Map(v, p, false);
-      else if (e.key == "secrets") job.secrets = Map(v, p, false);
-      else if (e.key == "defaults") job.defaults = DecodeDefaults(v, p);
-      else if (e.key == "output") job.output = Template(v, p);
+      if (e.key == "name")
+        job.name = String(v, p);
+      else if (e.key == "description")
+        job.description = String(v, p);
+      else if (e.key == "tags")
+        job.tags = StringList(v, p, false);
+      else if (e.key == "inputs")
+        job.inputs = Map(v, p, false);
+      else if (e.key == "secrets")
+        job.secrets = Map(v, p, false);
+      else if (e.key == "defaults")
+        job.defaults = DecodeDefaults(v, p);
+      else if (e.key == "output")
+        job.output = Template(v, p);
       else if (e.key == "webhooks") {
-        job.webhooks = List<Webhook>(v, p, [&](const Node& n, const std::string& q) {
-          return DecodeWebhook(n, q);
-        });
-      } else if (e.key == "autoDelete") job.auto_delete = DecodeAutoDelete(v, p);
+        job.webhooks = List<Webhook>(
+            v, p, [&](const Node& n, const std::string& q) { return DecodeWebhook(n, q); });
+      } else if (e.key == "autoDelete")
+        job.auto_delete = DecodeAutoDelete(v, p);
       else if (e.key == "wait") {
         ForEachField(v, p, kWaitFields, [&](const MapEntry& w, const std::string& q) {
           job.wait_timeout = DurationOf(w.value, q);
         });
         if (!job.wait_timeout) job.wait_timeout = Duration::zero();
-      } else if (e.key == "timeout") job.timeout = DurationOf(v, p);
+      } else if (e.key == "timeout")
+        job.timeout = DurationOf(v, p);
       else if (e.key == "permissions") {
-        job.permissions = List<Permission>(v, p, [&](const Node& n, const std::string& q) {
-          return DecodePermission(n, q);
-        });
+        job.permissions = List<Permission>(
+            v, p, [&](const Node& n, const std::string& q) { return DecodePermission(n, q); });
       } else if (e.key == "tasks") {
         has_tasks = true;
         job.tasks = Tasks(v, p, 0, "a job");

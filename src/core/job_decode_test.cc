@@ -162,13 +162,15 @@ TEST(JobDecodeTest, RefusesFileNamesThatLeaveTheTaskDirectoryAndBadEnvNames) {
   EXPECT_THAT(problems[1], HasSubstr("tasks[0].files./etc/y: a file name may not"));
   EXPECT_THAT(problems[3], HasSubstr("tasks[0].files..baton-output: a file name may not"));
   EXPECT_THAT(problems[4], HasSubstr("tasks[0].env.A=B: an environment variable name may not"));
-  EXPECT_THAT(Problems(WithTask("    run: 'true'\n    pre: [{name: p, run: 'true', files: {'a/b': x}}]\n")),
-              ElementsAre(HasSubstr("tasks[0].pre[0].files.a/b: a file name may not")));
+  EXPECT_THAT(
+      Problems(WithTask("    run: 'true'\n    pre: [{name: p, run: 'true', files: {'a/b': x}}]\n")),
+      ElementsAre(HasSubstr("tasks[0].pre[0].files.a/b: a file name may not")));
 }
 
 TEST(JobDecodeTest, JobNeedsANameAndTasks) {
-  EXPECT_THAT(Problems("description: nothing\n"),
-              ElementsAre("1:1: name: a job needs a name", "1:1: tasks: a job needs at least one task"));
+  EXPECT_THAT(
+      Problems("description: nothing\n"),
+      ElementsAre("1:1: name: a job needs a name", "1:1: tasks: a job needs at least one task"));
   EXPECT_THAT(Problems("name: j\ntasks: []\n"),
               ElementsAre("2:8: tasks: a job needs at least one task"));
 }
@@ -185,8 +187,9 @@ TEST(JobDecodeTest, DocumentMustBeAMap) {
 
 TEST(JobDecodeTest, RefusesMixedCompositeKinds) {
   EXPECT_THAT(
-      Problems(WithTask("    parallel:\n      tasks:\n        - {name: a, run: echo}\n"
-                        "    each:\n      list: \"{{ [1] }}\"\n      task: {name: b, run: echo}\n")),
+      Problems(
+          WithTask("    parallel:\n      tasks:\n        - {name: a, run: echo}\n"
+                   "    each:\n      list: \"{{ [1] }}\"\n      task: {name: b, run: echo}\n")),
       ElementsAre("7:5: tasks[0].each: a task can be only one of parallel, each or subjob, but "
                   "this one also has parallel"));
 }
@@ -195,9 +198,10 @@ TEST(JobDecodeTest, RefusesRunnableFieldsOnCompositeTasks) {
   EXPECT_THAT(
       Problems(WithTask("    run: echo\n    subjob:\n      name: s\n      tasks:\n"
                         "        - {name: a, run: echo}\n    retry: {limit: 1}\n")),
-      ElementsAre("4:5: tasks[0].run: a subjob task cannot have run: it belongs on the tasks it runs",
-                  "9:5: tasks[0].retry: a subjob task cannot have retry: it belongs on the tasks "
-                  "it runs"));
+      ElementsAre(
+          "4:5: tasks[0].run: a subjob task cannot have run: it belongs on the tasks it runs",
+          "9:5: tasks[0].retry: a subjob task cannot have retry: it belongs on the tasks "
+          "it runs"));
 }
 
 TEST(JobDecodeTest, RetryLimitMustBeOneToTen) {
@@ -207,8 +211,9 @@ TEST(JobDecodeTest, RetryLimitMustBeOneToTen) {
               ElementsAre("6:14: tasks[0].retry.limit: must be between 1 and 10, got 0"));
   EXPECT_THAT(Problems(WithTask("    run: x\n    retry:\n      initialDelay: 1s\n")),
               ElementsAre("6:7: tasks[0].retry.limit: is required (between 1 and 10)"));
-  EXPECT_THAT(Problems(WithTask("    run: x\n    retry: {limit: 2, scalingFactor: 0.5}\n")),
-              ElementsAre("5:38: tasks[0].retry.scalingFactor: must be between 1 and 100, got 0.5"));
+  EXPECT_THAT(
+      Problems(WithTask("    run: x\n    retry: {limit: 2, scalingFactor: 0.5}\n")),
+      ElementsAre("5:38: tasks[0].retry.scalingFactor: must be between 1 and 100, got 0.5"));
 }
 
 TEST(JobDecodeTest, PriorityMustBeZeroToNine) {
@@ -221,9 +226,10 @@ TEST(JobDecodeTest, PriorityMustBeZeroToNine) {
 }
 
 TEST(JobDecodeTest, EachConcurrencyMustBeInRange) {
-  EXPECT_THAT(Problems(WithTask("    each:\n      list: \"{{ [1] }}\"\n      concurrency: 100000\n"
-                                "      task: {name: c, run: echo}\n")),
-              ElementsAre("6:20: tasks[0].each.concurrency: must be between 0 and 99999, got 100000"));
+  EXPECT_THAT(
+      Problems(WithTask("    each:\n      list: \"{{ [1] }}\"\n      concurrency: 100000\n"
+                        "      task: {name: c, run: echo}\n")),
+      ElementsAre("6:20: tasks[0].each.concurrency: must be between 0 and 99999, got 100000"));
 }
 
 TEST(JobDecodeTest, EachNeedsAListAndATask) {
@@ -240,12 +246,14 @@ TEST(JobDecodeTest, VarIsAtMost64Characters) {
 }
 
 TEST(JobDecodeTest, RefusesEngineQueues) {
-  EXPECT_THAT(Problems(WithTask("    run: x\n    queue: x-jobs\n")),
-              ElementsAre("5:12: tasks[0].queue: queue \"x-jobs\" is reserved for the engine (names "
-                          "starting with x- and the engine's own queues cannot carry tasks)"));
-  EXPECT_THAT(Problems(WithTask("    run: x\n    queue: completed\n")),
-              ElementsAre("5:12: tasks[0].queue: queue \"completed\" is reserved for the engine "
-                          "(names starting with x- and the engine's own queues cannot carry tasks)"));
+  EXPECT_THAT(
+      Problems(WithTask("    run: x\n    queue: x-jobs\n")),
+      ElementsAre("5:12: tasks[0].queue: queue \"x-jobs\" is reserved for the engine (names "
+                  "starting with x- and the engine's own queues cannot carry tasks)"));
+  EXPECT_THAT(
+      Problems(WithTask("    run: x\n    queue: completed\n")),
+      ElementsAre("5:12: tasks[0].queue: queue \"completed\" is reserved for the engine "
+                  "(names starting with x- and the engine's own queues cannot carry tasks)"));
   EXPECT_THAT(Problems(WithTask("    run: x\n    queue: gpu\n")), IsEmpty());
   EXPECT_THAT(Problems("name: j\ndefaults:\n  queue: x-y\ntasks:\n  - {name: t, run: x}\n"),
               ElementsAre("3:10: defaults.queue: queue \"x-y\" is reserved for the engine (names "
@@ -260,15 +268,17 @@ TEST(JobDecodeTest, ChecksMounts) {
                         "      - {type: tmpfs, target: /tork}\n"
                         "      - {type: nfs, target: /x}\n"
                         "      - {type: volume, target: relative}\n")),
-      ElementsAre("6:32: tasks[0].mounts[0].source: a volume mount cannot have a source",
-                  "7:9: tasks[0].mounts[1].source: a bind mount needs a source",
-                  "8:31: tasks[0].mounts[2].target: \"/tork\" is reserved for the engine's own files",
-                  "9:16: tasks[0].mounts[3].type: unknown mount type \"nfs\" (expected volume, bind "
-                  "or tmpfs)",
-                  "10:32: tasks[0].mounts[4].target: must be an absolute path, got \"relative\""));
-  EXPECT_THAT(Problems(WithTask("    run: x\n    mounts:\n      - {type: volume, target: /baton/x}\n")),
-              ElementsAre("6:32: tasks[0].mounts[0].target: \"/baton/x\" is reserved for the "
-                          "engine's own files"));
+      ElementsAre(
+          "6:32: tasks[0].mounts[0].source: a volume mount cannot have a source",
+          "7:9: tasks[0].mounts[1].source: a bind mount needs a source",
+          "8:31: tasks[0].mounts[2].target: \"/tork\" is reserved for the engine's own files",
+          "9:16: tasks[0].mounts[3].type: unknown mount type \"nfs\" (expected volume, bind "
+          "or tmpfs)",
+          "10:32: tasks[0].mounts[4].target: must be an absolute path, got \"relative\""));
+  EXPECT_THAT(
+      Problems(WithTask("    run: x\n    mounts:\n      - {type: volume, target: /baton/x}\n")),
+      ElementsAre("6:32: tasks[0].mounts[0].target: \"/baton/x\" is reserved for the "
+                  "engine's own files"));
 }
 
 TEST(JobDecodeTest, ChecksDurationsAndMemorySizes) {
@@ -294,8 +304,9 @@ TEST(JobDecodeTest, ChecksTemplates) {
 TEST(JobDecodeTest, WebhookNeedsAUrl) {
   EXPECT_THAT(Problems("name: j\nwebhooks:\n  - headers: {a: b}\ntasks:\n  - {name: t, run: x}\n"),
               ElementsAre("3:5: webhooks[0].url: a webhook needs a url"));
-  EXPECT_THAT(Problems("name: j\nwebhooks:\n  - url: ftp://x\ntasks:\n  - {name: t, run: x}\n"),
-              ElementsAre("3:5: webhooks[0].url: must be an http:// or https:// URL, got \"ftp://x\""));
+  EXPECT_THAT(
+      Problems("name: j\nwebhooks:\n  - url: ftp://x\ntasks:\n  - {name: t, run: x}\n"),
+      ElementsAre("3:5: webhooks[0].url: must be an http:// or https:// URL, got \"ftp://x\""));
 }
 
 TEST(JobDecodeTest, AliasBombInInputsIsRefused) {
@@ -366,20 +377,23 @@ TEST(JobDecodeTest, TypeErrorsSayWhatWasExpected) {
 TEST(JobDecodeTest, AuxTasksNeedANameAndSidecarsTakeAProbe) {
   EXPECT_THAT(Problems(WithTask("    run: x\n    pre:\n      - run: echo\n")),
               ElementsAre("6:9: tasks[0].pre[0].name: is required"));
-  EXPECT_THAT(Problems(WithTask("    image: alpine\n    sidecars:\n      - name: web\n"
-                                "        image: nginx\n        probe: {path: /health, port: 70000}\n")),
-              ElementsAre("8:38: tasks[0].sidecars[0].probe.port: must be between 1 and 65535, "
-                          "got 70000"));
-  EXPECT_THAT(Problems(WithTask("    run: x\n    pre:\n      - name: p\n        probe: {port: 80}\n")),
-              ElementsAre("7:9: tasks[0].pre[0].probe: unknown field \"probe\""));
+  EXPECT_THAT(
+      Problems(WithTask("    image: alpine\n    sidecars:\n      - name: web\n"
+                        "        image: nginx\n        probe: {path: /health, port: 70000}\n")),
+      ElementsAre("8:38: tasks[0].sidecars[0].probe.port: must be between 1 and 65535, "
+                  "got 70000"));
+  EXPECT_THAT(
+      Problems(WithTask("    run: x\n    pre:\n      - name: p\n        probe: {port: 80}\n")),
+      ElementsAre("7:9: tasks[0].pre[0].probe: unknown field \"probe\""));
 }
 
 TEST(JobDecodeTest, AcceptsTorkPermissions) {
   EXPECT_THAT(Problems("name: j\npermissions:\n  - role: admins\n  - user: ann\ntasks:\n"
                        "  - {name: t, run: x}\n"),
               IsEmpty());
-  EXPECT_THAT(Problems("name: j\npermissions:\n  - {role: a, user: b}\ntasks:\n  - {name: t, run: x}\n"),
-              ElementsAre("3:5: permissions[0]: a permission names either a role or a user"));
+  EXPECT_THAT(
+      Problems("name: j\npermissions:\n  - {role: a, user: b}\ntasks:\n  - {name: t, run: x}\n"),
+      ElementsAre("3:5: permissions[0]: a permission names either a role or a user"));
 }
 
 TEST(JobDecodeTest, NullFieldsCountAsAbsent) {

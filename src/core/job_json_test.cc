@@ -28,7 +28,9 @@ Job FullJob() {
   defaults.queue = "default";
   defaults.priority = 4;
   job.defaults = defaults;
-  job.webhooks = {Webhook{"http://example.com/hook", {{"X-Key", "abc"}}, "job.StateChange",
+  job.webhooks = {Webhook{"http://example.com/hook",
+                          {{"X-Key", "abc"}},
+                          "job.StateChange",
                           "{{ job.state == 'COMPLETED' }}"}};
 
   Task t;
@@ -83,8 +85,15 @@ Job FullJob() {
   parallel.parallel = Parallel{{child, child}};
   Task sub;
   sub.name = "child";
-  sub.subjob = SubJob{"child job", "d", {child}, {{"a", "b"}}, {{"s", "t"}}, "{{ tasks.x }}",
-                      AutoDelete{std::chrono::minutes(1)}, job.webhooks, true};
+  sub.subjob = SubJob{"child job",
+                      "d",
+                      {child},
+                      {{"a", "b"}},
+                      {{"s", "t"}},
+                      "{{ tasks.x }}",
+                      AutoDelete{std::chrono::minutes(1)},
+                      job.webhooks,
+                      true};
   job.tasks = {t, each, parallel, sub};
   return job;
 }
@@ -121,8 +130,8 @@ TEST(JobJsonTest, TasksRoundTripAlone) {
 
 TEST(JobJsonTest, StoredTasksSkipTheSubmissionRules) {
   // An evaluated env value may contain braces; an evaluated var may be long.
-  std::string text = R"({"name":"t","env":{"A":"{{ not a template"},"var":")" +
-                     std::string(80, 'v') + R"("})";
+  std::string text =
+      R"({"name":"t","env":{"A":"{{ not a template"},"var":")" + std::string(80, 'v') + R"("})";
   EXPECT_FALSE(DecodeTaskJson(text).ok());
   auto stored = DecodeTaskJson(text, DecodeMode::kStored);
   ASSERT_TRUE(stored.ok()) << stored.status().message();

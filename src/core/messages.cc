@@ -30,9 +30,7 @@ constexpr const char* kOutcomes[] = {"COMPLETED", "FAILED", "CANCELLED", "HANDED
 
 }  // namespace
 
-std::string CancelQueueFor(std::string_view node_id) {
-  return "x-cancel." + std::string(node_id);
-}
+std::string CancelQueueFor(std::string_view node_id) { return "x-cancel." + std::string(node_id); }
 
 std::string Encode(const TaskStarted& m) {
   return Dump({{"taskId", m.task_id},
@@ -41,12 +39,9 @@ std::string Encode(const TaskStarted& m) {
                {"at", FormatTime(m.at)}});
 }
 std::string Encode(const TaskFinished& m) {
-  json j = {{"taskId", m.task_id},
-            {"jobId", m.job_id},
-            {"nodeId", m.node_id},
-            {"outcome", kOutcomes[static_cast<int>(m.outcome)]},
-            {"result", m.result},
-            {"error", m.error},
+  json j = {{"taskId", m.task_id},   {"jobId", m.job_id},
+            {"nodeId", m.node_id},   {"outcome", kOutcomes[static_cast<int>(m.outcome)]},
+            {"result", m.result},    {"error", m.error},
             {"at", FormatTime(m.at)}};
   if (m.started_at) j["startedAt"] = FormatTime(*m.started_at);
   return Dump(j);

@@ -7,20 +7,20 @@ namespace {
 
 TEST(MessagesTest, RoundTrip) {
   TimePoint at = Now();
-  auto started = DecodeTaskStarted(Encode(TaskStarted{.task_id = "t1", .job_id = "j1", .node_id = "n1", .at = at}));
+  auto started = DecodeTaskStarted(
+      Encode(TaskStarted{.task_id = "t1", .job_id = "j1", .node_id = "n1", .at = at}));
   ASSERT_TRUE(started.ok());
   EXPECT_EQ(started->task_id, "t1");
   EXPECT_EQ(started->job_id, "j1");
   EXPECT_EQ(started->node_id, "n1");
   EXPECT_EQ(started->at, at);
 
-  auto finished = DecodeTaskFinished(
-      Encode(TaskFinished{.task_id = "t2",
-                          .job_id = "j2",
-                          .node_id = "n2",
-                          .outcome = TaskFinished::Outcome::kFailed,
-                          .error = "exit code 1",
-                          .at = at}));
+  auto finished = DecodeTaskFinished(Encode(TaskFinished{.task_id = "t2",
+                                                         .job_id = "j2",
+                                                         .node_id = "n2",
+                                                         .outcome = TaskFinished::Outcome::kFailed,
+                                                         .error = "exit code 1",
+                                                         .at = at}));
   ASSERT_TRUE(finished.ok());
   EXPECT_EQ(finished->job_id, "j2");
   EXPECT_EQ(finished->node_id, "n2");
@@ -28,11 +28,13 @@ TEST(MessagesTest, RoundTrip) {
   EXPECT_EQ(finished->error, "exit code 1");
   EXPECT_FALSE(finished->started_at.has_value());
 
-  auto quick = DecodeTaskFinished(Encode(TaskFinished{.task_id = "t2", .at = at, .started_at = at}));
+  auto quick =
+      DecodeTaskFinished(Encode(TaskFinished{.task_id = "t2", .at = at, .started_at = at}));
   ASSERT_TRUE(quick.ok());
   EXPECT_EQ(quick->started_at, at);
 
-  auto progress = DecodeTaskProgress(Encode(TaskProgress{.task_id = "t3", .job_id = "j3", .progress = 42.5}));
+  auto progress =
+      DecodeTaskProgress(Encode(TaskProgress{.task_id = "t3", .job_id = "j3", .progress = 42.5}));
   ASSERT_TRUE(progress.ok());
   EXPECT_EQ(progress->progress, 42.5);
   EXPECT_EQ(progress->job_id, "j3");

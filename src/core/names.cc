@@ -5,21 +5,21 @@
 namespace baton {
 namespace {
 
-constexpr std::array<std::string_view, 6> kJobStates = {
-    "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"};
+constexpr std::array<std::string_view, 6> kJobStates = {"PENDING",   "SCHEDULED", "RUNNING",
+                                                        "COMPLETED", "FAILED",    "CANCELLED"};
 constexpr std::array<std::string_view, 8> kTaskStates = {
     "CREATED", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "SKIPPED"};
 
 constexpr std::array<std::string_view, 3> kNodeStatuses = {"UP", "DOWN", "OFFLINE"};
 
 constexpr std::array<std::string_view, 9> kEngineQueues = {
-    kQueuePending, kQueueStarted,  kQueueCompleted, kQueueFailed,       kQueueHeartbeat,
+    kQueuePending, kQueueStarted,  kQueueCompleted, kQueueFailed,      kQueueHeartbeat,
     kQueueLogs,    kQueueProgress, kQueueJobs,      kQueueRedeliveries};
 
 // The names Tork gives its engine queues, refused too so a Tork user's mistake is caught.
 constexpr std::array<std::string_view, 9> kTorkEngineQueues = {
-    "pending", "started", "completed", "error", "heartbeat", "jobs", "logs", "progress",
-    "redeliveries"};
+    "pending", "started", "completed", "error",       "heartbeat",
+    "jobs",    "logs",    "progress",  "redeliveries"};
 
 }  // namespace
 

@@ -6,8 +6,8 @@ namespace baton {
 namespace {
 
 TEST(NamesTest, JobStatesRoundTrip) {
-  for (auto s : {JobState::kPending, JobState::kScheduled, JobState::kRunning,
-                 JobState::kCompleted, JobState::kFailed, JobState::kCancelled}) {
+  for (auto s : {JobState::kPending, JobState::kScheduled, JobState::kRunning, JobState::kCompleted,
+                 JobState::kFailed, JobState::kCancelled}) {
     EXPECT_EQ(ParseJobState(ToString(s)), s) << ToString(s);
   }
   EXPECT_EQ(ToString(JobState::kCompleted), "COMPLETED");
@@ -15,9 +15,9 @@ TEST(NamesTest, JobStatesRoundTrip) {
 }
 
 TEST(NamesTest, TaskStatesRoundTrip) {
-  for (auto s : {TaskState::kCreated, TaskState::kPending, TaskState::kScheduled,
-                 TaskState::kRunning, TaskState::kCompleted, TaskState::kFailed,
-                 TaskState::kCancelled, TaskState::kSkipped}) {
+  for (auto s :
+       {TaskState::kCreated, TaskState::kPending, TaskState::kScheduled, TaskState::kRunning,
+        TaskState::kCompleted, TaskState::kFailed, TaskState::kCancelled, TaskState::kSkipped}) {
     EXPECT_EQ(ParseTaskState(ToString(s)), s) << ToString(s);
   }
   EXPECT_EQ(ToString(TaskState::kSkipped), "SKIPPED");

@@ -23,10 +23,10 @@ Result<std::optional<TimePoint>> GetTime(const json& in, const char* key) {
 
 // Runtime members that ToJson(TaskRecord) adds to the definition's JSON; removed again
 // before the definition is decoded.
-constexpr const char* kTaskRuntimeKeys[] = {
-    "id",          "jobId",       "parentId", "position", "state",  "createdAt",
-    "scheduledAt", "startedAt",   "completedAt", "failedAt", "error", "result",
-    "nodeId",      "progress",    "redelivered"};
+constexpr const char* kTaskRuntimeKeys[] = {"id",          "jobId",     "parentId",    "position",
+                                            "state",       "createdAt", "scheduledAt", "startedAt",
+                                            "completedAt", "failedAt",  "error",       "result",
+                                            "nodeId",      "progress",  "redelivered"};
 
 }  // namespace
 
@@ -71,10 +71,9 @@ Result<TaskRecord> TaskRecordFromJson(const json& in) {
     auto created = GetTime(in, "createdAt");
     if (!created.ok()) return created.status();
     task.created_at = created->value_or(TimePoint{});
-    for (auto [key, field] : {std::pair{"scheduledAt", &task.scheduled_at},
-                              std::pair{"startedAt", &task.started_at},
-                              std::pair{"completedAt", &task.completed_at},
-                              std::pair{"failedAt", &task.failed_at}}) {
+    for (auto [key, field] :
+         {std::pair{"scheduledAt", &task.scheduled_at}, std::pair{"startedAt", &task.started_at},
+          std::pair{"completedAt", &task.completed_at}, std::pair{"failedAt", &task.failed_at}}) {
       auto t = GetTime(in, key);
       if (!t.ok()) return t.status();
       *field = *t;

@@ -1,11 +1,11 @@
 #include "core/records.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <random>
-
-#include <unistd.h>
 
 namespace baton {
 

@@ -5,11 +5,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/clock.h"
 #include "core/job.h"
@@ -17,12 +16,11 @@
 
 namespace baton {
 
-
 // One row per task attempt: a retry is a new row (new id, retry.attempts + 1) and the
 // failed row stays. Children of parallel/each tasks and the rows of sub-jobs are rows
 // too, linked by parent_id.
 struct TaskRecord {
-  std::string id;         // 32 lowercase hex characters
+  std::string id;  // 32 lowercase hex characters
   std::string job_id;
   std::string parent_id;  // the composite task this is a child of; empty at top level
   int position = 0;       // 1-based index of the top-level task this row belongs to
@@ -35,16 +33,16 @@ struct TaskRecord {
   Task task;  // the definition; templates evaluated once the row is scheduled
   std::string error;
   std::string result;
-  std::string node_id;   // the worker running it
-  double progress = 0;   // 0..100
-  int redelivered = 0;   // times re-queued after its worker died
+  std::string node_id;  // the worker running it
+  double progress = 0;  // 0..100
+  int redelivered = 0;  // times re-queued after its worker died
   // Composite bookkeeping.
-  int each_size = 0;         // each: elements of the evaluated list
+  int each_size = 0;  // each: elements of the evaluated list
   // On an each: children started so far. On a child of a parallel or each: its index
   // there (kept by its retries).
   int each_index = 0;
-  int completions = 0;       // parallel and each: children finished
-  std::string subjob_id;     // the child job of a subjob task
+  int completions = 0;    // parallel and each: children finished
+  std::string subjob_id;  // the child job of a subjob task
   // The loop variables in scope for this row's templates and for its children's: what
   // the `each` loops around it bound ({"item": {"index": 0, "value": ...}}). A composite
   // child of an each is dispatched later than it is created, and its children are

@@ -1,12 +1,11 @@
 #include "core/records.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <set>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace baton {
 namespace {
@@ -20,8 +19,10 @@ TEST(RecordsTest, TimesFormatAsRfc3339UtcWithMilliseconds) {
 TEST(RecordsTest, TimesParseBack) {
   TimePoint now = Now();
   EXPECT_EQ(ParseTime(FormatTime(now)), now);
-  EXPECT_EQ(ParseTime("2026-11-30T20:50:31Z"), TimePoint{std::chrono::milliseconds(1'796'071'831'000)});
-  EXPECT_EQ(ParseTime("2026-11-30T20:50:31.5Z"), TimePoint{std::chrono::milliseconds(1'796'071'831'500)});
+  EXPECT_EQ(ParseTime("2026-11-30T20:50:31Z"),
+            TimePoint{std::chrono::milliseconds(1'796'071'831'000)});
+  EXPECT_EQ(ParseTime("2026-11-30T20:50:31.5Z"),
+            TimePoint{std::chrono::milliseconds(1'796'071'831'500)});
   EXPECT_FALSE(ParseTime("2026-11-30 21:17:11").has_value());
   EXPECT_FALSE(ParseTime("2026-13-30T21:17:11Z").has_value());
   EXPECT_FALSE(ParseTime("yesterday").has_value());

@@ -88,7 +88,8 @@ TEST(RedactTest, RedactsJsonBySecretsEnvKeysAndValues) {
   nlohmann::json j = {
       {"secrets", {{"api", "s3cret"}}},
       {"context", {{"secrets", {{"api", "s3cret"}}}, {"tasks", {{"out", "got s3cret back"}}}}},
-      {"tasks", {{{"env", {{"MY_TOKEN", "{{ secrets.api }}"}, {"PLAIN", "s3cret"}, {"OK", "fine"}}}}}}};
+      {"tasks",
+       {{{"env", {{"MY_TOKEN", "{{ secrets.api }}"}, {"PLAIN", "s3cret"}, {"OK", "fine"}}}}}}};
   RedactJson(j, {"s3cret"});
   EXPECT_EQ(j["secrets"]["api"], "[REDACTED]");
   EXPECT_EQ(j["context"]["secrets"]["api"], "[REDACTED]");

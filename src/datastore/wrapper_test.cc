@@ -36,7 +36,8 @@ INSTANTIATE_TEST_SUITE_P(
         DatastoreFactory{"wrapper", [] { return std::make_unique<DatastoreWrapper>(OpenMemory()); },
                          nullptr, true},
         DatastoreFactory{"faulty_without_faults",
-                         [] { return std::make_unique<FaultyDatastore>(OpenMemory()); }, nullptr, true}),
+                         [] { return std::make_unique<FaultyDatastore>(OpenMemory()); }, nullptr,
+                         true}),
     DatastoreFactoryName);
 
 // A test overrides the one call it cares about; the rest still reach the wrapped store.

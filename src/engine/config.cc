@@ -1,11 +1,11 @@
 #include "engine/config.h"
 
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <toml++/toml.h>
 
 #include "core/duration.h"
 
@@ -149,8 +149,8 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     BATON_RETURN_IF_ERROR(duration(config.api_request_timeout));
   } else if (key == "logging.level") {
     BATON_RETURN_IF_ERROR(one_of({"debug", "info", "warn", "error"}));
-    config.log_level = value == "debug"  ? log::Level::kDebug
-                       : value == "warn" ? log::Level::kWarn
+    config.log_level = value == "debug"   ? log::Level::kDebug
+                       : value == "warn"  ? log::Level::kWarn
                        : value == "error" ? log::Level::kError
                                           : log::Level::kInfo;
   } else if (key == "logging.format") {
@@ -173,12 +173,14 @@ Status Walk(const toml::table& table, const std::string& prefix, Config& config)
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (key == "worker.queues") {
       const toml::table* queues = node.as_table();
-      if (queues == nullptr) return InvalidArgument("worker.queues: expected a table name = concurrency");
+      if (queues == nullptr)
+        return InvalidArgument("worker.queues: expected a table name = concurrency");
       std::map<std::string, int> parsed;
       for (const auto& [name, value] : *queues) {
         auto n = value.value<int64_t>();
         if (!n || *n < 1 || *n > 10000) {
-          return InvalidArgument(fmt::format("worker.queues.{}: expected a concurrency 1..10000", name.str()));
+          return InvalidArgument(
+              fmt::format("worker.queues.{}: expected a concurrency 1..10000", name.str()));
         }
         parsed[std::string(name.str())] = static_cast<int>(*n);
       }
@@ -217,8 +219,10 @@ Result<std::map<std::string, int>> ParseQueues(std::string_view text) {
     if (colon != std::string_view::npos) {
       std::string_view n = item.substr(colon + 1);
       auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), concurrency);
-      if (ec != std::errc() || ptr != n.data() + n.size() || concurrency < 1 || concurrency > 10000) {
-        return InvalidArgument(fmt::format("bad concurrency in \"{}\" (expected name:1..10000)", item));
+      if (ec != std::errc() || ptr != n.data() + n.size() || concurrency < 1 ||
+          concurrency > 10000) {
+        return InvalidArgument(
+            fmt::format("bad concurrency in \"{}\" (expected name:1..10000)", item));
       }
     }
     if (name.empty()) return InvalidArgument(fmt::format("empty queue name in \"{}\"", item));

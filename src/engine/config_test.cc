@@ -13,7 +13,8 @@ class ConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("baton-config-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("baton-config-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -272,7 +273,8 @@ TEST_F(ConfigTest, TomlSyntaxErrorsHaveAPosition) {
 }
 
 TEST(ParseQueuesTest, ParsesNamesAndConcurrency) {
-  EXPECT_EQ(*ParseQueues("default:4,gpu"), (std::map<std::string, int>{{"default", 4}, {"gpu", 1}}));
+  EXPECT_EQ(*ParseQueues("default:4,gpu"),
+            (std::map<std::string, int>{{"default", 4}, {"gpu", 1}}));
   EXPECT_FALSE(ParseQueues("default:0").ok());
   EXPECT_FALSE(ParseQueues(":3").ok());
   EXPECT_FALSE(ParseQueues("a:x").ok());

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "base/clock.h"
 #include "api/api.h"
 #include "api/server.h"
+#include "base/clock.h"
 #include "broker/broker.h"
 #include "coordinator/coordinator.h"
 #include "datastore/datastore.h"
@@ -66,9 +66,7 @@ class Engine {
   Datastore& datastore() { return *datastore_; }
   Broker& broker() { return *broker_; }
   // The worker's node id, else the coordinator's (several coordinators); else empty.
-  std::string node_id() const {
-    return worker_ ? worker_->node_id() : coordinator_node_id_;
-  }
+  std::string node_id() const { return worker_ ? worker_->node_id() : coordinator_node_id_; }
   // The port the API listens on, once started (0 without an API).
   int api_port() const { return server_ ? server_->port() : 0; }
 

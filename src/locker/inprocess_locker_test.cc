@@ -7,15 +7,14 @@ namespace {
 
 using conformance::LockerConformanceTest;
 
-INSTANTIATE_TEST_SUITE_P(
-    InProcess, LockerConformanceTest,
-    ::testing::Values(conformance::LockerFactory{
-        "InProcess",
-        [] {
-          std::shared_ptr<Locker> locker = NewInProcessLocker();
-          return std::pair{locker, locker};
-        }}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(InProcess, LockerConformanceTest,
+                         ::testing::Values(conformance::LockerFactory{
+                             "InProcess",
+                             [] {
+                               std::shared_ptr<Locker> locker = NewInProcessLocker();
+                               return std::pair{locker, locker};
+                             }}),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(InProcessLockerTest, ALockMayOutliveItsLocker) {
   std::unique_ptr<Lock> lock;

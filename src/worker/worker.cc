@@ -53,7 +53,8 @@ class Reporter : public RunObserver {
     part.contents = std::string(chunk);
     part.created_at = clock_.Now();
     Status s = broker_.Publish(kQueueLogs, Encode(part));
-    if (!s.ok()) log::Warn("shipping a log part failed", {{"task_id", task_.id}, {"error", s.message()}});
+    if (!s.ok())
+      log::Warn("shipping a log part failed", {{"task_id", task_.id}, {"error", s.message()}});
   }
 
   Broker& broker_;
@@ -92,8 +93,8 @@ Status Worker::Start() {
   Status leftovers = runtime_.KillLeftovers();
   if (!leftovers.ok()) return leftovers;
   started_at_ = clock_.Now();
-  auto cancel = broker_.Subscribe(
-      CancelQueueFor(options_.node_id), 1, [this](std::unique_ptr<Delivery> d) {
+  auto cancel =
+      broker_.Subscribe(CancelQueueFor(options_.node_id), 1, [this](std::unique_ptr<Delivery> d) {
         auto message = DecodeCancelTask(d->body());
         if (message.ok()) {
           MutexLock lock(mu_);
@@ -159,7 +160,8 @@ void Worker::SlotLoop(Lane& lane, const std::stop_token& stop) {
 void Worker::Counted(Lane& lane, int delta) {
   lane.running += delta;
   if (lane.subscription) {
-    (void)lane.subscription->SetPrefetch(lane.paused ? 0 : std::max(0, lane.concurrency - lane.running));
+    (void)lane.subscription->SetPrefetch(
+        lane.paused ? 0 : std::max(0, lane.concurrency - lane.running));
   }
 }
 
@@ -178,7 +180,8 @@ void Worker::StartKnown(Attempt& attempt) {
 void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   auto record = TaskRecordFromJson(nlohmann::json::parse(delivery->body(), nullptr, false));
   if (!record.ok()) {
-    log::Error("dropping a task message that cannot be read", {{"error", record.status().message()}});
+    log::Error("dropping a task message that cannot be read",
+               {{"error", record.status().message()}});
     (void)delivery->Nack(false);
     return;
   }
@@ -281,7 +284,8 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
       outcome_acks = true;
     }
   }
-  bool reported = Report({{std::string(queue), Encode(finished), 0}}, "the outcome of task " + task.id);
+  bool reported =
+      Report({{std::string(queue), Encode(finished), 0}}, "the outcome of task " + task.id);
   if (outcome_acks) {
     // Not reported (the worker stops and the broker is unreachable): the message goes
     // back to the queue, to run elsewhere.
@@ -328,9 +332,11 @@ void Worker::StartReportLoop(const std::stop_token& stop) {
     }
     if (due.empty()) continue;
     std::vector<OutgoingMessage> starts;
-    for (const auto& attempt : due) starts.push_back({std::string(kQueueStarted), Encode(attempt->started), 0});
-    bool reported = Report(std::move(starts), due.size() == 1 ? "the start of task " + due.front()->started.task_id
-                                                              : fmt::format("{} starts", due.size()));
+    for (const auto& attempt : due)
+      starts.push_back({std::string(kQueueStarted), Encode(attempt->started), 0});
+    bool reported = Report(std::move(starts),
+                           due.size() == 1 ? "the start of task " + due.front()->started.task_id
+                                           : fmt::format("{} starts", due.size()));
     for (const auto& attempt : due) {
       {
         MutexLock lock(mu_);
@@ -357,7 +363,8 @@ bool Worker::Report(std::vector<OutgoingMessage> messages, std::string_view what
     bool give_up = false;
     {
       MutexLock lock(mu_);
-      give_up = grace_over_ && std::chrono::steady_clock::now() - first_try > std::chrono::seconds(10);
+      give_up =
+          grace_over_ && std::chrono::steady_clock::now() - first_try > std::chrono::seconds(10);
     }
     if (give_up) {
       log::Error(fmt::format("reporting {} failed; giving up as the worker stops", what),
@@ -373,8 +380,10 @@ bool Worker::Report(std::vector<OutgoingMessage> messages, std::string_view what
 double Worker::CpuPercent() {
   std::ifstream stat("/proc/stat");
   std::string cpu;
-  std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") {
+  std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                steal = 0;
+  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
+      cpu != "cpu") {
     return 0;
   }
   std::uint64_t busy = user + nice + system + irq + softirq + steal;
@@ -427,7 +436,8 @@ void Worker::Stop(std::chrono::milliseconds grace) {
     draining_ = true;
     // Every running task's start is reported now, so its message can be acked before the
     // subscriptions close (closing gives back what is unacked, to run elsewhere).
-    for (auto& attempt : start_queue_) attempt->report_at = std::chrono::steady_clock::time_point::min();
+    for (auto& attempt : start_queue_)
+      attempt->report_at = std::chrono::steady_clock::time_point::min();
   }
   start_cv_.notify_all();
   // Stop taking work; what was delivered but not started goes back to the queue.

@@ -34,9 +34,9 @@
 namespace baton {
 
 struct WorkerOptions {
-  std::string node_id;                               // default: a new id
+  std::string node_id;  // default: a new id
   std::string name = "worker";
-  std::string hostname;                              // default: this host's name
+  std::string hostname;  // default: this host's name
   std::string version;
   std::map<std::string, int> queues = {{"default", 1}};  // queue → concurrency
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(5);

@@ -279,8 +279,10 @@ TEST_P(BrokerConformanceTest, PublishBatchKeepsEachMessagesPriority) {
 TEST_P(BrokerConformanceTest, PublishBatchWithAnInvalidMessagePublishesNone) {
   const std::string q = QueueName();
   Publish(q, "before");  // the queue exists, with one message
-  EXPECT_EQ(broker().PublishBatch({{q, "a", 0}, {q, "b", 10}}).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(broker().PublishBatch({{q, "a", 0}, {"", "b", 0}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker().PublishBatch({{q, "a", 0}, {q, "b", 10}}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker().PublishBatch({{q, "a", 0}, {"", "b", 0}}).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(broker().PublishBatch({{q, "a", -1}}).code(), StatusCode::kInvalidArgument);
   std::this_thread::sleep_for(kQuiet);
   EXPECT_TRUE(QueueReaches({.name = q, .size = 1, .subscribers = 0, .unacked = 0}));

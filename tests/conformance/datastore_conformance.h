@@ -308,11 +308,11 @@ namespace datastore_conformance {
 inline Status Ok() { return Status::Ok(); }
 
 // Unwraps a Result into `decl` or returns its error (inside a Transact body).
-#define BATON_ASSIGN_OR_RETURN_CONFORMANCE(decl, expr)              \
-  auto BATON_CONF_CONCAT(result_, __LINE__) = (expr);               \
-  if (!BATON_CONF_CONCAT(result_, __LINE__).ok()) {                 \
-    return BATON_CONF_CONCAT(result_, __LINE__).status();           \
-  }                                                                 \
+#define BATON_ASSIGN_OR_RETURN_CONFORMANCE(decl, expr)    \
+  auto BATON_CONF_CONCAT(result_, __LINE__) = (expr);     \
+  if (!BATON_CONF_CONCAT(result_, __LINE__).ok()) {       \
+    return BATON_CONF_CONCAT(result_, __LINE__).status(); \
+  }                                                       \
   decl = std::move(*BATON_CONF_CONCAT(result_, __LINE__))
 #define BATON_CONF_CONCAT_INNER(a, b) a##b
 #define BATON_CONF_CONCAT(a, b) BATON_CONF_CONCAT_INNER(a, b)
@@ -1321,10 +1321,11 @@ TEST_P(DatastoreConformanceTest, CancelTasksCancelsTheActiveRowsOfAJobInOneWrite
   ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
   std::vector<CancelledTask> got = *cancelled;
   std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  std::vector<CancelledTask> want = {{created.id, TaskState::kCreated, "", ""},
-                                     {pending.id, TaskState::kPending, "", ""},
-                                     {scheduled.id, TaskState::kScheduled, "", ""},
-                                     {running.id, TaskState::kRunning, "node-1", running.subjob_id}};
+  std::vector<CancelledTask> want = {
+      {created.id, TaskState::kCreated, "", ""},
+      {pending.id, TaskState::kPending, "", ""},
+      {scheduled.id, TaskState::kScheduled, "", ""},
+      {running.id, TaskState::kRunning, "node-1", running.subjob_id}};
   std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   EXPECT_EQ(got, want);
   Reopen();
@@ -1332,8 +1333,8 @@ TEST_P(DatastoreConformanceTest, CancelTasksCancelsTheActiveRowsOfAJobInOneWrite
     t->state = TaskState::kCancelled;
     t->completed_at = At(9);
   }
-  for (const TaskRecord& row : {created, pending, scheduled, running, done, failed, skipped,
-                                elsewhere}) {
+  for (const TaskRecord& row :
+       {created, pending, scheduled, running, done, failed, skipped, elsewhere}) {
     auto stored = ds().GetTask(row.id);
     ASSERT_TRUE(stored.ok()) << stored.status().ToString();
     EXPECT_EQ(*stored, row) << "task at " << row.created_at.time_since_epoch().count();
@@ -1697,7 +1698,8 @@ TEST_P(DatastoreConformanceTest, ScopesOfDifferentJobsOverlapUnlessTheStoreHasOn
       first_open = true;
       // Held open until the other job's scope has committed (or, with one writer,
       // briefly: the other scope cannot start before this one ends).
-      auto bound = GetParam().one_writer ? std::chrono::milliseconds(300) : std::chrono::seconds(10);
+      auto bound =
+          GetParam().one_writer ? std::chrono::milliseconds(300) : std::chrono::seconds(10);
       first_saw_second = WaitFor([&] { return second_committed.load(); }, bound);
       return Ok();
     });

@@ -33,7 +33,8 @@ Result<ManagementApi> ManagementApi::Parse(std::string_view url, std::string use
                                            std::string password) {
   constexpr std::string_view kScheme = "http://";
   if (!url.starts_with(kScheme)) {
-    return InvalidArgument("broker.rabbitmq.management_url: expected http://[user:password@]host:port");
+    return InvalidArgument(
+        "broker.rabbitmq.management_url: expected http://[user:password@]host:port");
   }
   std::string_view rest = url.substr(kScheme.size());
   while (rest.ends_with('/')) rest.remove_suffix(1);
@@ -48,14 +49,16 @@ Result<ManagementApi> ManagementApi::Parse(std::string_view url, std::string use
     rest = rest.substr(at + 1);
     auto colon = userinfo.find(':');
     api.user_ = PercentDecode(userinfo.substr(0, colon));
-    api.password_ = colon == std::string_view::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
+    api.password_ =
+        colon == std::string_view::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
   }
   auto colon = rest.rfind(':');
   api.host_ = std::string(rest.substr(0, colon));
   if (colon != std::string_view::npos) {
     std::string_view port = rest.substr(colon + 1);
     auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), api.port_);
-    if (ec != std::errc() || ptr != port.data() + port.size() || api.port_ < 1 || api.port_ > 65535) {
+    if (ec != std::errc() || ptr != port.data() + port.size() || api.port_ < 1 ||
+        api.port_ > 65535) {
       return InvalidArgument(fmt::format("broker.rabbitmq.management_url: bad port \"{}\"", port));
     }
   }
@@ -77,11 +80,12 @@ Result<std::string> ManagementApi::Get(const std::string& path) const {
     }
     if (res->status == 404) return NotFound("not found");
     if (res->status == 401 || res->status == 403) {
-      return FailedPrecondition(
-          fmt::format("RabbitMQ management API at {} refused the credentials (HTTP {})", where_, res->status));
+      return FailedPrecondition(fmt::format(
+          "RabbitMQ management API at {} refused the credentials (HTTP {})", where_, res->status));
     }
     if (res->status != 200) {
-      return Unavailable(fmt::format("RabbitMQ management API at {}: HTTP {}", where_, res->status));
+      return Unavailable(
+          fmt::format("RabbitMQ management API at {}: HTTP {}", where_, res->status));
     }
     return std::move(res->body);
   } catch (const std::exception& e) {
@@ -98,17 +102,19 @@ Result<QueueInfo> ManagementApi::Queue(std::string_view vhost, std::string_view 
     return body.status();
   }
   json q = json::parse(*body, nullptr, /*allow_exceptions=*/false);
-  if (!q.is_object()) return Unavailable(fmt::format("RabbitMQ management API at {}: not JSON", where_));
+  if (!q.is_object())
+    return Unavailable(fmt::format("RabbitMQ management API at {}: not JSON", where_));
   return InfoOf(q);
 }
 
 Result<std::vector<QueueInfo>> ManagementApi::Queues(std::string_view vhost) const {
-  auto body = Get(fmt::format(
-      "/api/queues/{}?columns=name,messages_ready,messages_unacknowledged,consumers",
-      PercentEncode(vhost)));
+  auto body = Get(
+      fmt::format("/api/queues/{}?columns=name,messages_ready,messages_unacknowledged,consumers",
+                  PercentEncode(vhost)));
   if (!body.ok()) return body.status();
   json list = json::parse(*body, nullptr, /*allow_exceptions=*/false);
-  if (!list.is_array()) return Unavailable(fmt::format("RabbitMQ management API at {}: not a list", where_));
+  if (!list.is_array())
+    return Unavailable(fmt::format("RabbitMQ management API at {}: not a list", where_));
   std::vector<QueueInfo> infos;
   for (const json& q : list) {
     if (q.is_object()) infos.push_back(InfoOf(q));

@@ -1,8 +1,5 @@
 #include "broker/rabbitmq/rabbitmq_broker.h"
 
-#include "base/log.h"
-#include "broker/rabbitmq/management.h"
-
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <poll.h>
@@ -29,6 +26,9 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "base/log.h"
+#include "broker/rabbitmq/management.h"
 
 namespace baton {
 namespace rabbitmq_internal {
@@ -290,7 +290,10 @@ struct Incoming {
 // One subscription: its connection (owned by `io`), and its dispatcher.
 struct SubState : std::enable_shared_from_this<SubState> {
   SubState(std::uint64_t id_in, std::string queue_in, int prefetch_in, DeliveryHandler handler_in)
-      : id(id_in), queue(std::move(queue_in)), handler(std::move(handler_in)), prefetch(prefetch_in) {}
+      : id(id_in),
+        queue(std::move(queue_in)),
+        handler(std::move(handler_in)),
+        prefetch(prefetch_in) {}
 
   Status Settle(std::uint64_t tag, std::uint64_t delivery_generation, Settlement how) {
     {
@@ -327,16 +330,16 @@ struct SubState : std::enable_shared_from_this<SubState> {
   // Received, not settled (current generation): delivery tag → the consumer it came to
   // (its `consumer_seq`; 0 for one already cancelled when the delivery was read).
   std::map<std::uint64_t, std::uint64_t> outstanding;
-  std::uint64_t generation = 0;         // bumped when the connection is lost
-  int prefetch = 1;                     // wanted; 0: paused (no consumer)
-  std::uint64_t prefetch_version = 0;   // bumped by SetPrefetch
-  std::uint64_t applied_version = 0;    // what the io thread has applied (or will on reconnect)
-  bool connected = false;               // the io thread has a connection
-  std::condition_variable applied;      // SetPrefetch waits for applied_version
-  bool closing = false;  // no more handler calls
-  bool closed = false;   // the dispatcher has stopped: settles are refused
-  bool finish_on_exit = false;  // closed from its own handler
-  std::thread::id dispatcher_id;  // set before the sub is published in Core::subs_
+  std::uint64_t generation = 0;        // bumped when the connection is lost
+  int prefetch = 1;                    // wanted; 0: paused (no consumer)
+  std::uint64_t prefetch_version = 0;  // bumped by SetPrefetch
+  std::uint64_t applied_version = 0;   // what the io thread has applied (or will on reconnect)
+  bool connected = false;              // the io thread has a connection
+  std::condition_variable applied;     // SetPrefetch waits for applied_version
+  bool closing = false;                // no more handler calls
+  bool closed = false;                 // the dispatcher has stopped: settles are refused
+  bool finish_on_exit = false;         // closed from its own handler
+  std::thread::id dispatcher_id;       // set before the sub is published in Core::subs_
 
   // Only the io thread touches these once started.
   std::unique_ptr<Connection> conn;
@@ -355,7 +358,9 @@ struct SubState : std::enable_shared_from_this<SubState> {
 class Core : public std::enable_shared_from_this<Core> {
  public:
   Core(ServerAddress address, RabbitMqOptions options, std::optional<ManagementApi> management)
-      : address_(std::move(address)), options_(std::move(options)), management_(std::move(management)) {}
+      : address_(std::move(address)),
+        options_(std::move(options)),
+        management_(std::move(management)) {}
 
   Status Publish(std::string_view queue, std::string body, int priority);
   Status PublishBatch(std::vector<OutgoingMessage> messages);
@@ -529,10 +534,13 @@ Status Core::PublishOnce(std::span<const OutgoingMessage> messages, std::vector<
   int refused = 0;
   auto settle = [&](std::uint64_t tag, bool multiple, bool ack) {
     auto first = multiple ? waiting.begin() : waiting.find(tag);
-    auto last = multiple ? waiting.upper_bound(tag) : (first == waiting.end() ? first : std::next(first));
+    auto last =
+        multiple ? waiting.upper_bound(tag) : (first == waiting.end() ? first : std::next(first));
     for (auto it = first; it != last; ++it) {
-      if (ack) confirmed[it->second] = 1;
-      else ++refused;
+      if (ack)
+        confirmed[it->second] = 1;
+      else
+        ++refused;
     }
     waiting.erase(first, last);
   };
@@ -629,9 +637,8 @@ Result<QueueInfo> Core::InspectLocked(std::string_view name) {
     }
     if (status.ok()) {
       Connection& c = *pub_;
-      amqp_queue_declare_ok_t* ok =
-          amqp_queue_declare(c.state(), kInspectChannel, Bytes(name), /*passive=*/1, 0, 0, 0,
-                             amqp_empty_table);
+      amqp_queue_declare_ok_t* ok = amqp_queue_declare(c.state(), kInspectChannel, Bytes(name),
+                                                       /*passive=*/1, 0, 0, 0, amqp_empty_table);
       if (ok != nullptr) {
         QueueInfo info{.name = std::string(name),
                        .size = ok->message_count,
@@ -710,7 +717,7 @@ Result<std::vector<QueueInfo>> Core::Queues() {
       if (exact.ok()) exact->unacked = sampled_unacked[name];
       return exact;
     }()
-                                     : Queue(name);
+        : Queue(name);
     if (info.ok()) {
       infos.push_back(std::move(info).value());
     } else if (info.status().code() == StatusCode::kNotFound) {
@@ -869,8 +876,8 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
   sub->conn = std::move(conn).value();
   sub->connected = true;  // (no thread runs yet) SetPrefetch waits for the io thread
   try {
-    sub->io = std::jthread(
-        [this, raw = sub.get()](const std::stop_token& stop) { IoLoop(stop, raw); });
+    sub->io =
+        std::jthread([this, raw = sub.get()](const std::stop_token& stop) { IoLoop(stop, raw); });
     sub->dispatcher = std::jthread([this, raw = sub.get()] { DispatchLoop(raw); });
   } catch (const std::system_error& e) {
     {

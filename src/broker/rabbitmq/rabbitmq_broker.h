@@ -44,10 +44,10 @@ struct RabbitMqOptions {
 //   after a failure; Publish retries with exponential backoff.
 // - Each subscription has its own connection, owned by that subscription's I/O thread,
 //   which alone touches it: it receives deliveries (a per-consumer basic.qos: a new
-//   consumer whenever the room beside what is held changes; manual acks) and sends the acks/nacks that any thread queues
-//   for it (an eventfd wakes it). A second thread per subscription, the dispatcher, hands
-//   deliveries to the handler one at a time, so a slow handler never stalls the acks. When
-//   the connection breaks, the I/O thread reconnects with backoff and consumes again;
+//   consumer whenever the room beside what is held changes; manual acks) and sends the acks/nacks
+//   that any thread queues for it (an eventfd wakes it). A second thread per subscription, the
+//   dispatcher, hands deliveries to the handler one at a time, so a slow handler never stalls the
+//   acks. When the connection breaks, the I/O thread reconnects with backoff and consumes again;
 //   deliveries from the broken connection can no longer be acked (FailedPrecondition:
 //   RabbitMQ requeued them).
 // - Close() stops the dispatcher (waiting for a running handler), then the I/O thread

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -35,8 +34,7 @@ RabbitMqOptions TestOptions(const char* url) {
 class UnconfiguredBroker : public Broker {
  public:
   Status Publish(std::string_view, std::string, int) override { return Unavailable("skipped"); }
-  Result<std::unique_ptr<Subscription>> Subscribe(std::string_view, int,
-                                                  DeliveryHandler) override {
+  Result<std::unique_ptr<Subscription>> Subscribe(std::string_view, int, DeliveryHandler) override {
     return Unavailable("skipped");
   }
   Result<std::vector<QueueInfo>> Queues() override { return Unavailable("skipped"); }
@@ -55,8 +53,7 @@ std::unique_ptr<Broker> MakeRabbitMqBroker() {
   }
   auto broker = RabbitMqBroker::Connect(TestOptions(url));
   if (!broker.ok()) {
-    ADD_FAILURE() << "cannot connect to RabbitMQ at " << url << ": "
-                  << broker.status().ToString();
+    ADD_FAILURE() << "cannot connect to RabbitMQ at " << url << ": " << broker.status().ToString();
     return nullptr;
   }
   return std::move(broker).value();
@@ -179,9 +176,11 @@ TEST_F(RabbitMqBrokerTest, ManagementApiCountsUnackedDeliveriesOfOtherConnection
   // Listed although this broker object never used the queue.
   auto all = (*observer)->Queues();
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  EXPECT_TRUE(std::any_of(all->begin(), all->end(), [&](const QueueInfo& i) { return i.name == q; }));
-  EXPECT_TRUE(std::is_sorted(all->begin(), all->end(),
-                             [](const QueueInfo& a, const QueueInfo& b) { return a.name < b.name; }));
+  EXPECT_TRUE(
+      std::any_of(all->begin(), all->end(), [&](const QueueInfo& i) { return i.name == q; }));
+  EXPECT_TRUE(std::is_sorted(all->begin(), all->end(), [](const QueueInfo& a, const QueueInfo& b) {
+    return a.name < b.name;
+  }));
   EXPECT_EQ((*observer)->Queue(q + ".missing").status().code(), StatusCode::kNotFound);
   for (auto& delivery : held.TakeHeld()) EXPECT_TRUE(delivery->Ack().ok());
 }
@@ -218,7 +217,8 @@ TEST(RabbitMqBrokerConnectTest, MalformedManagementUrlIsInvalidAndKeepsThePasswo
     auto broker = RabbitMqBroker::Connect(options);
     ASSERT_FALSE(broker.ok()) << bad;
     EXPECT_EQ(broker.status().code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_EQ(broker.status().message().find("hunter2"), std::string::npos) << broker.status().message();
+    EXPECT_EQ(broker.status().message().find("hunter2"), std::string::npos)
+        << broker.status().message();
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "datastore/adapter_util.h"
+#include "datastore/postgres/postgres_migrations.h"
 #include "datastore/sql/migrate.h"
 #include "datastore/sql/rows.h"
 #include "datastore/sql/search.h"
@@ -23,7 +24,6 @@
 #include "datastore/sql/sql_columns.h"
 #include "datastore/sql/statements.h"
 #include "datastore/sql/transaction.h"
-#include "datastore/postgres/postgres_migrations.h"
 
 namespace baton {
 namespace postgres_internal {
@@ -339,8 +339,8 @@ using datastore_util::ClampPage;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;
 using datastore_util::PageSpec;
-using sql::EncodeTask;
 using datastore_util::ScopeText;
+using sql::EncodeTask;
 
 // ---- SQL of PostgreSQL's own ------------------------------------------------------
 
@@ -429,7 +429,6 @@ class ArrayLiteral {
   bool first_ = true;
 };
 
-
 // ---- Decoding -----------------------------------------------------------------------
 
 // Row `r` of a result, for the shared code (rows.h's Row).
@@ -486,7 +485,8 @@ std::string StatesArray(const std::vector<State>& states) {
 Status InsertTask(Connection& c, const TaskRecord& task, std::string_view definition,
                   bool commit = false) {
   Params params = TaskParams(task, definition);
-  Result<Rows> rows = commit ? c.RunAndCommit(S().insert_task, params) : c.Run(S().insert_task, params);
+  Result<Rows> rows =
+      commit ? c.RunAndCommit(S().insert_task, params) : c.Run(S().insert_task, params);
   if (rows.ok()) return Status::Ok();
   if (rows.status().code() == StatusCode::kAlreadyExists) {
     return AlreadyExists(fmt::format("task {} already exists", task.id));
@@ -520,9 +520,7 @@ class MigrationSteps final : public sql::MigrationSteps {
     BATON_RETURN_IF_ERROR(c_.Exec(kMigrationLock).status());
     return c_.Exec(kCreateMigrationsTable).status();
   }
-  Status Apply(std::string_view sql) override {
-    return c_.Exec(std::string(sql).c_str()).status();
-  }
+  Status Apply(std::string_view sql) override { return c_.Exec(std::string(sql).c_str()).status(); }
   Status Record(const sql::Migration& migration) override {
     Params p;
     p.Int(migration.version).Text(migration.name).Time(Now());
@@ -1047,8 +1045,8 @@ Result<std::optional<int>> PostgresDatastore::AddCompletion(std::string_view id)
     std::optional<int> count;
     // One statement, atomic on its own: no transaction, one round trip.
     Status write = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows,
-                      c.Run(S().add_completion, Params().Text(id).Text(ToString(TaskState::kRunning))));
+      BATON_PG_ASSIGN(
+          rows, c.Run(S().add_completion, Params().Text(id).Text(ToString(TaskState::kRunning))));
       if (rows.size() > 0) {
         count = rows.Int32(0, 0);
         return Status::Ok();

@@ -24,10 +24,10 @@
 namespace baton {
 namespace {
 
+using conformance::LockerConformanceTest;
 using testing::DatastoreConformanceTest;
 using testing::DatastoreFactory;
 using testing::DatastoreFactoryName;
-using conformance::LockerConformanceTest;
 using namespace testing::datastore_conformance;
 
 constexpr const char* kNotConfigured =
@@ -104,8 +104,8 @@ class PostgresServer : public ::testing::Environment {
   }
   void TearDown() override {
     if (database().empty()) return;
-    std::string error = AdminExec(admin_dsn(), "DROP DATABASE IF EXISTS " + database() +
-                                                   " WITH (FORCE)");
+    std::string error =
+        AdminExec(admin_dsn(), "DROP DATABASE IF EXISTS " + database() + " WITH (FORCE)");
     EXPECT_EQ(error, "") << "dropping " << database();
     for (const std::string& extra : extra_databases()) {
       (void)AdminExec(admin_dsn(), "DROP DATABASE IF EXISTS " + extra + " WITH (FORCE)");
@@ -235,7 +235,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          return MakeStore({});
                                        }},
                       DatastoreFactory{"one_connection",
-                                       [] { return MakeStore({.dsn = "", .pool_size = 1}); }, nullptr,
+                                       [] { return MakeStore({.dsn = "", .pool_size = 1}); },
+                                       nullptr,
                                        /*one_writer=*/true}),
     DatastoreFactoryName);
 
@@ -246,8 +247,7 @@ std::string LockerFactoryName(const ::testing::TestParamInfo<conformance::Locker
 INSTANTIATE_TEST_SUITE_P(Postgres, LockerConformanceTest,
                          ::testing::Values(conformance::LockerFactory{
                              "two_lockers",
-                             []() -> std::pair<std::shared_ptr<Locker>,
-                                               std::shared_ptr<Locker>> {
+                             []() -> std::pair<std::shared_ptr<Locker>, std::shared_ptr<Locker>> {
                                if (SkipUnlessConfigured()) {
                                  std::shared_ptr<Locker> none = NewInProcessLocker();
                                  return {none, none};
@@ -348,9 +348,8 @@ TEST(PostgresDatastoreTest, AModifierThatThrowsIsAnError) {
   ASSERT_NE(store, nullptr);
   JobRecord job = NewJob(SimpleJob("throws"), At(0));
   ASSERT_TRUE(IsOk(store->CreateJob(job)));
-  Status s = store->UpdateJob(job.id, [](JobRecord&) -> Status {
-    throw std::runtime_error("boom");
-  });
+  Status s =
+      store->UpdateJob(job.id, [](JobRecord&) -> Status { throw std::runtime_error("boom"); });
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_EQ(*store->GetJob(job.id), job);
   EXPECT_TRUE(IsOk(store->Health()));  // the connection went back to the pool usable
@@ -397,10 +396,13 @@ TEST(PostgresDatastoreTest, AWriteTheServerRefusesRollsBackAndTheConnectionGoesO
   })));
   EXPECT_EQ(store->GetJob(job.id)->error, "fine too");
   // A modifier's own error rolls back without any write being sent.
-  EXPECT_EQ(store->UpdateTask(task.id, [](TaskRecord& t) {
-              t.error = "not kept";
-              return InvalidArgument("no");
-            }).code(),
+  EXPECT_EQ(store
+                ->UpdateTask(task.id,
+                             [](TaskRecord& t) {
+                               t.error = "not kept";
+                               return InvalidArgument("no");
+                             })
+                .code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store->GetTask(task.id)->error, "fine");
   EXPECT_TRUE(IsOk(store->Health()));

@@ -91,7 +91,8 @@ struct PostgresLocker::Pool {
   }
 
   void Put(Session s) {
-    if (PQstatus(s.conn.get()) != CONNECTION_OK || PQtransactionStatus(s.conn.get()) != PQTRANS_IDLE) {
+    if (PQstatus(s.conn.get()) != CONNECTION_OK ||
+        PQtransactionStatus(s.conn.get()) != PQTRANS_IDLE) {
       return;  // closed by ConnDeleter
     }
     std::lock_guard lock(mu);
@@ -147,7 +148,8 @@ Result<std::unique_ptr<Lock>> PostgresLocker::Take(std::string_view name,
       std::string set = fmt::format("SET lock_timeout = {}", wait->count());
       ResultPtr res(PQexec(session->conn.get(), set.c_str()));
       if (res == nullptr || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
-        return Unavailable(fmt::format("postgres locker: {}", ErrorText(session->conn.get(), res.get())));
+        return Unavailable(
+            fmt::format("postgres locker: {}", ErrorText(session->conn.get(), res.get())));
       }
       session->lock_timeout = wait;
     }

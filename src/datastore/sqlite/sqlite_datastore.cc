@@ -241,7 +241,6 @@ class Connection {
   std::unordered_map<const char*, sqlite3_stmt*> cache_;
 };
 
-
 // Binds a statement's parameters in order (rows.h's Sink).
 class Binder final : public sql::ParamSink {
  public:
@@ -501,8 +500,8 @@ Status UpdateJobStateRow(Connection& c, std::string_view id,
     BATON_SQL_ASSIGN(text, sql::Dump(job.context, "job context"));
     context = std::move(text);
   }
-  BATON_SQL_ASSIGN(s, c.Prepare(with_context ? S().update_job_state_and_context
-                                             : S().update_job_state_only));
+  BATON_SQL_ASSIGN(
+      s, c.Prepare(with_context ? S().update_job_state_and_context : S().update_job_state_only));
   Binder p(s);
   sql::BindJobState(p, job);
   if (with_context) p.Text(context);
@@ -741,7 +740,6 @@ Status SqliteDatastore::Read(const Op& op) {
   ReleaseReader(std::move(reader));
   return status;
 }
-
 
 // ---- Migrations ---------------------------------------------------------------------
 
@@ -1121,7 +1119,8 @@ Status SqliteDatastore::MarkScheduled(const std::vector<std::string>& ids, TimeP
     if (ids.empty()) return Status::Ok();
     std::vector<std::string_view> list(ids.begin(), ids.end());
     std::string id_list = sql::EncodeList(sql::Dialect::kSqlite, list);
-    std::string states = StatesList(std::vector<TaskState>{TaskState::kPending, TaskState::kCreated});
+    std::string states =
+        StatesList(std::vector<TaskState>{TaskState::kPending, TaskState::kCreated});
     // One statement: the rows of the list that are still waiting.
     return Write([&](Connection& c) -> Status {
       BATON_SQL_ASSIGN(s, c.Prepare(S().mark_scheduled));
@@ -1175,8 +1174,8 @@ Status SqliteDatastore::CreateLogPart(const LogPart& part) {
 }
 
 Result<Page<LogPart>> SqliteDatastore::LogPage(const sql::Statement& count_sql,
-                                               const sql::Statement& list_sql,
-                                               std::string_view key, int page, int size) {
+                                               const sql::Statement& list_sql, std::string_view key,
+                                               int page, int size) {
   return NoThrow([&]() -> Result<Page<LogPart>> {
     std::optional<Page<LogPart>> out;
     PageSpec spec = ClampPage(page, size);

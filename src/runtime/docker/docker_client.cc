@@ -144,8 +144,8 @@ Result<HttpResponse> DockerClient::Call(std::string_view method, const std::stri
   std::function<void(std::string_view)> collect = [&response](std::string_view chunk) {
     response.body.append(chunk);
   };
-  Result<long> status = Stream(method, path, body, collect, [] { return true; },
-                               Clock::now() + timeout, headers);
+  Result<long> status = Stream(
+      method, path, body, collect, [] { return true; }, Clock::now() + timeout, headers);
   if (!status.ok()) return status.status();
   response.status = *status;
   return response;

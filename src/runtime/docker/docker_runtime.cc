@@ -254,8 +254,7 @@ Result<std::string> DockerRuntime::TaskRun::CreateVolumes() {
 }
 
 Result<std::optional<std::string>> DockerRuntime::TaskRun::EnsureImage(
-    const std::string& image, const std::optional<Registry>& registry,
-    Clock::time_point deadline) {
+    const std::string& image, const std::optional<Registry>& registry, Clock::time_point deadline) {
   if (images_ready_.count(image) != 0) return std::optional<std::string>();
   Result<HttpResponse> inspect =
       client_.Call("GET", "/images/" + image + "/json", "", rt_.options_.api_timeout);
@@ -269,8 +268,8 @@ Result<std::optional<std::string>> DockerRuntime::TaskRun::EnsureImage(
   std::string server = docker::RegistryServer(image);
   std::optional<Registry> credentials = registry;
   if (!credentials) {
-    std::string path = rt_.options_.docker_config.empty() ? DefaultDockerConfig()
-                                                         : rt_.options_.docker_config;
+    std::string path =
+        rt_.options_.docker_config.empty() ? DefaultDockerConfig() : rt_.options_.docker_config;
     if (!path.empty()) {
       std::ifstream in(path);
       if (in) {
@@ -297,23 +296,24 @@ Result<std::optional<std::string>> DockerRuntime::TaskRun::EnsureImage(
       json line = json::parse(pending.substr(0, nl), nullptr, false);
       pending.erase(0, nl + 1);
       if (line.is_object() && line.contains("error")) {
-        last_error = line["error"].is_string() ? line["error"].get<std::string>() : line["error"].dump();
+        last_error =
+            line["error"].is_string() ? line["error"].get<std::string>() : line["error"].dump();
       }
     }
   };
   Clock::time_point pull_deadline = std::min(deadline, Clock::now() + rt_.options_.pull_timeout);
   log::Info("Pulling an image.", {{"task_id", request_.task_id}, {"image", image}});
-  Result<long> status = client_.Stream("POST", path, "", on_data,
-                                       [&] { return KeepGoing(pull_deadline, false); },
-                                       Clock::time_point::max(), headers);
+  Result<long> status = client_.Stream(
+      "POST", path, "", on_data, [&] { return KeepGoing(pull_deadline, false); },
+      Clock::time_point::max(), headers);
   std::string secret = credentials ? credentials->password : "";
   if (!status.ok()) {
     if (status.status().code() == StatusCode::kCancelled) {
       if (stop_ == End::kStepTimedOut && pull_deadline < deadline) {
         stop_.reset();
-        return std::optional<std::string>("cannot pull image \"" + image + "\": no answer within " +
-                                          FormatDuration(std::chrono::duration_cast<Duration>(
-                                              rt_.options_.pull_timeout)));
+        return std::optional<std::string>(
+            "cannot pull image \"" + image + "\": no answer within " +
+            FormatDuration(std::chrono::duration_cast<Duration>(rt_.options_.pull_timeout)));
       }
       return std::optional<std::string>();  // stop_ says why
     }
@@ -427,8 +427,8 @@ Result<std::string> DockerRuntime::TaskRun::StartContainer(const Step& step, std
   std::string name = "baton-" + NamePart(request_.task_id, 40) + "-" + std::string(step.kind) +
                      std::to_string(step.index + 1) + "-" + RandomSuffix();
   std::string body = docker::CreateBody(SpecFor(step, image));
-  Result<HttpResponse> created = client_.Call("POST", "/containers/create?name=" + name, body,
-                                              rt_.options_.api_timeout);
+  Result<HttpResponse> created =
+      client_.Call("POST", "/containers/create?name=" + name, body, rt_.options_.api_timeout);
   if (!created.ok()) return created.status();
   if (created->status != 201 && created->status != 200) {
     failure = "cannot create the container (image \"" + image + "\"): " + ApiErrorMessage(*created);
@@ -531,7 +531,8 @@ Result<DockerRuntime::TaskRun::StepEnd> DockerRuntime::TaskRun::RunStep(const St
     if (exited_at) return now - *exited_at < kExitGrace;
     if (now < next_look) return true;
     next_look = now + kExitCheckInterval;
-    auto inspect = client_.Call("GET", "/containers/" + *id + "/json", "", rt_.options_.api_timeout);
+    auto inspect =
+        client_.Call("GET", "/containers/" + *id + "/json", "", rt_.options_.api_timeout);
     if (!inspect.ok() || inspect->status != 200) return true;
     json state = json::parse(inspect->body, nullptr, false);
     if (!state.is_object() || !state.contains("State") || !state["State"].is_object()) return true;
@@ -543,9 +544,9 @@ Result<DockerRuntime::TaskRun::StepEnd> DockerRuntime::TaskRun::RunStep(const St
     }
     return true;
   };
-  Result<long> logs = client_.Stream(
-      "GET", "/containers/" + *id + "/logs?follow=1&stdout=1&stderr=1", "", on_log, watching,
-      Clock::time_point::max());
+  Result<long> logs =
+      client_.Stream("GET", "/containers/" + *id + "/logs?follow=1&stdout=1&stderr=1", "", on_log,
+                     watching, Clock::time_point::max());
   if (!logs.ok() && logs.status().code() != StatusCode::kCancelled) {
     log::Warn("Could not follow a container's logs.",
               {{"task_id", request_.task_id}, {"error", logs.status().message()}});
@@ -567,8 +568,8 @@ Result<DockerRuntime::TaskRun::StepEnd> DockerRuntime::TaskRun::RunStep(const St
       json parsed = json::parse(waited, nullptr, false);
       if (*wait != 200 || !parsed.is_object() || !parsed.contains("StatusCode") ||
           !parsed["StatusCode"].is_number_integer()) {
-        return Internal("waiting for container " + *id + " failed: " +
-                        ApiErrorMessage(HttpResponse{*wait, waited}));
+        return Internal("waiting for container " + *id +
+                        " failed: " + ApiErrorMessage(HttpResponse{*wait, waited}));
       }
       end.code = parsed["StatusCode"].get<int>();
     }
@@ -606,8 +607,8 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::StartSidecars() {
     step.kind = "sidecar";
     step.index = i;
     step.aux = &sidecar;
-    step.label = "sidecar " + (sidecar.name.empty() ? "#" + std::to_string(i + 1)
-                                                     : "\"" + sidecar.name + "\"");
+    step.label = "sidecar " +
+                 (sidecar.name.empty() ? "#" + std::to_string(i + 1) : "\"" + sidecar.name + "\"");
     step.script = std::string(kReservedPrefix) + "sidecar-" + std::to_string(i + 1) + ".sh";
     std::string failure;
     Result<std::string> id = StartContainer(step, failure, deadline_);
@@ -617,7 +618,8 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::StartSidecars() {
       return std::optional<RunOutcome>(
           Fail(step.label + " failed: timed out after " + FormatDuration(*task_.timeout)));
     }
-    if (!failure.empty()) return std::optional<RunOutcome>(Fail(step.label + " failed: " + failure));
+    if (!failure.empty())
+      return std::optional<RunOutcome>(Fail(step.label + " failed: " + failure));
     if (network_owner_.empty()) network_owner_ = *id;
     if (sidecar.probe) {
       Result<std::optional<RunOutcome>> probed = Probe(step, *id);
@@ -644,8 +646,9 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::Probe(const Step& step
   quoted += "'";
   std::string script = "if command -v wget >/dev/null 2>&1; then wget -q -O /dev/null " + quoted +
                        "; else curl -fsS -o /dev/null " + quoted + "; fi";
-  auto timeout = probe.timeout ? std::chrono::duration_cast<std::chrono::milliseconds>(*probe.timeout)
-                               : rt_.options_.default_probe_timeout;
+  auto timeout = probe.timeout
+                     ? std::chrono::duration_cast<std::chrono::milliseconds>(*probe.timeout)
+                     : rt_.options_.default_probe_timeout;
   Clock::time_point give_up = std::min(deadline_, Clock::now() + timeout);
   while (true) {
     if (cancel_.stop_requested()) return std::optional<RunOutcome>(CancelledOutcome());
@@ -654,20 +657,21 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::Probe(const Step& step
         return std::optional<RunOutcome>(
             Fail(step.label + " failed: timed out after " + FormatDuration(*task_.timeout)));
       }
-      return std::optional<RunOutcome>(Fail(step.label + " was not ready within " +
-                                            FormatDuration(std::chrono::duration_cast<Duration>(timeout)) +
-                                            " (" + what + ")"));
+      return std::optional<RunOutcome>(
+          Fail(step.label + " was not ready within " +
+               FormatDuration(std::chrono::duration_cast<Duration>(timeout)) + " (" + what + ")"));
     }
     json body{{"Cmd", {"sh", "-c", script}}, {"AttachStdout", true}, {"AttachStderr", true}};
-    Result<HttpResponse> exec = client_.Call("POST", "/containers/" + id + "/exec", body.dump(),
-                                             rt_.options_.api_timeout);
+    Result<HttpResponse> exec =
+        client_.Call("POST", "/containers/" + id + "/exec", body.dump(), rt_.options_.api_timeout);
     if (!exec.ok()) return exec.status();
     std::optional<int> exit_code;
     if (exec->status == 201 || exec->status == 200) {
       json created = json::parse(exec->body, nullptr, false);
-      std::string exec_id = created.is_object() && created.contains("Id") && created["Id"].is_string()
-                                ? created["Id"].get<std::string>()
-                                : "";
+      std::string exec_id =
+          created.is_object() && created.contains("Id") && created["Id"].is_string()
+              ? created["Id"].get<std::string>()
+              : "";
       if (exec_id.empty()) return Internal("exec create answered without an Id");
       // Attached: the answer ends when the probe command does (Podman does not update a
       // detached exec's state).
@@ -698,9 +702,10 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::Probe(const Step& step
           client_.Call("GET", "/containers/" + id + "/json", "", rt_.options_.api_timeout);
       if (!inspect.ok()) return inspect.status();
       json parsed = json::parse(inspect->body, nullptr, false);
-      const json* state = parsed.is_object() && parsed.contains("State") && parsed["State"].is_object()
-                              ? &parsed["State"]
-                              : nullptr;
+      const json* state =
+          parsed.is_object() && parsed.contains("State") && parsed["State"].is_object()
+              ? &parsed["State"]
+              : nullptr;
       if (state != nullptr && state->contains("Running") && (*state)["Running"].is_boolean() &&
           !(*state)["Running"].get<bool>()) {
         int code = state->contains("ExitCode") && (*state)["ExitCode"].is_number_integer()
@@ -714,9 +719,8 @@ Result<std::optional<RunOutcome>> DockerRuntime::TaskRun::Probe(const Step& step
       }
       if (exit_code == 0) return std::optional<RunOutcome>();
     }
-    SleepFor(std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::min<Clock::duration>(kProbeInterval, std::max<Clock::duration>(
-                                                      give_up - Clock::now(), Clock::duration(0)))));
+    SleepFor(std::chrono::duration_cast<std::chrono::milliseconds>(std::min<Clock::duration>(
+        kProbeInterval, std::max<Clock::duration>(give_up - Clock::now(), Clock::duration(0)))));
   }
 }
 
@@ -853,7 +857,8 @@ Result<RunOutcome> DockerRuntime::TaskRun::Execute() {
       return Fail("invalid network \"" + network + "\"");
     }
   }
-  std::string volume_prefix = "baton-" + NamePart(request_.task_id, 40) + "-" + RandomSuffix() + "-";
+  std::string volume_prefix =
+      "baton-" + NamePart(request_.task_id, 40) + "-" + RandomSuffix() + "-";
   docker::BindPolicy binds{rt_.options_.allow_binds, rt_.options_.bind_sources};
   Result<std::vector<docker::MountSpec>> mounts = docker::ResolveMounts(
       task_.mounts, binds, [&](std::size_t i) { return volume_prefix + std::to_string(i + 1); });
@@ -888,7 +893,8 @@ Result<RunOutcome> DockerRuntime::TaskRun::Execute() {
       step.index = i;
       step.label = std::string(kind) + " " +
                    (aux.name.empty() ? "step " + std::to_string(i + 1) : "\"" + aux.name + "\"");
-      step.script = std::string(kReservedPrefix) + std::string(kind) + "-" + std::to_string(i + 1) + ".sh";
+      step.script =
+          std::string(kReservedPrefix) + std::string(kind) + "-" + std::to_string(i + 1) + ".sh";
       step.aux = &aux;
       step.timeout = aux.timeout;
       steps.push_back(std::move(step));
@@ -934,7 +940,8 @@ DockerRuntime::DockerRuntime(DockerRuntimeOptions options)
   std::filesystem::create_directories(options_.base_dir, ec);
   std::filesystem::path absolute = std::filesystem::absolute(options_.base_dir, ec);
   if (!ec) options_.base_dir = absolute.lexically_normal().string();
-  while (options_.base_dir.size() > 1 && options_.base_dir.back() == '/') options_.base_dir.pop_back();
+  while (options_.base_dir.size() > 1 && options_.base_dir.back() == '/')
+    options_.base_dir.pop_back();
   Result<std::unique_ptr<runtime::Incarnation>> incarnation =
       runtime::Incarnation::Open(options_.base_dir);
   if (incarnation.ok()) {
@@ -956,8 +963,8 @@ Status DockerRuntime::KillLeftovers() {
         json{{"label", json::array({std::string(kRuntimeLabel) + "=" + dead.id()})}}.dump());
     // Containers first (a volume in use cannot go), each removed with force: a running
     // one is killed.
-    Result<HttpResponse> listed = client_->Call("GET", "/containers/json?all=1&filters=" + filter,
-                                                "", options_.api_timeout);
+    Result<HttpResponse> listed =
+        client_->Call("GET", "/containers/json?all=1&filters=" + filter, "", options_.api_timeout);
     if (!listed.ok() || listed->status >= 300) {
       failures.push_back("cannot list the containers of an earlier run: " +
                          (listed.ok() ? ApiErrorMessage(*listed) : listed.status().message()));
@@ -985,9 +992,8 @@ Status DockerRuntime::KillLeftovers() {
       for (const json& volume : list != nullptr && list->is_array() ? *list : json::array()) {
         std::string name = volume.value("Name", "");
         if (name.empty()) continue;
-        Result<HttpResponse> deleted = client_->Call("DELETE", "/volumes/" + UrlEncode(name) +
-                                                                   "?force=1",
-                                                     "", options_.api_timeout);
+        Result<HttpResponse> deleted = client_->Call(
+            "DELETE", "/volumes/" + UrlEncode(name) + "?force=1", "", options_.api_timeout);
         if (!deleted.ok() || (deleted->status >= 300 && deleted->status != 404)) clean = false;
       }
     } else {

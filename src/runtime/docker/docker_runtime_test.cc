@@ -21,10 +21,10 @@
 namespace baton {
 namespace {
 
+using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using nlohmann::json;
 using State = RunOutcome::State;
 using Clock = std::chrono::steady_clock;
 
@@ -104,12 +104,12 @@ void ExpectNothingLeftBehind() {
 // ---- The runtime contract ----
 
 using conformance::RuntimeConformanceTest;
-INSTANTIATE_TEST_SUITE_P(
-    Docker, RuntimeConformanceTest,
-    ::testing::Values(conformance::RuntimeFactory{
-        "docker", [] { return std::make_unique<DockerRuntime>(TestOptions()); }, SkipReason,
-        ExpectNothingLeftBehind}),
-    conformance::RuntimeFactoryName);
+INSTANTIATE_TEST_SUITE_P(Docker, RuntimeConformanceTest,
+                         ::testing::Values(conformance::RuntimeFactory{
+                             "docker",
+                             [] { return std::make_unique<DockerRuntime>(TestOptions()); },
+                             SkipReason, ExpectNothingLeftBehind}),
+                         conformance::RuntimeFactoryName);
 
 // ---- What only containers do ----
 
@@ -133,7 +133,8 @@ class DockerRuntimeTest : public ::testing::Test {
     return task;
   }
 
-  RunOutcome RunTask(const Task& task, std::stop_token cancel = {}, DockerRuntime* runtime = nullptr) {
+  RunOutcome RunTask(const Task& task, std::stop_token cancel = {},
+                     DockerRuntime* runtime = nullptr) {
     RunRequest request;
     request.task_id = "docker-test-" + std::to_string(next_++);
     request.job_id = "docker-job";
@@ -156,9 +157,9 @@ class DockerRuntimeTest : public ::testing::Test {
 };
 
 TEST_F(DockerRuntimeTest, ResultAndLogsComeFromTheContainer) {
-  RunOutcome outcome = RunTask(Script(
-      "echo to-stdout; echo to-stderr >&2; cat /etc/hostname >/dev/null; "
-      "printf '%s' \"$(pwd)\" > \"$BATON_OUTPUT\""));
+  RunOutcome outcome =
+      RunTask(Script("echo to-stdout; echo to-stderr >&2; cat /etc/hostname >/dev/null; "
+                     "printf '%s' \"$(pwd)\" > \"$BATON_OUTPUT\""));
   EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
   EXPECT_EQ(outcome.result, "/baton");
   EXPECT_EQ(observer_.logs(), "to-stdout\nto-stderr\n");
@@ -246,7 +247,8 @@ TEST_F(DockerRuntimeTest, EachTaskGetsItsOwnVolume) {
 }
 
 TEST_F(DockerRuntimeTest, AnAllowedBindMountReachesTheHostDirectory) {
-  std::string dir = std::filesystem::temp_directory_path() / ("baton-bind-" + std::to_string(getpid()));
+  std::string dir =
+      std::filesystem::temp_directory_path() / ("baton-bind-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir + "/inside");
   std::ofstream(dir + "/inside/in.txt") << "from the host";
   DockerRuntimeOptions options = TestOptions();
@@ -302,8 +304,8 @@ TEST_F(DockerRuntimeTest, MemoryLimitKillsAnAllocatingTaskWithTheRightError) {
   RunOutcome outcome = RunTask(task);
   EXPECT_EQ(outcome.state, State::kFailed);
   EXPECT_EQ(outcome.exit_code, 137);
-  EXPECT_THAT(outcome.error,
-              AllOf(HasSubstr("out of memory"), HasSubstr("memory limit of 32m"), HasSubstr("allocating")));
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("out of memory"), HasSubstr("memory limit of 32m"),
+                                   HasSubstr("allocating")));
 }
 
 TEST_F(DockerRuntimeTest, WithinTheMemoryLimitATaskRuns) {
@@ -374,7 +376,8 @@ TEST_F(DockerRuntimeTest, CancelKillsAndRemovesTheContainer) {
 AuxTask WebSidecar() {
   AuxTask web;
   web.name = "web";
-  web.run = "mkdir -p /www && echo ready-from-sidecar > /www/index.html && exec httpd -f -p 8080 -h /www";
+  web.run =
+      "mkdir -p /www && echo ready-from-sidecar > /www/index.html && exec httpd -f -p 8080 -h /www";
   web.probe = Probe{"/index.html", 8080, std::chrono::seconds(20)};
   return web;
 }
@@ -394,8 +397,8 @@ TEST_F(DockerRuntimeTest, SidecarThatExitsBeforeItIsReadyFailsTheTask) {
   task.sidecars = {broken};
   RunOutcome outcome = RunTask(task);
   EXPECT_EQ(outcome.state, State::kFailed);
-  EXPECT_THAT(outcome.error,
-              AllOf(HasSubstr("sidecar \"web\""), HasSubstr("exit code 3"), HasSubstr("cannot serve")));
+  EXPECT_THAT(outcome.error, AllOf(HasSubstr("sidecar \"web\""), HasSubstr("exit code 3"),
+                                   HasSubstr("cannot serve")));
   EXPECT_THAT(observer_.logs(), Not(HasSubstr("main-ran")));
 }
 
@@ -407,7 +410,8 @@ TEST_F(DockerRuntimeTest, SidecarNeverReadyFailsAfterItsProbeTimeout) {
   task.sidecars = {silent};
   RunOutcome outcome = RunTask(task);
   EXPECT_EQ(outcome.state, State::kFailed);
-  EXPECT_THAT(outcome.error, AllOf(HasSubstr("not ready within 1s"), HasSubstr(":8080/index.html")));
+  EXPECT_THAT(outcome.error,
+              AllOf(HasSubstr("not ready within 1s"), HasSubstr(":8080/index.html")));
 }
 
 TEST_F(DockerRuntimeTest, MissingImageIsAClearError) {
@@ -426,8 +430,8 @@ TEST_F(DockerRuntimeTest, RegistryPasswordsNeverAppearInErrors) {
   task.registry = Registry{"someone", "hunter2-secret"};
   RunOutcome outcome = RunTask(task);
   EXPECT_EQ(outcome.state, State::kFailed);
-  EXPECT_THAT(outcome.error, AllOf(HasSubstr("127.0.0.1:1/private/app:1"),
-                                   Not(HasSubstr("hunter2-secret"))));
+  EXPECT_THAT(outcome.error,
+              AllOf(HasSubstr("127.0.0.1:1/private/app:1"), Not(HasSubstr("hunter2-secret"))));
 }
 
 TEST_F(DockerRuntimeTest, InvalidImageNamesAreRefusedBeforeAnyRequest) {
@@ -448,7 +452,9 @@ TEST_F(DockerRuntimeTest, PreAndPostMayUseTheirOwnImage) {
   AuxTask pre;
   pre.name = "debian";
   pre.image = kDebian;
-  pre.run = "bash -c 'echo \"bash ${BASH_VERSINFO[0]}\"' > from-pre.txt; . /etc/os-release; echo $ID >> from-pre.txt";
+  pre.run =
+      "bash -c 'echo \"bash ${BASH_VERSINFO[0]}\"' > from-pre.txt; . /etc/os-release; echo $ID >> "
+      "from-pre.txt";
   task.pre = {pre};
   RunOutcome outcome = RunTask(task);
   EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;

@@ -107,11 +107,10 @@ Result<std::vector<MountSpec>> ResolveMounts(
         }
         std::filesystem::path source = std::filesystem::path(mount.source).lexically_normal();
         if (!binds.sources.empty()) {
-          bool inside = std::any_of(binds.sources.begin(), binds.sources.end(),
-                                    [&](const std::string& dir) {
-                                      return IsWithin(source,
-                                                      std::filesystem::path(dir).lexically_normal());
-                                    });
+          bool inside =
+              std::any_of(binds.sources.begin(), binds.sources.end(), [&](const std::string& dir) {
+                return IsWithin(source, std::filesystem::path(dir).lexically_normal());
+              });
           if (!inside) {
             return InvalidArgument("bind mount of \"" + mount.source +
                                    "\" refused: not under an allowed source "
@@ -152,7 +151,8 @@ Result<GpuRequest> ParseGpus(std::string_view text) {
       if (value == "all") {
         request.count = -1;
       } else if (!value.empty() && value.size() < 6 &&
-                 std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+                 std::all_of(value.begin(), value.end(),
+                             [](char c) { return c >= '0' && c <= '9'; })) {
         request.count = std::stoi(value);
       } else {
         return bad();
@@ -281,14 +281,14 @@ std::string RegistryAuthHeader(const Registry& registry, std::string_view server
 }
 
 std::string Base64Encode(std::string_view data, bool url_safe) {
-  const char* table = url_safe
-                          ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-                          : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const char* table = url_safe ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                               : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   std::size_t i = 0;
   while (i + 2 < data.size()) {
     auto n = (static_cast<unsigned char>(data[i]) << 16) |
-             (static_cast<unsigned char>(data[i + 1]) << 8) | static_cast<unsigned char>(data[i + 2]);
+             (static_cast<unsigned char>(data[i + 1]) << 8) |
+             static_cast<unsigned char>(data[i + 2]);
     out += table[(n >> 18) & 63];
     out += table[(n >> 12) & 63];
     out += table[(n >> 6) & 63];
@@ -301,7 +301,8 @@ std::string Base64Encode(std::string_view data, bool url_safe) {
     out += table[(n >> 12) & 63];
     out += "==";
   } else if (i + 2 == data.size()) {
-    auto n = (static_cast<unsigned char>(data[i]) << 16) | (static_cast<unsigned char>(data[i + 1]) << 8);
+    auto n = (static_cast<unsigned char>(data[i]) << 16) |
+             (static_cast<unsigned char>(data[i + 1]) << 8);
     out += table[(n >> 18) & 63];
     out += table[(n >> 12) & 63];
     out += table[(n >> 6) & 63];

@@ -8,9 +8,9 @@
 namespace baton::docker {
 namespace {
 
+using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using nlohmann::json;
 
 std::string VolumeName(std::size_t i) { return "vol-" + std::to_string(i); }
 
@@ -41,8 +41,8 @@ TEST(ResolveMountsTest, BindsAreRefusedUnlessAllowed) {
 
 TEST(ResolveMountsTest, BindsOnlyFromListedSourcesWhenListed) {
   BindPolicy policy{true, {"/srv/data"}};
-  auto inside = ResolveMounts({MakeMount(MountType::kBind, "/srv/data/in/../x", "/x")}, policy,
-                              VolumeName);
+  auto inside =
+      ResolveMounts({MakeMount(MountType::kBind, "/srv/data/in/../x", "/x")}, policy, VolumeName);
   ASSERT_TRUE(inside.ok()) << inside.status().ToString();
   EXPECT_EQ((*inside)[0].source, "/srv/data/x");
   for (const char* source : {"/srv/data/../secret", "/srv/database", "/srv", "/etc"}) {
@@ -50,7 +50,8 @@ TEST(ResolveMountsTest, BindsOnlyFromListedSourcesWhenListed) {
     ASSERT_FALSE(outside.ok()) << source;
     EXPECT_THAT(outside.status().message(), HasSubstr("not under an allowed source")) << source;
   }
-  auto relative = ResolveMounts({MakeMount(MountType::kBind, "data", "/x")}, {true, {}}, VolumeName);
+  auto relative =
+      ResolveMounts({MakeMount(MountType::kBind, "data", "/x")}, {true, {}}, VolumeName);
   EXPECT_FALSE(relative.ok());
 }
 
@@ -71,7 +72,8 @@ TEST(ResolveMountsTest, TmpfsTakesSizeAndMode) {
   EXPECT_EQ((*mounts)[0].tmpfs_size, 16 * 1024 * 1024);
   EXPECT_EQ((*mounts)[0].tmpfs_mode, 01777);
   EXPECT_FALSE(
-      ResolveMounts({MakeMount(MountType::kTmpfs, "", "/s", {{"size", "lots"}})}, {}, VolumeName).ok());
+      ResolveMounts({MakeMount(MountType::kTmpfs, "", "/s", {{"size", "lots"}})}, {}, VolumeName)
+          .ok());
 }
 
 TEST(ParseGpusTest, AcceptsDockersForms) {
@@ -130,7 +132,8 @@ TEST(RegistryTest, ServerOfAnImage) {
 
 TEST(RegistryTest, CredentialsFromTheDockerConfigFile) {
   std::string config = R"({"auths": {
-      "https://index.docker.io/v1/": {"auth": ")" + Base64Encode("hub:hubpass") + R"("},
+      "https://index.docker.io/v1/": {"auth": ")" +
+                       Base64Encode("hub:hubpass") + R"("},
       "ghcr.io": {"username": "me", "password": "pw"}}})";
   auto hub = CredentialsFromDockerConfig(config, "docker.io");
   ASSERT_TRUE(hub.has_value());

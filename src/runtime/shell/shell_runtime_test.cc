@@ -210,8 +210,9 @@ TEST_F(ShellRuntimeTest, TaskEnvironmentHoldsOnlyTheDocumentedVariables) {
   RunOutcome outcome = RunTask(std::move(task));
   EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
   // PWD, SHLVL and _ are bash's own.
-  EXPECT_EQ(outcome.result,
-            "BATON_OUTPUT BATON_PROGRESS HOME MINE PATH PWD SHELL SHLVL TORK_OUTPUT TORK_PROGRESS _ ");
+  EXPECT_EQ(
+      outcome.result,
+      "BATON_OUTPUT BATON_PROGRESS HOME MINE PATH PWD SHELL SHLVL TORK_OUTPUT TORK_PROGRESS _ ");
 }
 
 TEST_F(ShellRuntimeTest, PassEnvCopiesNamedWorkerVariables) {
@@ -688,8 +689,8 @@ TEST_F(ShellRuntimeTest, TaskDirectoryIsReusedOnlyOnceEmpty) {
                  << Runtime().cgroups().Describe();
   }
   auto run = [this](const std::string& script) {
-    RunOutcome outcome = RunTask(Script("pwd > \"$BATON_OUTPUT\"; ls -A >> \"$BATON_OUTPUT\"; " +
-                                        script));
+    RunOutcome outcome =
+        RunTask(Script("pwd > \"$BATON_OUTPUT\"; ls -A >> \"$BATON_OUTPUT\"; " + script));
     EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
     return outcome.result;
   };
@@ -908,8 +909,8 @@ bool ProcessIsDead(pid_t pid) {
 // has written `lines` lines to $PIDS, then SIGKILLs the child, as `kill -9` of a worker:
 // the runtime gets no chance to stop the task. Returns the pids the script wrote.
 std::vector<pid_t> CrashRuntimeWhileItRuns(const ShellRuntimeOptions& options,
-                                           const std::string& script,
-                                           const std::string& pid_file, std::size_t lines) {
+                                           const std::string& script, const std::string& pid_file,
+                                           std::size_t lines) {
   pid_t child = fork();
   if (child == 0) {
     ShellRuntime runtime(options);
@@ -927,19 +928,20 @@ std::vector<pid_t> CrashRuntimeWhileItRuns(const ShellRuntimeOptions& options,
   // record are a documented gap without cgroups).
   auto recorded = [&] {
     std::error_code ec;
-    for (const auto& entry : fs::recursive_directory_iterator(
-             options.base_dir + "/.baton-runtimes", ec)) {
+    for (const auto& entry :
+         fs::recursive_directory_iterator(options.base_dir + "/.baton-runtimes", ec)) {
       if (ReadText(entry.path().string()).find("group ") != std::string::npos) return true;
     }
     return false;
   };
-  bool started = testing::WaitFor(
-      [&] { return ReadPids(pid_file).size() >= lines && recorded(); }, std::chrono::seconds(20));
+  bool started = testing::WaitFor([&] { return ReadPids(pid_file).size() >= lines && recorded(); },
+                                  std::chrono::seconds(20));
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   EXPECT_TRUE(started) << "the task did not start";
   std::vector<pid_t> pids = ReadPids(pid_file);
-  for (pid_t pid : pids) EXPECT_FALSE(ProcessIsDead(pid)) << "pid " << pid << " died with the runtime";
+  for (pid_t pid : pids)
+    EXPECT_FALSE(ProcessIsDead(pid)) << "pid " << pid << " died with the runtime";
   return pids;
 }
 
@@ -993,8 +995,8 @@ TEST_F(ShellRuntimeTest, KillLeftoversSparesTheTasksOfALiveRuntimeOnTheSameBaseD
     RunOutcome outcome = RunTask(task, source.get_token());
     EXPECT_EQ(outcome.state, State::kCancelled) << outcome.error;
   });
-  ASSERT_TRUE(testing::WaitFor([&] { return ReadPids(pids_file).size() == 1; },
-                               std::chrono::seconds(20)));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return ReadPids(pids_file).size() == 1; }, std::chrono::seconds(20)));
   pid_t pid = ReadPids(pids_file).front();
 
   ShellRuntime other(options_);  // a second worker sharing the data directory
