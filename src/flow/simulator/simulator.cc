@@ -158,7 +158,7 @@ class Interpreter {
     for (const Task& def : job.tasks) {
       Task t = def;
       ApplyDefaults(job.defaults, t);
-      if (!RunTask(t, job, context, json::object(), false)) {
+      if (!RunTask(std::move(t), job, context, json::object(), false)) {
         out.state = JobState::kFailed;
         out.tasks = context["tasks"];
         return out;
@@ -192,7 +192,9 @@ class Interpreter {
   // evaluated already (an each's child).
   bool RunTask(Task t, const Job& job, json& context, const json& scope, bool evaluated) {
     if (!evaluated) {
-      json vars = Vars(context, scope);
+      json merged;
+      if (!scope.empty()) merged = Vars(context, scope);
+      const json& vars = scope.empty() ? context : merged;
       if (!t.if_expr.empty()) {
         auto runs_now = EvaluateCondition(t.if_expr, vars);
         if (!runs_now.ok()) return Fail();
@@ -218,7 +220,7 @@ class Interpreter {
         for (const Task& child : t.parallel->tasks) {
           Task c = child;
           ApplyDefaults(job.defaults, c);
-          ok = RunTask(c, job, context, scope, false) && ok;  // every child: all may run
+          ok = RunTask(std::move(c), job, context, scope, false) && ok;  // every child: all may run
         }
         if (ok) result = "";
         break;
@@ -246,7 +248,7 @@ class Interpreter {
         }
         bool ok = true;
         for (auto& [c, child_scope] : children) {
-          ok = RunTask(c, job, context, child_scope, true) && ok;
+          ok = RunTask(std::move(c), job, context, child_scope, true) && ok;
         }
         if (ok) result = "";
         break;
@@ -483,11 +485,10 @@ class Sim {
     Store before = crash_before ? store_ : Store{};
     for (std::size_t i = 0; i < pending.size() && i < 10000; ++i) {
       Event e = pending[i];
-      View view = ViewFor(e);
-      std::vector<Effect> effects = Decide(e, view, Now());
+      std::vector<Effect> effects = Decide(e, ViewFor(e), Now());
       ++decisions_;
       history_.push_back(Name(e));
-      Apply(effects, after, pending, e);
+      Apply(std::move(effects), after, pending, e);
     }
     if (crash_before) {
       store_ = std::move(before);
@@ -501,35 +502,44 @@ class Sim {
     RunAfter(after);
   }
 
-  void Apply(const std::vector<Effect>& effects, std::vector<Effect>& after,
-             std::vector<Event>& pending, const Event& cause) {
+  void Apply(std::vector<Effect>&& effects, std::vector<Effect>& after, std::vector<Event>& pending,
+             const Event& cause) {
     bool in_rows = true;
-    for (const Effect& effect : effects) {
+    for (Effect& effect : effects) {
       bool row = IsRowEffect(effect);
       if (row && !in_rows) Fail("a row effect after an after-commit one: " + Name(cause));
       if (!row) in_rows = false;
       std::visit(
-          [&](const auto& e) {
+          [&](auto& e) {
             using E = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<E, CreateJob>) {
               if (store_.jobs.contains(e.row.id)) Fail("job created twice");
-              store_.jobs[e.row.id] = e.row;
+              store_.jobs[e.row.id] = std::move(e.row);
             } else if constexpr (std::is_same_v<E, UpdateJob>) {
               auto it = store_.jobs.find(e.row.id);
               if (it == store_.jobs.end()) return Fail("update of a job not stored");
               if (!e.context && !(it->second.context == e.row.context)) {
                 Fail("a state-only job update changed the context");
               }
-              it->second = e.row;
+              if (!(it->second.job == e.row.job)) Fail("a job update changed the definition");
+              it->second = std::move(e.row);
             } else if constexpr (std::is_same_v<E, CreateTask>) {
               if (store_.tasks.contains(e.row.id)) return Fail("task created twice");
-              store_.tasks[e.row.id] = e.row;
               store_.of_job[e.row.job_id].push_back(e.row.id);
               if (!e.row.parent_id.empty()) store_.children[e.row.parent_id].push_back(e.row.id);
+              std::string id = e.row.id;
+              store_.tasks[id] = std::move(e.row);
             } else if constexpr (std::is_same_v<E, UpdateTask>) {
               auto it = store_.tasks.find(e.row.id);
               if (it == store_.tasks.end()) return Fail("update of a task not stored");
-              it->second = e.row;
+              // flow writes a stored row's state columns only (what a shell may rely on).
+              const TaskRecord& was = it->second;
+              if (!(was.task == e.row.task) || !(was.scope == e.row.scope) ||
+                  was.parent_id != e.row.parent_id || was.job_id != e.row.job_id ||
+                  was.position != e.row.position || was.created_at != e.row.created_at) {
+                Fail("a task update changed more than the row's state: " + was.task.name);
+              }
+              it->second = std::move(e.row);
             } else if constexpr (std::is_same_v<E, CancelActive>) {
               std::vector<CancelledRow> cancelled;
               for (const std::string& id : store_.of_job[e.job_id]) {
@@ -560,9 +570,9 @@ class Sim {
                   it->second.state != TaskState::kScheduled) {
                 Fail(fmt::format("a {} row was started", ToString(it->second.state)));
               }
-              after.push_back(e);
+              after.push_back(std::move(e));
             } else {
-              after.push_back(e);
+              after.push_back(std::move(e));
             }
           },
           effect);
@@ -705,25 +715,25 @@ class Sim {
       std::vector<TaskRecord> rows;
       for (const std::string& t : store_.of_job[id]) rows.push_back(store_.tasks.at(t));
       std::vector<Effect> effects =
-          Frontier(store_.jobs.at(id), rows, Now(), policy_, nullptr, NextSeed());
+          Frontier(store_.jobs.at(id), std::move(rows), Now(), policy_, nullptr, NextSeed());
       history_.push_back("Frontier " + id.substr(20));
       ++decisions_;
       std::vector<Effect> after;
       std::vector<Event> pending;
-      Apply(effects, after, pending, Event{StartJob{id}});
+      Apply(std::move(effects), after, pending, Event{StartJob{id}});
       for (std::size_t i = 0; i < pending.size() && i < 10000; ++i) {
         Event e = pending[i];
         std::vector<Effect> more = Decide(e, ViewFor(e), Now());
         ++decisions_;
         history_.push_back("  " + Name(e));
-        Apply(more, after, pending, e);
+        Apply(std::move(more), after, pending, e);
       }
       RunAfter(after);
       // Applied, Frontier finds no row left to write.
       std::vector<TaskRecord> again;
       for (const std::string& t : store_.of_job[id]) again.push_back(store_.tasks.at(t));
       for (const Effect& e :
-           Frontier(store_.jobs.at(id), again, Now(), policy_, nullptr, NextSeed())) {
+           Frontier(store_.jobs.at(id), std::move(again), Now(), policy_, nullptr, NextSeed())) {
         if (IsRowEffect(e) && ActiveJob(store_.jobs.at(id).state)) {
           std::string what = std::visit(
               [](const auto& v) -> std::string {
