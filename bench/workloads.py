@@ -520,6 +520,42 @@ def w7(args, engine_factory, n=20000, concurrency=8):
     ]
 
 
+def w8(args, engine_factory, sizes=(200, 2000, 20000)):
+    """Chains of 200, 2,000 and 20,000 `true` steps on one engine (durable defaults): ms
+    per step for each, and the engine's RSS idle before the first and a few seconds after
+    the last. A decision should cost the same in a job of 20 tasks and of 20,000, and
+    what a job held should go when it ends."""
+    per_step, idle, after = {n: [] for n in sizes}, [], []
+    reps = args.w8_reps or 1
+    for _ in range(reps):
+        engine = engine_factory(2)
+        try:
+            engine.client.run(chain_job("warmup", 3))
+            time.sleep(2.0)
+            idle.append(rss_kb(engine.pid) / 1024)
+            for n in sizes:
+                seconds = engine.client.run(chain_job(f"w8c{n}", n))
+                per_step[n].append(1000 * seconds / n)
+                log(f"    chain of {n}: {per_step[n][-1]:.2f} ms/step, RSS "
+                    f"{rss_kb(engine.pid) / 1024:.0f} MB")
+            time.sleep(5.0)
+            after.append(rss_kb(engine.pid) / 1024)
+        finally:
+            engine.stop()
+    med = {n: statistics.median(v) for n, v in per_step.items()}
+    i, a = statistics.median(idle), statistics.median(after)
+    spread = max(med.values()) / min(med.values())
+    log(f"    ms/step {', '.join(f'{n}: {fmt_list(v)}' for n, v in per_step.items())}  "
+        f"idle MB {fmt_list(idle)}  after MB {fmt_list(after)}")
+    rows = [Row(f"W8 chain of {n} × true", "ms/step", f"chain of {sizes[0]}", med[sizes[0]],
+                med[n], "≤ 1.1 × the shortest's", med[n] <= 1.1 * med[sizes[0]],
+                f"{med[n]:.2f} ms/step")
+            for n in sizes]
+    rows.append(Row(f"W8 RSS 5 s after the chains", "MB", "idle before", i, a,
+                    "≤ idle + 10 MB", a <= i + 10, f"steps' spread {spread:.2f}×"))
+    return rows
+
+
 # ---- Services for distributed mode --------------------------------------------------
 
 class Services:
@@ -565,6 +601,8 @@ def fmt_value(v, unit):
         return f"{v:.3f} s"
     if unit == "MB":
         return f"{v:.0f} MB"
+    if unit == "ms/step":
+        return f"{v:.2f} ms/step"
     if unit == "/s":
         return f"{v:.0f} /s"
     return f"{v:g}"
@@ -611,7 +649,8 @@ def main():
     p.add_argument("--baton", default=os.path.join(SRC, "build/baton"))
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--w7-reps", type=int, default=0, help="repetitions of W7 (default --reps)")
-    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,W7,D1,D2")
+    p.add_argument("--w8-reps", type=int, default=0, help="repetitions of W8 (default 1)")
+    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,W7,W8,D1,D2")
     p.add_argument("--results", default="", help="append the table to this Markdown file")
     p.add_argument("--distributed", action="store_true", help="also D1/D2 (RabbitMQ + PostgreSQL)")
     p.add_argument("--label", default="", help="what was measured, when not the checked-out commit")
@@ -642,6 +681,7 @@ def main():
             ("W5", lambda: w5(args, standalone)),
             ("W6", lambda: w6(args, standalone)),
             ("W7", lambda: w7(args, standalone)),
+            ("W8", lambda: w8(args, standalone)),
         ]
         for name, step in steps:
             if want(name):

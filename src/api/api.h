@@ -78,6 +78,17 @@ class Api {
   // passed, 503 once the server is stopping or when `give_up`; nullopt while it waits.
   // Looks the job up (one datastore read) unless stopping or giving up.
   std::optional<Response> WaitAnswer(const PendingWait& wait, bool give_up);
+  // What the server's checker of parked submissions sleeps on between its looks: the
+  // coordinator's count of finished jobs (Coordinator::WaitForFinishes).
+  std::uint64_t FinishedJobs() { return coordinator_.FinishedJobs(); }
+  Coordinator::Finishes FinishedSince(std::uint64_t seen) {
+    return coordinator_.FinishedSince(seen);
+  }
+  void WaitForFinishes(std::uint64_t seen, std::chrono::milliseconds timeout,
+                       const std::atomic<bool>& wake) {
+    coordinator_.WaitForFinishes(seen, timeout, wake);
+  }
+  void WakeFinishWaiters() { coordinator_.WakeFinishWaiters(); }
 
  private:
   Response Health();

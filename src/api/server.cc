@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <condition_variable>
@@ -547,7 +548,7 @@ class EventLoop {
       std::lock_guard lock(waits_mu_);
       waits_stop_ = true;
     }
-    waits_cv_.notify_all();
+    LookAtWaits();
     if (waits_thread_.joinable()) waits_thread_.join();
   }
 
@@ -589,7 +590,24 @@ class EventLoop {
     std::string unread;  // chunked: bytes read past the request
     bool chunked = false;
     bool from_wait = false;  // an answer to a parked wait, served.output ready
+    std::size_t sent = 0;    // bytes of served.output the handler has sent already
   };
+
+  // Sends what a non-blocking socket takes now; returns how many bytes.
+  static std::size_t SendNow(int fd, const std::string& bytes) {
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        off += static_cast<std::size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;  // full, or broken: the poller sees which
+      }
+    }
+    return off;
+  }
 
   static void Signal(int fd) {
     std::uint64_t one = 1;
@@ -633,6 +651,11 @@ class EventLoop {
       Done done;
       done.id = task.id;
       done.served = processor_.Serve(stream, task.close);
+      // The answer goes out from here as far as the socket takes it at once (all of it,
+      // usually), the rest from the poller: waiting for the poller to wake to send it put
+      // a second thread hand-off on every request's way (GET /health/s fell by 20 % with
+      // issue 14's poller). The poller does not touch a connection while it is handled.
+      if (done.served.wait == nullptr) done.sent = SendNow(task.fd, done.served.output);
       if (task.chunked) {
         done.chunked = true;
         done.unread = stream.Unread();
@@ -648,16 +671,33 @@ class EventLoop {
     }
   }
 
-  // --- The waits' checker: looks at every parked wait's job every 200 ms.
+  // --- The waits' checker: looks at a parked wait's job as soon as that job ends here
+  // (the coordinator tells which jobs ended), and at every parked wait when one is parked
+  // and at least every 200 ms (another coordinator may end a job; a wait may time out).
+  // Looking only every 200 ms made each waited submission 100 ms slower on average.
 
   void RunWaits() {
-    std::unique_lock lock(waits_mu_);
+    constexpr auto kEvery = std::chrono::milliseconds(200);
+    std::uint64_t seen = api_.FinishedJobs();
+    Clock::time_point next_full = Clock::now();
     for (;;) {
-      waits_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return waits_stop_; });
-      if (waits_stop_) return;
-      std::vector<std::pair<std::uint64_t, std::shared_ptr<PendingWait>>> parked(waits_.begin(),
-                                                                                 waits_.end());
-      lock.unlock();
+      // Reset before the look: a wait parked during it sets it again, and the sleep below
+      // returns at once.
+      bool parked_since = waits_look_again_.exchange(false);
+      Coordinator::Finishes ended = api_.FinishedSince(seen);
+      seen = ended.count;
+      bool full = parked_since || !ended.ids || Clock::now() >= next_full;
+      std::set<std::string> ended_ids;
+      if (!full) ended_ids.insert(ended.ids->begin(), ended.ids->end());
+      std::vector<std::pair<std::uint64_t, std::shared_ptr<PendingWait>>> parked;
+      {
+        std::lock_guard lock(waits_mu_);
+        if (waits_stop_) return;
+        for (const auto& [id, wait] : waits_) {
+          if (full || ended_ids.contains(wait->job_id)) parked.emplace_back(id, wait);
+        }
+      }
+      if (full) next_full = Clock::now() + kEvery;
       for (auto& [id, wait] : parked) {
         if (stopping_) break;  // the poller answers them
         std::optional<Response> answer = api_.WaitAnswer(*wait, /*give_up=*/false);
@@ -673,8 +713,16 @@ class EventLoop {
         done.from_wait = true;
         Post(std::move(done));
       }
-      lock.lock();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(next_full - Clock::now());
+      api_.WaitForFinishes(seen, std::clamp(left, std::chrono::milliseconds(0), kEvery),
+                           waits_look_again_);
     }
+  }
+
+  // Makes the waits' checker look again now.
+  void LookAtWaits() {
+    waits_look_again_ = true;
+    api_.WakeFinishWaiters();
   }
 
   // --- The poller.
@@ -971,17 +1019,22 @@ class EventLoop {
         }
         c.state = State::kParked;
         Register(c, EPOLLRDHUP);
-        std::lock_guard lock(waits_mu_);
-        waits_.emplace(c.id, std::move(d.served.wait));
+        {
+          std::lock_guard lock(waits_mu_);
+          waits_.emplace(c.id, std::move(d.served.wait));
+        }
+        // Its job may have ended before it was parked, with no other end to come.
+        LookAtWaits();
         continue;
       }
-      StartWrite(c, std::move(d.served.output), d.served.close || c.peer_closed);
+      StartWrite(c, std::move(d.served.output), d.served.close || c.peer_closed, d.sent);
     }
   }
 
-  void StartWrite(Connection& c, std::string bytes, bool close) {
+  // `sent`: bytes of `bytes` already sent (by its handler).
+  void StartWrite(Connection& c, std::string bytes, bool close, std::size_t sent = 0) {
     c.out = std::move(bytes);
-    c.out_off = 0;
+    c.out_off = sent;
     c.close_after = close;
     c.state = State::kWriting;
     SetDeadline(c, Clock::now() + options_.request_timeout);
@@ -1123,7 +1176,7 @@ class EventLoop {
   std::vector<Done> done_;  // guarded by done_mu_
 
   std::mutex waits_mu_;
-  std::condition_variable waits_cv_;
+  std::atomic<bool> waits_look_again_ = false;                   // set by LookAtWaits
   std::map<std::uint64_t, std::shared_ptr<PendingWait>> waits_;  // guarded by waits_mu_
   bool waits_stop_ = false;                                      // guarded by waits_mu_
   std::thread waits_thread_;

@@ -347,6 +347,28 @@ TEST_F(ServerTest, StopEndsWaitingSubmissions) {
   EXPECT_TRUE(testing::WaitFor([&] { return answered == 1; }));
 }
 
+// A parked submission is answered when its job ends, not at the waits' next look (every
+// 200 ms): 30 one-task jobs submitted with `wait` one after the other, each answered
+// COMPLETED, take well under the 3 s that looking every 200 ms costs on average.
+TEST_F(ServerTest, WaitingSubmissionsAreAnsweredWhenTheirJobsEndNotAtTheNextLook) {
+  Server& server = StartServer({.host = "127.0.0.1", .port = 0});
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(std::chrono::seconds(10));
+  constexpr int kJobs = 30;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kJobs; ++i) {
+    auto r = client.Post("/jobs", "name: w\nwait: {timeout: 60s}\ntasks:\n  - {name: t, run: ok}\n",
+                         "text/yaml");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    ASSERT_THAT(r->body, HasSubstr("\"COMPLETED\""));
+  }
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::milliseconds(2000))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms for " << kJobs
+      << " waits";
+}
+
 // Idle connections hold no thread: 2,000 of them, and /health is still answered at once.
 TEST_F(ServerTest, HealthAnswersWithinASecondWhileTwoThousandConnectionsIdle) {
   Server& server = StartServer({.host = "127.0.0.1", .port = 0});

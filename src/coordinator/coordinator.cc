@@ -19,10 +19,12 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
       timers_(timers),
       options_(options),
       scheduler_(datastore, broker, clock, timers, options.scheduler) {
-  scheduler_.SetJobFinishedListener([this](const JobRecord&) {
+  scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
     {
       MutexLock lock(mu_);
       ++finished_count_;
+      recent_finishes_.push_back(job.id);
+      if (recent_finishes_.size() > kMaxRememberedFinishes) recent_finishes_.pop_front();
     }
     finished_cv_.notify_all();
   });
@@ -315,6 +317,36 @@ Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::mill
     finished_cv_.wait_until(lock, until,
                             [&]() BATON_REQUIRES(mu_) { return finished_count_ != seen; });
   }
+}
+
+std::uint64_t Coordinator::FinishedJobs() {
+  MutexLock lock(mu_);
+  return finished_count_;
+}
+
+Coordinator::Finishes Coordinator::FinishedSince(std::uint64_t seen) {
+  MutexLock lock(mu_);
+  Finishes out;
+  out.count = finished_count_;
+  std::uint64_t ended = finished_count_ - seen;
+  if (seen > finished_count_ || ended > recent_finishes_.size()) return out;
+  out.ids.emplace(recent_finishes_.end() - static_cast<std::ptrdiff_t>(ended),
+                  recent_finishes_.end());
+  return out;
+}
+
+void Coordinator::WaitForFinishes(std::uint64_t seen, std::chrono::milliseconds timeout,
+                                  const std::atomic<bool>& wake) {
+  MutexLock lock(mu_);
+  finished_cv_.wait_for(lock, timeout,
+                        [&]() BATON_REQUIRES(mu_) { return finished_count_ != seen || wake.load(); });
+}
+
+void Coordinator::WakeFinishWaiters() {
+  // Taken and released so that a waiter between its look at `wake` and its sleep cannot
+  // miss the notification.
+  { MutexLock lock(mu_); }
+  finished_cv_.notify_all();
 }
 
 }  // namespace baton

@@ -6,8 +6,10 @@
 // the scheduler serialises its own decisions.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,6 +67,24 @@ class Coordinator {
   Status Restart(const std::string& job_id);
   // The job once it is terminal (COMPLETED, FAILED or CANCELLED), or DeadlineExceeded.
   Result<JobRecord> Wait(const std::string& job_id, std::chrono::milliseconds timeout);
+  // How many jobs have reached a terminal state through this coordinator so far.
+  std::uint64_t FinishedJobs();
+  // The jobs that ended since FinishedJobs() returned `seen` (`ids`, in the order they
+  // ended; nullopt when more ended than are remembered, kMaxRememberedFinishes), and the
+  // count now.
+  struct Finishes {
+    std::uint64_t count = 0;
+    std::optional<std::vector<std::string>> ids;
+  };
+  static constexpr std::size_t kMaxRememberedFinishes = 4096;
+  Finishes FinishedSince(std::uint64_t seen);
+  // Returns once a job has finished since FinishedJobs() returned `seen`, once `wake` is
+  // true, or after `timeout`. Whoever sets `wake` calls WakeFinishWaiters after it. For a
+  // waiter of many jobs (the API's parked submissions) that must hear of each end at
+  // once rather than at its next look.
+  void WaitForFinishes(std::uint64_t seen, std::chrono::milliseconds timeout,
+                       const std::atomic<bool>& wake);
+  void WakeFinishWaiters();
 
   Scheduler& scheduler() { return scheduler_; }
 
@@ -127,6 +147,9 @@ class Coordinator {
   Mutex mu_;
   std::condition_variable_any finished_cv_;
   std::uint64_t finished_count_ BATON_GUARDED_BY(mu_) = 0;  // bumps on every terminal job
+  // The last kMaxRememberedFinishes jobs that ended, the newest last: the one that made
+  // finished_count_ N is at N - 1 - (finished_count_ - size).
+  std::deque<std::string> recent_finishes_ BATON_GUARDED_BY(mu_);
   bool stopped_ BATON_GUARDED_BY(mu_) = false;
   int periodic_running_ BATON_GUARDED_BY(mu_) = 0;  // lease checks or sweeps under way
   std::condition_variable_any periodic_cv_;         // signalled when periodic_running_ drops

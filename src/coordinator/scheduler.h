@@ -228,8 +228,15 @@ class Scheduler {
   // A runnable task's completion from `from_node`, recorded in the same write as what it
   // does to its job (its `var`, and for a top-level task the job's next step or its
   // completion), then acted on. Ignored when the row is terminal or runs elsewhere.
-  Status CompleteTask(const std::string& task_id, const std::string& result,
-                      const std::string& from_node, std::optional<TimePoint> started_at);
+  Status CompleteTask(const std::string& task_id, const std::string& job_id,
+                      const std::string& result, const std::string& from_node,
+                      std::optional<TimePoint> started_at);
+  // The definition of job `job_id`, read once while the job runs (it never changes).
+  Result<std::shared_ptr<const Job>> DefinitionOf(const std::string& job_id);
+  // Drops it once the job has ended; a big one's end has FlushNotifications give the
+  // freed memory back to the system.
+  void ForgetDefinition(const std::string& job_id);
+  static constexpr std::size_t kTrimAfterTasks = 1000;
   Status AdvanceJob(const std::string& job_id, int position);
   // Completes a RUNNING job (only while it is at `position`, when one is given).
   Status CompleteJob(const std::string& job_id, int position = 0);
@@ -248,12 +255,15 @@ class Scheduler {
     Completion completion;
   };
   // Moves `j` on from step `position` inside an update of its row (a modifier: no
-  // datastore calls): to the next step, or completed after the last one.
-  void AdvanceInPlace(JobRecord& j, int position, TimePoint now, Advance& advance) const;
+  // datastore calls): to the next step, or completed after the last one. `def` is the
+  // job's definition (`j.job` may be left empty by a state-only update).
+  void AdvanceInPlace(JobRecord& j, const Job& def, int position, TimePoint now,
+                      Advance& advance) const;
   // What follows an AdvanceInPlace once it is stored.
   Status AfterAdvance(const std::string& job_id, int position, Advance advance);
-  // Completes `j` inside an update of its row (a modifier: no datastore calls).
-  Completion CompleteInPlace(JobRecord& j, TimePoint now) const;
+  // Completes `j` inside an update of its row (a modifier: no datastore calls); `def` as
+  // for AdvanceInPlace.
+  Completion CompleteInPlace(JobRecord& j, const Job& def, TimePoint now) const;
   // What follows a completion decided by CompleteInPlace, once it is stored.
   Status AfterCompletion(const std::string& job_id, Completion completion);
   Status FailJob(const std::string& job_id, const std::string& error, JobState state);
@@ -301,6 +311,9 @@ class Scheduler {
   // an entry holds at least every child still CREATED (children never return to it).
   std::map<std::string, std::deque<std::string>> waiting_children_;  // guarded by mu_
   std::map<std::string, CompositeShape> shapes_;                     // guarded by mu_
+  // Running jobs' definitions (DefinitionOf), dropped when they end. A cache: bounded.
+  std::map<std::string, std::shared_ptr<const Job>> definitions_;    // guarded by mu_
+  bool trim_memory_ = false;                                         // guarded by mu_
   std::map<std::string, TimerId> job_timers_;                        // guarded by mu_
   std::vector<JobRecord> finished_;                                  // guarded by mu_
   // What cancelling decided to tell workers, sent by FlushNotifications in this order:

@@ -2,6 +2,7 @@
 // in memory, the worker) with a fake runtime and a fake clock for timers.
 #include "coordinator/scheduler.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -47,6 +48,8 @@ class CountingDatastore final : public Datastore {
   explicit CountingDatastore(Datastore& inner) : inner_(inner) {}
 
   int writes() const { return writes_.load(); }
+  // Writes that read and store a job's whole row, its definition included.
+  int whole_job_writes() const { return whole_job_writes_.load(); }
 
   Status CreateJob(const JobRecord& job) override { return Count(inner_.CreateJob(job)); }
   Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
@@ -54,6 +57,7 @@ class CountingDatastore final : public Datastore {
   }
   Result<JobRecord> GetJob(std::string_view id) override { return inner_.GetJob(id); }
   Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override {
+    ++whole_job_writes_;
     return Count(inner_.UpdateJob(id, modify));
   }
   Result<Page<JobRecord>> ListJobs(const JobQuery& query) override {
@@ -78,7 +82,13 @@ class CountingDatastore final : public Datastore {
   Status UpdateTaskAndJob(std::string_view task_id,
                           const std::function<Status(TaskRecord&, bool&)>& modify_task,
                           const std::function<Status(JobRecord&)>& modify_job) override {
+    ++whole_job_writes_;
     return Count(inner_.UpdateTaskAndJob(task_id, modify_task, modify_job));
+  }
+  Status UpdateTaskAndJobState(std::string_view task_id,
+                               const std::function<Status(TaskRecord&, bool&)>& modify_task,
+                               const std::function<Status(JobRecord&)>& modify_job) override {
+    return Count(inner_.UpdateTaskAndJobState(task_id, modify_task, modify_job));
   }
   Result<std::optional<int>> AddCompletion(std::string_view id) override {
     ++writes_;
@@ -126,6 +136,7 @@ class CountingDatastore final : public Datastore {
 
   Datastore& inner_;
   std::atomic<int> writes_{0};
+  std::atomic<int> whole_job_writes_{0};
 };
 
 class SchedulerTest : public ::testing::Test {
@@ -274,6 +285,24 @@ TEST_F(SchedulerTest, AOneTaskJobCostsTwoWrites) {
   ASSERT_TRUE(done.ok()) << done.status().message();
   EXPECT_EQ(done->state, JobState::kCompleted);
   EXPECT_EQ(counting_->writes() - before, 3);
+}
+
+// A job's definition never changes: a step of a chain stores the job's state (and
+// context), never its definition again, so that a step of a 20,000-task chain costs what
+// one of a 20-task chain does.
+TEST_F(SchedulerTest, AChainsStepsNeverRewriteItsJobsDefinition) {
+  report_start_after_ = std::chrono::hours(1);
+  StopEngine();
+  StartEngine(4);
+  std::string yaml = "name: chain\ntasks:\n";
+  for (int i = 0; i < 200; ++i) yaml += fmt::format("  - {{name: s{}, run: ok}}\n", i);
+  yaml += "  - {name: last, var: out, run: ok done}\n";
+  int before = counting_->whole_job_writes();
+  JobRecord job = Run(yaml);
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  EXPECT_EQ(job.context["tasks"]["out"], "done");
+  EXPECT_EQ(Execution(job.id).size(), 201u);
+  EXPECT_EQ(counting_->whole_job_writes() - before, 0);
 }
 
 TEST_F(SchedulerTest, SubmitAnswersWithTheJobStartedAndItsFirstTaskScheduled) {

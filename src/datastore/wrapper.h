@@ -27,6 +27,9 @@ class DatastoreWrapper : public Datastore {
 
   Datastore& base() { return *base_; }
 
+  Status Transact(const std::function<Status(Transaction&)>& body) override {
+    return base_->Transact(body);
+  }
   Status CreateJob(const JobRecord& job) override { return base_->CreateJob(job); }
   Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
     return base_->CreateJobWithTasks(job, tasks);
@@ -63,6 +66,12 @@ class DatastoreWrapper : public Datastore {
                           const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
                           const std::function<Status(JobRecord&)>& modify_job) override {
     return base_->UpdateTaskAndJob(task_id, modify_task, modify_job);
+  }
+  Status UpdateTaskAndJobState(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) override {
+    return base_->UpdateTaskAndJobState(task_id, modify_task, modify_job);
   }
   Result<std::optional<int>> AddCompletion(std::string_view id) override {
     return base_->AddCompletion(id);

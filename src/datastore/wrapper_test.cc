@@ -34,9 +34,9 @@ INSTANTIATE_TEST_SUITE_P(
     Wrapped, DatastoreConformanceTest,
     ::testing::Values(
         DatastoreFactory{"wrapper", [] { return std::make_unique<DatastoreWrapper>(OpenMemory()); },
-                         nullptr},
+                         nullptr, true},
         DatastoreFactory{"faulty_without_faults",
-                         [] { return std::make_unique<FaultyDatastore>(OpenMemory()); }, nullptr}),
+                         [] { return std::make_unique<FaultyDatastore>(OpenMemory()); }, nullptr, true}),
     DatastoreFactoryName);
 
 // A test overrides the one call it cares about; the rest still reach the wrapped store.

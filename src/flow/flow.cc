@@ -209,6 +209,11 @@ class Decider {
     if (job == nullptr || !IsActive(job->state)) return;
     FailJob(e.job_id, "job timed out after " + FormatDuration(e.timeout), JobState::kFailed);
   }
+  void On(const StepFailed& e) {
+    JobRecord* job = J(e.job_id);
+    if (job == nullptr || !IsActive(job->state)) return;
+    FailJob(e.job_id, "the engine could not take a step: " + e.error, JobState::kFailed);
+  }
   void On(const RetryDue& e) {
     TaskRecord* t = T(e.task_id);
     if (t == nullptr || t->state != TaskState::kPending) return;  // cancelled, or started

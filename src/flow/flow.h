@@ -118,9 +118,18 @@ struct FillEach {
   std::string task_id;
 };
 
+// A decision about the job's tree could not be stored for a lasting reason (a row the
+// datastore refuses, an internal error): the job (the shell names the top-level one)
+// fails with "the engine could not take a step: <error>" rather than stay RUNNING with
+// nothing in flight. Reads the job.
+struct StepFailed {
+  std::string job_id;
+  std::string error;
+};
+
 using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
                            TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
-                           JobTimedOut, RetryDue, FillEach>;
+                           JobTimedOut, RetryDue, FillEach, StepFailed>;
 
 // ------------------------------------------------------------------------- view
 

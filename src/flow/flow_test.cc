@@ -239,6 +239,21 @@ TEST(FlowTest, CancelOfAFinishedJobIsRefusedAndRestartOfARunningOne) {
   EXPECT_EQ(All<Start>(restart).size(), 1u);
 }
 
+TEST(FlowTest, AStepThatCannotBeStoredFailsTheJobAndCancelsItsTasks) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")})));
+  auto effects = Decide(StepFailed{"job1", "row refused"}, rows.view, kNow);
+  auto jobs = All<UpdateJob>(effects);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].row.state, JobState::kFailed);
+  EXPECT_EQ(jobs[0].row.error, "the engine could not take a step: row refused");
+  EXPECT_EQ(All<CancelActive>(effects).size(), 1u);
+  EXPECT_EQ(All<JobFinished>(effects).size(), 1u);
+  // A job already ended is left as it is.
+  rows.Apply(effects);
+  EXPECT_TRUE(Decide(StepFailed{"job1", "again"}, rows.view, kNow).empty());
+}
+
 TEST(FlowTest, DefaultsApplyToRunnableTasks) {
   JobRecord job = JobOf({Runnable("a")});
   job.job.defaults = Defaults{.queue = "gpu", .priority = 3};

@@ -28,6 +28,7 @@
 #include "base/status.h"
 #include "core/records.h"
 #include "datastore/datastore.h"
+#include "testing/wait_for.h"
 
 namespace baton::testing {
 
@@ -37,6 +38,9 @@ struct DatastoreFactory {
   // Optional: closes the store and opens the same database again. Tests call Reopen()
   // between writing and reading, so with it set every read checks persistence.
   std::function<std::unique_ptr<Datastore>(std::unique_ptr<Datastore>)> reopen;
+  // The store runs one transaction at a time (SQLite's one writer, a pool of one
+  // connection): Transact scopes of different jobs take turns instead of overlapping.
+  bool one_writer = false;
 };
 
 inline std::string DatastoreFactoryName(const ::testing::TestParamInfo<DatastoreFactory>& info) {
@@ -302,6 +306,16 @@ class DatastoreConformanceTest : public ::testing::TestWithParam<DatastoreFactor
 namespace datastore_conformance {
 
 inline Status Ok() { return Status::Ok(); }
+
+// Unwraps a Result into `decl` or returns its error (inside a Transact body).
+#define BATON_ASSIGN_OR_RETURN_CONFORMANCE(decl, expr)              \
+  auto BATON_CONF_CONCAT(result_, __LINE__) = (expr);               \
+  if (!BATON_CONF_CONCAT(result_, __LINE__).ok()) {                 \
+    return BATON_CONF_CONCAT(result_, __LINE__).status();           \
+  }                                                                 \
+  decl = std::move(*BATON_CONF_CONCAT(result_, __LINE__))
+#define BATON_CONF_CONCAT_INNER(a, b) a##b
+#define BATON_CONF_CONCAT(a, b) BATON_CONF_CONCAT_INNER(a, b)
 
 // For ASSERT_TRUE(IsOk(...)): prints the status when it is not OK.
 inline ::testing::AssertionResult IsOk(const Status& status) {
@@ -1017,6 +1031,46 @@ TEST_P(DatastoreConformanceTest, UpdateTaskAndJobLeavesTheJobAloneUnlessAsked) {
   EXPECT_EQ(*ds().GetJob(job.id), job);
 }
 
+TEST_P(DatastoreConformanceTest,
+       UpdateTaskAndJobStateStoresTheJobsStateAndContextNotItsDefinition) {
+  JobRecord job = FullJobRecord();
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord task = FullTaskRecord(job.id);
+  ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  JobRecord want_job = job;
+  want_job.state = JobState::kCompleted;
+  want_job.completed_at = At(601);
+  want_job.position = job.position + 1;
+  want_job.progress = 100;
+  want_job.result = "all done";
+  want_job.context["tasks"]["out"] = "done";
+  ASSERT_TRUE(IsOk(ds().UpdateTaskAndJobState(
+      task.id,
+      [&](TaskRecord& r, bool& update_job) {
+        r.state = TaskState::kCompleted;
+        r.completed_at = At(600);
+        update_job = true;
+        return Ok();
+      },
+      [&](JobRecord& j) {
+        EXPECT_EQ(j.job, Job{});  // the definition is not read
+        EXPECT_EQ(j.context, job.context);
+        EXPECT_EQ(j.state, job.state);
+        EXPECT_EQ(j.task_count, job.task_count);
+        j.state = want_job.state;
+        j.completed_at = want_job.completed_at;
+        j.position = want_job.position;
+        j.progress = want_job.progress;
+        j.result = want_job.result;
+        j.context = want_job.context;
+        j.job.name = "not stored";
+        return Ok();
+      })));
+  Reopen();
+  EXPECT_EQ(ds().GetTask(task.id)->state, TaskState::kCompleted);
+  EXPECT_EQ(*ds().GetJob(job.id), want_job);
+}
+
 TEST_P(DatastoreConformanceTest, FailingModifierOfUpdateTaskAndJobLeavesBothRowsUnchanged) {
   auto [job, task] = MakeJobWithTask();
   Status status = ds().UpdateTaskAndJob(
@@ -1392,6 +1446,276 @@ TEST_P(DatastoreConformanceTest, CreateTasksStoresAThousandRowsQuickly) {
   EXPECT_EQ(stored->front(), tasks.front());
   EXPECT_EQ(stored->back(), tasks.back());
   EXPECT_TRUE(ds().CreateTasks({}).ok());
+}
+
+// ---- Transact -----------------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, TransactCommitsEveryWriteOfTheScope) {
+  JobRecord job = NewJob(SimpleJob("scope " + UniqueWord()), At(0));
+  TaskRecord first = NewTask(job.id, 1, At(1));
+  TaskRecord second = NewTask(job.id, 2, At(2));
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_RETURN_IF_ERROR(tx.CreateJob(job));
+    return tx.CreateTasks({first, second});
+  })));
+  JobRecord running = job;
+  running.state = JobState::kRunning;
+  running.started_at = At(5);
+  running.position = 1;
+  TaskRecord started = first;
+  started.state = TaskState::kRunning;
+  started.started_at = At(5);
+  started.node_id = "node-1";
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_RETURN_IF_ERROR(tx.GetJob(job.id).status());
+    BATON_RETURN_IF_ERROR(tx.UpdateJobState(running));
+    return tx.UpdateTask(started);
+  })));
+  Reopen();
+  EXPECT_EQ(*ds().GetJob(job.id), running);
+  EXPECT_EQ(*ds().GetTask(first.id), started);
+  EXPECT_EQ(*ds().GetTask(second.id), second);
+}
+
+TEST_P(DatastoreConformanceTest, TransactRollsBackEveryWriteWhenTheBodyFails) {
+  auto job_made = MakeJobWithTask();
+  JobRecord job = job_made.first;
+  TaskRecord task = job_made.second;
+  TaskRecord extra = NewTask(job.id, 2, At(3));
+  Status status = ds().Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord row, tx.GetJob(job.id));
+    row.state = JobState::kFailed;
+    row.error = "boom";
+    BATON_RETURN_IF_ERROR(tx.UpdateJob(row));
+    BATON_RETURN_IF_ERROR(tx.CreateTasks({extra}));
+    TaskRecord changed = task;
+    changed.state = TaskState::kFailed;
+    BATON_RETURN_IF_ERROR(tx.UpdateTask(changed));
+    return FailedPrecondition("the decision changed its mind");
+  });
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), "the decision changed its mind");
+  Reopen();
+  EXPECT_EQ(*ds().GetJob(job.id), job);
+  EXPECT_EQ(*ds().GetTask(task.id), task);
+  EXPECT_EQ(ds().GetTask(extra.id).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, TransactReadsSeeTheScopesOwnWrites) {
+  auto job_made = MakeJobWithTask();
+  JobRecord job = job_made.first;
+  TaskRecord task = job_made.second;
+  TaskRecord child = NewTask(job.id, 1, At(4));
+  child.parent_id = task.id;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    JobRecord row = *tx.GetJob(job.id);
+    row.state = JobState::kRunning;
+    row.context = {{"inputs", {{"who", "scope"}}}};
+    EXPECT_TRUE(IsOk(tx.UpdateJob(row)));
+    EXPECT_EQ(*tx.GetJob(job.id), row);
+    JobRecord moved = row;
+    moved.position = 7;
+    moved.progress = 50;
+    EXPECT_TRUE(IsOk(tx.UpdateJobState(moved)));
+    EXPECT_EQ(tx.GetJob(job.id)->position, 7);
+    EXPECT_EQ(tx.GetJob(job.id)->context, row.context);
+    EXPECT_TRUE(IsOk(tx.CreateTasks({child})));
+    EXPECT_EQ(*tx.GetTask(child.id), child);
+    Result<std::vector<TaskRecord>> children = tx.ChildTasks(task.id);
+    EXPECT_TRUE(children.ok() && children->size() == 1u && children->front() == child);
+    TaskRecord done = child;
+    done.state = TaskState::kCompleted;
+    done.result = "ok";
+    EXPECT_TRUE(IsOk(tx.UpdateTask(done)));
+    Result<std::vector<TaskRecord>> rows = tx.JobTasks(job.id);
+    EXPECT_TRUE(rows.ok() && rows->size() == 2u);
+    EXPECT_EQ(tx.GetTask(child.id)->state, TaskState::kCompleted);
+    return Ok();
+  })));
+  EXPECT_EQ(ds().GetTask(child.id)->result, "ok");
+  EXPECT_EQ(ds().GetJob(job.id)->position, 7);
+}
+
+TEST_P(DatastoreConformanceTest, AFailedWriteLeavesNothingOfTheScopeEvenIfTheBodyIgnoresIt) {
+  auto job_made = MakeJobWithTask();
+  JobRecord job = job_made.first;
+  TaskRecord task = job_made.second;
+  TaskRecord fresh = NewTask(job.id, 2, At(5));
+  Status status = ds().Transact([&](Transaction& tx) -> Status {
+    JobRecord row = *tx.GetJob(job.id);
+    row.state = JobState::kRunning;
+    EXPECT_TRUE(IsOk(tx.UpdateJobState(row)));
+    EXPECT_TRUE(IsOk(tx.CreateTasks({fresh})));
+    // A taken id: this write fails, and the body carries on as if it had not.
+    Status taken = tx.CreateTasks({task});
+    EXPECT_EQ(taken.code(), StatusCode::kAlreadyExists);
+    EXPECT_EQ(tx.GetJob(job.id).status().code(), StatusCode::kAlreadyExists);  // poisoned
+    return Ok();
+  });
+  EXPECT_EQ(status.code(), StatusCode::kAlreadyExists);
+  Reopen();
+  EXPECT_EQ(*ds().GetJob(job.id), job);
+  EXPECT_EQ(ds().GetTask(fresh.id).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, TransactCancelTasksSeesTheScopesWritesAndIsUndoneWithIt) {
+  JobRecord job = NewJob(SimpleJob("scope cancel " + UniqueWord()), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord group = NewTask(job.id, 1, At(1), TaskState::kRunning);
+  TaskRecord child = NewTask(job.id, 1, At(2), TaskState::kScheduled);
+  child.parent_id = group.id;
+  TaskRecord done = NewTask(job.id, 1, At(3), TaskState::kCompleted);
+  done.parent_id = group.id;
+  TaskRecord sibling = NewTask(job.id, 2, At(4), TaskState::kRunning);
+  sibling.node_id = "node-1";
+  ASSERT_TRUE(IsOk(ds().CreateTasks({group, child, done, sibling})));
+  // A row created in the scope is cancelled with the stored ones below `group`.
+  TaskRecord fresh = NewTask(job.id, 1, At(5), TaskState::kCreated);
+  fresh.parent_id = group.id;
+  auto ids_of = [](const std::vector<CancelledTask>& rows) {
+    std::vector<std::string> ids;
+    for (const CancelledTask& t : rows) ids.push_back(t.id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  // Undone with the scope: nothing of it is stored.
+  Status undone = ds().Transact([&](Transaction& tx) -> Status {
+    BATON_RETURN_IF_ERROR(tx.GetJob(job.id).status());
+    BATON_RETURN_IF_ERROR(tx.CreateTasks({fresh}));
+    auto cancelled = tx.CancelTasks(job.id, group.id, At(9));
+    if (!cancelled.ok()) return cancelled.status();
+    return Unavailable("the decision is given up");
+  });
+  EXPECT_EQ(undone.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(ds().GetTask(child.id)->state, TaskState::kScheduled);
+  EXPECT_EQ(ds().GetTask(fresh.id).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_RETURN_IF_ERROR(tx.GetJob(job.id).status());
+    BATON_RETURN_IF_ERROR(tx.CreateTasks({fresh}));
+    auto below = tx.CancelTasks(job.id, group.id, At(9));
+    if (!below.ok()) return below.status();
+    std::vector<std::string> want = {child.id, fresh.id};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(ids_of(*below), want);
+    // Later reads of the scope see them cancelled; what is left is the rest of the job.
+    auto row = tx.GetTask(child.id);
+    if (!row.ok()) return row.status();
+    EXPECT_EQ(row->state, TaskState::kCancelled);
+    EXPECT_EQ(row->completed_at, At(9));
+    auto rest = tx.CancelTasks(job.id, "", At(10));
+    if (!rest.ok()) return rest.status();
+    std::vector<CancelledTask> got = *rest;
+    std::vector<CancelledTask> want_rest = {{group.id, TaskState::kRunning, "", ""},
+                                            {sibling.id, TaskState::kRunning, "node-1", ""}};
+    auto by_id = [](const CancelledTask& a, const CancelledTask& b) { return a.id < b.id; };
+    std::sort(got.begin(), got.end(), by_id);
+    std::sort(want_rest.begin(), want_rest.end(), by_id);
+    EXPECT_EQ(got, want_rest);
+    return Status::Ok();
+  })));
+  Reopen();
+  EXPECT_EQ(ds().GetTask(child.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(fresh.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(group.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(group.id)->completed_at, At(10));
+  EXPECT_EQ(ds().GetTask(sibling.id)->state, TaskState::kCancelled);
+  EXPECT_EQ(ds().GetTask(done.id)->state, TaskState::kCompleted);
+}
+
+TEST_P(DatastoreConformanceTest, TransactOnUnknownRowsIsNotFoundAndStoresNothing) {
+  auto job_made = MakeJobWithTask();
+  JobRecord job = job_made.first;
+  TaskRecord task = job_made.second;
+  JobRecord ghost = NewJob(SimpleJob("ghost"), At(0));
+  TaskRecord ghost_task = NewTask(job.id, 9, At(0));
+  EXPECT_EQ(ds().Transact([&](Transaction& tx) { return tx.GetJob(ghost.id).status(); }).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(ds().Transact([&](Transaction& tx) { return tx.UpdateJobState(ghost); }).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(ds().Transact([&](Transaction& tx) { return tx.UpdateJob(ghost); }).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(ds().Transact([&](Transaction& tx) { return tx.UpdateTask(ghost_task); }).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetJob(ghost.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ds().GetTask(ghost_task.id).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, TransactRefusesAJobOverTheStoredSizeLimit) {
+  JobRecord job = NewJob(SimpleJob("huge"), At(0));
+  job.context = {{"blob", std::string(kDefaultMaxJobBytes + 1, 'x')}};
+  Status status = ds().Transact([&](Transaction& tx) { return tx.CreateJob(job); });
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ds().GetJob(job.id).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, ConcurrentScopesOfOneJobLoseNoUpdate) {
+  auto job_made = MakeJobWithTask();
+  JobRecord job = job_made.first;
+  TaskRecord task = job_made.second;
+  constexpr int kThreads = 4;
+  constexpr int kEach = 10;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        Status s = ds().Transact([&](Transaction& tx) -> Status {
+          Result<JobRecord> row = tx.GetJob(job.id);  // locks the job row first
+          if (!row.ok()) return row.status();
+          Result<TaskRecord> counted = tx.GetTask(task.id);
+          if (!counted.ok()) return counted.status();
+          row->position += 1;
+          counted->completions += 1;
+          BATON_RETURN_IF_ERROR(tx.UpdateJobState(*row));
+          return tx.UpdateTask(*counted);
+        });
+        if (!s.ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(ds().GetJob(job.id)->position, job.position + kThreads * kEach);
+  EXPECT_EQ(ds().GetTask(task.id)->completions, task.completions + kThreads * kEach);
+}
+
+TEST_P(DatastoreConformanceTest, ScopesOfDifferentJobsOverlapUnlessTheStoreHasOneWriter) {
+  auto first_made = MakeJobWithTask();
+  JobRecord first = first_made.first;
+  TaskRecord first_task = first_made.second;
+  auto second_made = MakeJobWithTask();
+  JobRecord second = second_made.first;
+  TaskRecord second_task = second_made.second;
+  std::atomic<bool> first_open{false};
+  std::atomic<bool> second_committed{false};
+  std::atomic<bool> first_saw_second{false};
+  std::thread holder([&] {
+    Status s = ds().Transact([&](Transaction& tx) -> Status {
+      JobRecord row = *tx.GetJob(first.id);
+      row.progress = 10;
+      BATON_RETURN_IF_ERROR(tx.UpdateJobState(row));
+      first_open = true;
+      // Held open until the other job's scope has committed (or, with one writer,
+      // briefly: the other scope cannot start before this one ends).
+      auto bound = GetParam().one_writer ? std::chrono::milliseconds(300) : std::chrono::seconds(10);
+      first_saw_second = WaitFor([&] { return second_committed.load(); }, bound);
+      return Ok();
+    });
+    EXPECT_TRUE(IsOk(s));
+  });
+  ASSERT_TRUE(WaitFor([&] { return first_open.load(); }, std::chrono::seconds(10)));
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    JobRecord row = *tx.GetJob(second.id);
+    row.progress = 20;
+    return tx.UpdateJobState(row);
+  })));
+  second_committed = true;
+  holder.join();
+  // Overlapping: the second job committed while the first's scope was still open.
+  // One writer: the second waited for the first to end.
+  EXPECT_EQ(first_saw_second.load(), !GetParam().one_writer);
+  EXPECT_EQ(ds().GetJob(first.id)->progress, 10);
+  EXPECT_EQ(ds().GetJob(second.id)->progress, 20);
 }
 
 // ---- Log parts ----------------------------------------------------------------------

@@ -7,6 +7,12 @@
 // waits (on the caller's thread) before anything else; once released it goes on as any
 // other call does.
 //
+// Transact is one call ("Transact", no id), seen before the scope begins; inside it each
+// call of the Transaction is one more, named "Transaction.<method>" ("Transaction.UpdateTask")
+// with its ids. A failed call inside fails as the datastore's own write would (the scope
+// is poisoned: nothing of it is stored). Hold a scope at "Transact": a call held inside
+// one holds its transaction open (on SQLite, the one writer every scope takes turns on).
+//
 // Thread-safety: thread-safe; calls may come from any thread. Predicates run under the
 // fake's lock: they must not call it. The destructor releases every hold and waits for
 // the held calls to leave it; the test joins its callers before it.
@@ -109,6 +115,15 @@ class FaultyDatastore : public DatastoreWrapper {
     return it == calls_.end() ? 0 : it->second;
   }
 
+  Status Transact(const std::function<Status(Transaction&)>& body) override {
+    BATON_RETURN_IF_ERROR(Enter({"Transact", "", ""}));
+    return DatastoreWrapper::Transact([&](Transaction& tx) {
+      FaultyTransaction faulty(*this, tx);
+      Status s = body(faulty);
+      return s.ok() ? faulty.poison() : s;
+    });
+  }
+
   Status CreateJob(const JobRecord& job) override {
     BATON_RETURN_IF_ERROR(Enter({"CreateJob", job.id, job.id}));
     return DatastoreWrapper::CreateJob(job);
@@ -171,6 +186,13 @@ class FaultyDatastore : public DatastoreWrapper {
     BATON_RETURN_IF_ERROR(Enter({"UpdateTaskAndJob", std::string(task_id), ""}));
     return DatastoreWrapper::UpdateTaskAndJob(task_id, modify_task, modify_job);
   }
+  Status UpdateTaskAndJobState(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) override {
+    BATON_RETURN_IF_ERROR(Enter({"UpdateTaskAndJobState", std::string(task_id), ""}));
+    return DatastoreWrapper::UpdateTaskAndJobState(task_id, modify_task, modify_job);
+  }
   Result<std::optional<int>> AddCompletion(std::string_view id) override {
     BATON_RETURN_IF_ERROR(Enter({"AddCompletion", std::string(id), ""}));
     return DatastoreWrapper::AddCompletion(id);
@@ -225,6 +247,71 @@ class FaultyDatastore : public DatastoreWrapper {
   }
 
  private:
+  // The scope's calls through Enter. A failure it injects poisons the scope as a failed
+  // write of the datastore would.
+  class FaultyTransaction final : public Transaction {
+   public:
+    FaultyTransaction(FaultyDatastore& fake, Transaction& tx) : fake_(fake), tx_(tx) {}
+    const Status& poison() const { return poison_; }
+
+    Result<JobRecord> GetJob(std::string_view id) override {
+      BATON_RETURN_IF_ERROR(Enter("GetJob", id, id));
+      return tx_.GetJob(id);
+    }
+    Result<TaskRecord> GetTask(std::string_view id) override {
+      BATON_RETURN_IF_ERROR(Enter("GetTask", id, ""));
+      return tx_.GetTask(id);
+    }
+    Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
+      BATON_RETURN_IF_ERROR(Enter("JobTasks", job_id, job_id));
+      return tx_.JobTasks(job_id);
+    }
+    Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override {
+      BATON_RETURN_IF_ERROR(Enter("ChildTasks", parent_id, ""));
+      return tx_.ChildTasks(parent_id);
+    }
+    Status CreateJob(const JobRecord& job) override {
+      BATON_RETURN_IF_ERROR(Enter("CreateJob", job.id, job.id));
+      return tx_.CreateJob(job);
+    }
+    Status UpdateJob(const JobRecord& job) override {
+      BATON_RETURN_IF_ERROR(Enter("UpdateJob", job.id, job.id));
+      return tx_.UpdateJob(job);
+    }
+    Status UpdateJobState(const JobRecord& job) override {
+      BATON_RETURN_IF_ERROR(Enter("UpdateJobState", job.id, job.id));
+      return tx_.UpdateJobState(job);
+    }
+    Status CreateTasks(const std::vector<TaskRecord>& tasks) override {
+      const std::string id = tasks.empty() ? "" : tasks.front().id;
+      const std::string job = tasks.empty() ? "" : tasks.front().job_id;
+      BATON_RETURN_IF_ERROR(Enter("CreateTasks", id, job));
+      return tx_.CreateTasks(tasks);
+    }
+    Status UpdateTask(const TaskRecord& task) override {
+      BATON_RETURN_IF_ERROR(Enter("UpdateTask", task.id, task.job_id));
+      return tx_.UpdateTask(task);
+    }
+    Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
+                                                   TimePoint at) override {
+      BATON_RETURN_IF_ERROR(Enter("CancelTasks", under, job_id));
+      return tx_.CancelTasks(job_id, under, at);
+    }
+
+   private:
+    Status Enter(std::string_view method, std::string_view id, std::string_view job_id) {
+      if (!poison_.ok()) return poison_;
+      Status s =
+          fake_.Enter({"Transaction." + std::string(method), std::string(id), std::string(job_id)});
+      if (!s.ok()) poison_ = s;
+      return s;
+    }
+
+    FaultyDatastore& fake_;
+    Transaction& tx_;
+    Status poison_;
+  };
+
   struct Rule {
     Predicate matching;  // empty: every call
     Status status;

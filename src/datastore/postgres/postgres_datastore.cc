@@ -15,9 +15,14 @@
 #include <utility>
 
 #include "base/log.h"
-#include "core/job_decode.h"
-#include "core/job_json.h"
 #include "datastore/adapter_util.h"
+#include "datastore/sql/migrate.h"
+#include "datastore/sql/rows.h"
+#include "datastore/sql/search.h"
+#include "datastore/sql/session.h"
+#include "datastore/sql/sql_columns.h"
+#include "datastore/sql/statements.h"
+#include "datastore/sql/transaction.h"
 #include "datastore/postgres/postgres_migrations.h"
 
 namespace baton {
@@ -135,10 +140,7 @@ class Params {
 };
 
 // A named statement, prepared on each connection the first time it runs there.
-struct Statement {
-  const char* name;
-  const char* sql;
-};
+using Statement = sql::Statement;
 
 // One libpq connection with the statements it has prepared. Used by one thread at a time
 // (the pool hands it to one borrower).
@@ -223,7 +225,7 @@ class Connection {
 
   Result<Rows> RunPrepared(const Statement& stmt, const Params& params, bool commit) {
     if (prepared_.count(stmt.name) == 0) {
-      PGresult* res = PQprepare(conn_, stmt.name, stmt.sql, 0, nullptr);
+      PGresult* res = PQprepare(conn_, stmt.name, stmt.sql.c_str(), 0, nullptr);
       Rows check(res);
       if (res == nullptr || PQresultStatus(res) != PGRES_COMMAND_OK) {
         return PgStatus(conn_, res, fmt::format("preparing {}", stmt.name));
@@ -318,7 +320,6 @@ class Connection {
 
 }  // namespace postgres_internal
 
-using nlohmann::json;
 using postgres_internal::Connection;
 using postgres_internal::Params;
 using postgres_internal::Rows;
@@ -332,115 +333,34 @@ using postgres_internal::Statement;
 
 namespace {
 
-using datastore_util::AsciiUpper;
 using datastore_util::CallModifier;
 using datastore_util::CheckStoredJobSize;
 using datastore_util::ClampPage;
-using datastore_util::ContainsPattern;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;
 using datastore_util::PageSpec;
-using datastore_util::ParseScope;
+using sql::EncodeTask;
 using datastore_util::ScopeText;
-using datastore_util::SplitWords;
 
-// ---- SQL ----------------------------------------------------------------------------
+// ---- SQL of PostgreSQL's own ------------------------------------------------------
 
-#define BATON_JOB_COLUMNS                                                                 \
-  "id, parent_id, state, name, description, tags, created_at, started_at, completed_at, " \
-  "failed_at, delete_at, definition, position, task_count, progress, result, error, context"
-constexpr Statement kInsertJob = {
-    "insert_job",
-    "INSERT INTO jobs (" BATON_JOB_COLUMNS
-    ") VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
-    "$17, $18)"};
-constexpr Statement kUpdateJob = {
-    "update_job",
-    "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, tags = $6::jsonb, "
-    "created_at = $7, started_at = $8, completed_at = $9, failed_at = $10, delete_at = $11, "
-    "definition = $12, position = $13, task_count = $14, progress = $15, result = $16, "
-    "error = $17, context = $18 WHERE id = $1"};
-constexpr Statement kSelectJob = {"select_job",
-                                  "SELECT " BATON_JOB_COLUMNS " FROM jobs WHERE id = $1"};
-// What UpdateJobState reads and writes: neither the definition nor the context (the
-// columns that grow with the job), so moving a big job costs no decoding of them.
-constexpr Statement kSelectJobStateForUpdate = {
-    "select_job_state_for_update",
-    "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, delete_at, "
-    "position, task_count, progress, result, error FROM jobs WHERE id = $1 FOR UPDATE"};
-constexpr Statement kUpdateJobStateOnly = {
-    "update_job_state",
-    "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
-    "delete_at = $6, position = $7, progress = $8, result = $9, error = $10 WHERE id = $1"};
-constexpr Statement kSelectJobForUpdate = {
-    "select_job_for_update", "SELECT " BATON_JOB_COLUMNS " FROM jobs WHERE id = $1 FOR UPDATE"};
-constexpr Statement kJobsInState = {"jobs_in_state", "SELECT " BATON_JOB_COLUMNS
-                                                     " FROM jobs WHERE state = ANY ($1::text[]) "
-                                                     "ORDER BY created_at, id"};
-constexpr Statement kDeleteJobLogParts = {"delete_job_log_parts",
-                                          "DELETE FROM log_parts WHERE job_id = $1"};
-constexpr Statement kDeleteJobTasks = {"delete_job_tasks", "DELETE FROM tasks WHERE job_id = $1"};
-constexpr Statement kDeleteJob = {"delete_job", "DELETE FROM jobs WHERE id = $1"};
-// A job and its sub-jobs, at any depth: through the subjob tasks' links (tasks_job
-// index), not the sub-jobs' parent_id, which has no index.
-constexpr Statement kJobTree = {
-    "job_tree",
-    "WITH RECURSIVE tree(id) AS (SELECT $1::text UNION "
-    "SELECT t.subjob_id FROM tasks t JOIN tree ON t.job_id = tree.id WHERE t.subjob_id <> '') "
-    "SELECT id FROM tree"};
-// Finished jobs whose delete_at has come (jobs_delete_at index), soonest first.
-constexpr Statement kJobsDueForDeletion = {
-    "jobs_due_for_deletion",
-    "SELECT id FROM jobs WHERE delete_at IS NOT NULL AND delete_at <= $1 "
-    "AND state IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY delete_at, id LIMIT $2"};
+const sql::Statements& S() {
+  static const sql::Statements& statements = sql::StatementsFor(sql::Dialect::kPostgres);
+  return statements;
+}
 
-#define BATON_TASK_COLUMNS                                                               \
-  "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
-  "completed_at, failed_at, definition, error, result, node_id, progress, redelivered, " \
-  "each_size, each_index, completions, subjob_id, scope"
-constexpr Statement kInsertTask = {
-    "insert_task",
-    "INSERT INTO tasks (" BATON_TASK_COLUMNS
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
-    "$19, $20, $21)"};
 // Many rows in one statement: each parameter is an array, one element per row.
-constexpr Statement kInsertTasks = {
+const Statement kInsertTasks = {
     "insert_tasks",
-    "INSERT INTO tasks (" BATON_TASK_COLUMNS
+    "INSERT INTO tasks (" BATON_SQL_TASK_COLUMNS
     ") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], "
     "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], "
     "$12::text[], $13::text[], $14::text[], $15::float8[], $16::int[], $17::int[], $18::int[], "
     "$19::int[], $20::text[], $21::text[])"};
-constexpr Statement kUpdateTask = {
-    "update_task",
-    "UPDATE tasks SET job_id = $2, parent_id = $3, position = $4, state = $5, created_at = $6, "
-    "scheduled_at = $7, started_at = $8, completed_at = $9, failed_at = $10, definition = $11, "
-    "error = $12, result = $13, node_id = $14, progress = $15, redelivered = $16, "
-    "each_size = $17, each_index = $18, completions = $19, subjob_id = $20, scope = $21 WHERE id = "
-    "$1"};
-constexpr Statement kSelectTask = {"select_task",
-                                   "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1"};
-constexpr Statement kSelectTaskForUpdate = {
-    "select_task_for_update", "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = $1 FOR UPDATE"};
-constexpr Statement kAddCompletion = {
-    "add_completion",
-    "UPDATE tasks SET completions = completions + 1 WHERE id = $1 AND state = $2 "
-    "RETURNING completions"};
-constexpr Statement kTaskExists = {"task_exists", "SELECT 1 FROM tasks WHERE id = $1"};
-constexpr Statement kJobTasks = {"job_tasks",
-                                 "SELECT " BATON_TASK_COLUMNS
-                                 " FROM tasks WHERE job_id = $1 ORDER BY position, created_at, id"};
-constexpr Statement kChildTasks = {"child_tasks",
-                                   "SELECT " BATON_TASK_COLUMNS
-                                   " FROM tasks WHERE parent_id = $1 AND parent_id <> '' "
-                                   "ORDER BY created_at, id"};
-constexpr Statement kTasksInState = {"tasks_in_state", "SELECT " BATON_TASK_COLUMNS
-                                                       " FROM tasks WHERE state = ANY ($1::text[]) "
-                                                       "ORDER BY created_at, id"};
 // CancelTasks in one statement: the active rows of a job ($2 empty) or those below row
 // $2 (through the tasks_parent index), locked, re-checked and cancelled; RETURNING gives
 // the state each row was in.
-constexpr Statement kCancelTasks = {
+const Statement kCancelTasks = {
     "cancel_tasks",
     "WITH RECURSIVE below(id) AS (SELECT $2::text COLLATE \"C\" UNION "
     "SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id WHERE t.parent_id <> ''), "
@@ -450,45 +370,6 @@ constexpr Statement kCancelTasks = {
     "UPDATE tasks t SET state = 'CANCELLED', completed_at = $3 FROM old "
     "WHERE t.id = old.id AND t.state = ANY ($4::text[]) "
     "RETURNING old.id, old.state, old.node_id, old.subjob_id"};
-constexpr Statement kMarkScheduled = {
-    "mark_scheduled",
-    "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE id = ANY ($1::text[]) "
-    "AND state = ANY ($4::text[])"};
-
-#define BATON_LOG_COLUMNS "id, task_id, job_id, number, contents, created_at"
-constexpr Statement kInsertLogPart = {"insert_log_part", "INSERT INTO log_parts (" BATON_LOG_COLUMNS
-                                                         ") VALUES ($1, $2, $3, $4, $5, $6)"};
-constexpr Statement kCountTaskLogParts = {"count_task_log_parts",
-                                          "SELECT count(*) FROM log_parts WHERE task_id = $1"};
-constexpr Statement kTaskLogParts = {
-    "task_log_parts",
-    "SELECT " BATON_LOG_COLUMNS
-    " FROM log_parts WHERE task_id = $1 ORDER BY number DESC, created_at DESC, id DESC "
-    "LIMIT $2 OFFSET $3"};
-constexpr Statement kCountJobLogParts = {"count_job_log_parts",
-                                         "SELECT count(*) FROM log_parts WHERE job_id = $1"};
-constexpr Statement kJobLogParts = {
-    "job_log_parts",
-    "SELECT " BATON_LOG_COLUMNS
-    " FROM log_parts WHERE job_id = $1 ORDER BY created_at DESC, number DESC, id DESC "
-    "LIMIT $2 OFFSET $3"};
-
-#define BATON_NODE_COLUMNS                                                           \
-  "id, name, hostname, version, queue, started_at, last_heartbeat_at, cpu_percent, " \
-  "task_count, status"
-constexpr Statement kUpsertNode = {
-    "upsert_node",
-    "INSERT INTO nodes (" BATON_NODE_COLUMNS
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO UPDATE SET "
-    "name = excluded.name, hostname = excluded.hostname, version = excluded.version, "
-    "queue = excluded.queue, started_at = excluded.started_at, "
-    "last_heartbeat_at = excluded.last_heartbeat_at, cpu_percent = excluded.cpu_percent, "
-    "task_count = excluded.task_count, status = excluded.status"};
-constexpr Statement kActiveNodes = {"active_nodes", "SELECT " BATON_NODE_COLUMNS
-                                                    " FROM nodes WHERE last_heartbeat_at >= $1 "
-                                                    "ORDER BY last_heartbeat_at DESC, id"};
-
-constexpr Statement kHealth = {"health", "SELECT 1"};
 
 // Migrations. The advisory lock key is an arbitrary constant ("baton" in ASCII) that
 // serialises migrators across processes.
@@ -498,98 +379,22 @@ constexpr const char* kCreateMigrationsTable =
     "version INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT '', applied_at BIGINT NOT NULL)";
 constexpr const char* kMigrationsTableExists =
     "SELECT to_regclass('schema_migrations') IS NOT NULL";
-constexpr const char* kMaxVersion = "SELECT coalesce(max(version), 0) FROM schema_migrations";
-constexpr const char* kRecordMigration =
-    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)";
 
 // ---- Encoding -----------------------------------------------------------------------
-
-// JSON text of a value; nlohmann throws on strings that are not UTF-8.
-Result<std::string> Dump(const json& value, std::string_view what) {
-  try {
-    return value.dump();
-  } catch (const std::exception& e) {
-    return InvalidArgument(fmt::format("{} cannot be stored: {}", what, e.what()));
-  }
-}
-
-Result<std::string> EncodeJob(const Job& job) {
-  try {
-    return Dump(ToJson(job), "job definition");
-  } catch (const std::exception& e) {
-    return InvalidArgument(fmt::format("job definition cannot be stored: {}", e.what()));
-  }
-}
-
-Result<std::string> EncodeTask(const Task& task) {
-  try {
-    return Dump(ToJson(task), "task definition");
-  } catch (const std::exception& e) {
-    return InvalidArgument(fmt::format("task definition cannot be stored: {}", e.what()));
-  }
-}
-
-Params JobParams(const JobRecord& job, std::string_view definition, std::string_view tags,
-                 std::string_view context) {
-  Params p;
-  p.Text(job.id)
-      .Text(job.parent_id)
-      .Text(ToString(job.state))
-      .Text(job.job.name)
-      .Text(job.job.description)
-      .Text(tags)
-      .Time(job.created_at)
-      .Time(job.started_at)
-      .Time(job.completed_at)
-      .Time(job.failed_at)
-      .Time(job.delete_at)
-      .Text(definition)
-      .Int(job.position)
-      .Int(job.task_count)
-      .Real(job.progress)
-      .Text(job.result)
-      .Text(job.error)
-      .Text(context);
-  return p;
-}
 
 // `max_bytes`: a new job's bound (CheckStoredJobSize); an update is not bounded.
 Result<Params> EncodeJobParams(const JobRecord& job, std::optional<std::string> definition,
                                std::size_t max_bytes = std::numeric_limits<std::size_t>::max()) {
-  if (!definition) {
-    BATON_PG_ASSIGN(def, EncodeJob(job.job));
-    definition = std::move(def);
-  }
-  BATON_PG_ASSIGN(tags, Dump(json(job.job.tags), "job tags"));
-  BATON_PG_ASSIGN(context, Dump(job.context, "job context"));
-  BATON_RETURN_IF_ERROR(
-      CheckStoredJobSize(definition->size() + tags.size() + context.size(), max_bytes));
-  return JobParams(job, *definition, tags, context);
+  BATON_PG_ASSIGN(text, sql::EncodeJobText(job, std::move(definition)));
+  BATON_RETURN_IF_ERROR(CheckStoredJobSize(text.bytes(), max_bytes));
+  Params p;
+  sql::BindJob(p, job, text);
+  return p;
 }
 
 Params TaskParams(const TaskRecord& task, std::string_view definition) {
   Params p;
-  p.Text(task.id)
-      .Text(task.job_id)
-      .Text(task.parent_id)
-      .Int(task.position)
-      .Text(ToString(task.state))
-      .Time(task.created_at)
-      .Time(task.scheduled_at)
-      .Time(task.started_at)
-      .Time(task.completed_at)
-      .Time(task.failed_at)
-      .Text(definition)
-      .Text(task.error)
-      .Text(task.result)
-      .Text(task.node_id)
-      .Real(task.progress)
-      .Int(task.redelivered)
-      .Int(task.each_size)
-      .Int(task.each_index)
-      .Int(task.completions)
-      .Text(task.subjob_id)
-      .Text(ScopeText(task.scope));
+  sql::BindTask(p, task, definition);
   return p;
 }
 
@@ -624,101 +429,31 @@ class ArrayLiteral {
   bool first_ = true;
 };
 
+
 // ---- Decoding -----------------------------------------------------------------------
 
-Status Corrupt(std::string_view table, std::string_view id, std::string_view problem) {
-  return Internal(fmt::format("stored {} row {} is unreadable: {}", table, id, problem));
-}
+// Row `r` of a result, for the shared code (rows.h's Row).
+class RowAt final : public sql::RowView {
+ public:
+  RowAt(const Rows& rows, int r) : rows_(rows), r_(r) {}
+  std::string_view Text(int col) const override { return rows_.Text(r_, col); }
+  std::int64_t Int(int col) const override { return rows_.Int(r_, col); }
+  int Int32(int col) const override { return rows_.Int32(r_, col); }
+  double Real(int col) const override { return rows_.Real(r_, col); }
+  TimePoint Time(int col) const override { return rows_.Time(r_, col); }
+  std::optional<TimePoint> OptTime(int col) const override { return rows_.OptTime(r_, col); }
 
-Result<JobRecord> JobFromRow(const Rows& s, int r) {
-  JobRecord job;
-  job.id = std::string(s.Text(r, 0));
-  job.parent_id = std::string(s.Text(r, 1));
-  std::optional<JobState> state = ParseJobState(s.Text(r, 2));
-  if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(r, 2)));
-  job.state = *state;
-  job.created_at = s.Time(r, 6);
-  job.started_at = s.OptTime(r, 7);
-  job.completed_at = s.OptTime(r, 8);
-  job.failed_at = s.OptTime(r, 9);
-  job.delete_at = s.OptTime(r, 10);
-  Result<Job> definition = DecodeJobJson(s.Text(r, 11), DecodeMode::kStored);
-  if (!definition.ok()) {
-    return Corrupt("jobs", job.id, "definition: " + definition.status().message());
-  }
-  job.job = std::move(*definition);
-  job.position = s.Int32(r, 12);
-  job.task_count = s.Int32(r, 13);
-  job.progress = s.Real(r, 14);
-  job.result = std::string(s.Text(r, 15));
-  job.error = std::string(s.Text(r, 16));
-  job.context = json::parse(s.Text(r, 17), nullptr, /*allow_exceptions=*/false);
-  if (job.context.is_discarded()) return Corrupt("jobs", job.id, "context is not JSON");
-  return job;
-}
+ private:
+  const Rows& rows_;
+  int r_;
+};
 
+Result<JobRecord> JobFromRow(const Rows& s, int r) { return sql::JobFromRow(RowAt(s, r), nullptr); }
 Result<TaskRecord> TaskFromRow(const Rows& s, int r) {
-  TaskRecord task;
-  task.id = std::string(s.Text(r, 0));
-  task.job_id = std::string(s.Text(r, 1));
-  task.parent_id = std::string(s.Text(r, 2));
-  task.position = s.Int32(r, 3);
-  std::optional<TaskState> state = ParseTaskState(s.Text(r, 4));
-  if (!state) return Corrupt("tasks", task.id, fmt::format("unknown state '{}'", s.Text(r, 4)));
-  task.state = *state;
-  task.created_at = s.Time(r, 5);
-  task.scheduled_at = s.OptTime(r, 6);
-  task.started_at = s.OptTime(r, 7);
-  task.completed_at = s.OptTime(r, 8);
-  task.failed_at = s.OptTime(r, 9);
-  Result<Task> definition = DecodeTaskJson(s.Text(r, 10), DecodeMode::kStored);
-  if (!definition.ok()) {
-    return Corrupt("tasks", task.id, "definition: " + definition.status().message());
-  }
-  task.task = std::move(*definition);
-  task.error = std::string(s.Text(r, 11));
-  task.result = std::string(s.Text(r, 12));
-  task.node_id = std::string(s.Text(r, 13));
-  task.progress = s.Real(r, 14);
-  task.redelivered = s.Int32(r, 15);
-  task.each_size = s.Int32(r, 16);
-  task.each_index = s.Int32(r, 17);
-  task.completions = s.Int32(r, 18);
-  task.subjob_id = std::string(s.Text(r, 19));
-  BATON_PG_ASSIGN(scope, ParseScope(s.Text(r, 20)));
-  task.scope = std::move(scope);
-  return task;
+  return sql::TaskFromRow(RowAt(s, r), nullptr);
 }
-
-Result<LogPart> LogPartFromRow(const Rows& s, int r) {
-  LogPart part;
-  part.id = std::string(s.Text(r, 0));
-  part.task_id = std::string(s.Text(r, 1));
-  part.job_id = std::string(s.Text(r, 2));
-  part.number = s.Int32(r, 3);
-  part.contents = std::string(s.Text(r, 4));
-  part.created_at = s.Time(r, 5);
-  return part;
-}
-
-Result<NodeRecord> NodeFromRow(const Rows& s, int r) {
-  NodeRecord node;
-  node.id = std::string(s.Text(r, 0));
-  node.name = std::string(s.Text(r, 1));
-  node.hostname = std::string(s.Text(r, 2));
-  node.version = std::string(s.Text(r, 3));
-  node.queue = std::string(s.Text(r, 4));
-  node.started_at = s.Time(r, 5);
-  node.last_heartbeat_at = s.Time(r, 6);
-  node.cpu_percent = s.Real(r, 7);
-  node.task_count = s.Int32(r, 8);
-  std::optional<NodeStatus> status = ParseNodeStatus(s.Text(r, 9));
-  if (!status) {
-    return Corrupt("nodes", node.id, fmt::format("unknown status '{}'", s.Text(r, 9)));
-  }
-  node.status = *status;
-  return node;
-}
+Result<LogPart> LogPartFromRow(const Rows& s, int r) { return sql::LogPartFromRow(RowAt(s, r)); }
+Result<NodeRecord> NodeFromRow(const Rows& s, int r) { return sql::NodeFromRow(RowAt(s, r)); }
 
 // Decodes every row of `rows` through `decode` (a (rows, row) -> Result<T> function).
 template <typename T, typename Decode>
@@ -751,7 +486,7 @@ std::string StatesArray(const std::vector<State>& states) {
 Status InsertTask(Connection& c, const TaskRecord& task, std::string_view definition,
                   bool commit = false) {
   Params params = TaskParams(task, definition);
-  Result<Rows> rows = commit ? c.RunAndCommit(kInsertTask, params) : c.Run(kInsertTask, params);
+  Result<Rows> rows = commit ? c.RunAndCommit(S().insert_task, params) : c.Run(S().insert_task, params);
   if (rows.ok()) return Status::Ok();
   if (rows.status().code() == StatusCode::kAlreadyExists) {
     return AlreadyExists(fmt::format("task {} already exists", task.id));
@@ -765,20 +500,78 @@ Status InsertTask(Connection& c, const TaskRecord& task, std::string_view defini
 Result<int> ReadSchemaVersion(Connection& c) {
   BATON_PG_ASSIGN(exists, c.Exec(kMigrationsTableExists));
   if (exists.size() < 1 || exists.Text(0, 0) != "t") return 0;
-  BATON_PG_ASSIGN(rows, c.Exec(kMaxVersion));
+  BATON_PG_ASSIGN(rows, c.Exec(S().max_schema_version.sql.c_str()));
   BATON_PG_ASSIGN(version, FirstInt(rows));
   return static_cast<int>(version);
 }
 
 Status CheckNotNewer(int version) {
-  if (version > LatestPostgresSchemaVersion()) {
-    return FailedPrecondition(fmt::format(
-        "the database schema is at version {}, newer than this binary knows ({}); run a newer "
-        "baton",
-        version, LatestPostgresSchemaVersion()));
-  }
-  return Status::Ok();
+  return sql::CheckNotNewer(version, LatestPostgresSchemaVersion());
 }
+
+// The steps of sql::RunMigrations on one connection.
+class MigrationSteps final : public sql::MigrationSteps {
+ public:
+  explicit MigrationSteps(Connection& c) : c_(c) {}
+  Result<int> SchemaVersion() override { return ReadSchemaVersion(c_); }
+  // The transaction-level advisory lock makes concurrent migrators take turns.
+  Status Begin() override {
+    BATON_RETURN_IF_ERROR(c_.Exec("BEGIN").status());
+    BATON_RETURN_IF_ERROR(c_.Exec(kMigrationLock).status());
+    return c_.Exec(kCreateMigrationsTable).status();
+  }
+  Status Apply(std::string_view sql) override {
+    return c_.Exec(std::string(sql).c_str()).status();
+  }
+  Status Record(const sql::Migration& migration) override {
+    Params p;
+    p.Int(migration.version).Text(migration.name).Time(Now());
+    return c_.RunOnce(S().record_migration.sql, p).status();
+  }
+  Status Commit() override { return c_.Exec("COMMIT").status(); }
+  void Rollback() override { (void)c_.Exec("ROLLBACK"); }
+
+ private:
+  Connection& c_;
+};
+
+// A borrowed connection inside BEGIN .. COMMIT, for Transact.
+class ConnectionSession final : public sql::Session {
+ public:
+  explicit ConnectionSession(Connection& c) : c_(c) {}
+  Result<std::int64_t> Execute(const sql::Statement& stmt, const sql::Bind& bind) override {
+    Params p;
+    ParamsSink sink(p);
+    bind(sink);
+    BATON_PG_ASSIGN(rows, c_.Run(stmt, p));
+    return rows.Affected();
+  }
+  Status Query(const sql::Statement& stmt, const sql::Bind& bind,
+               const sql::EachRow& each) override {
+    Params p;
+    ParamsSink sink(p);
+    bind(sink);
+    BATON_PG_ASSIGN(rows, c_.Run(stmt, p));
+    for (int r = 0; r < rows.size(); ++r) BATON_RETURN_IF_ERROR(each(RowAt(rows, r)));
+    return Status::Ok();
+  }
+
+ private:
+  // Params behind the shared code's ParamSink.
+  class ParamsSink final : public sql::ParamSink {
+   public:
+    explicit ParamsSink(Params& p) : p_(p) {}
+    void Text(std::string_view v) override { p_.Text(v); }
+    void Int(std::int64_t v) override { p_.Int(v); }
+    void Real(double v) override { p_.Real(v); }
+    void Time(TimePoint t) override { p_.Time(t); }
+    void Time(const std::optional<TimePoint>& t) override { p_.Time(t); }
+
+   private:
+    Params& p_;
+  };
+  Connection& c_;
+};
 
 // The parameters of kInsertTasks: one array per column, one element per row.
 Result<Params> TasksArrayParams(const std::vector<TaskRecord>& tasks) {
@@ -843,10 +636,10 @@ Status InsertTaskArrays(Connection& c, std::size_t count, const Params& params,
 }
 
 // The read of a read-modify-write (the row locked until the transaction ends) and its
-// modification: the parameters of kUpdateJob for the modified row.
+// modification: the parameters of S().update_job for the modified row.
 Result<Params> ModifiedJobParams(Connection& c, std::string_view id,
                                  const std::function<Status(JobRecord&)>& modify) {
-  BATON_PG_ASSIGN(rows, c.Run(kSelectJobForUpdate, Params().Text(id)));
+  BATON_PG_ASSIGN(rows, c.Run(S().select_job_for_update, Params().Text(id)));
   if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
   BATON_PG_ASSIGN(job, JobFromRow(rows, 0));
   const Job before = job.job;
@@ -858,10 +651,10 @@ Result<Params> ModifiedJobParams(Connection& c, std::string_view id,
   return EncodeJobParams(job, std::move(same));
 }
 
-// The same for kUpdateTask.
+// The same for S().update_task.
 Result<Params> ModifiedTaskParams(Connection& c, std::string_view id,
                                   const std::function<Status(TaskRecord&)>& modify) {
-  BATON_PG_ASSIGN(rows, c.Run(kSelectTaskForUpdate, Params().Text(id)));
+  BATON_PG_ASSIGN(rows, c.Run(S().select_task_for_update, Params().Text(id)));
   if (rows.size() == 0) return NotFound(fmt::format("task {} not found", id));
   BATON_PG_ASSIGN(task, TaskFromRow(rows, 0));
   const Task before = task.task;
@@ -968,47 +761,21 @@ Status PostgresDatastore::InTransaction(const Op& op) {
   });
 }
 
+// ---- Transactions -------------------------------------------------------------------
+
+Status PostgresDatastore::Transact(const std::function<Status(Transaction&)>& body) {
+  return InTransaction([&](Connection& c) -> Status {
+    ConnectionSession session(c);
+    return sql::RunScope(session, S(), /*caches=*/nullptr, options_.max_job_bytes, body);
+  });
+}
+
 // ---- Migrations ---------------------------------------------------------------------
 
 Status PostgresDatastore::Migrate() {
   return WithConnection([](Connection& c) -> Status {
-    BATON_PG_ASSIGN(before, ReadSchemaVersion(c));
-    BATON_RETURN_IF_ERROR(CheckNotNewer(before));
-    if (before == LatestPostgresSchemaVersion()) return Status::Ok();
-    for (const PostgresMigration& migration : PostgresMigrations()) {
-      if (migration.version <= before) continue;
-      BATON_RETURN_IF_ERROR(c.Exec("BEGIN").status());
-      bool applied = false;
-      Status status = [&]() -> Status {
-        BATON_RETURN_IF_ERROR(c.Exec(kMigrationLock).status());
-        BATON_RETURN_IF_ERROR(c.Exec(kCreateMigrationsTable).status());
-        // Re-read under the lock: another process may have migrated meanwhile.
-        BATON_PG_ASSIGN(current, ReadSchemaVersion(c));
-        BATON_RETURN_IF_ERROR(CheckNotNewer(current));
-        if (current >= migration.version) return Status::Ok();
-        std::string sql(migration.sql);
-        BATON_RETURN_IF_ERROR(c.Exec(sql.c_str()).status());
-        Params p;
-        p.Int(migration.version).Text(migration.name).Time(Now());
-        BATON_RETURN_IF_ERROR(c.RunOnce(kRecordMigration, p).status());
-        applied = true;
-        return Status::Ok();
-      }();
-      if (status.ok()) status = c.Exec("COMMIT").status();
-      if (!status.ok()) {
-        (void)c.Exec("ROLLBACK");
-        if (status.code() == StatusCode::kFailedPrecondition) return status;
-        return Status(status.code() == StatusCode::kUnavailable ? StatusCode::kUnavailable
-                                                                : StatusCode::kInternal,
-                      fmt::format("postgres: migration {} ({}) failed: {}", migration.version,
-                                  migration.name, status.message()));
-      }
-      if (applied) {
-        std::string version = std::to_string(migration.version);
-        log::Info("Applied schema migration", {{"version", version}, {"name", migration.name}});
-      }
-    }
-    return Status::Ok();
+    MigrationSteps steps(c);
+    return sql::RunMigrations(steps, PostgresMigrations(), "postgres");
   });
 }
 
@@ -1029,7 +796,7 @@ Status PostgresDatastore::CreateJob(const JobRecord& job) {
   return NoThrow([&]() -> Status {
     BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt, options_.max_job_bytes));
     return WithConnection([&](Connection& c) -> Status {
-      Result<Rows> rows = c.Run(kInsertJob, params);
+      Result<Rows> rows = c.Run(S().insert_job, params);
       if (rows.status().code() == StatusCode::kAlreadyExists) {
         return AlreadyExists(fmt::format("job {} already exists", job.id));
       }
@@ -1059,7 +826,7 @@ Status PostgresDatastore::CreateJobWithTasks(const JobRecord& job,
     }
     // BEGIN goes with the job's INSERT; the rows' INSERT then commits.
     return InTransaction([&](Connection& c) -> Status {
-      Result<Rows> rows = c.Run(kInsertJob, params);
+      Result<Rows> rows = c.Run(S().insert_job, params);
       if (rows.status().code() == StatusCode::kAlreadyExists) {
         return AlreadyExists(fmt::format("job {} already exists", job.id));
       }
@@ -1077,7 +844,7 @@ Result<JobRecord> PostgresDatastore::GetJob(std::string_view id) {
   return NoThrow([&]() -> Result<JobRecord> {
     std::optional<JobRecord> out;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kSelectJob, Params().Text(id)));
+      BATON_PG_ASSIGN(rows, c.Run(S().select_job, Params().Text(id)));
       if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
       BATON_PG_ASSIGN(job, JobFromRow(rows, 0));
       out = std::move(job);
@@ -1092,44 +859,21 @@ Status PostgresDatastore::UpdateJob(std::string_view id,
                                     const std::function<Status(JobRecord&)>& modify) {
   return InTransaction([&](Connection& c) -> Status {
     BATON_PG_ASSIGN(params, ModifiedJobParams(c, id, modify));
-    return c.RunAndCommit(kUpdateJob, params).status();
+    return c.RunAndCommit(S().update_job, params).status();
   });
 }
 
 Status PostgresDatastore::UpdateJobState(std::string_view id,
                                          const std::function<Status(JobRecord&)>& modify) {
   return InTransaction([&](Connection& c) -> Status {
-    BATON_PG_ASSIGN(rows, c.Run(kSelectJobStateForUpdate, Params().Text(id)));
+    BATON_PG_ASSIGN(rows, c.Run(S().select_job_state_for_update, Params().Text(id)));
     if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
-    JobRecord job;
-    job.id = std::string(rows.Text(0, 0));
-    job.parent_id = std::string(rows.Text(0, 1));
-    std::optional<JobState> state = ParseJobState(rows.Text(0, 2));
-    if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", rows.Text(0, 2)));
-    job.state = *state;
-    job.created_at = rows.Time(0, 3);
-    job.started_at = rows.OptTime(0, 4);
-    job.completed_at = rows.OptTime(0, 5);
-    job.failed_at = rows.OptTime(0, 6);
-    job.delete_at = rows.OptTime(0, 7);
-    job.position = rows.Int32(0, 8);
-    job.task_count = rows.Int32(0, 9);
-    job.progress = rows.Real(0, 10);
-    job.result = std::string(rows.Text(0, 11));
-    job.error = std::string(rows.Text(0, 12));
+    BATON_PG_ASSIGN(job, sql::JobStateFromRow(RowAt(rows, 0)));
     BATON_RETURN_IF_ERROR(CallModifier(modify, job));
+    job.id = std::string(id);
     Params p;
-    p.Text(id)
-        .Text(ToString(job.state))
-        .Time(job.started_at)
-        .Time(job.completed_at)
-        .Time(job.failed_at)
-        .Time(job.delete_at)
-        .Int(job.position)
-        .Real(job.progress)
-        .Text(job.result)
-        .Text(job.error);
-    return c.RunAndCommit(kUpdateJobStateOnly, p).status();
+    sql::BindJobState(p, job);
+    return c.RunAndCommit(S().update_job_state_only, p).status();
   });
 }
 
@@ -1137,37 +881,18 @@ Result<Page<JobRecord>> PostgresDatastore::ListJobs(const JobQuery& query) {
   return NoThrow([&]() -> Result<Page<JobRecord>> {
     BATON_RETURN_IF_ERROR(ValidateJobQuery(query));
     PageSpec spec = ClampPage(query.page, query.size);
-    // Every word narrows the result: WHERE ... AND ... with numbered parameters. ILIKE
-    // ignores case (beyond ASCII too); backslash is LIKE's default escape.
-    std::string where;
+    sql::JobSearch search = sql::BuildJobSearch(sql::Dialect::kPostgres, query);
     Params params;
-    for (std::string_view word : SplitWords(query.q)) {
-      where += where.empty() ? " WHERE " : " AND ";
-      if (word.starts_with("tag:") && word.size() > 4) {
-        params.Text(word.substr(4));
-        where += fmt::format("jobs.tags ? ${}", params.size());
-      } else {
-        params.Text(ContainsPattern(word));
-        params.Text(AsciiUpper(word));
-        where += fmt::format(
-            "(jobs.state = ${1} OR jobs.name ILIKE ${0} OR jobs.description ILIKE ${0})",
-            params.size() - 1, params.size());
-      }
-    }
-    std::string count_sql = "SELECT count(*) FROM jobs" + where;
+    for (const std::string& param : search.params) params.Text(param);
     Params list_params = params;
     list_params.Int(spec.size).Int(spec.offset);
-    std::string list_sql =
-        fmt::format("SELECT " BATON_JOB_COLUMNS
-                    " FROM jobs{} ORDER BY created_at DESC, id DESC LIMIT ${} OFFSET ${}",
-                    where, params.size() + 1, params.size() + 2);
     std::optional<Page<JobRecord>> out;
     // One snapshot for the count and its page.
     Status read = InTransaction([&](Connection& c) -> Status {
       BATON_RETURN_IF_ERROR(c.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status());
-      BATON_PG_ASSIGN(count_rows, c.RunOnce(count_sql, params));
+      BATON_PG_ASSIGN(count_rows, c.RunOnce(search.count_sql, params));
       BATON_PG_ASSIGN(total, FirstInt(count_rows));
-      BATON_PG_ASSIGN(rows, c.RunOnce(list_sql, list_params));
+      BATON_PG_ASSIGN(rows, c.RunOnce(search.list_sql, list_params));
       std::vector<JobRecord> items;
       BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(rows, JobFromRow, items));
       out = MakePage(spec, total, std::move(items));
@@ -1183,7 +908,7 @@ Result<std::vector<JobRecord>> PostgresDatastore::JobsInState(const std::vector<
     std::vector<JobRecord> out;
     if (states.empty()) return out;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kJobsInState, Params().Text(StatesArray(states))));
+      BATON_PG_ASSIGN(rows, c.Run(S().jobs_in_state, Params().Text(StatesArray(states))));
       return CollectRows<JobRecord>(rows, JobFromRow, out);
     });
     if (!read.ok()) return read;
@@ -1196,14 +921,14 @@ Status PostgresDatastore::DeleteJob(std::string_view id) {
     // Its sub-jobs go with it: they would be left where no link reaches them.
     std::vector<std::string> tree;
     {
-      BATON_PG_ASSIGN(rows, c.Run(kJobTree, Params().Text(id)));
+      BATON_PG_ASSIGN(rows, c.Run(S().job_tree, Params().Text(id)));
       for (int i = 0; i < rows.size(); ++i) tree.emplace_back(rows.Text(i, 0));
     }
     for (const std::string& job_id : tree) {
       // Children first; the job last, its row count telling whether it existed.
-      BATON_RETURN_IF_ERROR(c.Run(kDeleteJobLogParts, Params().Text(job_id)).status());
-      BATON_RETURN_IF_ERROR(c.Run(kDeleteJobTasks, Params().Text(job_id)).status());
-      BATON_PG_ASSIGN(rows, c.Run(kDeleteJob, Params().Text(job_id)));
+      BATON_RETURN_IF_ERROR(c.Run(S().delete_job_log_parts, Params().Text(job_id)).status());
+      BATON_RETURN_IF_ERROR(c.Run(S().delete_job_tasks, Params().Text(job_id)).status());
+      BATON_PG_ASSIGN(rows, c.Run(S().delete_job, Params().Text(job_id)));
       if (job_id == id && rows.Affected() == 0) {
         return NotFound(fmt::format("job {} not found", id));
       }
@@ -1217,7 +942,7 @@ Result<std::vector<std::string>> PostgresDatastore::JobsDueForDeletion(TimePoint
     std::vector<std::string> ids;
     if (limit <= 0) return ids;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kJobsDueForDeletion, Params().Time(now).Int(limit)));
+      BATON_PG_ASSIGN(rows, c.Run(S().jobs_due_for_deletion, Params().Time(now).Int(limit)));
       for (int i = 0; i < rows.size(); ++i) ids.emplace_back(rows.Text(i, 0));
       return Status::Ok();
     });
@@ -1249,7 +974,7 @@ Result<TaskRecord> PostgresDatastore::GetTask(std::string_view id) {
   return NoThrow([&]() -> Result<TaskRecord> {
     std::optional<TaskRecord> out;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kSelectTask, Params().Text(id)));
+      BATON_PG_ASSIGN(rows, c.Run(S().select_task, Params().Text(id)));
       if (rows.size() == 0) return NotFound(fmt::format("task {} not found", id));
       BATON_PG_ASSIGN(task, TaskFromRow(rows, 0));
       out = std::move(task);
@@ -1264,7 +989,7 @@ Status PostgresDatastore::UpdateTask(std::string_view id,
                                      const std::function<Status(TaskRecord&)>& modify) {
   return InTransaction([&](Connection& c) -> Status {
     BATON_PG_ASSIGN(params, ModifiedTaskParams(c, id, modify));
-    return c.RunAndCommit(kUpdateTask, params).status();
+    return c.RunAndCommit(S().update_task, params).status();
   });
 }
 
@@ -1281,10 +1006,39 @@ Status PostgresDatastore::UpdateTaskAndJob(
                       job_id = task.job_id;
                       return modify_task(task, update_job);
                     }));
-    if (!update_job) return c.RunAndCommit(kUpdateTask, task_params).status();
+    if (!update_job) return c.RunAndCommit(S().update_task, task_params).status();
     BATON_PG_ASSIGN(job_params, ModifiedJobParams(c, job_id, modify_job));
-    BATON_RETURN_IF_ERROR(c.Run(kUpdateTask, task_params).status());
-    return c.RunAndCommit(kUpdateJob, job_params).status();
+    BATON_RETURN_IF_ERROR(c.Run(S().update_task, task_params).status());
+    return c.RunAndCommit(S().update_job, job_params).status();
+  });
+}
+
+Status PostgresDatastore::UpdateTaskAndJobState(
+    std::string_view task_id,
+    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+    const std::function<Status(JobRecord&)>& modify_job) {
+  return InTransaction([&](Connection& c) -> Status {
+    bool update_job = false;
+    std::string job_id;
+    // As UpdateTaskAndJob: task, then job, both locked before either is written; of the
+    // job only its state columns and context are read and written.
+    BATON_PG_ASSIGN(task_params, ModifiedTaskParams(c, task_id, [&](TaskRecord& task) -> Status {
+                      job_id = task.job_id;
+                      return modify_task(task, update_job);
+                    }));
+    if (!update_job) return c.RunAndCommit(S().update_task, task_params).status();
+    BATON_PG_ASSIGN(rows,
+                    c.Run(S().select_job_state_and_context_for_update, Params().Text(job_id)));
+    if (rows.size() == 0) return NotFound(fmt::format("job {} not found", job_id));
+    BATON_PG_ASSIGN(job, sql::JobStateAndContextFromRow(RowAt(rows, 0)));
+    BATON_RETURN_IF_ERROR(CallModifier(modify_job, job));
+    job.id = job_id;
+    BATON_PG_ASSIGN(context, sql::Dump(job.context, "job context"));
+    Params job_params;
+    sql::BindJobState(job_params, job);
+    job_params.Text(context);
+    BATON_RETURN_IF_ERROR(c.Run(S().update_task, task_params).status());
+    return c.RunAndCommit(S().update_job_state_and_context, job_params).status();
   });
 }
 
@@ -1294,13 +1048,13 @@ Result<std::optional<int>> PostgresDatastore::AddCompletion(std::string_view id)
     // One statement, atomic on its own: no transaction, one round trip.
     Status write = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows,
-                      c.Run(kAddCompletion, Params().Text(id).Text(ToString(TaskState::kRunning))));
+                      c.Run(S().add_completion, Params().Text(id).Text(ToString(TaskState::kRunning))));
       if (rows.size() > 0) {
         count = rows.Int32(0, 0);
         return Status::Ok();
       }
       // Not counted: an unknown row, or one that is not running.
-      BATON_PG_ASSIGN(exists, c.Run(kTaskExists, Params().Text(id)));
+      BATON_PG_ASSIGN(exists, c.Run(S().task_exists, Params().Text(id)));
       if (exists.size() == 0) return NotFound(fmt::format("task {} not found", id));
       return Status::Ok();
     });
@@ -1313,7 +1067,7 @@ Result<std::vector<TaskRecord>> PostgresDatastore::JobTasks(std::string_view job
   return NoThrow([&]() -> Result<std::vector<TaskRecord>> {
     std::vector<TaskRecord> out;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kJobTasks, Params().Text(job_id)));
+      BATON_PG_ASSIGN(rows, c.Run(S().job_tasks, Params().Text(job_id)));
       return CollectRows<TaskRecord>(rows, TaskFromRow, out);
     });
     if (!read.ok()) return read;
@@ -1325,7 +1079,7 @@ Result<std::vector<TaskRecord>> PostgresDatastore::ChildTasks(std::string_view p
   return NoThrow([&]() -> Result<std::vector<TaskRecord>> {
     std::vector<TaskRecord> out;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kChildTasks, Params().Text(parent_id)));
+      BATON_PG_ASSIGN(rows, c.Run(S().child_tasks, Params().Text(parent_id)));
       return CollectRows<TaskRecord>(rows, TaskFromRow, out);
     });
     if (!read.ok()) return read;
@@ -1339,7 +1093,7 @@ Result<std::vector<TaskRecord>> PostgresDatastore::TasksInState(
     std::vector<TaskRecord> out;
     if (states.empty()) return out;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kTasksInState, Params().Text(StatesArray(states))));
+      BATON_PG_ASSIGN(rows, c.Run(S().tasks_in_state, Params().Text(StatesArray(states))));
       return CollectRows<TaskRecord>(rows, TaskFromRow, out);
     });
     if (!read.ok()) return read;
@@ -1358,7 +1112,7 @@ Status PostgresDatastore::MarkScheduled(const std::vector<std::string>& ids, Tim
         .Time(at)
         .Text(StatesArray(std::vector<TaskState>{TaskState::kPending, TaskState::kCreated}));
     // One statement: atomic on its own, one round trip.
-    return WithConnection([&](Connection& c) { return c.Run(kMarkScheduled, p).status(); });
+    return WithConnection([&](Connection& c) { return c.Run(S().mark_scheduled, p).status(); });
   });
 }
 
@@ -1374,13 +1128,7 @@ Result<std::vector<CancelledTask>> PostgresDatastore::CancelTasks(std::string_vi
     Status write = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(kCancelTasks, p));
       for (int r = 0; r < rows.size(); ++r) {
-        CancelledTask t;
-        t.id = std::string(rows.Text(r, 0));
-        std::optional<TaskState> was = ParseTaskState(rows.Text(r, 1));
-        if (!was) return Corrupt("tasks", t.id, fmt::format("unknown state '{}'", rows.Text(r, 1)));
-        t.was = *was;
-        t.node_id = std::string(rows.Text(r, 2));
-        t.subjob_id = std::string(rows.Text(r, 3));
+        BATON_PG_ASSIGN(t, sql::CancelledFromRow(RowAt(rows, r)));
         out.push_back(std::move(t));
       }
       return Status::Ok();
@@ -1401,7 +1149,7 @@ Status PostgresDatastore::CreateLogPart(const LogPart& part) {
         .Int(part.number)
         .Text(part.contents)
         .Time(part.created_at);
-    Result<Rows> rows = c.Run(kInsertLogPart, p);
+    Result<Rows> rows = c.Run(S().insert_log_part, p);
     if (rows.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExists(fmt::format("log part {} already exists", part.id));
     }
@@ -1434,7 +1182,7 @@ Result<Page<LogPart>> PostgresDatastore::TaskLogParts(std::string_view task_id, 
     PageSpec spec = ClampPage(page, size);
     Status read = InTransaction([&](Connection& c) -> Status {
       BATON_RETURN_IF_ERROR(c.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status());
-      BATON_PG_ASSIGN(p, LogPage(c, kCountTaskLogParts, kTaskLogParts, task_id, spec));
+      BATON_PG_ASSIGN(p, LogPage(c, S().count_task_log_parts, S().task_log_parts, task_id, spec));
       out = std::move(p);
       return Status::Ok();
     });
@@ -1449,7 +1197,7 @@ Result<Page<LogPart>> PostgresDatastore::JobLogParts(std::string_view job_id, in
     PageSpec spec = ClampPage(page, size);
     Status read = InTransaction([&](Connection& c) -> Status {
       BATON_RETURN_IF_ERROR(c.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status());
-      BATON_PG_ASSIGN(p, LogPage(c, kCountJobLogParts, kJobLogParts, job_id, spec));
+      BATON_PG_ASSIGN(p, LogPage(c, S().count_job_log_parts, S().job_log_parts, job_id, spec));
       out = std::move(p);
       return Status::Ok();
     });
@@ -1473,7 +1221,7 @@ Status PostgresDatastore::UpsertNode(const NodeRecord& node) {
         .Real(node.cpu_percent)
         .Int(node.task_count)
         .Text(ToString(node.status));
-    return c.Run(kUpsertNode, p).status();
+    return c.Run(S().upsert_node, p).status();
   });
 }
 
@@ -1481,7 +1229,7 @@ Result<std::vector<NodeRecord>> PostgresDatastore::ActiveNodes(TimePoint since) 
   return NoThrow([&]() -> Result<std::vector<NodeRecord>> {
     std::vector<NodeRecord> out;
     Status read = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(rows, c.Run(kActiveNodes, Params().Time(since)));
+      BATON_PG_ASSIGN(rows, c.Run(S().active_nodes, Params().Time(since)));
       return CollectRows<NodeRecord>(rows, NodeFromRow, out);
     });
     if (!read.ok()) return read;
@@ -1491,7 +1239,7 @@ Result<std::vector<NodeRecord>> PostgresDatastore::ActiveNodes(TimePoint since) 
 
 Status PostgresDatastore::Health() {
   return WithConnection([](Connection& c) -> Status {
-    BATON_PG_ASSIGN(rows, c.Run(kHealth));
+    BATON_PG_ASSIGN(rows, c.Run(S().health));
     if (rows.size() != 1) return Internal("postgres: health query returned no row");
     return Status::Ok();
   });

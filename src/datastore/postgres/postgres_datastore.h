@@ -81,6 +81,10 @@ class PostgresDatastore final : public Datastore {
   Status UpdateTaskAndJob(std::string_view task_id,
                           const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
                           const std::function<Status(JobRecord&)>& modify_job) override;
+  Status UpdateTaskAndJobState(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) override;
   Result<std::optional<int>> AddCompletion(std::string_view id) override;
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
@@ -98,6 +102,8 @@ class PostgresDatastore final : public Datastore {
 
   // Runs SELECT 1 on a pooled connection.
   Status Health() override;
+
+  Status Transact(const std::function<Status(Transaction&)>& body) override;
 
  private:
   using Connection = postgres_internal::Connection;

@@ -235,7 +235,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          return MakeStore({});
                                        }},
                       DatastoreFactory{"one_connection",
-                                       [] { return MakeStore({.dsn = "", .pool_size = 1}); }, nullptr}),
+                                       [] { return MakeStore({.dsn = "", .pool_size = 1}); }, nullptr,
+                                       /*one_writer=*/true}),
     DatastoreFactoryName);
 
 std::string LockerFactoryName(const ::testing::TestParamInfo<conformance::LockerFactory>& param) {

@@ -7,15 +7,18 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_map>
 #include <utility>
 
 #include "base/log.h"
-#include "core/job_decode.h"
-#include "core/job_json.h"
 #include "datastore/adapter_util.h"
+#include "datastore/sql/migrate.h"
+#include "datastore/sql/rows.h"
+#include "datastore/sql/search.h"
+#include "datastore/sql/session.h"
+#include "datastore/sql/statements.h"
+#include "datastore/sql/transaction.h"
 #include "datastore/sqlite/sqlite_migrations.h"
 
 namespace baton {
@@ -182,6 +185,11 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  // A shared statement (statements.h), cached like a constant.
+  Result<Stmt> Prepare(const sql::Statement& stmt) { return Prepare(stmt.sql.c_str()); }
+  // Rows the last statement changed.
+  std::int64_t Changes() const { return sqlite3_changes64(db_); }
+
   // A cached statement. `sql` must be a string constant: the cache is keyed by address.
   Result<Stmt> Prepare(const char* sql) {
     auto it = cache_.find(sql);
@@ -233,9 +241,71 @@ class Connection {
   std::unordered_map<const char*, sqlite3_stmt*> cache_;
 };
 
+
+// Binds a statement's parameters in order (rows.h's Sink).
+class Binder final : public sql::ParamSink {
+ public:
+  explicit Binder(Stmt& s) : s_(s) {}
+  void Text(std::string_view v) override { s_.BindText(i_++, v); }
+  void Int(std::int64_t v) override { s_.BindInt(i_++, v); }
+  void Real(double v) override { s_.BindReal(i_++, v); }
+  void Time(TimePoint t) override { s_.BindTime(i_++, t); }
+  void Time(const std::optional<TimePoint>& t) override { s_.BindTime(i_++, t); }
+
+ private:
+  Stmt& s_;
+  int i_ = 1;
+};
+
+// A stepped statement's current row, for the shared code (rows.h's Row).
+class StmtRow final : public sql::RowView {
+ public:
+  explicit StmtRow(const Stmt& s) : s_(s) {}
+  std::string_view Text(int col) const override { return s_.Text(col); }
+  std::int64_t Int(int col) const override { return s_.Int(col); }
+  int Int32(int col) const override { return s_.Int32(col); }
+  double Real(int col) const override { return s_.Real(col); }
+  TimePoint Time(int col) const override { return s_.Time(col); }
+  std::optional<TimePoint> OptTime(int col) const override { return s_.OptTime(col); }
+
+ private:
+  const Stmt& s_;
+};
+
+// The write connection inside the batch transaction, for Transact.
+class ConnectionSession final : public sql::Session {
+ public:
+  explicit ConnectionSession(Connection& c) : c_(c) {}
+  Result<std::int64_t> Execute(const sql::Statement& stmt, const sql::Bind& bind) override {
+    Result<Stmt> s = c_.Prepare(stmt);
+    if (!s.ok()) return s.status();
+    Binder binder(*s);
+    bind(binder);
+    BATON_RETURN_IF_ERROR(s->Run());
+    return c_.Changes();
+  }
+  Status Query(const sql::Statement& stmt, const sql::Bind& bind,
+               const sql::EachRow& each) override {
+    Result<Stmt> s = c_.Prepare(stmt);
+    if (!s.ok()) return s.status();
+    Binder binder(*s);
+    bind(binder);
+    StmtRow row(*s);
+    for (;;) {
+      Result<bool> more = s->Step();
+      if (!more.ok()) return more.status();
+      if (!*more) return Status::Ok();
+      BATON_RETURN_IF_ERROR(each(row));
+    }
+  }
+
+ private:
+  Connection& c_;
+};
+
 }  // namespace sqlite_internal
 
-using nlohmann::json;
+using sqlite_internal::Binder;
 using sqlite_internal::Connection;
 using sqlite_internal::Stmt;
 
@@ -247,114 +317,31 @@ using sqlite_internal::Stmt;
 
 namespace {
 
-using datastore_util::AsciiUpper;
 using datastore_util::CallModifier;
 using datastore_util::CheckStoredJobSize;
 using datastore_util::ClampPage;
-using datastore_util::ContainsPattern;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;
 using datastore_util::PageSpec;
-using datastore_util::ParseScope;
-using datastore_util::ScopeText;
-using datastore_util::SplitWords;
+using sql::Corrupt;
+using sql::DefinitionCaches;
+using sql::EncodeJobText;
+using sql::EncodeTask;
+using sql::JobFromRow;
+using sql::TaskFromRow;
 
 constexpr int kMaxIdleReaders = 8;
 
-// ---- SQL ----------------------------------------------------------------------------
+const sql::Statements& S() {
+  static const sql::Statements& statements = sql::StatementsFor(sql::Dialect::kSqlite);
+  return statements;
+}
 
-// Parameter numbers follow column order, so one binder serves INSERT and UPDATE.
-#define BATON_JOB_COLUMNS                                                                 \
-  "id, parent_id, state, name, description, tags, created_at, started_at, completed_at, " \
-  "failed_at, delete_at, definition, position, task_count, progress, result, error, context"
-constexpr const char* kInsertJob =
-    "INSERT INTO jobs (" BATON_JOB_COLUMNS
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
-constexpr const char* kUpdateJob =
-    "UPDATE jobs SET parent_id = ?2, state = ?3, name = ?4, description = ?5, tags = ?6, "
-    "created_at = ?7, started_at = ?8, completed_at = ?9, failed_at = ?10, delete_at = ?11, "
-    "definition = ?12, position = ?13, task_count = ?14, progress = ?15, result = ?16, "
-    "error = ?17, context = ?18 WHERE id = ?1";
-// SQLite rewrites the index entries of every column an UPDATE sets, changed or not. Most
-// updates change neither a row's creation time nor its deletion time (indexed), and many
-// leave its state (indexed) alone: these variants leave out what did not change, so an
-// update dirties fewer pages (each written to the WAL at commit). Same parameter numbers.
-constexpr const char* kUpdateJobState =
-    "UPDATE jobs SET parent_id = ?2, state = ?3, name = ?4, description = ?5, tags = ?6, "
-    "started_at = ?8, completed_at = ?9, failed_at = ?10, definition = ?12, position = ?13, "
-    "task_count = ?14, progress = ?15, result = ?16, error = ?17, context = ?18 WHERE id = ?1";
-constexpr const char* kUpdateJobFields =
-    "UPDATE jobs SET parent_id = ?2, name = ?4, description = ?5, tags = ?6, "
-    "started_at = ?8, completed_at = ?9, failed_at = ?10, definition = ?12, position = ?13, "
-    "task_count = ?14, progress = ?15, result = ?16, error = ?17, context = ?18 WHERE id = ?1";
-constexpr const char* kSelectJob = "SELECT " BATON_JOB_COLUMNS " FROM jobs WHERE id = ?1";
-// What UpdateJobState reads and writes: neither the definition nor the context (the
-// columns that grow with the job), so moving a big job costs no decoding of them.
-constexpr const char* kSelectJobState =
-    "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, delete_at, "
-    "position, task_count, progress, result, error FROM jobs WHERE id = ?1";
-constexpr const char* kUpdateJobStateOnly =
-    "UPDATE jobs SET state = ?2, started_at = ?3, completed_at = ?4, failed_at = ?5, "
-    "delete_at = ?6, position = ?7, progress = ?8, result = ?9, error = ?10 WHERE id = ?1";
-constexpr const char* kJobsInState =
-    "SELECT " BATON_JOB_COLUMNS
-    " FROM jobs WHERE state IN (SELECT value FROM json_each(?1)) ORDER BY created_at, id";
-constexpr const char* kJobExists = "SELECT 1 FROM jobs WHERE id = ?1";
-constexpr const char* kDeleteJobLogParts = "DELETE FROM log_parts WHERE job_id = ?1";
-constexpr const char* kDeleteJobTasks = "DELETE FROM tasks WHERE job_id = ?1";
-constexpr const char* kDeleteJob = "DELETE FROM jobs WHERE id = ?1";
-// A job and its sub-jobs, at any depth: through the subjob tasks' links (tasks_job
-// index), not the sub-jobs' parent_id, which has no index.
-constexpr const char* kJobTree =
-    "WITH RECURSIVE tree(id) AS (SELECT ?1 UNION "
-    "SELECT t.subjob_id FROM tasks t JOIN tree ON t.job_id = tree.id WHERE t.subjob_id <> '') "
-    "SELECT id FROM tree";
-// Finished jobs whose delete_at has come (jobs_delete_at index), soonest first.
-constexpr const char* kJobsDueForDeletion =
-    "SELECT id FROM jobs WHERE delete_at IS NOT NULL AND delete_at <= ?1 "
-    "AND state IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY delete_at, id LIMIT ?2";
+// ---- SQL of SQLite's own ------------------------------------------------------------
 
-#define BATON_TASK_COLUMNS                                                               \
-  "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
-  "completed_at, failed_at, definition, error, result, node_id, progress, redelivered, " \
-  "each_size, each_index, completions, subjob_id, scope"
-constexpr const char* kInsertTask =
-    "INSERT INTO tasks (" BATON_TASK_COLUMNS
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-    "?19, ?20, ?21)";
-constexpr const char* kUpdateTask =
-    "UPDATE tasks SET job_id = ?2, parent_id = ?3, position = ?4, state = ?5, created_at = ?6, "
-    "scheduled_at = ?7, started_at = ?8, completed_at = ?9, failed_at = ?10, definition = ?11, "
-    "error = ?12, result = ?13, node_id = ?14, progress = ?15, redelivered = ?16, "
-    "each_size = ?17, each_index = ?18, completions = ?19, subjob_id = ?20, scope = ?21 WHERE id = "
-    "?1";
-// As for jobs: without the indexed columns that did not change (job_id, parent_id,
-// position and created_at rarely do; state often does not).
-constexpr const char* kUpdateTaskState =
-    "UPDATE tasks SET state = ?5, scheduled_at = ?7, started_at = ?8, completed_at = ?9, "
-    "failed_at = ?10, definition = ?11, error = ?12, result = ?13, node_id = ?14, "
-    "progress = ?15, redelivered = ?16, each_size = ?17, each_index = ?18, completions = ?19, "
-    "subjob_id = ?20, scope = ?21 WHERE id = ?1";
-constexpr const char* kUpdateTaskFields =
-    "UPDATE tasks SET scheduled_at = ?7, started_at = ?8, completed_at = ?9, "
-    "failed_at = ?10, definition = ?11, error = ?12, result = ?13, node_id = ?14, "
-    "progress = ?15, redelivered = ?16, each_size = ?17, each_index = ?18, completions = ?19, "
-    "subjob_id = ?20, scope = ?21 WHERE id = ?1";
-constexpr const char* kSelectTask = "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE id = ?1";
-constexpr const char* kAddCompletion =
-    "UPDATE tasks SET completions = completions + 1 WHERE id = ?1 AND state = ?2 "
-    "RETURNING completions";
-constexpr const char* kTaskExists = "SELECT 1 FROM tasks WHERE id = ?1";
-constexpr const char* kJobTasks =
-    "SELECT " BATON_TASK_COLUMNS " FROM tasks WHERE job_id = ?1 ORDER BY position, created_at, id";
-constexpr const char* kChildTasks =
-    "SELECT " BATON_TASK_COLUMNS
-    " FROM tasks WHERE parent_id = ?1 AND parent_id <> '' ORDER BY created_at, id";
-constexpr const char* kTasksInState =
-    "SELECT " BATON_TASK_COLUMNS
-    " FROM tasks WHERE state IN (SELECT value FROM json_each(?1)) ORDER BY created_at, id";
-// The active rows of a job (CancelTasks), all of them or those below a row (through
-// the tasks_parent index), with what cancelling them needs.
+// CancelTasks in two steps (SQLite's RETURNING cannot name the rows as they were): the
+// active rows of a job, all of them or those below a row (through the tasks_parent
+// index), with what cancelling them needs; then each one's update.
 #define BATON_ACTIVE_STATES "('PENDING', 'CREATED', 'SCHEDULED', 'RUNNING')"
 constexpr const char* kActiveJobTasks =
     "SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = ?1 AND state "
@@ -366,36 +353,6 @@ constexpr const char* kActiveTasksUnder =
     "WHERE t.id <> ?2 AND t.job_id = ?1 AND t.state IN " BATON_ACTIVE_STATES;
 constexpr const char* kCancelTask =
     "UPDATE tasks SET state = 'CANCELLED', completed_at = ?2 WHERE id = ?1";
-constexpr const char* kMarkScheduled =
-    "UPDATE tasks SET state = ?2, scheduled_at = ?3 WHERE id = ?1 AND state IN (?4, ?5)";
-
-#define BATON_LOG_COLUMNS "id, task_id, job_id, number, contents, created_at"
-constexpr const char* kInsertLogPart =
-    "INSERT INTO log_parts (" BATON_LOG_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-constexpr const char* kCountTaskLogParts = "SELECT count(*) FROM log_parts WHERE task_id = ?1";
-constexpr const char* kTaskLogParts =
-    "SELECT " BATON_LOG_COLUMNS
-    " FROM log_parts WHERE task_id = ?1 ORDER BY number DESC, created_at DESC, id DESC "
-    "LIMIT ?2 OFFSET ?3";
-constexpr const char* kCountJobLogParts = "SELECT count(*) FROM log_parts WHERE job_id = ?1";
-constexpr const char* kJobLogParts =
-    "SELECT " BATON_LOG_COLUMNS
-    " FROM log_parts WHERE job_id = ?1 ORDER BY created_at DESC, number DESC, id DESC "
-    "LIMIT ?2 OFFSET ?3";
-
-#define BATON_NODE_COLUMNS                                                           \
-  "id, name, hostname, version, queue, started_at, last_heartbeat_at, cpu_percent, " \
-  "task_count, status"
-constexpr const char* kUpsertNode =
-    "INSERT INTO nodes (" BATON_NODE_COLUMNS
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (id) DO UPDATE SET "
-    "name = excluded.name, hostname = excluded.hostname, version = excluded.version, "
-    "queue = excluded.queue, started_at = excluded.started_at, "
-    "last_heartbeat_at = excluded.last_heartbeat_at, cpu_percent = excluded.cpu_percent, "
-    "task_count = excluded.task_count, status = excluded.status";
-constexpr const char* kActiveNodes = "SELECT " BATON_NODE_COLUMNS
-                                     " FROM nodes WHERE last_heartbeat_at >= ?1 "
-                                     "ORDER BY last_heartbeat_at DESC, id";
 
 constexpr const char* kBeginImmediate = "BEGIN IMMEDIATE";
 constexpr const char* kBegin = "BEGIN";
@@ -404,277 +361,14 @@ constexpr const char* kRollback = "ROLLBACK";
 constexpr const char* kSavepoint = "SAVEPOINT w";
 constexpr const char* kRelease = "RELEASE w";
 constexpr const char* kRollbackTo = "ROLLBACK TO w";
-constexpr const char* kHealth = "SELECT 1";
 
 constexpr const char* kCreateMigrationsTable =
     "CREATE TABLE IF NOT EXISTS schema_migrations ("
     "version INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT '', applied_at TEXT NOT NULL)";
 constexpr const char* kMigrationsTableExists =
     "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'";
-constexpr const char* kMaxVersion = "SELECT coalesce(max(version), 0) FROM schema_migrations";
-constexpr const char* kRecordMigration =
-    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)";
 
-// ---- Encoding -----------------------------------------------------------------------
-
-// JSON text of a value; nlohmann throws on strings that are not UTF-8.
-Result<std::string> Dump(const json& value, std::string_view what) {
-  try {
-    return value.dump();
-  } catch (const std::exception& e) {
-    return InvalidArgument(fmt::format("{} cannot be stored: {}", what, e.what()));
-  }
-}
-
-Result<std::string> EncodeJob(const Job& job) {
-  try {
-    return Dump(ToJson(job), "job definition");
-  } catch (const std::exception& e) {
-    return InvalidArgument(fmt::format("job definition cannot be stored: {}", e.what()));
-  }
-}
-
-Result<std::string> EncodeTask(const Task& task) {
-  try {
-    return Dump(ToJson(task), "task definition");
-  } catch (const std::exception& e) {
-    return InvalidArgument(fmt::format("task definition cannot be stored: {}", e.what()));
-  }
-}
-
-// What a jobs row stores besides the record's plain fields.
-struct JobText {
-  std::string definition;
-  std::string tags;
-  std::string context;
-};
-
-Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition) {
-  JobText text;
-  if (definition) {
-    text.definition = std::move(*definition);
-  } else {
-    BATON_SQL_ASSIGN(def, EncodeJob(job.job));
-    text.definition = std::move(def);
-  }
-  BATON_SQL_ASSIGN(tags, Dump(json(job.job.tags), "job tags"));
-  BATON_SQL_ASSIGN(context, Dump(job.context, "job context"));
-  text.tags = std::move(tags);
-  text.context = std::move(context);
-  return text;
-}
-
-void BindJob(Stmt& s, const JobRecord& job, const JobText& text) {
-  s.BindText(1, job.id);
-  s.BindText(2, job.parent_id);
-  s.BindText(3, ToString(job.state));
-  s.BindText(4, job.job.name);
-  s.BindText(5, job.job.description);
-  s.BindText(6, text.tags);
-  s.BindTime(7, job.created_at);
-  s.BindTime(8, job.started_at);
-  s.BindTime(9, job.completed_at);
-  s.BindTime(10, job.failed_at);
-  s.BindTime(11, job.delete_at);
-  s.BindText(12, text.definition);
-  s.BindInt(13, job.position);
-  s.BindInt(14, job.task_count);
-  s.BindReal(15, job.progress);
-  s.BindText(16, job.result);
-  s.BindText(17, job.error);
-  s.BindText(18, text.context);
-}
-
-void BindTask(Stmt& s, const TaskRecord& task, std::string_view definition) {
-  s.BindText(1, task.id);
-  s.BindText(2, task.job_id);
-  s.BindText(3, task.parent_id);
-  s.BindInt(4, task.position);
-  s.BindText(5, ToString(task.state));
-  s.BindTime(6, task.created_at);
-  s.BindTime(7, task.scheduled_at);
-  s.BindTime(8, task.started_at);
-  s.BindTime(9, task.completed_at);
-  s.BindTime(10, task.failed_at);
-  s.BindText(11, definition);
-  s.BindText(12, task.error);
-  s.BindText(13, task.result);
-  s.BindText(14, task.node_id);
-  s.BindReal(15, task.progress);
-  s.BindInt(16, task.redelivered);
-  s.BindInt(17, task.each_size);
-  s.BindInt(18, task.each_index);
-  s.BindInt(19, task.completions);
-  s.BindText(20, task.subjob_id);
-  s.BindText(21, ScopeText(task.scope));
-}
-
-// ---- Decoding -----------------------------------------------------------------------
-
-}  // namespace
-
-namespace sqlite_internal {
-
-// Decoded definitions of recently read rows, by row id, kept with the stored text they
-// came from: a row whose text is unchanged is not decoded again. Only large definitions
-// are kept (a job of hundreds of tasks, a parallel of hundreds of children), which the
-// scheduler reads at every step of their job and whose decoding dominated that step;
-// small ones decode faster than a look-up. Thread-safe.
-template <typename T>
-class DefinitionCache {
- public:
-  static constexpr std::size_t kMinBytes = 4096;
-  static constexpr std::size_t kMaxEntries = 128;
-
-  std::shared_ptr<const T> Find(std::string_view id, std::string_view text) {
-    std::lock_guard lock(mu_);
-    auto it = entries_.find(std::string(id));
-    if (it == entries_.end() || it->second.text != text) return nullptr;
-    return it->second.value;
-  }
-  void Put(std::string_view id, std::string_view text, std::shared_ptr<const T> value) {
-    std::lock_guard lock(mu_);
-    if (entries_.size() >= kMaxEntries) entries_.clear();  // bounded; refilled on demand
-    entries_[std::string(id)] = Entry{std::string(text), std::move(value)};
-  }
-
- private:
-  struct Entry {
-    std::string text;
-    std::shared_ptr<const T> value;
-  };
-  std::mutex mu_;
-  std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
-};
-
-struct DefinitionCaches {
-  DefinitionCache<Job> jobs;
-  DefinitionCache<Task> tasks;
-};
-
-}  // namespace sqlite_internal
-
-namespace {
-
-using sqlite_internal::DefinitionCache;
-using sqlite_internal::DefinitionCaches;
-
-// The decoded definition, shared with the cache when it is a large one. Also what an
-// update compares the modified definition against (no second copy of it).
-template <typename T, typename Decode>
-Result<std::shared_ptr<const T>> CachedDecode(DefinitionCache<T>* cache, std::string_view id,
-                                              std::string_view text, Decode decode) {
-  if (cache != nullptr && text.size() >= DefinitionCache<T>::kMinBytes) {
-    if (std::shared_ptr<const T> hit = cache->Find(id, text)) return hit;
-  }
-  Result<T> decoded = decode(text);
-  if (!decoded.ok()) return decoded.status();
-  auto value = std::make_shared<const T>(std::move(*decoded));
-  if (cache != nullptr && text.size() >= DefinitionCache<T>::kMinBytes) cache->Put(id, text, value);
-  return value;
-}
-
-Status Corrupt(std::string_view table, std::string_view id, std::string_view problem) {
-  return Internal(fmt::format("stored {} row {} is unreadable: {}", table, id, problem));
-}
-
-// `original`, when given, receives the definition as decoded (before any change).
-Result<JobRecord> JobFromRow(const Stmt& s, DefinitionCaches* caches,
-                             std::shared_ptr<const Job>* original = nullptr) {
-  JobRecord job;
-  job.id = std::string(s.Text(0));
-  job.parent_id = std::string(s.Text(1));
-  std::optional<JobState> state = ParseJobState(s.Text(2));
-  if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(2)));
-  job.state = *state;
-  job.created_at = s.Time(6);
-  job.started_at = s.OptTime(7);
-  job.completed_at = s.OptTime(8);
-  job.failed_at = s.OptTime(9);
-  job.delete_at = s.OptTime(10);
-  auto definition = CachedDecode<Job>(
-      caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(11),
-      [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
-  if (!definition.ok()) {
-    return Corrupt("jobs", job.id, "definition: " + definition.status().message());
-  }
-  job.job = **definition;
-  if (original != nullptr) *original = std::move(*definition);
-  job.position = s.Int32(12);
-  job.task_count = s.Int32(13);
-  job.progress = s.Real(14);
-  job.result = std::string(s.Text(15));
-  job.error = std::string(s.Text(16));
-  job.context = json::parse(s.Text(17), nullptr, /*allow_exceptions=*/false);
-  if (job.context.is_discarded()) return Corrupt("jobs", job.id, "context is not JSON");
-  return job;
-}
-
-Result<TaskRecord> TaskFromRow(const Stmt& s, DefinitionCaches* caches,
-                               std::shared_ptr<const Task>* original = nullptr) {
-  TaskRecord task;
-  task.id = std::string(s.Text(0));
-  task.job_id = std::string(s.Text(1));
-  task.parent_id = std::string(s.Text(2));
-  task.position = s.Int32(3);
-  std::optional<TaskState> state = ParseTaskState(s.Text(4));
-  if (!state) return Corrupt("tasks", task.id, fmt::format("unknown state '{}'", s.Text(4)));
-  task.state = *state;
-  task.created_at = s.Time(5);
-  task.scheduled_at = s.OptTime(6);
-  task.started_at = s.OptTime(7);
-  task.completed_at = s.OptTime(8);
-  task.failed_at = s.OptTime(9);
-  auto definition = CachedDecode<Task>(
-      caches != nullptr ? &caches->tasks : nullptr, task.id, s.Text(10),
-      [](std::string_view text) { return DecodeTaskJson(text, DecodeMode::kStored); });
-  if (!definition.ok()) {
-    return Corrupt("tasks", task.id, "definition: " + definition.status().message());
-  }
-  task.task = **definition;
-  if (original != nullptr) *original = std::move(*definition);
-  task.error = std::string(s.Text(11));
-  task.result = std::string(s.Text(12));
-  task.node_id = std::string(s.Text(13));
-  task.progress = s.Real(14);
-  task.redelivered = s.Int32(15);
-  task.each_size = s.Int32(16);
-  task.each_index = s.Int32(17);
-  task.completions = s.Int32(18);
-  task.subjob_id = std::string(s.Text(19));
-  auto scope = ParseScope(s.Text(20));
-  if (!scope.ok()) return Corrupt("tasks", task.id, "scope: " + scope.status().message());
-  task.scope = std::move(*scope);
-  return task;
-}
-
-LogPart LogPartFromRow(const Stmt& s) {
-  LogPart part;
-  part.id = std::string(s.Text(0));
-  part.task_id = std::string(s.Text(1));
-  part.job_id = std::string(s.Text(2));
-  part.number = s.Int32(3);
-  part.contents = std::string(s.Text(4));
-  part.created_at = s.Time(5);
-  return part;
-}
-
-Result<NodeRecord> NodeFromRow(const Stmt& s) {
-  NodeRecord node;
-  node.id = std::string(s.Text(0));
-  node.name = std::string(s.Text(1));
-  node.hostname = std::string(s.Text(2));
-  node.version = std::string(s.Text(3));
-  node.queue = std::string(s.Text(4));
-  node.started_at = s.Time(5);
-  node.last_heartbeat_at = s.Time(6);
-  node.cpu_percent = s.Real(7);
-  node.task_count = s.Int32(8);
-  std::optional<NodeStatus> status = ParseNodeStatus(s.Text(9));
-  if (!status) return Corrupt("nodes", node.id, fmt::format("unknown status '{}'", s.Text(9)));
-  node.status = *status;
-  return node;
-}
+// ---- Helpers ------------------------------------------------------------------------
 
 // Reads every row of `s` through `decode` (a row -> Result<T> function).
 template <typename T, typename Decode>
@@ -696,47 +390,66 @@ Result<std::int64_t> CountRows(Stmt& s) {
   return s.Int(0);
 }
 
-// ---- Helpers ------------------------------------------------------------------------
-
-// A JSON array of state names, bound to `IN (SELECT value FROM json_each(?))`.
 template <typename State>
-std::string StatesJson(const std::vector<State>& states) {
-  json names = json::array();
-  for (State state : states) names.push_back(std::string(ToString(state)));
-  return names.dump();
+std::string StatesList(const std::vector<State>& states) {
+  std::vector<std::string_view> names;
+  for (State state : states) names.push_back(ToString(state));
+  return sql::EncodeList(sql::Dialect::kSqlite, names);
 }
 
 Status InsertTask(Connection& c, const TaskRecord& task, std::string_view definition) {
-  BATON_SQL_ASSIGN(s, c.Prepare(kInsertTask));
-  BindTask(s, task, definition);
-  Status status = s.Run();
-  if (status.code() == StatusCode::kAlreadyExists) {
-    return AlreadyExists(fmt::format("task {} already exists", task.id));
-  }
-  if (status.code() == StatusCode::kFailedPrecondition) {
-    return FailedPrecondition(fmt::format("task {}: job {} does not exist", task.id, task.job_id));
-  }
-  return status;
+  BATON_SQL_ASSIGN(s, c.Prepare(S().insert_task));
+  Binder p(s);
+  sql::BindTask(p, task, definition);
+  return sql::TaskInsertError(s.Run(), task);
+}
+
+Status InsertJob(Connection& c, const JobRecord& job, const sql::JobText& text) {
+  BATON_SQL_ASSIGN(s, c.Prepare(S().insert_job));
+  Binder p(s);
+  sql::BindJob(p, job, text);
+  return sql::JobInsertError(s.Run(), job);
 }
 
 Result<int> ReadSchemaVersion(Connection& c) {
   BATON_SQL_ASSIGN(exists, c.Prepare(kMigrationsTableExists));
   BATON_SQL_ASSIGN(has_table, exists.Step());
   if (!has_table) return 0;
-  BATON_SQL_ASSIGN(s, c.Prepare(kMaxVersion));
+  BATON_SQL_ASSIGN(s, c.Prepare(S().max_schema_version));
   BATON_SQL_ASSIGN(count, CountRows(s));
   return static_cast<int>(count);
 }
 
 Status CheckNotNewer(int version) {
-  if (version > LatestSqliteSchemaVersion()) {
-    return FailedPrecondition(fmt::format(
-        "the database schema is at version {}, newer than this binary knows ({}); run a newer "
-        "baton",
-        version, LatestSqliteSchemaVersion()));
-  }
-  return Status::Ok();
+  return sql::CheckNotNewer(version, LatestSqliteSchemaVersion());
 }
+
+// The steps of sql::RunMigrations on the write connection.
+class MigrationSteps final : public sql::MigrationSteps {
+ public:
+  explicit MigrationSteps(Connection& c) : c_(c) {}
+  Result<int> SchemaVersion() override { return ReadSchemaVersion(c_); }
+  // BEGIN IMMEDIATE takes the database's write lock: other processes wait their turn.
+  Status Begin() override {
+    BATON_RETURN_IF_ERROR(c_.Exec(kBeginImmediate));
+    return c_.ExecScript(kCreateMigrationsTable);
+  }
+  Status Apply(std::string_view sql) override { return c_.ExecScript(std::string(sql).c_str()); }
+  Status Record(const sql::Migration& migration) override {
+    BATON_SQL_ASSIGN(s, c_.Prepare(S().record_migration));
+    s.BindInt(1, migration.version);
+    s.BindText(2, migration.name);
+    s.BindText(3, FormatTime(Now()));
+    return s.Run();
+  }
+  Status Commit() override { return c_.Exec(kCommit); }
+  void Rollback() override {
+    if (!c_.InAutocommit()) (void)c_.Exec(kRollback);
+  }
+
+ private:
+  Connection& c_;
+};
 
 // The read-modify-write of UpdateJob, on a connection inside a write transaction.
 Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id,
@@ -745,29 +458,54 @@ Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id
   std::string definition;
   std::shared_ptr<const Job> before;
   {
-    BATON_SQL_ASSIGN(s, c.Prepare(kSelectJob));
+    BATON_SQL_ASSIGN(s, c.Prepare(S().select_job));
     s.BindText(1, id);
     BATON_SQL_ASSIGN(row, s.Step());
     if (!row) return NotFound(fmt::format("job {} not found", id));
     BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches, &before));
     job = std::move(decoded);
-    definition = std::string(s.Text(11));
+    definition = std::string(s.Text(sql::kJobDefinitionColumn));
   }
-  const JobState state = job->state;
-  const TimePoint created_at = job->created_at;
-  const std::optional<TimePoint> delete_at = job->delete_at;
+  const sql::JobKeys keys = sql::KeysOf(*job);
   BATON_RETURN_IF_ERROR(CallModifier(modify, *job));
   job->id = std::string(id);  // the key is not the modifier's to change
   // Most updates change state, not the definition: keep its stored text then.
   std::optional<std::string> same;
   if (job->job == *before) same = std::move(definition);
   BATON_SQL_ASSIGN(text, EncodeJobText(*job, std::move(same)));
-  const char* sql = kUpdateJob;
-  if (job->created_at == created_at && job->delete_at == delete_at) {
-    sql = job->state == state ? kUpdateJobFields : kUpdateJobState;
+  BATON_SQL_ASSIGN(s, c.Prepare(sql::JobUpdate(S(), keys, *job)));
+  Binder p(s);
+  sql::BindJob(p, *job, text);
+  return s.Run();
+}
+
+// The read-modify-write of UpdateJobState (and, `with_context`, of the job's part of
+// UpdateTaskAndJobState), on a connection inside a write transaction.
+Status UpdateJobStateRow(Connection& c, std::string_view id,
+                         const std::function<Status(JobRecord&)>& modify, bool with_context) {
+  JobRecord job;
+  {
+    BATON_SQL_ASSIGN(s, c.Prepare(with_context ? S().select_job_state_and_context_for_update
+                                               : S().select_job_state_for_update));
+    s.BindText(1, id);
+    BATON_SQL_ASSIGN(row, s.Step());
+    if (!row) return NotFound(fmt::format("job {} not found", id));
+    BATON_SQL_ASSIGN(read,
+                     with_context ? sql::JobStateAndContextFromRow(s) : sql::JobStateFromRow(s));
+    job = std::move(read);
   }
-  BATON_SQL_ASSIGN(s, c.Prepare(sql));
-  BindJob(s, *job, text);
+  BATON_RETURN_IF_ERROR(CallModifier(modify, job));
+  job.id = std::string(id);
+  std::string context;
+  if (with_context) {
+    BATON_SQL_ASSIGN(text, sql::Dump(job.context, "job context"));
+    context = std::move(text);
+  }
+  BATON_SQL_ASSIGN(s, c.Prepare(with_context ? S().update_job_state_and_context
+                                             : S().update_job_state_only));
+  Binder p(s);
+  sql::BindJobState(p, job);
+  if (with_context) p.Text(context);
   return s.Run();
 }
 
@@ -778,32 +516,24 @@ Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view i
   std::string definition;
   std::shared_ptr<const Task> before;
   {
-    BATON_SQL_ASSIGN(s, c.Prepare(kSelectTask));
+    BATON_SQL_ASSIGN(s, c.Prepare(S().select_task));
     s.BindText(1, id);
     BATON_SQL_ASSIGN(row, s.Step());
     if (!row) return NotFound(fmt::format("task {} not found", id));
     BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches, &before));
     task = std::move(decoded);
-    definition = std::string(s.Text(10));
+    definition = std::string(s.Text(sql::kTaskDefinitionColumn));
   }
-  const std::string job_id = task->job_id;
-  const std::string parent_id = task->parent_id;
-  const int position = task->position;
-  const TimePoint created_at = task->created_at;
-  const TaskState state = task->state;
+  const sql::TaskKeys keys = sql::KeysOf(*task);
   BATON_RETURN_IF_ERROR(CallModifier(modify, *task));
   task->id = std::string(id);  // the key is not the modifier's to change
   if (!(task->task == *before)) {
     BATON_SQL_ASSIGN(encoded, EncodeTask(task->task));
     definition = std::move(encoded);
   }
-  const char* sql = kUpdateTask;
-  if (task->job_id == job_id && task->parent_id == parent_id && task->position == position &&
-      task->created_at == created_at) {
-    sql = task->state == state ? kUpdateTaskFields : kUpdateTaskState;
-  }
-  BATON_SQL_ASSIGN(s, c.Prepare(sql));
-  BindTask(s, *task, definition);
+  BATON_SQL_ASSIGN(s, c.Prepare(sql::TaskUpdate(S(), keys, *task)));
+  Binder p(s);
+  sql::BindTask(p, *task, definition);
   return s.Run();
 }
 
@@ -841,7 +571,7 @@ SqliteDatastore::SqliteDatastore(SqliteOptions options, std::unique_ptr<Connecti
     : options_(std::move(options)),
       in_memory_(options_.path == ":memory:"),
       writer_(std::move(writer)),
-      caches_(std::make_unique<sqlite_internal::DefinitionCaches>()) {}
+      caches_(std::make_unique<sql::DefinitionCaches>()) {}
 
 SqliteDatastore::~SqliteDatastore() {
   {
@@ -1012,47 +742,13 @@ Status SqliteDatastore::Read(const Op& op) {
   return status;
 }
 
+
 // ---- Migrations ---------------------------------------------------------------------
 
 Status SqliteDatastore::Migrate() {
   return Solo([](Connection& c) -> Status {
-    BATON_SQL_ASSIGN(before, ReadSchemaVersion(c));
-    BATON_RETURN_IF_ERROR(CheckNotNewer(before));
-    if (before == LatestSqliteSchemaVersion()) return Status::Ok();
-    BATON_RETURN_IF_ERROR(c.ExecScript(kCreateMigrationsTable));
-    for (const SqliteMigration& migration : SqliteMigrations()) {
-      if (migration.version <= before) continue;
-      BATON_RETURN_IF_ERROR(c.Exec(kBeginImmediate));
-      // Re-read inside the transaction: another process may have migrated meanwhile.
-      Result<int> current = ReadSchemaVersion(c);
-      Status status = current.ok() ? Status::Ok() : current.status();
-      bool apply = status.ok() && *current < migration.version;
-      if (apply) {
-        std::string sql(migration.sql);
-        status = c.ExecScript(sql.c_str());
-        if (status.ok()) {
-          Result<Stmt> record = c.Prepare(kRecordMigration);
-          status = record.ok() ? Status::Ok() : record.status();
-          if (status.ok()) {
-            record->BindInt(1, migration.version);
-            record->BindText(2, migration.name);
-            record->BindText(3, FormatTime(Now()));
-            status = record->Run();
-          }
-        }
-      }
-      if (status.ok()) status = c.Exec(kCommit);
-      if (!status.ok()) {
-        if (!c.InAutocommit()) (void)c.Exec(kRollback);
-        return Internal(fmt::format("sqlite: migration {} ({}) failed: {}", migration.version,
-                                    migration.name, status.message()));
-      }
-      if (apply) {
-        std::string version = std::to_string(migration.version);
-        log::Info("Applied schema migration", {{"version", version}, {"name", migration.name}});
-      }
-    }
-    return Status::Ok();
+    MigrationSteps steps(c);
+    return sql::RunMigrations(steps, SqliteMigrations(), "sqlite");
   });
 }
 
@@ -1078,23 +774,27 @@ Result<int> SqliteDatastore::Synchronous() {
   return std::atoi(level.c_str());
 }
 
+// ---- Transactions -------------------------------------------------------------------
+
+Status SqliteDatastore::Transact(const std::function<Status(Transaction&)>& body) {
+  return NoThrow([&]() -> Status {
+    // One write of the batch: its savepoint (or, alone, the transaction) is rolled back
+    // when the scope fails, so nothing of it is stored.
+    return Write([&](Connection& c) -> Status {
+      sqlite_internal::ConnectionSession session(c);
+      return sql::RunScope(session, S(), caches_.get(), options_.max_job_bytes, body);
+    });
+  });
+}
+
 // ---- Jobs ---------------------------------------------------------------------------
 
 Status SqliteDatastore::CreateJob(const JobRecord& job) {
   return NoThrow([&]() -> Status {
     // Encoded here, before queueing: the writes queued behind this one wait for it.
     BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
-    BATON_RETURN_IF_ERROR(CheckStoredJobSize(
-        text.definition.size() + text.tags.size() + text.context.size(), options_.max_job_bytes));
-    BATON_RETURN_IF_ERROR(Write([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kInsertJob));
-      BindJob(s, job, text);
-      Status status = s.Run();
-      if (status.code() == StatusCode::kAlreadyExists) {
-        return AlreadyExists(fmt::format("job {} already exists", job.id));
-      }
-      return status;
-    }));
+    BATON_RETURN_IF_ERROR(CheckStoredJobSize(text.bytes(), options_.max_job_bytes));
+    BATON_RETURN_IF_ERROR(Write([&](Connection& c) { return InsertJob(c, job, text); }));
     RememberDefinition(job, text.definition);
     return Status::Ok();
   });
@@ -1105,8 +805,7 @@ Status SqliteDatastore::CreateJobWithTasks(const JobRecord& job,
   return NoThrow([&]() -> Status {
     // Encoded here, before queueing: the writes queued behind this one wait for it.
     BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
-    BATON_RETURN_IF_ERROR(CheckStoredJobSize(
-        text.definition.size() + text.tags.size() + text.context.size(), options_.max_job_bytes));
+    BATON_RETURN_IF_ERROR(CheckStoredJobSize(text.bytes(), options_.max_job_bytes));
     std::vector<std::string> definitions;
     definitions.reserve(tasks.size());
     for (const TaskRecord& task : tasks) {
@@ -1119,15 +818,7 @@ Status SqliteDatastore::CreateJobWithTasks(const JobRecord& job,
     }
     // One write: the job and its rows, or (its savepoint rolled back) none of them.
     BATON_RETURN_IF_ERROR(Write([&](Connection& c) -> Status {
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(kInsertJob));
-        BindJob(s, job, text);
-        Status status = s.Run();
-        if (status.code() == StatusCode::kAlreadyExists) {
-          return AlreadyExists(fmt::format("job {} already exists", job.id));
-        }
-        BATON_RETURN_IF_ERROR(status);
-      }
+      BATON_RETURN_IF_ERROR(InsertJob(c, job, text));
       for (std::size_t i = 0; i < tasks.size(); ++i) {
         BATON_RETURN_IF_ERROR(InsertTask(c, tasks[i], definitions[i]));
       }
@@ -1142,7 +833,7 @@ void SqliteDatastore::RememberDefinition(const JobRecord& job, std::string_view 
   // The first read of a big job (its start, a cancel, the API) would decode the whole
   // definition again — seconds for a 100,000-input job: the cache starts with the one
   // just stored (the decode of its text gives it back: the round-trip contract).
-  if (definition.size() < sqlite_internal::DefinitionCache<Job>::kMinBytes) return;
+  if (definition.size() < sql::DefinitionCache<Job>::kMinBytes) return;
   caches_->jobs.Put(job.id, definition, std::make_shared<const Job>(job.job));
 }
 
@@ -1150,7 +841,7 @@ Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
   return NoThrow([&]() -> Result<JobRecord> {
     std::optional<JobRecord> out;
     Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kSelectJob));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().select_job));
       s.BindText(1, id);
       BATON_SQL_ASSIGN(row, s.Step());
       if (!row) return NotFound(fmt::format("job {} not found", id));
@@ -1173,43 +864,7 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
 Status SqliteDatastore::UpdateJobState(std::string_view id,
                                        const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) -> Status {
-      JobRecord job;
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(kSelectJobState));
-        s.BindText(1, id);
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) return NotFound(fmt::format("job {} not found", id));
-        job.id = std::string(s.Text(0));
-        job.parent_id = std::string(s.Text(1));
-        std::optional<JobState> state = ParseJobState(s.Text(2));
-        if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(2)));
-        job.state = *state;
-        job.created_at = s.Time(3);
-        job.started_at = s.OptTime(4);
-        job.completed_at = s.OptTime(5);
-        job.failed_at = s.OptTime(6);
-        job.delete_at = s.OptTime(7);
-        job.position = s.Int32(8);
-        job.task_count = s.Int32(9);
-        job.progress = s.Real(10);
-        job.result = std::string(s.Text(11));
-        job.error = std::string(s.Text(12));
-      }
-      BATON_RETURN_IF_ERROR(CallModifier(modify, job));
-      BATON_SQL_ASSIGN(s, c.Prepare(kUpdateJobStateOnly));
-      s.BindText(1, id);
-      s.BindText(2, ToString(job.state));
-      s.BindTime(3, job.started_at);
-      s.BindTime(4, job.completed_at);
-      s.BindTime(5, job.failed_at);
-      s.BindTime(6, job.delete_at);
-      s.BindInt(7, job.position);
-      s.BindReal(8, job.progress);
-      s.BindText(9, job.result);
-      s.BindText(10, job.error);
-      return s.Run();
-    });
+    return Write([&](Connection& c) { return UpdateJobStateRow(c, id, modify, false); });
   });
 }
 
@@ -1217,50 +872,22 @@ Result<Page<JobRecord>> SqliteDatastore::ListJobs(const JobQuery& query) {
   return NoThrow([&]() -> Result<Page<JobRecord>> {
     BATON_RETURN_IF_ERROR(ValidateJobQuery(query));
     PageSpec spec = ClampPage(query.page, query.size);
-    // Every word narrows the result: WHERE ... AND ... with numbered parameters. LIKE
-    // ignores case for ASCII letters only.
-    std::string where;
-    std::vector<std::string> params;
-    for (std::string_view word : SplitWords(query.q)) {
-      where += where.empty() ? " WHERE " : " AND ";
-      if (word.starts_with("tag:") && word.size() > 4) {
-        params.emplace_back(word.substr(4));
-        where +=
-            fmt::format("EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE json_each.value = ?{})",
-                        params.size());
-      } else {
-        params.push_back(ContainsPattern(word));
-        params.push_back(AsciiUpper(word));
-        // The state first: a word that names one (the UI's filters) then settles most
-        // rows without the two LIKEs (half the CPU of counting a large table).
-        where += fmt::format(
-            "(jobs.state = ?{1} OR jobs.name LIKE ?{0} ESCAPE '\\' "
-            "OR jobs.description LIKE ?{0} ESCAPE '\\')",
-            params.size() - 1, params.size());
-      }
-    }
-    std::string count_sql = "SELECT count(*) FROM jobs" + where;
-    std::string list_sql =
-        fmt::format("SELECT " BATON_JOB_COLUMNS
-                    " FROM jobs{} ORDER BY created_at DESC, id DESC LIMIT ?{} OFFSET ?{}",
-                    where, params.size() + 1, params.size() + 2);
+    sql::JobSearch search = sql::BuildJobSearch(sql::Dialect::kSqlite, query);
     std::optional<Page<JobRecord>> out;
     Status read = Read([&](Connection& c) -> Status {
       std::int64_t total = 0;
       {
-        BATON_SQL_ASSIGN(s, c.PrepareOnce(count_sql));
-        for (std::size_t i = 0; i < params.size(); ++i) {
-          s.BindText(static_cast<int>(i + 1), params[i]);
-        }
+        BATON_SQL_ASSIGN(s, c.PrepareOnce(search.count_sql));
+        Binder p(s);
+        for (const std::string& param : search.params) p.Text(param);
         BATON_SQL_ASSIGN(count, CountRows(s));
         total = count;
       }
-      BATON_SQL_ASSIGN(s, c.PrepareOnce(list_sql));
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        s.BindText(static_cast<int>(i + 1), params[i]);
-      }
-      s.BindInt(static_cast<int>(params.size() + 1), spec.size);
-      s.BindInt(static_cast<int>(params.size() + 2), spec.offset);
+      BATON_SQL_ASSIGN(s, c.PrepareOnce(search.list_sql));
+      Binder p(s);
+      for (const std::string& param : search.params) p.Text(param);
+      p.Int(spec.size);
+      p.Int(spec.offset);
       std::vector<JobRecord> items;
       BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(
           s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, items));
@@ -1276,9 +903,9 @@ Result<std::vector<JobRecord>> SqliteDatastore::JobsInState(const std::vector<Jo
   return NoThrow([&]() -> Result<std::vector<JobRecord>> {
     std::vector<JobRecord> out;
     if (states.empty()) return out;
-    std::string names = StatesJson(states);
+    std::string names = StatesList(states);
     Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kJobsInState));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().jobs_in_state));
       s.BindText(1, names);
       return CollectRows<JobRecord>(
           s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, out);
@@ -1292,7 +919,7 @@ Status SqliteDatastore::DeleteJob(std::string_view id) {
   return NoThrow([&]() -> Status {
     return Write([&](Connection& c) -> Status {
       {
-        BATON_SQL_ASSIGN(s, c.Prepare(kJobExists));
+        BATON_SQL_ASSIGN(s, c.Prepare(S().job_exists));
         s.BindText(1, id);
         BATON_SQL_ASSIGN(row, s.Step());
         if (!row) return NotFound(fmt::format("job {} not found", id));
@@ -1300,7 +927,7 @@ Status SqliteDatastore::DeleteJob(std::string_view id) {
       // Its sub-jobs go with it: they would be left where no link reaches them.
       std::vector<std::string> tree;
       {
-        BATON_SQL_ASSIGN(s, c.Prepare(kJobTree));
+        BATON_SQL_ASSIGN(s, c.Prepare(S().job_tree));
         s.BindText(1, id);
         for (;;) {
           BATON_SQL_ASSIGN(row, s.Step());
@@ -1310,8 +937,9 @@ Status SqliteDatastore::DeleteJob(std::string_view id) {
       }
       // Children first, so the foreign keys' cascades find nothing left to do.
       for (const std::string& job_id : tree) {
-        for (const char* sql : {kDeleteJobLogParts, kDeleteJobTasks, kDeleteJob}) {
-          BATON_SQL_ASSIGN(s, c.Prepare(sql));
+        for (const sql::Statement* stmt :
+             {&S().delete_job_log_parts, &S().delete_job_tasks, &S().delete_job}) {
+          BATON_SQL_ASSIGN(s, c.Prepare(*stmt));
           s.BindText(1, job_id);
           BATON_RETURN_IF_ERROR(s.Run());
         }
@@ -1326,7 +954,7 @@ Result<std::vector<std::string>> SqliteDatastore::JobsDueForDeletion(TimePoint n
     std::vector<std::string> ids;
     if (limit <= 0) return ids;
     Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kJobsDueForDeletion));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().jobs_due_for_deletion));
       s.BindTime(1, now);
       s.BindInt(2, limit);
       for (;;) {
@@ -1372,7 +1000,7 @@ Result<TaskRecord> SqliteDatastore::GetTask(std::string_view id) {
   return NoThrow([&]() -> Result<TaskRecord> {
     std::optional<TaskRecord> out;
     Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kSelectTask));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().select_task));
       s.BindText(1, id);
       BATON_SQL_ASSIGN(row, s.Step());
       if (!row) return NotFound(fmt::format("task {} not found", id));
@@ -1413,12 +1041,32 @@ Status SqliteDatastore::UpdateTaskAndJob(
   });
 }
 
+Status SqliteDatastore::UpdateTaskAndJobState(
+    std::string_view task_id,
+    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+    const std::function<Status(JobRecord&)>& modify_job) {
+  return NoThrow([&]() -> Status {
+    // One write, as UpdateTaskAndJob.
+    return Write([&](Connection& c) -> Status {
+      bool update_job = false;
+      std::string job_id;
+      BATON_RETURN_IF_ERROR(
+          UpdateTaskRow(c, caches_.get(), task_id, [&](TaskRecord& task) -> Status {
+            job_id = task.job_id;
+            return modify_task(task, update_job);
+          }));
+      if (!update_job) return Status::Ok();
+      return UpdateJobStateRow(c, job_id, modify_job, /*with_context=*/true);
+    });
+  });
+}
+
 Result<std::optional<int>> SqliteDatastore::AddCompletion(std::string_view id) {
   return NoThrow([&]() -> Result<std::optional<int>> {
     std::optional<int> count;
     Status write = Write([&](Connection& c) -> Status {
       {
-        BATON_SQL_ASSIGN(s, c.Prepare(kAddCompletion));
+        BATON_SQL_ASSIGN(s, c.Prepare(S().add_completion));
         s.BindText(1, id);
         s.BindText(2, ToString(TaskState::kRunning));
         BATON_SQL_ASSIGN(row, s.Step());
@@ -1428,7 +1076,7 @@ Result<std::optional<int>> SqliteDatastore::AddCompletion(std::string_view id) {
         }
       }
       // Not counted: an unknown row, or one that is not running.
-      BATON_SQL_ASSIGN(s, c.Prepare(kTaskExists));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().task_exists));
       s.BindText(1, id);
       BATON_SQL_ASSIGN(exists, s.Step());
       if (!exists) return NotFound(fmt::format("task {} not found", id));
@@ -1439,12 +1087,13 @@ Result<std::optional<int>> SqliteDatastore::AddCompletion(std::string_view id) {
   });
 }
 
-Result<std::vector<TaskRecord>> SqliteDatastore::JobTasks(std::string_view job_id) {
+Result<std::vector<TaskRecord>> SqliteDatastore::TaskRows(const sql::Statement& stmt,
+                                                          std::string_view key) {
   return NoThrow([&]() -> Result<std::vector<TaskRecord>> {
     std::vector<TaskRecord> out;
     Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kJobTasks));
-      s.BindText(1, job_id);
+      BATON_SQL_ASSIGN(s, c.Prepare(stmt));
+      s.BindText(1, key);
       return CollectRows<TaskRecord>(
           s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
     });
@@ -1453,51 +1102,34 @@ Result<std::vector<TaskRecord>> SqliteDatastore::JobTasks(std::string_view job_i
   });
 }
 
+Result<std::vector<TaskRecord>> SqliteDatastore::JobTasks(std::string_view job_id) {
+  return TaskRows(S().job_tasks, job_id);
+}
+
 Result<std::vector<TaskRecord>> SqliteDatastore::ChildTasks(std::string_view parent_id) {
-  return NoThrow([&]() -> Result<std::vector<TaskRecord>> {
-    std::vector<TaskRecord> out;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kChildTasks));
-      s.BindText(1, parent_id);
-      return CollectRows<TaskRecord>(
-          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
+  return TaskRows(S().child_tasks, parent_id);
 }
 
 Result<std::vector<TaskRecord>> SqliteDatastore::TasksInState(
     const std::vector<TaskState>& states) {
-  return NoThrow([&]() -> Result<std::vector<TaskRecord>> {
-    std::vector<TaskRecord> out;
-    if (states.empty()) return out;
-    std::string names = StatesJson(states);
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kTasksInState));
-      s.BindText(1, names);
-      return CollectRows<TaskRecord>(
-          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
+  if (states.empty()) return std::vector<TaskRecord>();
+  return TaskRows(S().tasks_in_state, StatesList(states));
 }
 
 Status SqliteDatastore::MarkScheduled(const std::vector<std::string>& ids, TimePoint at) {
   return NoThrow([&]() -> Status {
     if (ids.empty()) return Status::Ok();
+    std::vector<std::string_view> list(ids.begin(), ids.end());
+    std::string id_list = sql::EncodeList(sql::Dialect::kSqlite, list);
+    std::string states = StatesList(std::vector<TaskState>{TaskState::kPending, TaskState::kCreated});
+    // One statement: the rows of the list that are still waiting.
     return Write([&](Connection& c) -> Status {
-      for (const std::string& id : ids) {
-        BATON_SQL_ASSIGN(s, c.Prepare(kMarkScheduled));
-        s.BindText(1, id);
-        s.BindText(2, ToString(TaskState::kScheduled));
-        s.BindTime(3, at);
-        s.BindText(4, ToString(TaskState::kPending));
-        s.BindText(5, ToString(TaskState::kCreated));
-        BATON_RETURN_IF_ERROR(s.Run());
-      }
-      return Status::Ok();
+      BATON_SQL_ASSIGN(s, c.Prepare(S().mark_scheduled));
+      s.BindText(1, id_list);
+      s.BindText(2, ToString(TaskState::kScheduled));
+      s.BindTime(3, at);
+      s.BindText(4, states);
+      return s.Run();
     });
   });
 }
@@ -1513,18 +1145,8 @@ Result<std::vector<CancelledTask>> SqliteDatastore::CancelTasks(std::string_view
         BATON_SQL_ASSIGN(s, c.Prepare(under.empty() ? kActiveJobTasks : kActiveTasksUnder));
         s.BindText(1, job_id);
         if (!under.empty()) s.BindText(2, under);
-        for (;;) {
-          BATON_SQL_ASSIGN(row, s.Step());
-          if (!row) break;
-          CancelledTask t;
-          t.id = std::string(s.Text(0));
-          std::optional<TaskState> was = ParseTaskState(s.Text(1));
-          if (!was) return Corrupt("tasks", t.id, fmt::format("unknown state '{}'", s.Text(1)));
-          t.was = *was;
-          t.node_id = std::string(s.Text(2));
-          t.subjob_id = std::string(s.Text(3));
-          out.push_back(std::move(t));
-        }
+        BATON_RETURN_IF_ERROR(CollectRows<CancelledTask>(
+            s, [](const Stmt& row) { return sql::CancelledFromRow(row); }, out));
       }
       for (const CancelledTask& t : out) {
         BATON_SQL_ASSIGN(s, c.Prepare(kCancelTask));
@@ -1544,78 +1166,49 @@ Result<std::vector<CancelledTask>> SqliteDatastore::CancelTasks(std::string_view
 Status SqliteDatastore::CreateLogPart(const LogPart& part) {
   return NoThrow([&]() -> Status {
     return Write([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kInsertLogPart));
-      s.BindText(1, part.id);
-      s.BindText(2, part.task_id);
-      s.BindText(3, part.job_id);
-      s.BindInt(4, part.number);
-      s.BindText(5, part.contents);
-      s.BindTime(6, part.created_at);
-      Status status = s.Run();
-      if (status.code() == StatusCode::kAlreadyExists) {
-        return AlreadyExists(fmt::format("log part {} already exists", part.id));
-      }
-      if (status.code() == StatusCode::kFailedPrecondition) {
-        return FailedPrecondition(
-            fmt::format("log part {}: task {} does not exist", part.id, part.task_id));
-      }
-      return status;
+      BATON_SQL_ASSIGN(s, c.Prepare(S().insert_log_part));
+      Binder p(s);
+      sql::BindLogPart(p, part);
+      return sql::LogPartInsertError(s.Run(), part);
     });
   });
 }
 
-namespace {
-
-Result<Page<LogPart>> LogPage(Connection& c, const char* count_sql, const char* list_sql,
-                              std::string_view key, const PageSpec& spec) {
-  std::int64_t total = 0;
-  {
-    BATON_SQL_ASSIGN(s, c.Prepare(count_sql));
-    s.BindText(1, key);
-    BATON_SQL_ASSIGN(count, CountRows(s));
-    total = count;
-  }
-  BATON_SQL_ASSIGN(s, c.Prepare(list_sql));
-  s.BindText(1, key);
-  s.BindInt(2, spec.size);
-  s.BindInt(3, spec.offset);
-  std::vector<LogPart> items;
-  for (;;) {
-    BATON_SQL_ASSIGN(row, s.Step());
-    if (!row) break;
-    items.push_back(LogPartFromRow(s));
-  }
-  return MakePage(spec, total, std::move(items));
-}
-
-}  // namespace
-
-Result<Page<LogPart>> SqliteDatastore::TaskLogParts(std::string_view task_id, int page, int size) {
+Result<Page<LogPart>> SqliteDatastore::LogPage(const sql::Statement& count_sql,
+                                               const sql::Statement& list_sql,
+                                               std::string_view key, int page, int size) {
   return NoThrow([&]() -> Result<Page<LogPart>> {
     std::optional<Page<LogPart>> out;
     PageSpec spec = ClampPage(page, size);
     Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(p, LogPage(c, kCountTaskLogParts, kTaskLogParts, task_id, spec));
-      out = std::move(p);
+      std::int64_t total = 0;
+      {
+        BATON_SQL_ASSIGN(s, c.Prepare(count_sql));
+        s.BindText(1, key);
+        BATON_SQL_ASSIGN(count, CountRows(s));
+        total = count;
+      }
+      BATON_SQL_ASSIGN(s, c.Prepare(list_sql));
+      s.BindText(1, key);
+      s.BindInt(2, spec.size);
+      s.BindInt(3, spec.offset);
+      std::vector<LogPart> items;
+      BATON_RETURN_IF_ERROR(CollectRows<LogPart>(
+          s, [](const Stmt& row) { return sql::LogPartFromRow(row); }, items));
+      out = MakePage(spec, total, std::move(items));
       return Status::Ok();
     });
     if (!read.ok()) return read;
     return std::move(*out);
   });
+}
+
+Result<Page<LogPart>> SqliteDatastore::TaskLogParts(std::string_view task_id, int page, int size) {
+  return LogPage(S().count_task_log_parts, S().task_log_parts, task_id, page, size);
 }
 
 Result<Page<LogPart>> SqliteDatastore::JobLogParts(std::string_view job_id, int page, int size) {
-  return NoThrow([&]() -> Result<Page<LogPart>> {
-    std::optional<Page<LogPart>> out;
-    PageSpec spec = ClampPage(page, size);
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(p, LogPage(c, kCountJobLogParts, kJobLogParts, job_id, spec));
-      out = std::move(p);
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return std::move(*out);
-  });
+  return LogPage(S().count_job_log_parts, S().job_log_parts, job_id, page, size);
 }
 
 // ---- Nodes --------------------------------------------------------------------------
@@ -1623,17 +1216,9 @@ Result<Page<LogPart>> SqliteDatastore::JobLogParts(std::string_view job_id, int 
 Status SqliteDatastore::UpsertNode(const NodeRecord& node) {
   return NoThrow([&]() -> Status {
     return Write([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kUpsertNode));
-      s.BindText(1, node.id);
-      s.BindText(2, node.name);
-      s.BindText(3, node.hostname);
-      s.BindText(4, node.version);
-      s.BindText(5, node.queue);
-      s.BindTime(6, node.started_at);
-      s.BindTime(7, node.last_heartbeat_at);
-      s.BindReal(8, node.cpu_percent);
-      s.BindInt(9, node.task_count);
-      s.BindText(10, ToString(node.status));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().upsert_node));
+      Binder p(s);
+      sql::BindNode(p, node);
       return s.Run();
     });
   });
@@ -1643,9 +1228,10 @@ Result<std::vector<NodeRecord>> SqliteDatastore::ActiveNodes(TimePoint since) {
   return NoThrow([&]() -> Result<std::vector<NodeRecord>> {
     std::vector<NodeRecord> out;
     Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kActiveNodes));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().active_nodes));
       s.BindTime(1, since);
-      return CollectRows<NodeRecord>(s, NodeFromRow, out);
+      return CollectRows<NodeRecord>(
+          s, [](const Stmt& row) { return sql::NodeFromRow(row); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -1655,7 +1241,7 @@ Result<std::vector<NodeRecord>> SqliteDatastore::ActiveNodes(TimePoint since) {
 Status SqliteDatastore::Health() {
   return NoThrow([&]() -> Status {
     return Read([](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(kHealth));
+      BATON_SQL_ASSIGN(s, c.Prepare(S().health));
       BATON_SQL_ASSIGN(row, s.Step());
       if (!row) return Internal("sqlite: health query returned no row");
       return Status::Ok();

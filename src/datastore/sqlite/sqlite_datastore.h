@@ -22,8 +22,11 @@ namespace baton {
 
 namespace sqlite_internal {
 class Connection;
-struct DefinitionCaches;
 }  // namespace sqlite_internal
+namespace sql {
+struct DefinitionCaches;
+struct Statement;
+}  // namespace sql
 
 enum class SqliteSync { kFull, kNormal, kOff };
 
@@ -105,6 +108,10 @@ class SqliteDatastore final : public Datastore {
   Status UpdateTaskAndJob(std::string_view task_id,
                           const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
                           const std::function<Status(JobRecord&)>& modify_job) override;
+  Status UpdateTaskAndJobState(
+      std::string_view task_id,
+      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
+      const std::function<Status(JobRecord&)>& modify_job) override;
   Result<std::optional<int>> AddCompletion(std::string_view id) override;
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
@@ -122,6 +129,8 @@ class SqliteDatastore final : public Datastore {
 
   Status Health() override;
 
+  Status Transact(const std::function<Status(Transaction&)>& body) override;
+
  private:
   using Connection = sqlite_internal::Connection;
   using Op = std::function<Status(Connection&)>;
@@ -137,6 +146,11 @@ class SqliteDatastore final : public Datastore {
   };
 
   SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer);
+
+  // The rows `stmt` selects by one key.
+  Result<std::vector<TaskRecord>> TaskRows(const sql::Statement& stmt, std::string_view key);
+  Result<Page<LogPart>> LogPage(const sql::Statement& count_sql, const sql::Statement& list_sql,
+                                std::string_view key, int page, int size);
 
   // Caches the definition of a job just stored (when large enough to be cached).
   void RememberDefinition(const JobRecord& job, std::string_view definition);
@@ -168,7 +182,7 @@ class SqliteDatastore final : public Datastore {
   bool closing_ = false;                // guarded by queue_mu_
 
   // Decoded definitions of large rows, so reading one again costs a copy, not a parse.
-  std::unique_ptr<sqlite_internal::DefinitionCaches> caches_;
+  std::unique_ptr<sql::DefinitionCaches> caches_;
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;

@@ -70,15 +70,16 @@ std::unique_ptr<SqliteDatastore> OpenStore(const std::string& path) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sqlite, DatastoreConformanceTest,
-    ::testing::Values(DatastoreFactory{"file", [] { return OpenStore(FreshPath()); }, nullptr},
-                      DatastoreFactory{"memory", [] { return OpenStore(":memory:"); }, nullptr},
+    ::testing::Values(DatastoreFactory{"file", [] { return OpenStore(FreshPath()); }, nullptr, true},
+                      DatastoreFactory{"memory", [] { return OpenStore(":memory:"); }, nullptr, true},
                       DatastoreFactory{
                           "file_reopened", [] { return OpenStore(FreshPath()); },
                           [](std::unique_ptr<Datastore> store) -> std::unique_ptr<Datastore> {
                             std::string path = static_cast<SqliteDatastore&>(*store).path();
                             store.reset();  // closes every connection
                             return OpenStore(path);
-                          }}),
+                          },
+                          true}),
     DatastoreFactoryName);
 
 // A plain sqlite3 connection, for looking behind the datastore's back.

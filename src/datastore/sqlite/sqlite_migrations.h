@@ -5,13 +5,12 @@
 #include <span>
 #include <string_view>
 
+#include "datastore/sql/migrate.h"
+
 namespace baton {
 
-struct SqliteMigration {
-  int version;            // 1, 2, 3, ... without gaps
-  std::string_view name;  // what it does, recorded for operators
-  std::string_view sql;   // one or more statements, run in one transaction
-};
+// The shared shape (sql/migrate.h), run by sql::RunMigrations.
+using SqliteMigration = sql::Migration;
 
 // Every migration this binary knows, ascending by version.
 std::span<const SqliteMigration> SqliteMigrations();

@@ -448,9 +448,9 @@ class Sim {
   }
   static std::string Name(const Event& e) {
     static constexpr const char* kNames[] = {
-        "Submit",          "StartJob",     "Started",     "Completed",    "Failed",
-        "WorkerCancelled", "TaskTimedOut", "Redelivery",  "LeaseExpired", "Progress",
-        "Cancel",          "Restart",      "JobTimedOut", "RetryDue",     "FillEach"};
+        "Submit",       "StartJob",   "Started",      "Completed", "Failed", "WorkerCancelled",
+        "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",  "Cancel", "Restart",
+        "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed"};
     std::string kind = kNames[e.index()];
     return std::visit(
         [&](const auto& v) -> std::string {

@@ -1,0 +1,700 @@
+#include "coordinator/shell.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+#include <variant>
+
+#include "base/log.h"
+
+namespace baton {
+namespace {
+
+bool IsTerminal(TaskState s) {
+  return s == TaskState::kCompleted || s == TaskState::kFailed || s == TaskState::kCancelled ||
+         s == TaskState::kSkipped;
+}
+
+// Errors worth delivering the event again for; the rest are logged and dropped.
+bool MayPass(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
+
+// Errors that delivering the event again would meet again (a row the datastore refuses,
+// an internal error): the step can never be taken.
+bool IsLasting(const Status& s) {
+  return !s.ok() && !MayPass(s) && s.code() != StatusCode::kNotFound &&
+         s.code() != StatusCode::kFailedPrecondition;
+}
+
+Status Handled(const Status& s, const char* what, const std::string& id) {
+  if (s.ok() || s.code() == StatusCode::kNotFound || s.code() == StatusCode::kFailedPrecondition) {
+    return Status::Ok();
+  }
+  if (MayPass(s)) return s;
+  log::Error(what, {{"task_id", id}, {"error", s.message()}});
+  return Status::Ok();
+}
+
+// A read that finds no row decides nothing about it (a late event about a deleted job).
+template <typename T>
+Result<std::optional<T>> Optional(Result<T> read) {
+  if (read.ok()) return std::optional<T>(std::move(*read));
+  if (read.status().code() == StatusCode::kNotFound) return std::optional<T>();
+  return read.status();
+}
+
+}  // namespace
+
+FlowScheduler::FlowScheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
+                             SchedulerOptions options)
+    : datastore_(datastore),
+      broker_(broker),
+      clock_(clock),
+      timers_(timers),
+      options_(options),
+      own_locker_(options.job_locker == nullptr ? NewInProcessLocker() : nullptr),
+      locker_(options.job_locker == nullptr ? *own_locker_ : *options.job_locker),
+      broker_executor_(broker, datastore, clock, options.durable_broker) {
+  if (options_.start_in_background) {
+    starter_ = std::jthread([this](std::stop_token stop) { StarterLoop(std::move(stop)); });
+  }
+}
+
+FlowScheduler::~FlowScheduler() {
+  starter_.request_stop();
+  if (starter_.joinable()) starter_.join();
+  std::set<TimerId> armed;
+  {
+    MutexLock lock(timers_mu_);
+    closing_ = true;
+    armed.swap(armed_);
+  }
+  for (TimerId id : armed) timers_.Cancel(id);
+}
+
+void FlowScheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> listener) {
+  MutexLock lock(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+flow::Policy FlowScheduler::Policy() const {
+  return flow::Policy{.durable_broker = options_.durable_broker,
+                      .max_redeliveries = options_.max_redeliveries};
+}
+
+// ---------------------------------------------------------------------------- locks
+
+Result<std::unique_ptr<Lock>> FlowScheduler::LockTree(const std::string& job_id) {
+  auto root = RootOf(job_id);
+  if (!root.ok()) return root.status();
+  return locker_.Acquire("baton.job:" + *root, options_.lock_timeout);
+}
+
+Result<std::string> FlowScheduler::RootOf(const std::string& job_id) {
+  // A job's top-level ancestor never changes, so it is cached (the reads outside the lock).
+  std::string id = job_id;
+  std::string root;
+  for (int depth = 0; root.empty(); ++depth) {
+    if (depth > 100) return Internal("job " + job_id + ": its sub-jobs nest too deeply");
+    {
+      MutexLock lock(roots_mu_);
+      if (auto it = roots_.find(id); it != roots_.end()) {
+        root = it->second;
+        break;
+      }
+    }
+    auto job = datastore_.GetJob(id);
+    if (!job.ok()) return job.status();
+    if (job->parent_id.empty()) {
+      root = id;
+      break;
+    }
+    auto parent = datastore_.GetTask(job->parent_id);
+    if (!parent.ok()) return parent.status();
+    id = parent->job_id;
+  }
+  MutexLock lock(roots_mu_);
+  if (roots_.size() >= 100000) roots_.clear();  // bounded; refilled on demand
+  roots_[job_id] = root;
+  return root;
+}
+
+// ---------------------------------------------------------------------------- deciding
+
+Status FlowScheduler::Handle(const std::string& job_id, const flow::Event& event, Decided* out) {
+  Decided decided;
+  {
+    auto guard = LockTree(job_id);
+    if (!guard.ok()) return guard.status();
+    auto decide = [&](const flow::Event& e) {
+      return DecideLocked([&](DecisionTx& tx) -> Result<std::vector<flow::Effect>> {
+        auto view = ReadView(tx, e);
+        if (!view.ok()) return view.status();
+        return flow::Decide(e, *view, clock_.Now());
+      });
+    };
+    decided = decide(event);
+    if (IsLasting(decided.status)) {
+      // Delivering the event again would fail the same way, leaving the tree RUNNING with
+      // nothing in flight: its top-level job fails instead (under the lock still held).
+      auto root = RootOf(job_id);
+      const std::string& target = root.ok() ? *root : job_id;
+      log::Error("a step of a job failed to be taken; failing the job",
+                 {{"job_id", target}, {"error", decided.status.message()}});
+      Decided failed = decide(flow::StepFailed{target, decided.status.message()});
+      if (!failed.status.ok()) {
+        log::Error("failing a job whose step failed failed too",
+                   {{"job_id", target}, {"error", failed.status.message()}});
+      } else if (failed.wrote) {
+        decided.status = Status::Ok();  // the event is done with: its tree has failed
+      }
+      decided.finished.insert(decided.finished.end(), failed.finished.begin(),
+                              failed.finished.end());
+    }
+  }
+  Notify(decided.finished);
+  Status s = decided.status;
+  if (out != nullptr) *out = std::move(decided);
+  return s;
+}
+
+Status FlowScheduler::HandleTask(const std::string& task_id, const std::string& job_id,
+                                 const flow::Event& event, Decided* out) {
+  std::string job = job_id;
+  if (job.empty()) {
+    auto task = datastore_.GetTask(task_id);
+    if (!task.ok()) return task.status();
+    job = task->job_id;
+  }
+  return Handle(job, event, out);
+}
+
+FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
+  Decided decided;
+  std::vector<flow::Effect> after;
+  const flow::Policy policy = Policy();
+  decided.status = RunDecision(datastore_, [&](DecisionTx& tx) -> Status {
+    after.clear();
+    decided.wrote = false;
+    decided.created.clear();
+    std::vector<flow::Event> follow;
+    // Applies one decision's effects: row effects to the scope, the rest kept for after
+    // the commit, follow-ups queued to be decided against the rows as they now are.
+    auto apply = [&](std::vector<flow::Effect> effects) -> Status {
+      for (flow::Effect& effect : effects) {
+        Status s = std::visit(
+            [&](auto& e) -> Status {
+              using E = std::decay_t<decltype(e)>;
+              if constexpr (std::is_same_v<E, flow::CreateJob>) {
+                decided.wrote = true;
+                decided.created.push_back(e.row);
+                return tx.CreateJob(e.row);
+              } else if constexpr (std::is_same_v<E, flow::UpdateJob>) {
+                decided.wrote = true;
+                return e.context ? tx.UpdateJob(e.row) : tx.UpdateJobState(e.row);
+              } else if constexpr (std::is_same_v<E, flow::CreateTask>) {
+                decided.wrote = true;
+                return tx.CreateTasks({e.row});
+              } else if constexpr (std::is_same_v<E, flow::UpdateTask>) {
+                decided.wrote = true;
+                return tx.UpdateTask(e.row);
+              } else if constexpr (std::is_same_v<E, flow::CancelActive>) {
+                decided.wrote = true;
+                auto cancelled = tx.CancelActive(e.job_id, e.under, e.at);
+                if (!cancelled.ok()) return cancelled.status();
+                std::vector<flow::CancelledRow> rows;
+                rows.reserve(cancelled->size());
+                for (const CancelledTask& c : *cancelled) {
+                  rows.push_back({c.id, c.was, c.node_id, c.subjob_id});
+                }
+                for (flow::Effect& more : flow::AfterCancel(rows, policy)) {
+                  if (auto* f = std::get_if<flow::FollowUp>(&more)) {
+                    follow.push_back(std::move(f->event));
+                  } else {
+                    after.push_back(std::move(more));
+                  }
+                }
+                return Status::Ok();
+              } else if constexpr (std::is_same_v<E, flow::FollowUp>) {
+                follow.push_back(std::move(e.event));
+                return Status::Ok();
+              } else {
+                after.push_back(std::move(e));
+                return Status::Ok();
+              }
+            },
+            effect);
+        BATON_RETURN_IF_ERROR(s);
+      }
+      return Status::Ok();
+    };
+    auto effects = first(tx);
+    if (!effects.ok()) return effects.status();
+    BATON_RETURN_IF_ERROR(apply(std::move(*effects)));
+    // Bounded: a follow-up never asks for itself again, but a bug must not spin here.
+    for (std::size_t i = 0; i < follow.size(); ++i) {
+      if (i >= 100000) return Internal("a decision asked for more than 100,000 follow-ups");
+      flow::Event next = follow[i];
+      auto view = ReadView(tx, next);
+      if (!view.ok()) return view.status();
+      BATON_RETURN_IF_ERROR(apply(flow::Decide(next, *view, clock_.Now())));
+    }
+    return Status::Ok();
+  });
+  if (!decided.status.ok()) {
+    // Nothing of the scope was stored.
+    decided.wrote = false;
+    decided.created.clear();
+    return decided;
+  }
+  // Stored: now what follows from it.
+  for (const flow::Effect& e : after) {
+    if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);
+  }
+  decided.status = RunAfterCommit(after);
+  return decided;
+}
+
+Result<flow::View> FlowScheduler::ReadView(DecisionTx& tx, const flow::Event& event) {
+  flow::View view;
+  view.policy = Policy();
+  view.id_seed = NewId();
+  if (std::holds_alternative<flow::Submit>(event)) return view;
+  flow::ViewKeys keys = flow::KeysOf(event);
+  std::string task_id = keys.task_id;
+  std::string job_id = keys.job_id;
+  // Events that read their task row alone (flow.h says which).
+  const bool row_only = std::holds_alternative<flow::Started>(event) ||
+                        std::holds_alternative<flow::WorkerCancelled>(event) ||
+                        std::holds_alternative<flow::RetryDue>(event);
+  if (!task_id.empty()) {
+    auto task = Optional(tx.GetTask(task_id));
+    if (!task.ok()) return task.status();
+    if (!*task) return view;
+    job_id = (*task)->job_id;
+    if (row_only) {
+      view.tasks[task_id] = std::move(**task);
+      return view;
+    }
+  }
+  const bool task_and_job = std::holds_alternative<flow::Progress>(event);
+  // The event's task and its ancestors, through sub-jobs up to the top-level job.
+  for (int depth = 0; depth < 100; ++depth) {
+    while (!task_id.empty()) {
+      auto task = Optional(tx.GetTask(task_id));
+      if (!task.ok()) return task.status();
+      if (!*task) break;
+      TaskRecord& row = **task;
+      if (KindOf(row.task) == TaskKind::kEach) BATON_RETURN_IF_ERROR(AddEach(tx, row, view));
+      task_id = row.parent_id;
+      view.tasks[row.id] = std::move(row);
+      if (task_and_job) break;
+    }
+    auto job = Optional(tx.GetJob(job_id));
+    if (!job.ok()) return job.status();
+    if (!*job) break;
+    std::string parent = (*job)->parent_id;
+    view.jobs[job_id] = std::move(**job);
+    if (parent.empty() || task_and_job) break;
+    auto parent_row = Optional(tx.GetTask(parent));
+    if (!parent_row.ok()) return parent_row.status();
+    if (!*parent_row) break;
+    task_id = parent;
+    job_id = (*parent_row)->job_id;
+  }
+  return view;
+}
+
+Status FlowScheduler::AddEach(DecisionTx& tx, const TaskRecord& each, flow::View& view) {
+  // Reads every child of the each: today's Datastore has no query for "the next CREATED
+  // child" or "how many run", so this costs the each's size per decision below it.
+  auto children = tx.ChildTasks(each.id);
+  if (!children.ok()) return children.status();
+  const TaskRecord* next = nullptr;
+  int running = 0;
+  for (const TaskRecord& c : *children) {
+    if (c.state == TaskState::kCreated) {
+      if (next == nullptr || c.each_index < next->each_index) next = &c;
+    } else if (!IsTerminal(c.state)) {
+      ++running;
+    }
+  }
+  if (next != nullptr) view.next_created[each.id] = *next;
+  view.running_children[each.id] = running;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------- after commit
+
+Status FlowScheduler::RunAfterCommit(const std::vector<flow::Effect>& after) {
+  Status result;
+  std::vector<TaskRecord> starts;
+  std::vector<std::string> drops;
+  std::map<std::string, std::vector<std::string>> kills;
+  for (const flow::Effect& effect : after) {
+    std::visit(
+        [&](const auto& e) {
+          using E = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<E, flow::Start>) {
+            starts.push_back(e.row);
+          } else if constexpr (std::is_same_v<E, flow::StartAt>) {
+            std::string task_id = e.task_id;
+            Schedule(e.at, [this, task_id] {
+              Status s = HandleTask(task_id, "", flow::RetryDue{task_id});
+              if (!s.ok() && s.code() != StatusCode::kNotFound) {
+                log::Error("starting a retry failed",
+                           {{"task_id", task_id}, {"error", s.message()}});
+              }
+            });
+          } else if constexpr (std::is_same_v<E, flow::Kill>) {
+            kills[e.node_id].push_back(e.task_id);
+          } else if constexpr (std::is_same_v<E, flow::Drop>) {
+            drops.push_back(e.task_id);
+          } else if constexpr (std::is_same_v<E, flow::ArmJobTimeout>) {
+            ArmJobTimeout(e.job_id, e.timeout, e.at);
+          } else if constexpr (std::is_same_v<E, flow::DisarmJobTimeout>) {
+            DisarmJobTimeout(e.job_id);
+          } else if constexpr (std::is_same_v<E, flow::Refused>) {
+            if (result.ok()) result = FailedPrecondition(e.reason);
+          } else {
+            // Row effects and follow-ups were taken in the scope; JobFinished is told by
+            // the caller once the tree's lock is released.
+          }
+        },
+        effect);
+  }
+  StartRows(std::move(starts));
+  TellWorkers(drops, kills);
+  return result;
+}
+
+Executor* FlowScheduler::ExecutorFor(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kRunnable:
+      return &broker_executor_;
+    case TaskKind::kParallel:
+    case TaskKind::kEach:
+    case TaskKind::kSubJob:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+void FlowScheduler::StartRows(std::vector<TaskRecord> rows) {
+  // One batch per executor: a parallel's children go out with one wait for confirms.
+  std::map<TaskKind, std::vector<TaskRecord>> by_kind;
+  for (TaskRecord& row : rows) by_kind[KindOf(row.task)].push_back(std::move(row));
+  for (auto& [kind, batch] : by_kind) {
+    Executor* executor = ExecutorFor(kind);
+    if (executor == nullptr) {
+      // flow starts leaf rows only; a composite here would "run" as an empty script.
+      for (const TaskRecord& row : batch) {
+        log::Error("a composite row was to be started; it is not",
+                   {{"task_id", row.id}, {"kind", std::string(ToString(kind))}});
+      }
+      continue;
+    }
+    for (const TaskRecord& refused : executor->Start(std::move(batch))) {
+      std::string task_id = refused.id;
+      std::string job_id = refused.job_id;
+      // Decided again as a retry whose backoff is over: a PENDING row is queued again.
+      Schedule(clock_.Now() + options_.republish_delay, [this, task_id, job_id] {
+        Status s = HandleTask(task_id, job_id, flow::RetryDue{task_id});
+        if (!s.ok() && s.code() != StatusCode::kNotFound) {
+          log::Error("publishing a task again failed",
+                     {{"task_id", task_id}, {"error", s.message()}});
+        }
+      });
+    }
+  }
+}
+
+void FlowScheduler::TellWorkers(const std::vector<std::string>& drops,
+                                const std::map<std::string, std::vector<std::string>>& kills) {
+  auto tell = [&](const std::string& node, const std::vector<std::string>& ids) {
+    constexpr std::size_t kPerMessage = 1000;
+    for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
+      CancelTask message;
+      message.task_ids.assign(
+          ids.begin() + static_cast<std::ptrdiff_t>(i),
+          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
+      Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
+      if (!s.ok()) {
+        log::Error("telling a worker of cancelled tasks failed",
+                   {{"node", node}, {"error", s.message()}});
+      }
+    }
+  };
+  if (!drops.empty()) {
+    // Every worker heard from within the lease, and every worker about to be told to kill
+    // a task (its heartbeat may not be stored yet). Drops go first, so the slot a kill
+    // frees cannot take a dropped task before its worker heard of the drop; the tree's
+    // lock, held meanwhile, keeps a later decision's kill of this tree behind them.
+    std::set<std::string> told;
+    auto nodes = datastore_.ActiveNodes(clock_.Now() - options_.node_lease);
+    if (!nodes.ok()) {
+      log::Error("listing workers to tell of cancelled tasks failed",
+                 {{"error", nodes.status().message()}});
+    } else {
+      for (const NodeRecord& node : *nodes) {
+        if (!node.queue.empty()) told.insert(node.id);  // a coordinator takes no tasks
+      }
+    }
+    for (const auto& [node, ids] : kills) told.insert(node);
+    for (const std::string& node : told) tell(node, drops);
+  }
+  for (const auto& [node, ids] : kills) tell(node, ids);
+}
+
+void FlowScheduler::Notify(const std::vector<JobRecord>& finished) {
+  if (finished.empty()) return;
+  std::function<void(const JobRecord&)> listener;
+  {
+    MutexLock lock(listener_mu_);
+    listener = listener_;
+  }
+  if (!listener) return;
+  for (const JobRecord& job : finished) listener(job);
+}
+
+// ---------------------------------------------------------------------------- timers
+
+void FlowScheduler::Schedule(TimePoint at, std::function<void()> callback) {
+  auto id = std::make_shared<TimerId>(0);
+  MutexLock lock(timers_mu_);
+  if (closing_) return;
+  // The callback waits for timers_mu_, so it sees its id stored.
+  *id = timers_.Schedule(at, [this, id, callback = std::move(callback)] {
+    {
+      MutexLock inner(timers_mu_);
+      armed_.erase(*id);
+    }
+    callback();
+  });
+  armed_.insert(*id);
+}
+
+void FlowScheduler::ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint at) {
+  DisarmJobTimeout(job_id);  // arming again replaces the timer
+  auto id = std::make_shared<TimerId>(0);
+  MutexLock lock(timers_mu_);
+  if (closing_) return;
+  *id = timers_.Schedule(at, [this, id, job_id, timeout] {
+    {
+      MutexLock inner(timers_mu_);
+      armed_.erase(*id);
+      if (auto it = job_timers_.find(job_id); it != job_timers_.end() && it->second == *id) {
+        job_timers_.erase(it);
+      }
+    }
+    Status s = Handle(job_id, flow::JobTimedOut{job_id, timeout});
+    if (MayPass(s)) {
+      log::Warn("a job timed out but its lock cannot be taken; trying again in a second",
+                {{"job_id", job_id}, {"error", s.message()}});
+      ArmJobTimeout(job_id, timeout, clock_.Now() + std::chrono::seconds(1));
+    } else if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      log::Error("failing a timed-out job failed", {{"job_id", job_id}, {"error", s.message()}});
+    }
+  });
+  armed_.insert(*id);
+  job_timers_[job_id] = *id;
+}
+
+void FlowScheduler::DisarmJobTimeout(const std::string& job_id) {
+  std::optional<TimerId> id;
+  {
+    MutexLock lock(timers_mu_);
+    auto it = job_timers_.find(job_id);
+    if (it == job_timers_.end()) return;
+    id = it->second;
+    armed_.erase(it->second);
+    job_timers_.erase(it);
+  }
+  timers_.Cancel(*id);
+}
+
+// ---------------------------------------------------------------------------- jobs
+
+Result<JobRecord> FlowScheduler::Submit(const Job& job) {
+  std::string id = NewId();
+  {
+    MutexLock lock(roots_mu_);
+    if (roots_.size() >= 100000) roots_.clear();
+    roots_[id] = id;
+  }
+  JobRecord record = flow::NewJobRecord(job, "", id, clock_.Now());
+  if (options_.start_in_background) {
+    // Stored PENDING before the answer; the starter thread decides StartJob. A crash in
+    // between leaves it PENDING, and reconciling starts it.
+    BATON_RETURN_IF_ERROR(datastore_.CreateJob(record));
+    {
+      MutexLock lock(start_mu_);
+      to_start_.push_back(id);
+    }
+    start_cv_.notify_one();
+    return record;
+  }
+  Decided decided;
+  Status s = Handle(id, flow::Submit{record}, &decided);
+  for (const JobRecord& created : decided.created) {
+    if (created.id == id) record = created;
+  }
+  // Stored, but a step failed: the job is there to be reconciled.
+  if (!s.ok() && decided.created.empty()) return s;
+  if (!s.ok()) log::Error("starting a job failed", {{"job_id", id}, {"error", s.message()}});
+  return record;
+}
+
+void FlowScheduler::StarterLoop(std::stop_token stop) {
+  for (;;) {
+    std::deque<std::string> batch;
+    {
+      MutexLock lock(start_mu_);
+      start_cv_.wait(lock, stop, [&]() BATON_REQUIRES(start_mu_) { return !to_start_.empty(); });
+      // What is left stays PENDING, for reconciling.
+      if (stop.stop_requested()) return;
+      batch.swap(to_start_);
+    }
+    for (const std::string& id : batch) {
+      Status s = Handle(id, flow::StartJob{id});
+      if (MayPass(s)) {
+        log::Error("starting a job failed; trying again", {{"job_id", id}, {"error", s.message()}});
+        Schedule(clock_.Now() + std::chrono::seconds(1), [this, id] {
+          {
+            MutexLock lock(start_mu_);
+            to_start_.push_back(id);
+          }
+          start_cv_.notify_one();
+        });
+      } else if (!s.ok() && s.code() != StatusCode::kNotFound) {
+        log::Error("starting a job failed", {{"job_id", id}, {"error", s.message()}});
+      }
+    }
+  }
+}
+
+Status FlowScheduler::Cancel(const std::string& job_id) {
+  Decided decided;
+  Status s = Handle(job_id, flow::Cancel{job_id}, &decided);
+  if (s.ok() && !decided.wrote && decided.created.empty()) {
+    // Decide found no job (it refuses a finished one with a reason).
+    auto job = datastore_.GetJob(job_id);
+    if (!job.ok()) return job.status();
+  }
+  return s;
+}
+
+Status FlowScheduler::Restart(const std::string& job_id) {
+  Decided decided;
+  Status s = Handle(job_id, flow::Restart{job_id}, &decided);
+  if (s.ok() && !decided.wrote) {
+    auto job = datastore_.GetJob(job_id);
+    if (!job.ok()) return job.status();
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------- events
+
+Status FlowScheduler::OnStarted(const TaskStarted& event) {
+  // Under the tree's lock like every decision (the old scheduler recorded starts with a
+  // row update alone): the rows flow reads are then the rows it writes.
+  Status s = HandleTask(event.task_id, event.job_id,
+                        flow::Started{event.task_id, event.node_id, event.at});
+  return Handled(s, "recording a start failed", event.task_id);
+}
+
+Status FlowScheduler::OnFinished(const TaskFinished& event) {
+  flow::Event e;
+  switch (event.outcome) {
+    case TaskFinished::Outcome::kCompleted:
+      e = flow::Completed{event.task_id, event.node_id, event.result, event.started_at};
+      break;
+    case TaskFinished::Outcome::kFailed:
+      e = flow::Failed{event.task_id, event.node_id, event.error, event.started_at};
+      break;
+    case TaskFinished::Outcome::kCancelled:
+      e = flow::WorkerCancelled{event.task_id, event.node_id, event.error};
+      break;
+    case TaskFinished::Outcome::kHandedBack:
+      e = flow::Redelivery{event.task_id, event.node_id, event.error};
+      break;
+  }
+  Status s = HandleTask(event.task_id, event.job_id, e);
+  return Handled(s, "handling a task outcome failed", event.task_id);
+}
+
+Status FlowScheduler::OnProgress(const TaskProgress& event) {
+  Status s = HandleTask(event.task_id, event.job_id, flow::Progress{event.task_id, event.progress});
+  return Handled(s, "recording progress failed", event.task_id);
+}
+
+// ---------------------------------------------------------------------------- recovery
+
+Status FlowScheduler::Reconcile(const std::set<std::string>& live_nodes) {
+  Status result;
+  auto jobs =
+      datastore_.JobsInState({JobState::kPending, JobState::kScheduled, JobState::kRunning});
+  if (!jobs.ok()) return jobs.status();
+  const flow::Policy policy = Policy();
+  for (const JobRecord& listed : *jobs) {
+    Decided decided;
+    {
+      auto guard = LockTree(listed.id);
+      if (!guard.ok()) {
+        decided.status = guard.status();
+      } else {
+        decided = DecideLocked([&](DecisionTx& tx) -> Result<std::vector<flow::Effect>> {
+          // Read again under the lock: another coordinator may have moved it on.
+          auto job = Optional(tx.GetJob(listed.id));
+          if (!job.ok()) return job.status();
+          if (!*job) return std::vector<flow::Effect>{};
+          auto rows = tx.JobTasks(listed.id);
+          if (!rows.ok()) return rows.status();
+          return flow::Frontier(**job, *rows, clock_.Now(), policy, &live_nodes, NewId());
+        });
+      }
+    }
+    Notify(decided.finished);
+    const Status& s = decided.status;
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      log::Error("reconciling a job failed", {{"job_id", listed.id}, {"error", s.message()}});
+      if (result.ok()) result = s;
+    }
+  }
+  return result;
+}
+
+Result<int> FlowScheduler::ExpireLeases(Duration lease) {
+  int requeued = 0;
+  TimePoint now = clock_.Now();
+  auto nodes = datastore_.ActiveNodes(now - lease);
+  if (!nodes.ok()) return nodes.status();
+  std::set<std::string> alive;
+  for (const NodeRecord& node : *nodes) alive.insert(node.id);
+  auto running = datastore_.TasksInState({TaskState::kRunning});
+  if (!running.ok()) return running.status();
+  Status first_error;
+  for (const TaskRecord& task : *running) {
+    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty() ||
+        alive.contains(task.node_id)) {
+      continue;
+    }
+    // A task that started less than a lease ago may belong to a node whose first
+    // heartbeat is still on its way.
+    if (task.started_at && now - *task.started_at < lease) continue;
+    Decided decided;
+    Status s = Handle(task.job_id, flow::LeaseExpired{task.id, task.node_id}, &decided);
+    if (!s.ok()) {
+      if (first_error.ok()) first_error = s;
+      continue;
+    }
+    if (decided.wrote) ++requeued;
+  }
+  if (!first_error.ok() && requeued == 0) return first_error;
+  return requeued;
+}
+
+}  // namespace baton

@@ -1,0 +1,159 @@
+// FlowScheduler: the scheduler as a thin shell over flow (src/flow/flow.h), which holds
+// every rule. Its public interface is Scheduler's, so the Coordinator can be moved onto it
+// by changing the type of one member. Not used by the engine yet (issue 15, item 2).
+//
+// Per event: take the lock of the event's job tree (the Locker, "baton.job:<top-level
+// job id>": in process the keyed in-process locker, across coordinators the shared one);
+// in one decision scope (DecisionTx) read the View the event names, flow::Decide, write
+// every row effect, decide the follow-ups against the rows as they now are; after the
+// scope is stored run the after-commit effects: start rows through the executor of their
+// kind (the BrokerExecutor for runnable rows), arm and disarm timers (job timeouts, retry
+// backoffs, republishing refused rows), tell workers of cancelled tasks (drop, then kill),
+// and, once the tree's lock is released, tell the listener which jobs finished.
+// Reconciling is flow::Frontier per active job; lease expiry is the LeaseExpired event.
+//
+// Thread-safety: thread-safe. Decisions about one job tree are serialised by the tree's
+// lock; decisions about different trees run at once and never wait for each other. The
+// shell's own mutexes guard small maps only (a cache of tree roots, the armed job timers,
+// the listener, the starter's queue) and are never held across a datastore call, a broker
+// publish or a callback: the annotations let the `thread-safety` preset prove it.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/mutex.h"
+#include "base/status.h"
+#include "broker/broker.h"
+#include "coordinator/decision_tx.h"
+#include "coordinator/executors/broker_executor.h"
+#include "coordinator/scheduler.h"  // SchedulerOptions: the same options as Scheduler's
+#include "core/job.h"
+#include "core/messages.h"
+#include "core/records.h"
+#include "core/task_kind.h"
+#include "datastore/datastore.h"
+#include "flow/flow.h"
+#include "locker/locker.h"
+
+namespace baton {
+
+class FlowScheduler {
+ public:
+  FlowScheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
+                SchedulerOptions options = {});
+  // Stops the starter thread and cancels the timers it armed.
+  ~FlowScheduler();
+  FlowScheduler(const FlowScheduler&) = delete;
+  FlowScheduler& operator=(const FlowScheduler&) = delete;
+
+  // Stores a validated job and starts it (with start_in_background: stores it PENDING and
+  // a thread of the scheduler starts it). Returns the record as stored.
+  Result<JobRecord> Submit(const Job& job);
+
+  // Events from workers. Unavailable / DeadlineExceeded: deliver the event again; other
+  // errors are logged here and the event is done with.
+  Status OnStarted(const TaskStarted& event);
+  Status OnFinished(const TaskFinished& event);
+  Status OnProgress(const TaskProgress& event);
+
+  // FailedPrecondition (flow's reason) when the job's state refuses it; NotFound for an
+  // unknown job.
+  Status Cancel(const std::string& job_id);
+  Status Restart(const std::string& job_id);
+
+  // flow::Frontier for every active job, each under its tree's lock; RUNNING rows on a
+  // node not in `live_nodes` are expired as leases.
+  Status Reconcile(const std::set<std::string>& live_nodes);
+  // RUNNING runnable rows of nodes silent for longer than `lease` (and started longer
+  // ago than that) are decided as LeaseExpired. Returns how many were re-queued.
+  Result<int> ExpireLeases(Duration lease);
+
+  // A decision is one flow::Decide holding only its own tree's lock, so there is nothing
+  // long to interrupt: Stop and Resume change nothing (they exist for the Coordinator).
+  void Stop() {}
+  void Resume() {}
+
+  // Called, with no lock held, whenever a job reaches a terminal state.
+  void SetJobFinishedListener(std::function<void(const JobRecord&)> listener)
+      BATON_EXCLUDES(listener_mu_);
+
+ private:
+  // What one decision (an event and its follow-ups) did.
+  struct Decided {
+    Status status;
+    bool wrote = false;               // it stored at least one row effect
+    std::vector<JobRecord> created;   // jobs it created (Submit answers with its own)
+    std::vector<JobRecord> finished;  // for the listener, once the tree lock is released
+  };
+  // The first effects of a decision, given its scope: Decide of an event, or Frontier.
+  using FirstEffects = std::function<Result<std::vector<flow::Effect>>(DecisionTx&)>;
+
+  // Decides `event` about job `job_id` under its tree's lock, then tells the listener.
+  Status Handle(const std::string& job_id, const flow::Event& event, Decided* out = nullptr);
+  // The same for an event about a task whose job the message may not name.
+  Status HandleTask(const std::string& task_id, const std::string& job_id, const flow::Event& event,
+                    Decided* out = nullptr);
+  // The decision itself: the caller holds the tree's lock.
+  Decided DecideLocked(const FirstEffects& first);
+  // What `event` reads, through the decision's scope.
+  Result<flow::View> ReadView(DecisionTx& tx, const flow::Event& event);
+  Status AddEach(DecisionTx& tx, const TaskRecord& each, flow::View& view);
+  // The after-commit effects of one decision, in their order.
+  Status RunAfterCommit(const std::vector<flow::Effect>& after);
+  void StartRows(std::vector<TaskRecord> rows);
+  void TellWorkers(const std::vector<std::string>& drops,
+                   const std::map<std::string, std::vector<std::string>>& kills);
+  void Notify(const std::vector<JobRecord>& finished) BATON_EXCLUDES(listener_mu_);
+
+  // The executor of a leaf kind; null for a composite (which flow never starts).
+  Executor* ExecutorFor(TaskKind kind);
+
+  Result<std::unique_ptr<Lock>> LockTree(const std::string& job_id);
+  Result<std::string> RootOf(const std::string& job_id) BATON_EXCLUDES(roots_mu_);
+
+  // Timers: each callback decides its event under the tree's lock.
+  void Schedule(TimePoint at, std::function<void()> callback) BATON_EXCLUDES(timers_mu_);
+  void ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint at)
+      BATON_EXCLUDES(timers_mu_);
+  void DisarmJobTimeout(const std::string& job_id) BATON_EXCLUDES(timers_mu_);
+
+  void StarterLoop(std::stop_token stop) BATON_EXCLUDES(start_mu_);
+
+  flow::Policy Policy() const;
+
+  Datastore& datastore_;
+  Broker& broker_;
+  Clock& clock_;
+  Timers& timers_;
+  const SchedulerOptions options_;
+  std::unique_ptr<Locker> own_locker_;  // when options gave none (a single coordinator)
+  Locker& locker_;
+  BrokerExecutor broker_executor_;
+
+  Mutex roots_mu_;
+  std::map<std::string, std::string> roots_ BATON_GUARDED_BY(roots_mu_);  // job → top-level
+
+  Mutex timers_mu_;
+  std::map<std::string, TimerId> job_timers_ BATON_GUARDED_BY(timers_mu_);
+  std::set<TimerId> armed_ BATON_GUARDED_BY(timers_mu_);  // cancelled by the destructor
+  bool closing_ BATON_GUARDED_BY(timers_mu_) = false;
+
+  Mutex listener_mu_;
+  std::function<void(const JobRecord&)> listener_ BATON_GUARDED_BY(listener_mu_);
+
+  Mutex start_mu_;
+  std::condition_variable_any start_cv_;
+  std::deque<std::string> to_start_ BATON_GUARDED_BY(start_mu_);  // PENDING jobs
+  std::jthread starter_;  // last: stopped before the members above go
+};
+
+}  // namespace baton

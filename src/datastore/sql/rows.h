@@ -1,0 +1,355 @@
+// Row mapping, written once for every SQL backend: JobRecord, TaskRecord, LogPart and
+// NodeRecord to and from the columns of the statements in statements.h.
+//
+// A backend supplies two small adapters:
+// - a Row (one result row): Text(col) -> string_view (valid while the row is),
+//   Int(col), Int32(col), Real(col), Time(col), OptTime(col), with columns from 0;
+// - a Sink (a statement's parameters, bound in order from $1): Text(string_view),
+//   Int(int64), Real(double), Time(TimePoint), Time(optional<TimePoint>).
+// Templates, not virtual calls: a row is read column by column in the hot paths.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "core/job_decode.h"
+#include "core/records.h"
+#include "datastore/adapter_util.h"
+
+namespace baton::sql {
+
+// ---- Encoding -----------------------------------------------------------------------
+
+// kInternal naming the row and what is wrong with it.
+Status Corrupt(std::string_view table, std::string_view id, std::string_view problem);
+
+// JSON text of a value; kInvalidArgument for one that cannot be stored (text that is
+// not UTF-8).
+Result<std::string> Dump(const nlohmann::json& value, std::string_view what);
+Result<std::string> EncodeJob(const Job& job);
+Result<std::string> EncodeTask(const Task& task);
+
+// What a jobs row stores besides the record's plain fields.
+struct JobText {
+  std::string definition;
+  std::string tags;
+  std::string context;
+  std::size_t bytes() const { return definition.size() + tags.size() + context.size(); }
+};
+
+// `definition`, when given, is the stored text of an unchanged definition (not encoded
+// again).
+Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition);
+
+// The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $18).
+template <typename Sink>
+void BindJob(Sink& p, const JobRecord& job, const JobText& text) {
+  p.Text(job.id);
+  p.Text(job.parent_id);
+  p.Text(ToString(job.state));
+  p.Text(job.job.name);
+  p.Text(job.job.description);
+  p.Text(text.tags);
+  p.Time(job.created_at);
+  p.Time(job.started_at);
+  p.Time(job.completed_at);
+  p.Time(job.failed_at);
+  p.Time(job.delete_at);
+  p.Text(text.definition);
+  p.Int(job.position);
+  p.Int(job.task_count);
+  p.Real(job.progress);
+  p.Text(job.result);
+  p.Text(job.error);
+  p.Text(text.context);
+}
+
+// The parameters of update_job_state_only ($1 .. $10): the key and the state columns.
+template <typename Sink>
+void BindJobState(Sink& p, const JobRecord& job) {
+  p.Text(job.id);
+  p.Text(ToString(job.state));
+  p.Time(job.started_at);
+  p.Time(job.completed_at);
+  p.Time(job.failed_at);
+  p.Time(job.delete_at);
+  p.Int(job.position);
+  p.Real(job.progress);
+  p.Text(job.result);
+  p.Text(job.error);
+}
+
+// The columns of a tasks row, in BATON_SQL_TASK_COLUMNS order ($1 .. $21).
+template <typename Sink>
+void BindTask(Sink& p, const TaskRecord& task, std::string_view definition) {
+  p.Text(task.id);
+  p.Text(task.job_id);
+  p.Text(task.parent_id);
+  p.Int(task.position);
+  p.Text(ToString(task.state));
+  p.Time(task.created_at);
+  p.Time(task.scheduled_at);
+  p.Time(task.started_at);
+  p.Time(task.completed_at);
+  p.Time(task.failed_at);
+  p.Text(definition);
+  p.Text(task.error);
+  p.Text(task.result);
+  p.Text(task.node_id);
+  p.Real(task.progress);
+  p.Int(task.redelivered);
+  p.Int(task.each_size);
+  p.Int(task.each_index);
+  p.Int(task.completions);
+  p.Text(task.subjob_id);
+  p.Text(datastore_util::ScopeText(task.scope));
+}
+
+template <typename Sink>
+void BindLogPart(Sink& p, const LogPart& part) {
+  p.Text(part.id);
+  p.Text(part.task_id);
+  p.Text(part.job_id);
+  p.Int(part.number);
+  p.Text(part.contents);
+  p.Time(part.created_at);
+}
+
+template <typename Sink>
+void BindNode(Sink& p, const NodeRecord& node) {
+  p.Text(node.id);
+  p.Text(node.name);
+  p.Text(node.hostname);
+  p.Text(node.version);
+  p.Text(node.queue);
+  p.Time(node.started_at);
+  p.Time(node.last_heartbeat_at);
+  p.Real(node.cpu_percent);
+  p.Int(node.task_count);
+  p.Text(ToString(node.status));
+}
+
+// ---- Decoding -----------------------------------------------------------------------
+
+// The column of the stored definition in a jobs / tasks row.
+inline constexpr int kJobDefinitionColumn = 11;
+inline constexpr int kTaskDefinitionColumn = 10;
+
+// Decoded definitions of recently read rows, by row id, kept with the stored text they
+// came from: a row whose text is unchanged is not decoded again. Only large definitions
+// are kept (a job of hundreds of tasks, a parallel of hundreds of children), which the
+// scheduler reads at every step of their job and whose decoding dominated that step;
+// small ones decode faster than a look-up. Thread-safe.
+template <typename T>
+class DefinitionCache {
+ public:
+  static constexpr std::size_t kMinBytes = 4096;
+  static constexpr std::size_t kMaxEntries = 128;
+
+  std::shared_ptr<const T> Find(std::string_view id, std::string_view text) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(std::string(id));
+    if (it == entries_.end() || it->second.text != text) return nullptr;
+    return it->second.value;
+  }
+  void Put(std::string_view id, std::string_view text, std::shared_ptr<const T> value) {
+    std::lock_guard lock(mu_);
+    if (entries_.size() >= kMaxEntries) entries_.clear();  // bounded; refilled on demand
+    entries_[std::string(id)] = Entry{std::string(text), std::move(value)};
+  }
+
+ private:
+  struct Entry {
+    std::string text;
+    std::shared_ptr<const T> value;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+};
+
+struct DefinitionCaches {
+  DefinitionCache<Job> jobs;
+  DefinitionCache<Task> tasks;
+};
+
+// The decoded definition, shared with the cache (when given) if it is a large one. Also
+// what an update compares the modified definition against (no second copy of it).
+template <typename T, typename Decode>
+Result<std::shared_ptr<const T>> CachedDecode(DefinitionCache<T>* cache, std::string_view id,
+                                              std::string_view text, Decode decode) {
+  const bool cached = cache != nullptr && text.size() >= DefinitionCache<T>::kMinBytes;
+  if (cached) {
+    if (std::shared_ptr<const T> hit = cache->Find(id, text)) return hit;
+  }
+  Result<T> decoded = decode(text);
+  if (!decoded.ok()) return decoded.status();
+  auto value = std::make_shared<const T>(std::move(*decoded));
+  if (cached) cache->Put(id, text, value);
+  return value;
+}
+
+// `original`, when given, receives the definition as decoded (before any change).
+template <typename Row>
+Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches,
+                             std::shared_ptr<const Job>* original = nullptr) {
+  JobRecord job;
+  job.id = std::string(s.Text(0));
+  job.parent_id = std::string(s.Text(1));
+  std::optional<JobState> state = ParseJobState(s.Text(2));
+  if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(2)));
+  job.state = *state;
+  job.created_at = s.Time(6);
+  job.started_at = s.OptTime(7);
+  job.completed_at = s.OptTime(8);
+  job.failed_at = s.OptTime(9);
+  job.delete_at = s.OptTime(10);
+  auto definition = CachedDecode<Job>(
+      caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(kJobDefinitionColumn),
+      [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
+  if (!definition.ok()) {
+    return Corrupt("jobs", job.id, "definition: " + definition.status().message());
+  }
+  job.job = **definition;
+  if (original != nullptr) *original = std::move(*definition);
+  job.position = s.Int32(12);
+  job.task_count = s.Int32(13);
+  job.progress = s.Real(14);
+  job.result = std::string(s.Text(15));
+  job.error = std::string(s.Text(16));
+  job.context = nlohmann::json::parse(s.Text(17), nullptr, /*allow_exceptions=*/false);
+  if (job.context.is_discarded()) return Corrupt("jobs", job.id, "context is not JSON");
+  return job;
+}
+
+// A row of select_job_state: the job without its definition and context.
+template <typename Row>
+Result<JobRecord> JobStateFromRow(const Row& s) {
+  JobRecord job;
+  job.id = std::string(s.Text(0));
+  job.parent_id = std::string(s.Text(1));
+  std::optional<JobState> state = ParseJobState(s.Text(2));
+  if (!state) return Corrupt("jobs", job.id, fmt::format("unknown state '{}'", s.Text(2)));
+  job.state = *state;
+  job.created_at = s.Time(3);
+  job.started_at = s.OptTime(4);
+  job.completed_at = s.OptTime(5);
+  job.failed_at = s.OptTime(6);
+  job.delete_at = s.OptTime(7);
+  job.position = s.Int32(8);
+  job.task_count = s.Int32(9);
+  job.progress = s.Real(10);
+  job.result = std::string(s.Text(11));
+  job.error = std::string(s.Text(12));
+  return job;
+}
+
+// A row of select_job_state_and_context_for_update: the state columns and the context.
+template <typename Row>
+Result<JobRecord> JobStateAndContextFromRow(const Row& s) {
+  auto job = JobStateFromRow(s);
+  if (!job.ok()) return job.status();
+  job->context = nlohmann::json::parse(s.Text(13), nullptr, /*allow_exceptions=*/false);
+  if (job->context.is_discarded()) return Corrupt("jobs", job->id, "context is not JSON");
+  return job;
+}
+
+template <typename Row>
+Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches,
+                               std::shared_ptr<const Task>* original = nullptr) {
+  TaskRecord task;
+  task.id = std::string(s.Text(0));
+  task.job_id = std::string(s.Text(1));
+  task.parent_id = std::string(s.Text(2));
+  task.position = s.Int32(3);
+  std::optional<TaskState> state = ParseTaskState(s.Text(4));
+  if (!state) return Corrupt("tasks", task.id, fmt::format("unknown state '{}'", s.Text(4)));
+  task.state = *state;
+  task.created_at = s.Time(5);
+  task.scheduled_at = s.OptTime(6);
+  task.started_at = s.OptTime(7);
+  task.completed_at = s.OptTime(8);
+  task.failed_at = s.OptTime(9);
+  auto definition = CachedDecode<Task>(
+      caches != nullptr ? &caches->tasks : nullptr, task.id, s.Text(kTaskDefinitionColumn),
+      [](std::string_view text) { return DecodeTaskJson(text, DecodeMode::kStored); });
+  if (!definition.ok()) {
+    return Corrupt("tasks", task.id, "definition: " + definition.status().message());
+  }
+  task.task = **definition;
+  if (original != nullptr) *original = std::move(*definition);
+  task.error = std::string(s.Text(11));
+  task.result = std::string(s.Text(12));
+  task.node_id = std::string(s.Text(13));
+  task.progress = s.Real(14);
+  task.redelivered = s.Int32(15);
+  task.each_size = s.Int32(16);
+  task.each_index = s.Int32(17);
+  task.completions = s.Int32(18);
+  task.subjob_id = std::string(s.Text(19));
+  auto scope = datastore_util::ParseScope(s.Text(20));
+  if (!scope.ok()) return Corrupt("tasks", task.id, "scope: " + scope.status().message());
+  task.scope = std::move(*scope);
+  return task;
+}
+
+template <typename Row>
+Result<LogPart> LogPartFromRow(const Row& s) {
+  LogPart part;
+  part.id = std::string(s.Text(0));
+  part.task_id = std::string(s.Text(1));
+  part.job_id = std::string(s.Text(2));
+  part.number = s.Int32(3);
+  part.contents = std::string(s.Text(4));
+  part.created_at = s.Time(5);
+  return part;
+}
+
+template <typename Row>
+Result<NodeRecord> NodeFromRow(const Row& s) {
+  NodeRecord node;
+  node.id = std::string(s.Text(0));
+  node.name = std::string(s.Text(1));
+  node.hostname = std::string(s.Text(2));
+  node.version = std::string(s.Text(3));
+  node.queue = std::string(s.Text(4));
+  node.started_at = s.Time(5);
+  node.last_heartbeat_at = s.Time(6);
+  node.cpu_percent = s.Real(7);
+  node.task_count = s.Int32(8);
+  std::optional<NodeStatus> status = ParseNodeStatus(s.Text(9));
+  if (!status) return Corrupt("nodes", node.id, fmt::format("unknown status '{}'", s.Text(9)));
+  node.status = *status;
+  return node;
+}
+
+// A row CancelTasks read: id, state, node_id, subjob_id.
+template <typename Row>
+Result<CancelledTask> CancelledFromRow(const Row& s) {
+  CancelledTask t;
+  t.id = std::string(s.Text(0));
+  std::optional<TaskState> was = ParseTaskState(s.Text(1));
+  if (!was) return Corrupt("tasks", t.id, fmt::format("unknown state '{}'", s.Text(1)));
+  t.was = *was;
+  t.node_id = std::string(s.Text(2));
+  t.subjob_id = std::string(s.Text(3));
+  return t;
+}
+
+// ---- Errors of inserts --------------------------------------------------------------
+
+// The error of inserting a row, in the words of the contract (which id is taken, which
+// parent is missing); other errors as they came.
+Status JobInsertError(Status status, const JobRecord& job);
+Status TaskInsertError(Status status, const TaskRecord& task);
+Status LogPartInsertError(Status status, const LogPart& part);
+
+}  // namespace baton::sql

@@ -1,0 +1,17 @@
+// The column lists of the tables, in the order rows.h reads and binds them.
+#pragma once
+
+#define BATON_SQL_JOB_COLUMNS                                                             \
+  "id, parent_id, state, name, description, tags, created_at, started_at, completed_at, " \
+  "failed_at, delete_at, definition, position, task_count, progress, result, error, context"
+
+#define BATON_SQL_TASK_COLUMNS                                                           \
+  "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
+  "completed_at, failed_at, definition, error, result, node_id, progress, redelivered, " \
+  "each_size, each_index, completions, subjob_id, scope"
+
+#define BATON_SQL_LOG_COLUMNS "id, task_id, job_id, number, contents, created_at"
+
+#define BATON_SQL_NODE_COLUMNS                                                       \
+  "id, name, hostname, version, queue, started_at, last_heartbeat_at, cpu_percent, " \
+  "task_count, status"

@@ -1,0 +1,207 @@
+#include "datastore/sql/statements.h"
+
+#include <fmt/format.h>
+
+#include "datastore/sql/sql_columns.h"
+
+namespace baton::sql {
+namespace {
+
+Statements Build(Dialect d) {
+  auto st = [d](const char* name, std::string_view sql) {
+    return Statement{name, Placeholders(d, sql)};
+  };
+  const std::string for_update(ForUpdate(d));
+  Statements s;
+  s.dialect = d;
+
+  s.insert_job = st("insert_job", "INSERT INTO jobs (" BATON_SQL_JOB_COLUMNS
+                                  ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+                                  "$13, $14, $15, $16, $17, $18)");
+  s.update_job = st("update_job",
+                    "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, "
+                    "tags = $6, created_at = $7, started_at = $8, completed_at = $9, "
+                    "failed_at = $10, delete_at = $11, definition = $12, position = $13, "
+                    "task_count = $14, progress = $15, result = $16, error = $17, context = $18 "
+                    "WHERE id = $1");
+  s.update_job_keep_times =
+      st("update_job_keep_times",
+         "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, tags = $6, "
+         "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
+         "task_count = $14, progress = $15, result = $16, error = $17, context = $18 "
+         "WHERE id = $1");
+  s.update_job_fields =
+      st("update_job_fields",
+         "UPDATE jobs SET parent_id = $2, name = $4, description = $5, tags = $6, "
+         "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
+         "task_count = $14, progress = $15, result = $16, error = $17, context = $18 "
+         "WHERE id = $1");
+  s.select_job = st("select_job", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE id = $1");
+  s.select_job_for_update =
+      st("select_job_for_update",
+         "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE id = $1" + for_update);
+  s.select_job_state_for_update =
+      st("select_job_state_for_update",
+         "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, "
+         "delete_at, position, task_count, progress, result, error FROM jobs WHERE id = $1" +
+             for_update);
+  s.update_job_state_only =
+      st("update_job_state_only",
+         "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
+         "delete_at = $6, position = $7, progress = $8, result = $9, error = $10 WHERE id = $1");
+  s.select_job_state_and_context_for_update =
+      st("select_job_state_and_context_for_update",
+         "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, "
+         "delete_at, position, task_count, progress, result, error, context FROM jobs "
+         "WHERE id = $1" +
+             for_update);
+  s.update_job_state_and_context =
+      st("update_job_state_and_context",
+         "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
+         "delete_at = $6, position = $7, progress = $8, result = $9, error = $10, "
+         "context = $11 WHERE id = $1");
+  s.jobs_in_state = st("jobs_in_state", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE " +
+                                            InList(d, "state", 1) + " ORDER BY created_at, id");
+  s.job_exists = st("job_exists", "SELECT 1 FROM jobs WHERE id = $1");
+  s.delete_job_log_parts = st("delete_job_log_parts", "DELETE FROM log_parts WHERE job_id = $1");
+  s.delete_job_tasks = st("delete_job_tasks", "DELETE FROM tasks WHERE job_id = $1");
+  s.delete_job = st("delete_job", "DELETE FROM jobs WHERE id = $1");
+  // A job and its sub-jobs, at any depth: through the subjob tasks' links (tasks_job
+  // index), not the sub-jobs' parent_id, which has no index.
+  s.job_tree = st("job_tree",
+                  "WITH RECURSIVE tree(id) AS (SELECT CAST($1 AS TEXT) UNION "
+                  "SELECT t.subjob_id FROM tasks t JOIN tree ON t.job_id = tree.id "
+                  "WHERE t.subjob_id <> '') SELECT id FROM tree");
+  // Finished jobs whose delete_at has come (jobs_delete_at index), soonest first.
+  s.jobs_due_for_deletion =
+      st("jobs_due_for_deletion",
+         "SELECT id FROM jobs WHERE delete_at IS NOT NULL AND delete_at <= $1 "
+         "AND state IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY delete_at, id LIMIT $2");
+
+  s.insert_task = st("insert_task", "INSERT INTO tasks (" BATON_SQL_TASK_COLUMNS
+                                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                                    "$12, $13, $14, $15, $16, $17, $18, $19, $20, $21)");
+  s.update_task = st("update_task",
+                     "UPDATE tasks SET job_id = $2, parent_id = $3, position = $4, state = $5, "
+                     "created_at = $6, scheduled_at = $7, started_at = $8, completed_at = $9, "
+                     "failed_at = $10, definition = $11, error = $12, result = $13, node_id = $14, "
+                     "progress = $15, redelivered = $16, each_size = $17, each_index = $18, "
+                     "completions = $19, subjob_id = $20, scope = $21 WHERE id = $1");
+  s.update_task_keep_keys =
+      st("update_task_keep_keys",
+         "UPDATE tasks SET state = $5, scheduled_at = $7, started_at = $8, completed_at = $9, "
+         "failed_at = $10, definition = $11, error = $12, result = $13, node_id = $14, "
+         "progress = $15, redelivered = $16, each_size = $17, each_index = $18, "
+         "completions = $19, subjob_id = $20, scope = $21 WHERE id = $1");
+  s.update_task_fields =
+      st("update_task_fields",
+         "UPDATE tasks SET scheduled_at = $7, started_at = $8, completed_at = $9, "
+         "failed_at = $10, definition = $11, error = $12, result = $13, node_id = $14, "
+         "progress = $15, redelivered = $16, each_size = $17, each_index = $18, "
+         "completions = $19, subjob_id = $20, scope = $21 WHERE id = $1");
+  s.select_task = st("select_task", "SELECT " BATON_SQL_TASK_COLUMNS " FROM tasks WHERE id = $1");
+  s.select_task_for_update =
+      st("select_task_for_update",
+         "SELECT " BATON_SQL_TASK_COLUMNS " FROM tasks WHERE id = $1" + for_update);
+  s.add_completion = st("add_completion",
+                        "UPDATE tasks SET completions = completions + 1 WHERE id = $1 "
+                        "AND state = $2 RETURNING completions");
+  s.task_exists = st("task_exists", "SELECT 1 FROM tasks WHERE id = $1");
+  s.job_tasks = st("job_tasks", "SELECT " BATON_SQL_TASK_COLUMNS
+                                " FROM tasks WHERE job_id = $1 ORDER BY position, created_at, id");
+  s.child_tasks = st("child_tasks", "SELECT " BATON_SQL_TASK_COLUMNS
+                                    " FROM tasks WHERE parent_id = $1 AND parent_id <> '' "
+                                    "ORDER BY created_at, id");
+  s.tasks_in_state = st("tasks_in_state", "SELECT " BATON_SQL_TASK_COLUMNS " FROM tasks WHERE " +
+                                              InList(d, "state", 1) + " ORDER BY created_at, id");
+  s.mark_scheduled = st("mark_scheduled", "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE " +
+                                              InList(d, "id", 1) + " AND " + InList(d, "state", 4));
+  // The states a cancel changes; both backends' CancelTasks cancel the same ones.
+  const std::string active = "state IN ('PENDING', 'CREATED', 'SCHEDULED', 'RUNNING')";
+  s.active_job_tasks = st("active_job_tasks",
+                          "SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = $1 AND " +
+                              active + " ORDER BY created_at, id" + for_update);
+  // Through the tasks_parent index; the ids compare as PostgreSQL's columns do ("C").
+  const std::string under_id =
+      d == Dialect::kPostgres ? "$2::text COLLATE \"C\"" : "CAST($2 AS TEXT)";
+  s.active_tasks_under =
+      st("active_tasks_under",
+         "WITH RECURSIVE below(id) AS (SELECT " + under_id +
+             " UNION SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id "
+             "WHERE t.parent_id <> '') "
+             "SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = $1 AND id <> $2 "
+             "AND id IN (SELECT id FROM below) AND " +
+             active + " ORDER BY created_at, id" + for_update);
+  s.cancel_rows =
+      st("cancel_rows", "UPDATE tasks SET state = 'CANCELLED', completed_at = $2 WHERE " +
+                            InList(d, "id", 1) + " AND " + active);
+
+  s.insert_log_part = st("insert_log_part", "INSERT INTO log_parts (" BATON_SQL_LOG_COLUMNS
+                                            ") VALUES ($1, $2, $3, $4, $5, $6)");
+  s.count_task_log_parts =
+      st("count_task_log_parts", "SELECT count(*) FROM log_parts WHERE task_id = $1");
+  s.task_log_parts =
+      st("task_log_parts", "SELECT " BATON_SQL_LOG_COLUMNS
+                           " FROM log_parts WHERE task_id = $1 "
+                           "ORDER BY number DESC, created_at DESC, id DESC LIMIT $2 OFFSET $3");
+  s.count_job_log_parts =
+      st("count_job_log_parts", "SELECT count(*) FROM log_parts WHERE job_id = $1");
+  s.job_log_parts =
+      st("job_log_parts", "SELECT " BATON_SQL_LOG_COLUMNS
+                          " FROM log_parts WHERE job_id = $1 "
+                          "ORDER BY created_at DESC, number DESC, id DESC LIMIT $2 OFFSET $3");
+  s.upsert_node =
+      st("upsert_node",
+         "INSERT INTO nodes (" BATON_SQL_NODE_COLUMNS
+         ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO UPDATE SET "
+         "name = excluded.name, hostname = excluded.hostname, version = excluded.version, "
+         "queue = excluded.queue, started_at = excluded.started_at, "
+         "last_heartbeat_at = excluded.last_heartbeat_at, cpu_percent = excluded.cpu_percent, "
+         "task_count = excluded.task_count, status = excluded.status");
+  s.active_nodes = st("active_nodes", "SELECT " BATON_SQL_NODE_COLUMNS
+                                      " FROM nodes WHERE last_heartbeat_at >= $1 "
+                                      "ORDER BY last_heartbeat_at DESC, id");
+
+  if (d == Dialect::kPostgres) {
+    // PostgreSQL must know the type of every parameter, and a narrowed UPDATE leaves
+    // some unused; nor does it gain from one (an update touching no indexed column's
+    // value is a HOT update whatever the SET list names). The full ones serve.
+    s.update_job_keep_times = s.update_job;
+    s.update_job_fields = s.update_job;
+    s.update_task_keep_keys = s.update_task;
+    s.update_task_fields = s.update_task;
+  }
+
+  s.health = st("health", "SELECT 1");
+  s.max_schema_version =
+      st("max_schema_version", "SELECT coalesce(max(version), 0) FROM schema_migrations");
+  s.record_migration = st("record_migration",
+                          "INSERT INTO schema_migrations (version, name, applied_at) "
+                          "VALUES ($1, $2, $3)");
+  return s;
+}
+
+}  // namespace
+
+const Statements& StatementsFor(Dialect dialect) {
+  static const Statements sqlite = Build(Dialect::kSqlite);
+  static const Statements postgres = Build(Dialect::kPostgres);
+  return dialect == Dialect::kSqlite ? sqlite : postgres;
+}
+
+const Statement& JobUpdate(const Statements& s, const JobKeys& before, const JobRecord& after) {
+  if (after.created_at != before.created_at || after.delete_at != before.delete_at) {
+    return s.update_job;
+  }
+  return after.state == before.state ? s.update_job_fields : s.update_job_keep_times;
+}
+
+const Statement& TaskUpdate(const Statements& s, const TaskKeys& before, const TaskRecord& after) {
+  if (after.job_id != before.job_id || after.parent_id != before.parent_id ||
+      after.position != before.position || after.created_at != before.created_at) {
+    return s.update_task;
+  }
+  return after.state == before.state ? s.update_task_fields : s.update_task_keep_keys;
+}
+
+}  // namespace baton::sql

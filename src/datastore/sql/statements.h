@@ -1,0 +1,111 @@
+// The statements of the SQL datastore, written once (statements.cc) and spelled for each
+// dialect. A backend runs them; it adds only what its dialect does differently
+// (SQLite's CancelTasks in two steps, PostgreSQL's multi-row insert of arrays).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/records.h"
+#include "datastore/sql/dialect.h"
+
+namespace baton::sql {
+
+// One statement. `name` is unique (PostgreSQL prepares it under that name on each
+// connection); `sql` is in the dialect's spelling and never changes once built, so a
+// backend may key a statement cache by its address.
+struct Statement {
+  const char* name;
+  std::string sql;
+};
+
+struct Statements {
+  Dialect dialect;  // for the text of list parameters (EncodeList)
+
+  // Jobs. Parameter numbers follow column order, so one binder (BindJob) serves the
+  // insert and every update. An UPDATE rewrites the index entries of every column it
+  // sets, changed or not (SQLite): update_job_keep_times leaves out created_at and
+  // delete_at, update_job_fields the state too, for updates that did not change them.
+  Statement insert_job;
+  Statement update_job;
+  Statement update_job_keep_times;
+  Statement update_job_fields;
+  Statement select_job;
+  Statement select_job_for_update;
+  // UpdateJobState's read and write: neither the definition nor the context (the
+  // columns that grow with the job), so moving a big job costs no decoding of them.
+  Statement select_job_state_for_update;
+  Statement update_job_state_only;
+  // The same with the context: what a step changes (UpdateTaskAndJobState), without the
+  // definition that grows with the job.
+  Statement select_job_state_and_context_for_update;
+  Statement update_job_state_and_context;
+  Statement jobs_in_state;  // $1: a list of states
+  Statement job_exists;
+  Statement delete_job_log_parts;
+  Statement delete_job_tasks;
+  Statement delete_job;
+  Statement job_tree;
+  Statement jobs_due_for_deletion;
+
+  // Tasks, likewise (update_task_keep_keys leaves out job_id, parent_id, position and
+  // created_at; update_task_fields the state too).
+  Statement insert_task;
+  Statement update_task;
+  Statement update_task_keep_keys;
+  Statement update_task_fields;
+  Statement select_task;
+  Statement select_task_for_update;
+  Statement add_completion;
+  Statement task_exists;
+  Statement job_tasks;
+  Statement child_tasks;
+  Statement tasks_in_state;  // $1: a list of states
+  Statement mark_scheduled;  // $1: a list of ids; $4: a list of states
+  // Transaction::CancelTasks: the active rows of job $1 (all, or with $2 those below
+  // row $2), locked, with what cancelling them needs; then their update ($1: a list of
+  // ids, re-checked as active, CANCELLED at $2).
+  Statement active_job_tasks;
+  Statement active_tasks_under;
+  Statement cancel_rows;
+
+  // Log parts and nodes.
+  Statement insert_log_part;
+  Statement count_task_log_parts;
+  Statement task_log_parts;
+  Statement count_job_log_parts;
+  Statement job_log_parts;
+  Statement upsert_node;
+  Statement active_nodes;
+
+  Statement health;
+  Statement max_schema_version;
+  Statement record_migration;
+};
+
+// The statements in `dialect`'s spelling, built once.
+const Statements& StatementsFor(Dialect dialect);
+
+// What an update must rewrite: the indexed columns the modifier may have changed.
+struct JobKeys {
+  JobState state;
+  TimePoint created_at;
+  std::optional<TimePoint> delete_at;
+};
+struct TaskKeys {
+  std::string job_id;
+  std::string parent_id;
+  int position;
+  TimePoint created_at;
+  TaskState state;
+};
+inline JobKeys KeysOf(const JobRecord& job) { return {job.state, job.created_at, job.delete_at}; }
+inline TaskKeys KeysOf(const TaskRecord& task) {
+  return {task.job_id, task.parent_id, task.position, task.created_at, task.state};
+}
+
+// The narrowest update of a row that had `before` and now is `after`.
+const Statement& JobUpdate(const Statements& s, const JobKeys& before, const JobRecord& after);
+const Statement& TaskUpdate(const Statements& s, const TaskKeys& before, const TaskRecord& after);
+
+}  // namespace baton::sql

@@ -1,0 +1,199 @@
+#include "datastore/sql/transaction.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace baton::sql {
+
+Status SqlTransaction::Poison(Status status) {
+  if (!status.ok() && poison_.ok()) poison_ = status;
+  return status;
+}
+
+Result<JobRecord> SqlTransaction::GetJob(std::string_view id) {
+  if (!poison_.ok()) return poison_;
+  std::optional<JobRecord> out;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.select_job_for_update, [&](ParamSink& p) { p.Text(id); },
+      [&](const RowView& row) -> Status {
+        std::shared_ptr<const Job> original;
+        Result<JobRecord> job = JobFromRow(row, caches_, &original);
+        if (!job.ok()) return job.status();
+        jobs_[job->id] = {std::move(original), std::string(row.Text(kJobDefinitionColumn)),
+                          KeysOf(*job)};
+        out = std::move(*job);
+        return Status::Ok();
+      }));
+  if (!out) return NotFound(fmt::format("job {} not found", id));
+  return std::move(*out);
+}
+
+Result<TaskRecord> SqlTransaction::GetTask(std::string_view id) {
+  if (!poison_.ok()) return poison_;
+  std::optional<TaskRecord> out;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.select_task_for_update, [&](ParamSink& p) { p.Text(id); },
+      [&](const RowView& row) -> Status {
+        std::shared_ptr<const Task> original;
+        Result<TaskRecord> task = TaskFromRow(row, caches_, &original);
+        if (!task.ok()) return task.status();
+        tasks_[task->id] = {std::move(original), std::string(row.Text(kTaskDefinitionColumn)),
+                            KeysOf(*task)};
+        out = std::move(*task);
+        return Status::Ok();
+      }));
+  if (!out) return NotFound(fmt::format("task {} not found", id));
+  return std::move(*out);
+}
+
+Result<std::vector<TaskRecord>> SqlTransaction::Tasks(const Statement& stmt, std::string_view key) {
+  if (!poison_.ok()) return poison_;
+  std::vector<TaskRecord> out;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      stmt, [&](ParamSink& p) { p.Text(key); },
+      [&](const RowView& row) -> Status {
+        Result<TaskRecord> task = TaskFromRow(row, caches_);
+        if (!task.ok()) return task.status();
+        out.push_back(std::move(*task));
+        return Status::Ok();
+      }));
+  return out;
+}
+
+Result<std::vector<TaskRecord>> SqlTransaction::JobTasks(std::string_view job_id) {
+  return Tasks(st_.job_tasks, job_id);
+}
+
+Result<std::vector<TaskRecord>> SqlTransaction::ChildTasks(std::string_view parent_id) {
+  return Tasks(st_.child_tasks, parent_id);
+}
+
+Status SqlTransaction::CreateJob(const JobRecord& job) {
+  if (!poison_.ok()) return poison_;
+  Result<JobText> text = EncodeJobText(job, std::nullopt);
+  if (!text.ok()) return Poison(text.status());
+  BATON_RETURN_IF_ERROR(Poison(datastore_util::CheckStoredJobSize(text->bytes(), max_job_bytes_)));
+  Result<std::int64_t> done =
+      session_.Execute(st_.insert_job, [&](ParamSink& p) { BindJob(p, job, *text); });
+  return Poison(JobInsertError(done.status(), job));
+}
+
+Status SqlTransaction::UpdateJob(const JobRecord& job) {
+  if (!poison_.ok()) return poison_;
+  const Statement* stmt = &st_.update_job;
+  std::optional<std::string> same;
+  if (auto it = jobs_.find(job.id); it != jobs_.end()) {
+    stmt = &JobUpdate(st_, it->second.keys, job);
+    if (job.job == *it->second.definition) same = it->second.text;
+  }
+  Result<JobText> text = EncodeJobText(job, std::move(same));
+  if (!text.ok()) return Poison(text.status());
+  Result<std::int64_t> changed =
+      session_.Execute(*stmt, [&](ParamSink& p) { BindJob(p, job, *text); });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) return Poison(NotFound(fmt::format("job {} not found", job.id)));
+  if (auto it = jobs_.find(job.id); it != jobs_.end()) {
+    it->second.keys = KeysOf(job);
+    it->second.text = std::move(text->definition);
+    it->second.definition = std::make_shared<const Job>(job.job);
+  }
+  return Status::Ok();
+}
+
+Status SqlTransaction::UpdateJobState(const JobRecord& job) {
+  if (!poison_.ok()) return poison_;
+  Result<std::int64_t> changed =
+      session_.Execute(st_.update_job_state_only, [&](ParamSink& p) { BindJobState(p, job); });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) return Poison(NotFound(fmt::format("job {} not found", job.id)));
+  if (auto it = jobs_.find(job.id); it != jobs_.end()) {
+    it->second.keys.state = job.state;
+    it->second.keys.delete_at = job.delete_at;
+  }
+  return Status::Ok();
+}
+
+Status SqlTransaction::CreateTasks(const std::vector<TaskRecord>& tasks) {
+  if (!poison_.ok()) return poison_;
+  for (const TaskRecord& task : tasks) {
+    Result<std::string> definition = EncodeTask(task.task);
+    if (!definition.ok()) return Poison(definition.status());
+    Result<std::int64_t> done =
+        session_.Execute(st_.insert_task, [&](ParamSink& p) { BindTask(p, task, *definition); });
+    BATON_RETURN_IF_ERROR(Poison(TaskInsertError(done.status(), task)));
+  }
+  return Status::Ok();
+}
+
+Status SqlTransaction::UpdateTask(const TaskRecord& task) {
+  if (!poison_.ok()) return poison_;
+  const Statement* stmt = &st_.update_task;
+  std::string definition;
+  auto it = tasks_.find(task.id);
+  if (it != tasks_.end()) {
+    stmt = &TaskUpdate(st_, it->second.keys, task);
+    if (task.task == *it->second.definition) definition = it->second.text;
+  }
+  if (it == tasks_.end() || !(task.task == *it->second.definition)) {
+    Result<std::string> encoded = EncodeTask(task.task);
+    if (!encoded.ok()) return Poison(encoded.status());
+    definition = std::move(*encoded);
+  }
+  Result<std::int64_t> changed =
+      session_.Execute(*stmt, [&](ParamSink& p) { BindTask(p, task, definition); });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) return Poison(NotFound(fmt::format("task {} not found", task.id)));
+  if (it != tasks_.end()) {
+    it->second.keys = KeysOf(task);
+    it->second.text = std::move(definition);
+    it->second.definition = std::make_shared<const Task>(task.task);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<CancelledTask>> SqlTransaction::CancelTasks(std::string_view job_id,
+                                                               std::string_view under,
+                                                               TimePoint at) {
+  if (!poison_.ok()) return poison_;
+  std::vector<CancelledTask> out;
+  Status read = session_.Query(
+      under.empty() ? st_.active_job_tasks : st_.active_tasks_under,
+      [&](ParamSink& p) {
+        p.Text(job_id);
+        if (!under.empty()) p.Text(under);
+      },
+      [&](const RowView& row) -> Status {
+        Result<CancelledTask> t = CancelledFromRow(row);
+        if (!t.ok()) return t.status();
+        out.push_back(std::move(*t));
+        return Status::Ok();
+      });
+  if (!read.ok()) return Poison(read);
+  if (out.empty()) return out;
+  std::vector<std::string_view> ids;
+  ids.reserve(out.size());
+  for (const CancelledTask& t : out) {
+    ids.push_back(t.id);
+    // What the scope read of the row is stale now: a later UpdateTask of it writes every
+    // column instead of leaving the state out as unchanged.
+    tasks_.erase(t.id);
+  }
+  const std::string list = EncodeList(st_.dialect, ids);
+  Result<std::int64_t> changed = session_.Execute(st_.cancel_rows, [&](ParamSink& p) {
+    p.Text(list);
+    p.Time(at);
+  });
+  if (!changed.ok()) return Poison(changed.status());
+  return out;
+}
+
+Status RunScope(Session& session, const Statements& statements, DefinitionCaches* caches,
+                std::size_t max_job_bytes, const std::function<Status(Transaction&)>& body) {
+  SqlTransaction scope(session, statements, caches, max_job_bytes);
+  Status status = datastore_util::NoThrow([&] { return body(scope); });
+  if (!status.ok()) return status;
+  return scope.poison();
+}
+
+}  // namespace baton::sql

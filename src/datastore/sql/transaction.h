@@ -1,0 +1,71 @@
+// The one Transaction (datastore.h) of the SQL datastore, over a backend's Session: the
+// rules of a scope (poisoning, sizes, encoding, what an update rewrites) written once.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "datastore/datastore.h"
+#include "datastore/sql/rows.h"
+#include "datastore/sql/session.h"
+#include "datastore/sql/statements.h"
+
+namespace baton::sql {
+
+// Not thread-safe: one scope, one thread (the body's).
+class SqlTransaction final : public Transaction {
+ public:
+  // `caches` may be null (no definition cache); `max_job_bytes` bounds CreateJob.
+  SqlTransaction(Session& session, const Statements& statements, DefinitionCaches* caches,
+                 std::size_t max_job_bytes)
+      : session_(session), st_(statements), caches_(caches), max_job_bytes_(max_job_bytes) {}
+
+  Result<JobRecord> GetJob(std::string_view id) override;
+  Result<TaskRecord> GetTask(std::string_view id) override;
+  Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
+  Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
+
+  Status CreateJob(const JobRecord& job) override;
+  Status UpdateJob(const JobRecord& job) override;
+  Status UpdateJobState(const JobRecord& job) override;
+  Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
+  Status UpdateTask(const TaskRecord& task) override;
+  Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
+                                                 TimePoint at) override;
+
+  // The first failed write (Ok when none): what Transact returns instead of committing.
+  const Status& poison() const { return poison_; }
+
+ private:
+  // What the scope read of a row: an update that keeps its definition writes the
+  // stored text back instead of encoding it again, and rewrites only the indexed
+  // columns that changed.
+  template <typename T, typename Keys>
+  struct Seen {
+    std::shared_ptr<const T> definition;
+    std::string text;
+    Keys keys;
+  };
+
+  Status Poison(Status status);
+  Result<std::vector<TaskRecord>> Tasks(const Statement& stmt, std::string_view key);
+
+  Session& session_;
+  const Statements& st_;
+  DefinitionCaches* caches_;
+  const std::size_t max_job_bytes_;
+  Status poison_;
+  std::unordered_map<std::string, Seen<Job, JobKeys>> jobs_;
+  std::unordered_map<std::string, Seen<Task, TaskKeys>> tasks_;
+};
+
+// Runs `body` over `session` (a transaction the caller opened and will end): Ok means
+// commit, an error roll back. A write that failed is returned even if the body
+// ignored it.
+Status RunScope(Session& session, const Statements& statements, DefinitionCaches* caches,
+                std::size_t max_job_bytes, const std::function<Status(Transaction&)>& body);
+
+}  // namespace baton::sql
