@@ -1,6 +1,9 @@
-// The rules. One Decider per decision holds an overlay of the rows it read and wrote;
-// the rules below change the overlay, and the effects are what differs from the view at
-// the end (one write per changed row), then what the commit must be followed by.
+// The rules. One Decider per decision owns the view and changes its rows in place; the
+// first time a rule touches a stored row, the row's state columns are noted, and the
+// effects are the touched rows whose state differs at the end (one write per changed
+// row, the row moved into its effect), then what the commit must be followed by. Nothing
+// here copies a job's definition or a composite's subtree: a decision costs what the rows
+// it touches cost, bounded by the depth of nesting, never by the size of the job.
 #include "flow/flow.h"
 
 #include <fmt/format.h>
@@ -54,11 +57,46 @@ int Expected(const TaskRecord& row) {
   return 0;
 }
 
+// The columns a rule may change on a stored row (a stored row's definition, scope, id,
+// parents and position never change): what Effects compares to tell a write.
+struct TaskColumns {
+  TaskState state;
+  std::optional<TimePoint> scheduled_at, started_at, completed_at, failed_at;
+  std::string error, result, node_id, subjob_id;
+  double progress;
+  int redelivered, each_size, each_index, completions;
+  friend bool operator==(const TaskColumns&, const TaskColumns&) = default;
+};
+TaskColumns ColumnsOf(const TaskRecord& t) {
+  return {t.state,       t.scheduled_at, t.started_at, t.completed_at, t.failed_at,
+          t.error,       t.result,       t.node_id,    t.subjob_id,    t.progress,
+          t.redelivered, t.each_size,    t.each_index, t.completions};
+}
+// The same for a job; its context is tracked apart (Decider::context_changed_).
+struct JobColumns {
+  JobState state;
+  std::optional<TimePoint> started_at, completed_at, failed_at, delete_at;
+  int position, task_count;
+  double progress;
+  std::string result, error;
+  friend bool operator==(const JobColumns&, const JobColumns&) = default;
+};
+JobColumns ColumnsOf(const JobRecord& j) {
+  return {j.state,    j.started_at, j.completed_at, j.failed_at, j.delete_at,
+          j.position, j.task_count, j.progress,     j.result,    j.error};
+}
+
 class Decider {
  public:
-  Decider(const View& view, TimePoint now) : view_(view), now_(now) {
-    for (const auto& [each_id, child] : view.next_created) waiting_[each_id].push_back(child.id);
-    running_ = view.running_children;
+  Decider(View view, TimePoint now) : view_(std::move(view)), now_(now) {
+    // The next CREATED children join the other rows (moved, not copied); the entries
+    // stay, empty, to say which eaches have more CREATED children than the view holds.
+    for (auto& [each_id, child] : view_.next_created) {
+      waiting_[each_id].push_back(child.id);
+      std::string id = child.id;
+      view_.tasks.try_emplace(std::move(id), std::move(child));
+    }
+    running_ = view_.running_children;
   }
 
   // ----------------------------------------------------------------- events
@@ -190,9 +228,9 @@ class Decider {
   }
 
   // ----------------------------------------------------------------- frontier
-  void Reconcile(const JobRecord& stored, const std::vector<TaskRecord>& rows,
+  void Reconcile(const std::string& job_id, const std::vector<std::string>& ids,
                  const std::set<std::string>* live_nodes) {
-    JobRecord* job = J(stored.id);
+    JobRecord* job = J(job_id);
     if (job == nullptr || !IsActive(job->state)) return;
     if (job->state == JobState::kPending) {
       StartJobRule(job->id);
@@ -201,16 +239,19 @@ class Decider {
     if (job->job.timeout && job->started_at) Arm(*job, *job->started_at);
     // Every each's CREATED children, in index order, wait for a slot.
     std::vector<const TaskRecord*> created;
-    for (const TaskRecord& row : rows) {
+    std::map<std::string, std::vector<std::string>> children;  // composite → its rows
+    for (const std::string& id : ids) {
+      const TaskRecord& row = view_.tasks.at(id);
       if (row.state == TaskState::kCreated && !row.parent_id.empty()) created.push_back(&row);
+      if (!row.parent_id.empty()) children[row.parent_id].push_back(id);
     }
     std::sort(created.begin(), created.end(), [](const TaskRecord* a, const TaskRecord* b) {
       return a->each_index < b->each_index;
     });
     for (const TaskRecord* row : created) waiting_[row->parent_id].push_back(row->id);
     // Runnable rows lost in flight (or on a node that is gone).
-    for (const TaskRecord& stored_row : rows) {
-      TaskRecord* row = T(stored_row.id);
+    for (const std::string& id : ids) {
+      TaskRecord* row = T(id);
       if (row == nullptr || KindOf(row->task) != TaskKind::kRunnable) continue;
       if (row->state == TaskState::kPending ||
           (row->state == TaskState::kScheduled && !view_.policy.durable_broker)) {
@@ -233,15 +274,14 @@ class Decider {
     }
     // Composites: recount from their children, finish or refill them. A child is known
     // by its each_index (its retries share it); its latest row counts.
-    for (const TaskRecord& stored_row : rows) {
-      TaskRecord* row = T(stored_row.id);
+    for (const std::string& id : ids) {
+      TaskRecord* row = T(id);
       if (row == nullptr || row->state != TaskState::kRunning) continue;
       TaskKind kind = KindOf(row->task);
       if (kind != TaskKind::kParallel && kind != TaskKind::kEach) continue;
       std::map<int, const TaskRecord*> latest;
-      for (const TaskRecord& child_stored : rows) {
-        if (child_stored.parent_id != row->id) continue;
-        const TaskRecord* child = T(child_stored.id);
+      for (const std::string& child_id : children[row->id]) {
+        const TaskRecord* child = T(child_id);
         const TaskRecord*& slot = latest[child->each_index];
         if (slot == nullptr || child->created_at > slot->created_at ||
             (child->created_at == slot->created_at && !IsTerminal(child->state))) {
@@ -279,8 +319,8 @@ class Decider {
     // The current top-level step: never created, or finished and not acted on.
     if (job->state != JobState::kRunning) return;
     const TaskRecord* latest = nullptr;
-    for (const TaskRecord& stored_row : rows) {
-      const TaskRecord* row = T(stored_row.id);
+    for (const std::string& id : ids) {
+      const TaskRecord* row = T(id);
       if (!row->parent_id.empty() || row->position != job->position) continue;
       if (latest == nullptr || row->created_at > latest->created_at ||
           (row->created_at == latest->created_at && !IsTerminal(row->state))) {
@@ -309,76 +349,84 @@ class Decider {
   }
 
   // ----------------------------------------------------------------- effects
+  // Once, at the end: the rows move into their effects.
   std::vector<Effect> Effects() {
     std::vector<Effect> out;
+    // Copies taken before the rows move: a start carries a leaf row (small), a finished
+    // job its row (once per job).
+    std::vector<Effect> starts;
+    std::set<std::string> started;
+    for (const std::string& id : starts_) {
+      const TaskRecord& row = view_.tasks.at(id);
+      if (!started.insert(id).second) continue;
+      // A row started in this decision and cancelled later in it is not started.
+      if (row.state == TaskState::kPending || row.state == TaskState::kScheduled) {
+        starts.push_back(Start{row});
+      }
+    }
+    std::vector<Effect> finished;
+    for (const std::string& id : finished_jobs_) finished.push_back(JobFinished{view_.jobs.at(id)});
+    out.reserve(job_order_.size() + task_order_.size() + cancels_.size() + after_.size() +
+                starts.size() + finished.size() + follow_.size());
     for (const std::string& id : job_order_) {
-      const JobRecord& row = jobs_.at(id);
-      auto orig = view_.jobs.find(id);
+      JobRecord& row = view_.jobs.at(id);
       if (new_jobs_.contains(id)) {
-        out.push_back(CreateJob{row});
-      } else if (orig != view_.jobs.end() && !(orig->second == row)) {
-        bool context = !(orig->second.context == row.context) || !(orig->second.job == row.job);
-        out.push_back(UpdateJob{row, context});
+        out.push_back(CreateJob{std::move(row)});
+        continue;
+      }
+      bool context = context_changed_.contains(id);
+      if (context || !(job_columns_.at(id) == ColumnsOf(row))) {
+        out.push_back(UpdateJob{std::move(row), context});
       }
     }
     for (const std::string& id : task_order_) {
-      const TaskRecord& row = tasks_.at(id);
+      TaskRecord& row = view_.tasks.at(id);
       if (new_tasks_.contains(id)) {
-        out.push_back(CreateTask{row});
-      } else if (const TaskRecord* orig = Stored(id); orig != nullptr && !(*orig == row)) {
-        out.push_back(UpdateTask{row});
+        out.push_back(CreateTask{std::move(row)});
+      } else if (!(task_columns_.at(id) == ColumnsOf(row))) {
+        out.push_back(UpdateTask{std::move(row)});
       }
     }
     for (CancelActive& c : cancels_) out.push_back(std::move(c));
     for (Effect& e : after_) out.push_back(std::move(e));
-    // A row started in this decision and cancelled later in it is not started.
-    std::set<std::string> started;
-    for (const std::string& id : starts_) {
-      const TaskRecord& row = tasks_.at(id);
-      if (!started.insert(id).second) continue;
-      if (row.state == TaskState::kPending || row.state == TaskState::kScheduled) {
-        out.push_back(Start{row});
-      }
-    }
-    for (const std::string& id : finished_jobs_) out.push_back(JobFinished{jobs_.at(id)});
+    for (Effect& e : starts) out.push_back(std::move(e));
+    for (Effect& e : finished) out.push_back(std::move(e));
     for (Event& e : follow_) out.push_back(FollowUp{std::move(e)});
     return out;
   }
 
  private:
   // ----------------------------------------------------------------- the overlay
-  const TaskRecord* Stored(const std::string& id) const {
-    auto it = view_.tasks.find(id);
-    if (it != view_.tasks.end()) return &it->second;
-    auto w = std::find_if(view_.next_created.begin(), view_.next_created.end(),
-                          [&](const auto& entry) { return entry.second.id == id; });
-    return w == view_.next_created.end() ? nullptr : &w->second;
-  }
+  // A row the decision may change: its columns are noted the first time.
   TaskRecord* T(const std::string& id) {
-    if (auto it = tasks_.find(id); it != tasks_.end()) return &it->second;
-    const TaskRecord* stored = Stored(id);
-    if (stored == nullptr) return nullptr;
-    task_order_.push_back(id);
-    return &tasks_.emplace(id, *stored).first->second;
+    auto it = view_.tasks.find(id);
+    if (it == view_.tasks.end()) return nullptr;
+    if (!new_tasks_.contains(id) && !task_columns_.contains(id)) {
+      task_columns_.emplace(id, ColumnsOf(it->second));
+      task_order_.push_back(id);
+    }
+    return &it->second;
   }
   JobRecord* J(const std::string& id) {
-    if (auto it = jobs_.find(id); it != jobs_.end()) return &it->second;
     auto it = view_.jobs.find(id);
     if (it == view_.jobs.end()) return nullptr;
-    job_order_.push_back(id);
-    return &jobs_.emplace(id, it->second).first->second;
+    if (!new_jobs_.contains(id) && !job_columns_.contains(id)) {
+      job_columns_.emplace(id, ColumnsOf(it->second));
+      job_order_.push_back(id);
+    }
+    return &it->second;
   }
   JobRecord& NewJob(JobRecord row) {
     std::string id = row.id;
     new_jobs_.insert(id);
     job_order_.push_back(id);
-    return jobs_.insert_or_assign(id, std::move(row)).first->second;
+    return view_.jobs.insert_or_assign(id, std::move(row)).first->second;
   }
   TaskRecord& NewTask(TaskRecord row) {
     std::string id = row.id;
     new_tasks_.insert(id);
     task_order_.push_back(id);
-    return tasks_.insert_or_assign(id, std::move(row)).first->second;
+    return view_.tasks.insert_or_assign(id, std::move(row)).first->second;
   }
   std::string MakeId() {
     std::string seed = view_.id_seed.size() >= 12 ? view_.id_seed : std::string(32, '0');
@@ -541,7 +589,10 @@ class Decider {
     TaskRecord& t = *T(id);
     const JobRecord& job = *J(t.job_id);
     if (!evaluated) {
-      json vars = VarsFor(job, extra);
+      // The job's context as it is, unless loop variables join it (a copy then).
+      json merged;
+      if (!extra.empty()) merged = VarsFor(job, extra);
+      const json& vars = extra.empty() ? job.context : merged;
       if (!t.task.if_expr.empty()) {
         auto runs = EvaluateCondition(t.task.if_expr, vars);
         if (!runs.ok()) return FailNow(t, runs.status().message());
@@ -570,13 +621,16 @@ class Decider {
     TaskRecord& t = *T(id);
     t.state = TaskState::kRunning;
     t.started_at = now_;
-    std::vector<Task> defs = t.task.parallel->tasks;
-    if (defs.empty()) {
+    std::size_t n = t.task.parallel->tasks.size();
+    if (n == 0) {
       if (Finish(t, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(id);
       return;
     }
-    for (std::size_t i = 0; i < defs.size(); ++i) {
-      DispatchNew(std::move(defs[i]), t.job_id, id, t.position, extra, static_cast<int>(i));
+    for (std::size_t i = 0; i < n; ++i) {
+      // One child's definition copied at a time, into its row. (Rows live in std::map
+      // nodes: making more does not move this one.)
+      TaskRecord& p = *T(id);
+      DispatchNew(p.task.parallel->tasks[i], p.job_id, id, p.position, extra, static_cast<int>(i));
       if (IsTerminal(T(id)->state)) break;  // a child failed at once: fail-fast
     }
   }
@@ -716,7 +770,12 @@ class Decider {
     JobRecord* job = J(t.job_id);
     if (job == nullptr) return;
     if (t.state == TaskState::kCompleted && !t.task.var.empty()) {
-      job->context["tasks"][t.task.var] = SanitizeUtf8(t.result);
+      json value = SanitizeUtf8(t.result);
+      json& slot = job->context["tasks"][t.task.var];
+      if (!(slot == value)) {
+        slot = std::move(value);
+        context_changed_.insert(job->id);
+      }
     }
     if (t.parent_id.empty()) return Advance(t.job_id, t.position);
     ChildDone(t.parent_id);
@@ -818,14 +877,14 @@ class Decider {
     std::vector<std::string> ids;
     const std::vector<std::string> order = task_order_;  // Under may read more rows
     for (const std::string& id : order) {
-      const TaskRecord& row = tasks_.at(id);
+      const TaskRecord& row = view_.tasks.at(id);
       if (row.job_id != job_id || IsTerminal(row.state)) continue;
       if (!under.empty() && !Under(row, under)) continue;
       ids.push_back(id);
     }
     std::vector<CancelledRow> told;
     for (const std::string& id : ids) {
-      TaskRecord& row = tasks_.at(id);
+      TaskRecord& row = view_.tasks.at(id);
       CancelledRow c{row.id, row.state, row.node_id, row.subjob_id};
       row.state = TaskState::kCancelled;
       row.completed_at = now_;
@@ -846,10 +905,11 @@ class Decider {
     cancels_.push_back(CancelActive{job_id, under, now_});
   }
 
-  const View& view_;
+  View view_;  // its jobs and tasks are the rows as this decision leaves them
   TimePoint now_;
-  std::map<std::string, JobRecord> jobs_;
-  std::map<std::string, TaskRecord> tasks_;
+  std::map<std::string, JobColumns> job_columns_;    // touched stored job → as read
+  std::map<std::string, TaskColumns> task_columns_;  // touched stored task → as read
+  std::set<std::string> context_changed_;
   std::vector<std::string> job_order_;
   std::vector<std::string> task_order_;
   std::set<std::string> new_jobs_;
@@ -867,13 +927,16 @@ class Decider {
 
  public:
   // Frontier's view holds every row of the job.
-  static View FullView(const JobRecord& job, const std::vector<TaskRecord>& rows,
-                       const Policy& policy, const std::string& id_seed) {
+  static View FullView(const JobRecord& job, std::vector<TaskRecord>&& rows, const Policy& policy,
+                       const std::string& id_seed) {
     View view;
     view.jobs[job.id] = job;
     view.policy = policy;
     view.id_seed = id_seed;
-    for (const TaskRecord& row : rows) view.tasks[row.id] = row;
+    for (TaskRecord& row : rows) {
+      std::string id = row.id;
+      view.tasks.insert_or_assign(std::move(id), std::move(row));
+    }
     return view;
   }
 };
@@ -902,7 +965,11 @@ bool IsRowEffect(const Effect& effect) {
 }
 
 std::vector<Effect> Decide(const Event& event, const View& view, TimePoint now) {
-  Decider decider(view, now);
+  return Decide(event, View(view), now);
+}
+
+std::vector<Effect> Decide(const Event& event, View&& view, TimePoint now) {
+  Decider decider(std::move(view), now);
   std::visit([&](const auto& e) { decider.On(e); }, event);
   return decider.Effects();
 }
@@ -930,12 +997,15 @@ std::vector<Effect> AfterCancel(const std::vector<CancelledRow>& rows, const Pol
   return out;
 }
 
-std::vector<Effect> Frontier(const JobRecord& job, const std::vector<TaskRecord>& rows,
-                             TimePoint now, const Policy& policy,
-                             const std::set<std::string>* live_nodes, const std::string& id_seed) {
-  View view = Decider::FullView(job, rows, policy, id_seed);
-  Decider decider(view, now);
-  decider.Reconcile(job, rows, live_nodes);
+std::vector<Effect> Frontier(const JobRecord& job, std::vector<TaskRecord> rows, TimePoint now,
+                             const Policy& policy, const std::set<std::string>* live_nodes,
+                             const std::string& id_seed) {
+  std::vector<std::string> ids;
+  ids.reserve(rows.size());
+  for (const TaskRecord& row : rows) ids.push_back(row.id);
+  View view = Decider::FullView(job, std::move(rows), policy, id_seed);
+  Decider decider(std::move(view), now);
+  decider.Reconcile(job.id, ids, live_nodes);
   return decider.Effects();
 }
 

@@ -252,6 +252,9 @@ bool IsRowEffect(const Effect& effect);
 
 // ------------------------------------------------------------------------- rules
 
+// Takes the view's rows into the effects without copying them: what a shell that reads a
+// fresh view per event calls (the const overload copies the view first).
+std::vector<Effect> Decide(const Event& event, View&& view, TimePoint now);
 std::vector<Effect> Decide(const Event& event, const View& view, TimePoint now);
 
 // What a CancelActive's cancelled rows need after the commit: a running one is killed on
@@ -272,8 +275,9 @@ std::vector<Effect> AfterCancel(const std::vector<CancelledRow>& rows, const Pol
 // finished or refilled; the current top-level step created or acted on. Effects as
 // Decide's; applying them and calling Frontier again gives only after-commit effects
 // (starts and timers), never a row write.
-std::vector<Effect> Frontier(const JobRecord& job, const std::vector<TaskRecord>& rows,
-                             TimePoint now, const Policy& policy,
+// (`rows` by value: pass them moved when they are not needed after.)
+std::vector<Effect> Frontier(const JobRecord& job, std::vector<TaskRecord> rows, TimePoint now,
+                             const Policy& policy,
                              const std::set<std::string>* live_nodes = nullptr,
                              const std::string& id_seed = "");
 

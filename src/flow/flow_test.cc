@@ -1,9 +1,12 @@
 // Table-driven decision tests: (rows, event) → effects, one rule per case.
 #include "flow/flow.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <stdexcept>
 
 namespace baton::flow {
 namespace {
@@ -291,6 +294,497 @@ TEST(FlowTest, LeaseExpiryRequeuesUntilMaxRedeliveries) {
   ASSERT_EQ(All<UpdateJob>(gave_up).size(), 1u);
   EXPECT_EQ(All<UpdateJob>(gave_up)[0].row.state, JobState::kFailed);
 }
+
+// ---------------------------------------------------------------------------------
+// Scenarios: a job, then events (by task name, as a worker would send them), decided
+// by a minimal shell over all of the job's rows (follow-ups decided in turn, cancels
+// applied); the table says the effects that matter: what started, the job's end, its
+// result and the rows' states.
+
+struct Shell {
+  View view;
+  std::vector<std::string> started;  // task names, in order of their Start effects
+  std::vector<Effect> last;          // every effect of the last event, follow-ups too
+  int made = 0;
+
+  void On(const flow::Event& first) {
+    last.clear();
+    std::vector<flow::Event> pending{first};
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      view.id_seed = fmt::format("018bcfe5{:04x}", ++made) + std::string(20, '2');
+      EachCounts();
+      std::vector<Effect> effects = Decide(pending[i], view, kNow);
+      // By index, a copy each: a cancel's effects join the list as it is walked.
+      for (std::size_t k = 0; k < effects.size(); ++k) {
+        Effect e = effects[k];
+        if (auto* j = std::get_if<CreateJob>(&e)) view.jobs[j->row.id] = j->row;
+        if (auto* j = std::get_if<UpdateJob>(&e)) view.jobs[j->row.id] = j->row;
+        if (auto* t = std::get_if<CreateTask>(&e)) view.tasks[t->row.id] = t->row;
+        if (auto* t = std::get_if<UpdateTask>(&e)) view.tasks[t->row.id] = t->row;
+        if (auto* c = std::get_if<CancelActive>(&e)) {
+          std::vector<CancelledRow> rows;
+          for (auto& [id, t] : view.tasks) {
+            bool terminal = t.state == TaskState::kCompleted || t.state == TaskState::kFailed ||
+                            t.state == TaskState::kCancelled || t.state == TaskState::kSkipped;
+            if (t.job_id != c->job_id || terminal || (!c->under.empty() && !Below(t, c->under)))
+              continue;
+            rows.push_back({t.id, t.state, t.node_id, t.subjob_id});
+            t.state = TaskState::kCancelled;
+          }
+          for (Effect& more : AfterCancel(rows, view.policy)) effects.push_back(more);
+        }
+        if (auto* s = std::get_if<Start>(&e)) started.push_back(s->row.task.name);
+        if (auto* f = std::get_if<FollowUp>(&e)) pending.push_back(f->event);
+      }
+      last.insert(last.end(), effects.begin(), effects.end());
+    }
+  }
+  // What flow.h says the view holds of every each: its next CREATED child and how many
+  // of its children run.
+  void EachCounts() {
+    view.next_created.clear();
+    view.running_children.clear();
+    for (const auto& [id, t] : view.tasks) {
+      if (t.parent_id.empty() || !view.tasks.at(t.parent_id).task.each) continue;
+      if (t.state == TaskState::kCreated) {
+        auto [it, fresh] = view.next_created.try_emplace(t.parent_id, t);
+        if (!fresh && t.each_index < it->second.each_index) it->second = t;
+      } else if (t.state != TaskState::kCompleted && t.state != TaskState::kFailed &&
+                 t.state != TaskState::kCancelled && t.state != TaskState::kSkipped) {
+        ++view.running_children[t.parent_id];
+      }
+    }
+  }
+  bool Below(const TaskRecord& t, const std::string& ancestor) const {
+    for (std::string p = t.parent_id; !p.empty(); p = view.tasks.at(p).parent_id) {
+      if (p == ancestor) return true;
+    }
+    return false;
+  }
+  // The newest row of the task called `name` (a retry's or a redelivery's).
+  const TaskRecord& Row(const std::string& name) const {
+    const TaskRecord* best = nullptr;
+    for (const auto& [id, t] : view.tasks) {
+      if (t.task.name == name && (best == nullptr || t.created_at > best->created_at ||
+                                  (t.created_at == best->created_at && t.id > best->id))) {
+        best = &t;
+      }
+    }
+    if (best == nullptr) throw std::runtime_error("no row named " + name);
+    return *best;
+  }
+  const JobRecord& Top() const { return view.jobs.at("job1"); }
+  const JobRecord* Sub() const {
+    for (const auto& [id, j] : view.jobs) {
+      if (id != "job1") return &j;
+    }
+    return nullptr;
+  }
+};
+
+// One step of a scenario: what a worker (or a user, or a timer) says.
+enum class Say {
+  kOk,          // Started then Completed, with result "r:<name>"
+  kFail,        // Started then Failed
+  kTimeout,     // Started then TaskTimedOut (the worker's runtime hit `timeout`)
+  kRedeliver,   // Started then Redelivery (the worker handed it back)
+  kProgress50,  // Started then Progress 50
+  kCancel,      // Cancel of the job
+  kRestart,     // Restart of the job
+  kJobTimeout,  // the job's deadline
+  kRetryDue,    // the backoff of the task's newest row is over
+};
+struct Step {
+  Say say;
+  std::string task;  // the task's name (for kOk ... kRetryDue)
+};
+
+struct Scenario {
+  std::string name;
+  std::vector<Task> tasks;
+  std::vector<Step> steps;
+  JobState end;
+  std::vector<std::string> started;                  // every Start, in order
+  std::map<std::string, TaskState> states = {};      // newest row of each named task
+  std::string result = "";                           // the job's result
+  std::function<void(JobRecord&)> tweak = nullptr;   // job-level fields
+  std::function<void(const Shell&)> more = nullptr;  // what the table cannot say
+};
+
+void Play(Shell& shell, const Step& step) {
+  auto run = [&](const std::string& name) -> const TaskRecord& {
+    const TaskRecord& row = shell.Row(name);
+    shell.On(Started{row.id, "w1", kNow});
+    return shell.Row(name);
+  };
+  switch (step.say) {
+    case Say::kOk:
+      shell.On(Completed{run(step.task).id, "w1", "r:" + step.task, kNow});
+      return;
+    case Say::kFail:
+      shell.On(Failed{run(step.task).id, "w1", "exit status 1", kNow});
+      return;
+    case Say::kTimeout:
+      shell.On(TaskTimedOut{run(step.task).id, "w1", seconds(5)});
+      return;
+    case Say::kRedeliver:
+      shell.On(Redelivery{run(step.task).id, "w1", "worker stopping"});
+      return;
+    case Say::kProgress50:
+      shell.On(Progress{run(step.task).id, 50});
+      return;
+    case Say::kCancel:
+      shell.On(Cancel{"job1"});
+      return;
+    case Say::kRestart:
+      shell.On(Restart{"job1"});
+      return;
+    case Say::kJobTimeout:
+      shell.On(JobTimedOut{"job1", seconds(60)});
+      return;
+    case Say::kRetryDue:
+      shell.On(RetryDue{shell.Row(step.task).id});
+      return;
+  }
+}
+
+void PrintTo(const Scenario& c, std::ostream* os) { *os << c.name; }
+
+class ScenarioTest : public testing::TestWithParam<Scenario> {};
+
+TEST_P(ScenarioTest, EndsAsTheTableSays) {
+  const Scenario& c = GetParam();
+  JobRecord job = JobOf(c.tasks);
+  if (c.tweak) c.tweak(job);
+  job = NewJobRecord(job.job, "", "job1", kNow);
+  Shell shell;
+  shell.On(Submit{job});
+  for (const Step& step : c.steps) Play(shell, step);
+  EXPECT_EQ(shell.Top().state, c.end) << shell.Top().error;
+  EXPECT_EQ(shell.started, c.started);
+  for (const auto& [name, state] : c.states) {
+    EXPECT_EQ(shell.Row(name).state, state) << name;
+  }
+  EXPECT_EQ(shell.Top().result, c.result);
+  if (c.more) c.more(shell);
+}
+
+Task Named(Task t, std::string name) {
+  t.name = std::move(name);
+  return t;
+}
+Task WithVar(Task t, std::string var) {
+  t.var = std::move(var);
+  return t;
+}
+Task WithRetry(Task t, int limit, std::optional<Duration> delay = std::nullopt) {
+  t.retry = Retry{.limit = limit, .initial_delay = delay};
+  return t;
+}
+Task SubJobOf(std::vector<Task> tasks, std::string output = "", bool detached = false) {
+  Task t;
+  t.name = "s";
+  SubJob s;
+  s.name = "sub";
+  s.tasks = std::move(tasks);
+  s.output = std::move(output);
+  s.detached = detached;
+  t.subjob = std::move(s);
+  return t;
+}
+template <typename E>
+int Count(const std::vector<Effect>& effects) {
+  return static_cast<int>(All<E>(effects).size());
+}
+
+using S = Say;
+using TS = TaskState;
+INSTANTIATE_TEST_SUITE_P(
+    Rules, ScenarioTest,
+    testing::Values(
+        // ---- sub-jobs
+        Scenario{"SubJobRunsItsTasksAndCompletesItsTask",
+                 {SubJobOf({Runnable("a")})},
+                 {{S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a"},
+                 {{"s", TS::kCompleted}, {"a", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   ASSERT_NE(s.Sub(), nullptr);
+                   EXPECT_EQ(s.Sub()->state, JobState::kCompleted);
+                   EXPECT_EQ(s.Sub()->parent_id, s.Row("s").id);
+                   EXPECT_EQ(s.Row("s").subjob_id, s.Sub()->id);
+                 }},
+        Scenario{"SubJobOutputIsItsTasksResult",
+                 {WithVar(SubJobOf({WithVar(Runnable("a"), "x")}, "{{ tasks.x }}!"), "out")},
+                 {{S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a"},
+                 {{"s", TS::kCompleted}},
+                 "r:a!",
+                 [](JobRecord& j) { j.job.output = "{{ tasks.out }}"; }},
+        Scenario{"AFailedSubJobFailsItsTaskAndTheJob",
+                 {SubJobOf({Runnable("a"), Runnable("b")}), Runnable("after")},
+                 {{S::kFail, "a"}},
+                 JobState::kFailed,
+                 {"a"},
+                 {{"s", TS::kFailed}, {"a", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Sub()->state, JobState::kFailed);
+                   EXPECT_EQ(s.Top().error, "exit status 1");
+                 }},
+        Scenario{"ADetachedSubJobCompletesItsTaskAtOnceAndRunsOn",
+                 {SubJobOf({Runnable("a")}, "", true), Runnable("next")},
+                 {{S::kFail, "a"}, {S::kOk, "next"}},
+                 JobState::kCompleted,
+                 {"a", "next"},
+                 {{"s", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   // Its failure is its own: the parent job completed regardless.
+                   EXPECT_EQ(s.Sub()->state, JobState::kFailed);
+                   EXPECT_TRUE(s.Sub()->parent_id.empty());
+                 }},
+        Scenario{"CancelOfAJobCancelsItsSubJob",
+                 {SubJobOf({Runnable("a")})},
+                 {{S::kCancel, ""}},
+                 JobState::kCancelled,
+                 {"a"},
+                 {{"s", TS::kCancelled}, {"a", TS::kCancelled}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Sub()->state, JobState::kCancelled); }},
+        // ---- timeouts
+        Scenario{"JobTimeoutFailsTheJobAndCancelsItsRows",
+                 {ParallelOf({Runnable("a"), Runnable("b")})},
+                 {{S::kOk, "a"}, {S::kJobTimeout, ""}},
+                 JobState::kFailed,
+                 {"a", "b"},
+                 {{"a", TS::kCompleted}, {"b", TS::kCancelled}, {"p", TS::kCancelled}},
+                 "",
+                 [](JobRecord& j) { j.job.timeout = seconds(60); },
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "job timed out after 1m0s");
+                   EXPECT_EQ(Count<DisarmJobTimeout>(s.last), 1);
+                   EXPECT_EQ(Count<Drop>(s.last), 1);  // b, queued
+                 }},
+        Scenario{"JobTimeoutOfAFinishedJobDecidesNothing",
+                 {Runnable("a")},
+                 {{S::kOk, "a"}, {S::kJobTimeout, ""}},
+                 JobState::kCompleted,
+                 {"a"},
+                 {},
+                 "",
+                 [](JobRecord& j) { j.job.timeout = seconds(60); },
+                 [](const Shell& s) { EXPECT_TRUE(s.last.empty()); }},
+        Scenario{"TaskTimeoutIsAFailureRetriedAsOne",
+                 {WithRetry(Runnable("a"), 1)},
+                 {{S::kTimeout, "a"}, {S::kTimeout, "a"}},
+                 JobState::kFailed,
+                 {"a", "a"},
+                 {{"a", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "task timed out after 5s");
+                   EXPECT_EQ(s.Row("a").task.retry->attempts, 1);
+                 }},
+        // ---- progress
+        Scenario{"ProgressOfTheCurrentStepMovesTheJobs",
+                 {Runnable("a"), Runnable("b")},
+                 {{S::kOk, "a"}, {S::kProgress50, "b"}},
+                 JobState::kRunning,
+                 {"a", "b"},
+                 {{"b", TS::kRunning}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("b").progress, 50);
+                   EXPECT_EQ(s.Top().progress, 75);
+                 }},
+        Scenario{"ProgressOfAChildMovesOnlyTheChild",
+                 {ParallelOf({Runnable("a")})},
+                 {{S::kProgress50, "a"}},
+                 JobState::kRunning,
+                 {"a"},
+                 {},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("a").progress, 50);
+                   EXPECT_EQ(s.Top().progress, 0);
+                 }},
+        // ---- retries and redeliveries
+        Scenario{"RetryExhaustedFailsTheJob",
+                 {WithRetry(Runnable("a"), 2)},
+                 {{S::kFail, "a"}, {S::kFail, "a"}, {S::kFail, "a"}},
+                 JobState::kFailed,
+                 {"a", "a", "a"},
+                 {{"a", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Row("a").task.retry->attempts, 2); }},
+        Scenario{"ARetryInItsBackoffStartsWhenDue",
+                 {WithRetry(Runnable("a"), 1, seconds(2))},
+                 {{S::kFail, "a"}, {S::kRetryDue, "a"}, {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a"},
+                 {{"a", TS::kCompleted}}},
+        Scenario{"RedeliveryRequeuesUntilMaxRedeliveriesThenFails",
+                 {Runnable("a")},
+                 {{S::kRedeliver, "a"},
+                  {S::kRedeliver, "a"},
+                  {S::kRedeliver, "a"},
+                  {S::kRedeliver, "a"}},
+                 JobState::kFailed,
+                 {"a", "a", "a", "a"},
+                 {{"a", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("a").redelivered, 3);
+                   EXPECT_EQ(s.Top().error,
+                             "worker stopping (re-queued 3 times already: giving up)");
+                 }},
+        // ---- restart
+        Scenario{"RestartRerunsTheFailedStepOnly",
+                 {Runnable("a"), Runnable("b")},
+                 {{S::kOk, "a"}, {S::kFail, "b"}, {S::kRestart, ""}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b", "b"},
+                 {{"b", TS::kCompleted}}},
+        Scenario{"RestartOfAFailedParallelRunsEveryChildAgain",
+                 {ParallelOf({Runnable("a"), Runnable("b")})},
+                 {{S::kOk, "a"}, {S::kFail, "b"}, {S::kRestart, ""}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b", "a", "b"},
+                 {{"p", TS::kCompleted}}},
+        Scenario{"RestartOfAFailedEachRunsItAgain",
+                 {EachOf(Runnable("x"), "{{ sequence(0, 1) }}")},
+                 {{S::kFail, "x"}, {S::kRestart, ""}, {S::kOk, "x"}},
+                 JobState::kCompleted,
+                 {"x", "x"},
+                 {{"e", TS::kCompleted}}},
+        Scenario{"RestartOfANestedFailureRebuildsTheStepFromItsTop",
+                 {ParallelOf({EachOf(ParallelOf({Runnable("a")}), "{{ sequence(0, 1) }}")})},
+                 {{S::kFail, "a"}, {S::kRestart, ""}, {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a"},
+                 {{"a", TS::kCompleted}}},
+        // ---- cancel
+        Scenario{"CancelOfNestedCompositesCancelsEveryActiveRow",
+                 {ParallelOf({EachOf(ParallelOf({Runnable("a")}), "{{ sequence(0, 2) }}"),
+                              Runnable("b")})},
+                 {{S::kOk, "b"}, {S::kProgress50, "a"}, {S::kCancel, ""}},
+                 JobState::kCancelled,
+                 {"a", "a", "b"},
+                 {{"b", TS::kCompleted}, {"e", TS::kCancelled}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   for (const auto& [id, t] : s.view.tasks) {
+                     if (t.task.name != "b") EXPECT_EQ(t.state, TS::kCancelled) << t.task.name;
+                   }
+                   EXPECT_EQ(Count<Kill>(s.last), 1);  // the a that runs on w1
+                   EXPECT_EQ(Count<Drop>(s.last), 1);  // the a still queued
+                 }},
+        // ---- if on composites
+        Scenario{"IfFalseSkipsAParallelWithoutItsChildren",
+                 {Skipped(ParallelOf({Runnable("a")})), Runnable("b")},
+                 {{S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"b"},
+                 {{"p", TS::kSkipped}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.view.tasks.size(), 2u); }},
+        Scenario{"IfFalseSkipsAnEachAndASubJob",
+                 {Skipped(EachOf(Runnable("x"), "{{ sequence(0, 2) }}")),
+                  Skipped(SubJobOf({Runnable("a")}))},
+                 {},
+                 JobState::kCompleted,
+                 {},
+                 {{"e", TS::kSkipped}, {"s", TS::kSkipped}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Sub(), nullptr); }},
+        Scenario{"IfOnAnEachsChildSkipsThatIterationOnly",
+                 {EachOf(
+                     [] {
+                       Task t = Runnable("x{{ item.index }}");
+                       t.if_expr = "{{ item.index == 1 }}";
+                       return t;
+                     }(),
+                     "{{ sequence(0, 3) }}")},
+                 {{S::kOk, "x1"}},
+                 JobState::kCompleted,
+                 {"x1"}},
+        // ---- each over composites of every kind
+        Scenario{"EachOverParallelsRunsTheirChildren",
+                 {EachOf(ParallelOf({Runnable("a{{ item.index }}")}), "{{ sequence(0, 2) }}")},
+                 {{S::kOk, "a0"}, {S::kOk, "a1"}},
+                 JobState::kCompleted,
+                 {"a0", "a1"}},
+        Scenario{"EachOverEachesRunsTheInnerIterations",
+                 {EachOf(
+                     [] {
+                       Task inner = EachOf(Runnable("x{{ o.index }}{{ item.index }}"),
+                                           "{{ sequence(0, 2) }}");
+                       return inner;
+                     }(),
+                     "{{ sequence(0, 2) }}")},
+                 {{S::kOk, "x00"}, {S::kOk, "x01"}, {S::kOk, "x10"}, {S::kOk, "x11"}},
+                 JobState::kCompleted,
+                 {"x00", "x01", "x10", "x11"},
+                 {},
+                 "",
+                 [](JobRecord& j) { j.job.tasks[0].each->var = "o"; }},
+        Scenario{"EachOverSubJobsRunsEachSubJob",
+                 {EachOf(SubJobOf({Runnable("a")}), "{{ sequence(0, 2) }}")},
+                 {},
+                 JobState::kRunning,
+                 {"a", "a"},
+                 {},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   int subjobs = 0;
+                   for (const auto& [id, j] : s.view.jobs) subjobs += id != "job1";
+                   EXPECT_EQ(subjobs, 2);
+                 }},
+        Scenario{"EachWithConcurrencyStartsTheNextAsOneEnds",
+                 {EachOf(Runnable("x{{ item.index }}"), "{{ sequence(0, 3) }}", 1)},
+                 {{S::kOk, "x0"}, {S::kOk, "x1"}, {S::kOk, "x2"}},
+                 JobState::kCompleted,
+                 {"x0", "x1", "x2"}},
+        // ---- empty parallel, defaults on nested tasks
+        Scenario{"AnEmptyParallelCompletesAtOnce",
+                 {ParallelOf({}), Runnable("b")},
+                 {{S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"b"},
+                 {{"p", TS::kCompleted}}},
+        Scenario{"DefaultsApplyToNestedTasks",
+                 {ParallelOf({EachOf(Runnable("x"), "{{ sequence(0, 1) }}")})},
+                 {},
+                 JobState::kRunning,
+                 {"x"},
+                 {},
+                 "",
+                 [](JobRecord& j) {
+                   j.job.defaults = Defaults{.retry = Retry{.limit = 2}, .queue = "gpu"};
+                 },
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("x").task.queue, "gpu");
+                   ASSERT_TRUE(s.Row("x").task.retry);
+                   EXPECT_EQ(s.Row("x").task.retry->limit, 2);
+                 }}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace baton::flow

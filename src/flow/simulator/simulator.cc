@@ -64,7 +64,10 @@ class Generator {
     job.name = "sim";
     job.inputs = {{"on", c_.Percent(70) ? "true" : "false"}, {"p", "t"}};
     if (c_.Percent(20)) job.defaults = Defaults{.retry = Retry{.limit = 1}};
-    if (c_.Percent(20)) job.timeout = std::chrono::seconds(60);
+    // A job timeout that cannot come before the end (the fake clock moves 1 ms per
+    // delivery), or one that may: 2 to 21 ms.
+    if (c_.Percent(10)) job.timeout = std::chrono::seconds(60);
+    if (c_.Percent(10)) job.timeout = std::chrono::milliseconds(2 + c_.Below(20));
     int n = 1 + static_cast<int>(c_.Below(3));
     for (int i = 0; i < n; ++i) job.tasks.push_back(MakeTask(0, "{{ inputs.p }}", false));
     if (!vars_.empty() && c_.Percent(50)) {
@@ -158,7 +161,7 @@ class Interpreter {
     for (const Task& def : job.tasks) {
       Task t = def;
       ApplyDefaults(job.defaults, t);
-      if (!RunTask(t, job, context, json::object(), false)) {
+      if (!RunTask(std::move(t), job, context, json::object(), false)) {
         out.state = JobState::kFailed;
         out.tasks = context["tasks"];
         return out;
@@ -192,7 +195,9 @@ class Interpreter {
   // evaluated already (an each's child).
   bool RunTask(Task t, const Job& job, json& context, const json& scope, bool evaluated) {
     if (!evaluated) {
-      json vars = Vars(context, scope);
+      json merged;
+      if (!scope.empty()) merged = Vars(context, scope);
+      const json& vars = scope.empty() ? context : merged;
       if (!t.if_expr.empty()) {
         auto runs_now = EvaluateCondition(t.if_expr, vars);
         if (!runs_now.ok()) return Fail();
@@ -218,7 +223,7 @@ class Interpreter {
         for (const Task& child : t.parallel->tasks) {
           Task c = child;
           ApplyDefaults(job.defaults, c);
-          ok = RunTask(c, job, context, scope, false) && ok;  // every child: all may run
+          ok = RunTask(std::move(c), job, context, scope, false) && ok;  // every child: all may run
         }
         if (ok) result = "";
         break;
@@ -246,7 +251,7 @@ class Interpreter {
         }
         bool ok = true;
         for (auto& [c, child_scope] : children) {
-          ok = RunTask(c, job, context, child_scope, true) && ok;
+          ok = RunTask(std::move(c), job, context, child_scope, true) && ok;
         }
         if (ok) result = "";
         break;
@@ -334,34 +339,29 @@ class Sim {
     JobRecord row = NewJobRecord(def, "", NextSeed(), Now());
     top_ = row.id;
     Step(Submit{row});
-    // Disturbances: a cancel, a cancel then a restart, a job timeout, a node death.
+    // Disturbances: a cancel, a cancel then a restart, a node death. (A job timeout fires
+    // from the fake clock at its deadline.)
     std::uint32_t d = c_.Below(100);
-    enum { kNone, kCancel, kCancelRestart, kTimeout } disturbance = kNone;
+    enum { kNone, kCancel, kCancelRestart } disturbance = kNone;
     if (d < 8) {
       disturbance = kCancel;
     } else if (d < 16) {
       disturbance = kCancelRestart;
-    } else if (d < 20 && def.timeout) {
-      disturbance = kTimeout;
     }
     int at = static_cast<int>(c_.Below(40));
     bool death = c_.Percent(10);
     int death_at = static_cast<int>(c_.Below(40));
     bool restarted = false;
 
-    for (int round = 0; round < 60 && failure_.empty(); ++round) {
+    for (int round = 0; round < 400 && failure_.empty(); ++round) {
       while (!queue_.empty() && failure_.empty()) {
         if (++steps_ > 20000) {
           Fail("more than 20,000 deliveries: the job does not end");
           break;
         }
-        if (disturbance != kNone && steps_ == at) {
-          if (disturbance == kTimeout) {
-            Step(JobTimedOut{top_, *def.timeout});
-          } else {
-            queue_.push_back({Event{Cancel{top_}}, 0, ""});
-          }
-        }
+        ++clock_;  // a delivery takes a millisecond
+        FireDue();
+        if (disturbance != kNone && steps_ == at) queue_.push_back({Event{Cancel{top_}}, 0, ""});
         if (disturbance == kCancelRestart && !restarted && steps_ == at + 15) {
           restarted = true;
           queue_.push_back({Event{Restart{top_}}, 0, ""});
@@ -376,7 +376,17 @@ class Sim {
         restarted = true;
         queue_.push_back({Event{Restart{top_}}, 0, ""});
       }
-      if (queue_.empty()) break;
+      if (!queue_.empty()) continue;
+      // Nothing to deliver: time jumps to the next timer.
+      std::optional<TimePoint> next;
+      if (!timers_.empty()) next = timers_.begin()->first;
+      for (const auto& [job, timer] : job_timers_) {
+        if (!next || timer.first < *next) next = timer.first;
+      }
+      if (!next) break;
+      if (*next > Now()) clock_ = (*next - Epoch()).count();
+      FireDue();
+      if (queue_.empty()) ReconcileAll();
     }
     if (failure_.empty())
       CheckEnd(def, ref, expected, disturbance == kNone, disturbance == kCancelRestart);
@@ -385,6 +395,8 @@ class Sim {
     r.decisions = decisions_;
     r.deliveries = steps_;
     r.rows = static_cast<int>(store_.tasks.size());
+    r.timers = timers_fired_;
+    r.timed_out = store_.jobs.at(top_).error.starts_with("job timed out");
     if (!r.ok) {
       r.failure = failure_ + "\nhistory (last 40):\n";
       std::size_t from = history_.size() > 40 ? history_.size() - 40 : 0;
@@ -394,12 +406,42 @@ class Sim {
   }
 
  private:
-  TimePoint Now() const {
-    return TimePoint(std::chrono::milliseconds(1'700'000'000'000LL + clock_));
-  }
+  static TimePoint Epoch() { return TimePoint(std::chrono::milliseconds(1'700'000'000'000LL)); }
+  TimePoint Now() const { return Epoch() + std::chrono::milliseconds(clock_); }
   std::string NextSeed() {
-    ++clock_;
     return fmt::format("{:012x}{:020x}", 1'700'000'000'000LL + clock_, ++seeds_);
+  }
+  // Decides every timer due by now, in the order of their times (a retry's backoff, a
+  // job's deadline), each as the shell's deadlines component would.
+  void FireDue() {
+    for (;;) {
+      std::optional<TimePoint> at;
+      Event event = RetryDue{};
+      auto retry = timers_.begin();
+      if (retry != timers_.end() && retry->first <= Now()) {
+        at = retry->first;
+        event = retry->second;
+      }
+      auto job = job_timers_.end();
+      for (auto it = job_timers_.begin(); it != job_timers_.end(); ++it) {
+        if (it->second.first <= Now() && (!at || it->second.first < *at) &&
+            (job == job_timers_.end() || it->second.first < job->second.first)) {
+          job = it;
+        }
+      }
+      if (job != job_timers_.end()) {
+        event = job->second.second;
+        job_timers_.erase(job);
+      } else if (at) {
+        timers_.erase(retry);
+      } else {
+        return;
+      }
+      history_.push_back(fmt::format("  (timer at +{} ms)", clock_));
+      ++timers_fired_;
+      Step(event);
+      if (!failure_.empty()) return;
+    }
   }
   void Fail(std::string what) {
     if (failure_.empty()) failure_ = std::move(what);
@@ -483,11 +525,10 @@ class Sim {
     Store before = crash_before ? store_ : Store{};
     for (std::size_t i = 0; i < pending.size() && i < 10000; ++i) {
       Event e = pending[i];
-      View view = ViewFor(e);
-      std::vector<Effect> effects = Decide(e, view, Now());
+      std::vector<Effect> effects = Decide(e, ViewFor(e), Now());
       ++decisions_;
       history_.push_back(Name(e));
-      Apply(effects, after, pending, e);
+      Apply(std::move(effects), after, pending, e);
     }
     if (crash_before) {
       store_ = std::move(before);
@@ -495,41 +536,53 @@ class Sim {
       return;
     }
     if (lose_after) {
+      for (const Effect& e : after) {
+        if (const auto* drop = std::get_if<Drop>(&e)) drop_lost_.insert(drop->task_id);
+      }
       history_.push_back("  (crashed after commit: after-commit effects lost)");
       return;
     }
     RunAfter(after);
   }
 
-  void Apply(const std::vector<Effect>& effects, std::vector<Effect>& after,
-             std::vector<Event>& pending, const Event& cause) {
+  void Apply(std::vector<Effect>&& effects, std::vector<Effect>& after, std::vector<Event>& pending,
+             const Event& cause) {
     bool in_rows = true;
-    for (const Effect& effect : effects) {
+    for (Effect& effect : effects) {
       bool row = IsRowEffect(effect);
       if (row && !in_rows) Fail("a row effect after an after-commit one: " + Name(cause));
       if (!row) in_rows = false;
       std::visit(
-          [&](const auto& e) {
+          [&](auto& e) {
             using E = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<E, CreateJob>) {
               if (store_.jobs.contains(e.row.id)) Fail("job created twice");
-              store_.jobs[e.row.id] = e.row;
+              store_.jobs[e.row.id] = std::move(e.row);
             } else if constexpr (std::is_same_v<E, UpdateJob>) {
               auto it = store_.jobs.find(e.row.id);
               if (it == store_.jobs.end()) return Fail("update of a job not stored");
               if (!e.context && !(it->second.context == e.row.context)) {
                 Fail("a state-only job update changed the context");
               }
-              it->second = e.row;
+              if (!(it->second.job == e.row.job)) Fail("a job update changed the definition");
+              it->second = std::move(e.row);
             } else if constexpr (std::is_same_v<E, CreateTask>) {
               if (store_.tasks.contains(e.row.id)) return Fail("task created twice");
-              store_.tasks[e.row.id] = e.row;
               store_.of_job[e.row.job_id].push_back(e.row.id);
               if (!e.row.parent_id.empty()) store_.children[e.row.parent_id].push_back(e.row.id);
+              std::string id = e.row.id;
+              store_.tasks[id] = std::move(e.row);
             } else if constexpr (std::is_same_v<E, UpdateTask>) {
               auto it = store_.tasks.find(e.row.id);
               if (it == store_.tasks.end()) return Fail("update of a task not stored");
-              it->second = e.row;
+              // flow writes a stored row's state columns only (what a shell may rely on).
+              const TaskRecord& was = it->second;
+              if (!(was.task == e.row.task) || !(was.scope == e.row.scope) ||
+                  was.parent_id != e.row.parent_id || was.job_id != e.row.job_id ||
+                  was.position != e.row.position || was.created_at != e.row.created_at) {
+                Fail("a task update changed more than the row's state: " + was.task.name);
+              }
+              it->second = std::move(e.row);
             } else if constexpr (std::is_same_v<E, CancelActive>) {
               std::vector<CancelledRow> cancelled;
               for (const std::string& id : store_.of_job[e.job_id]) {
@@ -560,9 +613,9 @@ class Sim {
                   it->second.state != TaskState::kScheduled) {
                 Fail(fmt::format("a {} row was started", ToString(it->second.state)));
               }
-              after.push_back(e);
+              after.push_back(std::move(e));
             } else {
-              after.push_back(e);
+              after.push_back(std::move(e));
             }
           },
           effect);
@@ -588,7 +641,11 @@ class Sim {
             if constexpr (std::is_same_v<E, Start>) {
               queue_.push_back({e.row, 0, ""});
             } else if constexpr (std::is_same_v<E, StartAt>) {
-              queue_.push_back({Event{RetryDue{e.task_id}}, 0, ""});
+              timers_.emplace(e.at, RetryDue{e.task_id});
+            } else if constexpr (std::is_same_v<E, ArmJobTimeout>) {
+              job_timers_[e.job_id] = {e.at, JobTimedOut{e.job_id, e.timeout}};
+            } else if constexpr (std::is_same_v<E, DisarmJobTimeout>) {
+              job_timers_.erase(e.job_id);
             } else if constexpr (std::is_same_v<E, Kill>) {
               KillTask(e.node_id, e.task_id);
             } else if constexpr (std::is_same_v<E, Drop>) {
@@ -612,11 +669,19 @@ class Sim {
     }
     Event e = std::get<Event>(d.what);
     if (!d.node.empty() && incarnation_[d.node] != d.incarnation) return;  // died with it
+    bool outcome = std::holds_alternative<Completed>(e) || std::holds_alternative<Failed>(e) ||
+                   std::holds_alternative<TaskTimedOut>(e);
+    if (outcome && took_cancelled_.contains(
+                       fmt::format("{}/{}/{}", d.node, d.incarnation, KeysOf(e).task_id))) {
+      const TaskRecord& t = store_.tasks.at(KeysOf(e).task_id);
+      return Fail(fmt::format("a task cancelled while queued ran to its end: {}", t.task.name));
+    }
     bool crash_before = c_.Percent(4);
     bool lose_after = !crash_before && c_.Percent(4);
-    if (crash_before && IsBrokerEvent(e) && duplicate == false) {
-      queue_.push_back(d);  // not acknowledged: delivered again
-    }
+    // Not acknowledged: delivered again. (A lease expiry is found again by the next
+    // coordinator's lease check: the row is still RUNNING on the dead node.)
+    bool again = IsBrokerEvent(e) || std::holds_alternative<LeaseExpired>(e);
+    if (crash_before && again && duplicate == false) queue_.push_back(d);
     if (auto* s = std::get_if<Started>(&e); s != nullptr && !crash_before) {
       auto before = store_.tasks.find(s->task_id);
       TaskState was = before == store_.tasks.end() ? TaskState::kPending : before->second.state;
@@ -643,6 +708,14 @@ class Sim {
     std::string key = fmt::format("{}/{}", node, inc);
     if (dropped_.contains(row.id)) return;
     if (!taken_[key].insert(row.id).second) return;  // this worker has it already
+    // A row cancelled before any worker took it must never run: its drop was told (or
+    // lost with the coordinator that decided the cancel, below).
+    auto stored = store_.tasks.find(row.id);
+    if (stored != store_.tasks.end() && stored->second.state == TaskState::kCancelled &&
+        !ever_taken_.contains(row.id) && !drop_lost_.contains(row.id)) {
+      took_cancelled_.insert(key + "/" + row.id);
+    }
+    ever_taken_.insert(row.id);
     running_[node].insert(row.id);
     queue_.push_back({Event{Started{row.id, node, Now()}}, inc, node});
     if (c_.Percent(10)) queue_.push_back({Event{Progress{row.id, 50}}, inc, node});
@@ -705,25 +778,25 @@ class Sim {
       std::vector<TaskRecord> rows;
       for (const std::string& t : store_.of_job[id]) rows.push_back(store_.tasks.at(t));
       std::vector<Effect> effects =
-          Frontier(store_.jobs.at(id), rows, Now(), policy_, nullptr, NextSeed());
+          Frontier(store_.jobs.at(id), std::move(rows), Now(), policy_, nullptr, NextSeed());
       history_.push_back("Frontier " + id.substr(20));
       ++decisions_;
       std::vector<Effect> after;
       std::vector<Event> pending;
-      Apply(effects, after, pending, Event{StartJob{id}});
+      Apply(std::move(effects), after, pending, Event{StartJob{id}});
       for (std::size_t i = 0; i < pending.size() && i < 10000; ++i) {
         Event e = pending[i];
         std::vector<Effect> more = Decide(e, ViewFor(e), Now());
         ++decisions_;
         history_.push_back("  " + Name(e));
-        Apply(more, after, pending, e);
+        Apply(std::move(more), after, pending, e);
       }
       RunAfter(after);
       // Applied, Frontier finds no row left to write.
       std::vector<TaskRecord> again;
       for (const std::string& t : store_.of_job[id]) again.push_back(store_.tasks.at(t));
       for (const Effect& e :
-           Frontier(store_.jobs.at(id), again, Now(), policy_, nullptr, NextSeed())) {
+           Frontier(store_.jobs.at(id), std::move(again), Now(), policy_, nullptr, NextSeed())) {
         if (IsRowEffect(e) && ActiveJob(store_.jobs.at(id).state)) {
           std::string what = std::visit(
               [](const auto& v) -> std::string {
@@ -786,7 +859,32 @@ class Sim {
     if (restarted && top.state == JobState::kCompleted && expected.state != JobState::kCompleted) {
       return Fail("a restarted job completed where the interpreter's fails");
     }
-    if (!undisturbed) return;
+    // Time: a retry never starts before its backoff is over.
+    for (const auto& [id, t] : store_.tasks) {
+      if (!t.task.retry || t.task.retry->attempts < 1 || !t.started_at) continue;
+      TimePoint due = t.created_at + RetryDelay(*t.task.retry, t.task.retry->attempts);
+      if (*t.started_at < due) {
+        return Fail(fmt::format("{} started {} ms before its backoff was over", t.task.name,
+                                (due - *t.started_at).count()));
+      }
+    }
+    // A job with a deadline times out at it exactly when it is still running then; before
+    // its deadline it ends as the interpreter says.
+    bool timed_out = top.state == JobState::kFailed && top.error.starts_with("job timed out");
+    if (def.timeout && !restarted && top.started_at) {
+      TimePoint deadline = *top.started_at + *def.timeout;
+      std::optional<TimePoint> ended =
+          top.state == JobState::kCompleted ? top.completed_at : top.failed_at;
+      if (timed_out && ended && *ended < deadline) {
+        return Fail(
+            fmt::format("timed out {} ms before its deadline", (deadline - *ended).count()));
+      }
+      if (!timed_out && ended && *ended > deadline) {
+        return Fail(fmt::format("{} {} ms after its deadline, not timed out", ToString(top.state),
+                                (*ended - deadline).count()));
+      }
+    }
+    if (!undisturbed || timed_out) return;
     if (top.state != expected.state) {
       return Fail(fmt::format("the job is {}, the interpreter's {} (job '{}')", ToString(top.state),
                               ToString(expected.state), def.name));
@@ -827,15 +925,21 @@ class Sim {
   std::string top_;
   std::vector<Delivery> queue_;
   std::set<std::string> dropped_;
+  std::set<std::string> drop_lost_;       // rows whose drop a crash lost
+  std::set<std::string> ever_taken_;      // rows some worker took
+  std::set<std::string> took_cancelled_;  // "node/incarnation/row": took it cancelled
   std::map<std::string, int> incarnation_;
   std::map<std::string, std::set<std::string>> taken_;
   std::map<std::string, std::set<std::string>> running_;
   std::map<std::string, int> accepted_;
   std::vector<std::string> history_;
   std::string failure_;
-  std::int64_t clock_ = 0;
+  std::int64_t clock_ = 0;                                         // ms since Epoch()
+  std::multimap<TimePoint, Event> timers_;                         // retries' backoffs
+  std::map<std::string, std::pair<TimePoint, Event>> job_timers_;  // job → deadline
   std::uint64_t seeds_ = 0;
   int steps_ = 0;
+  int timers_fired_ = 0;
   int decisions_ = 0;
 };
 

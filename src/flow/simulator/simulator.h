@@ -38,6 +38,8 @@ struct Result {
   int decisions = 0;
   int deliveries = 0;
   int rows = 0;
+  int timers = 0;          // retry backoffs and job deadlines that fired
+  bool timed_out = false;  // the job ended at its deadline
 };
 
 // One random job (every composite kind nested in every other, to depth 4, with `if`,
