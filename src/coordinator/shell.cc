@@ -129,7 +129,7 @@ Status FlowScheduler::Handle(const std::string& job_id, const flow::Event& event
     auto guard = LockTree(job_id);
     if (!guard.ok()) return guard.status();
     auto decide = [&](const flow::Event& e) {
-      return DecideLocked([&](DecisionTx& tx) -> Result<std::vector<flow::Effect>> {
+      return DecideLocked([&](Transaction& tx) -> Result<std::vector<flow::Effect>> {
         auto view = ReadView(tx, e);
         if (!view.ok()) return view.status();
         return flow::Decide(e, *view, clock_.Now());
@@ -175,7 +175,7 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
   Decided decided;
   std::vector<flow::Effect> after;
   const flow::Policy policy = Policy();
-  decided.status = RunDecision(datastore_, [&](DecisionTx& tx) -> Status {
+  decided.status = datastore_.Transact([&](Transaction& tx) -> Status {
     after.clear();
     decided.wrote = false;
     decided.created.clear();
@@ -202,7 +202,7 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
                 return tx.UpdateTask(e.row);
               } else if constexpr (std::is_same_v<E, flow::CancelActive>) {
                 decided.wrote = true;
-                auto cancelled = tx.CancelActive(e.job_id, e.under, e.at);
+                auto cancelled = tx.CancelTasks(e.job_id, e.under, e.at);
                 if (!cancelled.ok()) return cancelled.status();
                 std::vector<flow::CancelledRow> rows;
                 rows.reserve(cancelled->size());
@@ -257,7 +257,7 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
   return decided;
 }
 
-Result<flow::View> FlowScheduler::ReadView(DecisionTx& tx, const flow::Event& event) {
+Result<flow::View> FlowScheduler::ReadView(Transaction& tx, const flow::Event& event) {
   flow::View view;
   view.policy = Policy();
   view.id_seed = NewId();
@@ -307,7 +307,7 @@ Result<flow::View> FlowScheduler::ReadView(DecisionTx& tx, const flow::Event& ev
   return view;
 }
 
-Status FlowScheduler::AddEach(DecisionTx& tx, const TaskRecord& each, flow::View& view) {
+Status FlowScheduler::AddEach(Transaction& tx, const TaskRecord& each, flow::View& view) {
   // Reads every child of the each: today's Datastore has no query for "the next CREATED
   // child" or "how many run", so this costs the each's size per decision below it.
   auto children = tx.ChildTasks(each.id);
@@ -646,7 +646,7 @@ Status FlowScheduler::Reconcile(const std::set<std::string>& live_nodes) {
       if (!guard.ok()) {
         decided.status = guard.status();
       } else {
-        decided = DecideLocked([&](DecisionTx& tx) -> Result<std::vector<flow::Effect>> {
+        decided = DecideLocked([&](Transaction& tx) -> Result<std::vector<flow::Effect>> {
           // Read again under the lock: another coordinator may have moved it on.
           auto job = Optional(tx.GetJob(listed.id));
           if (!job.ok()) return job.status();

@@ -4,7 +4,7 @@
 //
 // Per event: take the lock of the event's job tree (the Locker, "baton.job:<top-level
 // job id>": in process the keyed in-process locker, across coordinators the shared one);
-// in one decision scope (DecisionTx) read the View the event names, flow::Decide, write
+// in one decision scope (Datastore::Transact) read the View the event names, flow::Decide, write
 // every row effect, decide the follow-ups against the rows as they now are; after the
 // scope is stored run the after-commit effects: start rows through the executor of their
 // kind (the BrokerExecutor for runnable rows), arm and disarm timers (job timeouts, retry
@@ -33,7 +33,6 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "broker/broker.h"
-#include "coordinator/decision_tx.h"
 #include "coordinator/executors/broker_executor.h"
 #include "coordinator/scheduler.h"  // SchedulerOptions: the same options as Scheduler's
 #include "core/job.h"
@@ -95,7 +94,7 @@ class FlowScheduler {
     std::vector<JobRecord> finished;  // for the listener, once the tree lock is released
   };
   // The first effects of a decision, given its scope: Decide of an event, or Frontier.
-  using FirstEffects = std::function<Result<std::vector<flow::Effect>>(DecisionTx&)>;
+  using FirstEffects = std::function<Result<std::vector<flow::Effect>>(Transaction&)>;
 
   // Decides `event` about job `job_id` under its tree's lock, then tells the listener.
   Status Handle(const std::string& job_id, const flow::Event& event, Decided* out = nullptr);
@@ -105,8 +104,8 @@ class FlowScheduler {
   // The decision itself: the caller holds the tree's lock.
   Decided DecideLocked(const FirstEffects& first);
   // What `event` reads, through the decision's scope.
-  Result<flow::View> ReadView(DecisionTx& tx, const flow::Event& event);
-  Status AddEach(DecisionTx& tx, const TaskRecord& each, flow::View& view);
+  Result<flow::View> ReadView(Transaction& tx, const flow::Event& event);
+  Status AddEach(Transaction& tx, const TaskRecord& each, flow::View& view);
   // The after-commit effects of one decision, in their order.
   Status RunAfterCommit(const std::vector<flow::Effect>& after);
   void StartRows(std::vector<TaskRecord> rows);
