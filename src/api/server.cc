@@ -21,13 +21,13 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
 #include <vector>
 
 #include "base/log.h"
+#include "base/mutex.h"
 
 namespace baton::api {
 
@@ -539,14 +539,14 @@ class EventLoop {
     Signal(wake_fd_);
     if (poller_.joinable()) poller_.join();
     {
-      std::lock_guard lock(tasks_mu_);
+      MutexLock lock(tasks_mu_);
       tasks_stop_ = true;
     }
     tasks_cv_.notify_all();
     for (std::thread& t : handlers_) t.join();
     handlers_.clear();
     {
-      std::lock_guard lock(waits_mu_);
+      MutexLock lock(waits_mu_);
       waits_stop_ = true;
     }
     LookAtWaits();
@@ -619,7 +619,7 @@ class EventLoop {
 
   void Post(Done done) {
     {
-      std::lock_guard lock(done_mu_);
+      MutexLock lock(done_mu_);
       done_.push_back(std::move(done));
     }
     Signal(wake_fd_);
@@ -632,12 +632,18 @@ class EventLoop {
       Task task;
       bool read = true;
       {
-        std::unique_lock lock(tasks_mu_);
+        MutexLock lock(tasks_mu_);
         // Reads go first, and at most half the threads write at once: a burst of
         // submissions (datastore writes, serialised) must not hold GET /health back, in
         // this queue or on the datastore's lock.
-        auto can_write = [&] { return !writes_.empty() && writing_ < max_writing_; };
-        tasks_cv_.wait(lock, [&] { return tasks_stop_ || !reads_.empty() || can_write(); });
+        auto can_write = [&] {
+          tasks_mu_.AssertHeld();
+          return !writes_.empty() && writing_ < max_writing_;
+        };
+        tasks_cv_.wait(lock, [&] {
+          tasks_mu_.AssertHeld();
+          return tasks_stop_ || !reads_.empty() || can_write();
+        });
         if (reads_.empty() && !can_write()) {
           if (writes_.empty()) return;  // stopping; a write left waits for a writer
           continue;
@@ -664,7 +670,7 @@ class EventLoop {
       Post(std::move(done));
       if (!read) {
         {
-          std::lock_guard lock(tasks_mu_);
+          MutexLock lock(tasks_mu_);
           --writing_;
         }
         tasks_cv_.notify_all();
@@ -692,7 +698,7 @@ class EventLoop {
       if (!full) ended_ids.insert(ended.ids->begin(), ended.ids->end());
       std::vector<std::pair<std::uint64_t, std::shared_ptr<PendingWait>>> parked;
       {
-        std::lock_guard lock(waits_mu_);
+        MutexLock lock(waits_mu_);
         if (waits_stop_) return;
         for (const auto& [id, wait] : waits_) {
           if (full || ended_ids.contains(wait->job_id)) parked.emplace_back(id, wait);
@@ -704,7 +710,7 @@ class EventLoop {
         std::optional<Response> answer = api_.WaitAnswer(*wait, /*give_up=*/false);
         if (!answer) continue;
         {
-          std::lock_guard relock(waits_mu_);
+          MutexLock relock(waits_mu_);
           if (waits_.erase(id) == 0) continue;  // its connection went away meanwhile
         }
         Done done;
@@ -807,7 +813,7 @@ class EventLoop {
   void AnswerParkedOnStop(Connection& c) {
     std::shared_ptr<PendingWait> wait;
     {
-      std::lock_guard lock(waits_mu_);
+      MutexLock lock(waits_mu_);
       auto it = waits_.find(c.id);
       if (it != waits_.end()) {
         wait = std::move(it->second);
@@ -987,7 +993,7 @@ class EventLoop {
     SetDeadline(c, Clock::time_point::max());
     {
       bool read = f.bytes.starts_with("GET ") || f.bytes.starts_with("HEAD ");
-      std::lock_guard lock(tasks_mu_);
+      MutexLock lock(tasks_mu_);
       (read ? reads_ : writes_)
           .push_back(Task{c.id, c.fd, std::move(f.bytes), f.kind == Framed::kChunked,
                           stopping_ || c.peer_closed, c.request_deadline});
@@ -998,7 +1004,7 @@ class EventLoop {
   void TakeDone() {
     std::vector<Done> done;
     {
-      std::lock_guard lock(done_mu_);
+      MutexLock lock(done_mu_);
       done.swap(done_);
     }
     for (Done& d : done) {
@@ -1021,7 +1027,7 @@ class EventLoop {
         c.state = State::kParked;
         Register(c, EPOLLRDHUP);
         {
-          std::lock_guard lock(waits_mu_);
+          MutexLock lock(waits_mu_);
           waits_.emplace(c.id, std::move(d.served.wait));
         }
         // Its job may have ended before it was parked, with no other end to come.
@@ -1105,7 +1111,7 @@ class EventLoop {
 
   void Close(Connection& c) {
     if (c.state == State::kParked) {
-      std::lock_guard lock(waits_mu_);
+      MutexLock lock(waits_mu_);
       waits_.erase(c.id);
     }
     SetDeadline(c, Clock::time_point::max());
@@ -1164,22 +1170,22 @@ class EventLoop {
   std::uint64_t next_id_ = 2;
   std::thread poller_;
 
-  std::mutex tasks_mu_;
-  std::condition_variable tasks_cv_;
-  std::deque<Task> reads_;   // GET and HEAD; guarded by tasks_mu_
-  std::deque<Task> writes_;  // the others; guarded by tasks_mu_
-  int writing_ = 0;          // writes being handled; guarded by tasks_mu_
-  int max_writing_ = 1;      // set at start
-  bool tasks_stop_ = false;  // guarded by tasks_mu_
+  Mutex tasks_mu_;
+  std::condition_variable_any tasks_cv_;
+  std::deque<Task> reads_ BATON_GUARDED_BY(tasks_mu_);   // GET and HEAD
+  std::deque<Task> writes_ BATON_GUARDED_BY(tasks_mu_);  // the others
+  int writing_ BATON_GUARDED_BY(tasks_mu_) = 0;          // writes being handled
+  int max_writing_ = 1;                                  // set at start
+  bool tasks_stop_ BATON_GUARDED_BY(tasks_mu_) = false;
   std::vector<std::thread> handlers_;
 
-  std::mutex done_mu_;
-  std::vector<Done> done_;  // guarded by done_mu_
+  Mutex done_mu_;
+  std::vector<Done> done_ BATON_GUARDED_BY(done_mu_);
 
-  std::mutex waits_mu_;
-  std::atomic<bool> waits_look_again_ = false;                   // set by LookAtWaits
-  std::map<std::uint64_t, std::shared_ptr<PendingWait>> waits_;  // guarded by waits_mu_
-  bool waits_stop_ = false;                                      // guarded by waits_mu_
+  Mutex waits_mu_;
+  std::atomic<bool> waits_look_again_ = false;  // set by LookAtWaits
+  std::map<std::uint64_t, std::shared_ptr<PendingWait>> waits_ BATON_GUARDED_BY(waits_mu_);
+  bool waits_stop_ BATON_GUARDED_BY(waits_mu_) = false;
   std::thread waits_thread_;
 };
 

@@ -15,7 +15,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/mutex.h"
 #include "broker/rabbitmq/management.h"
 
 namespace baton {
@@ -297,7 +297,7 @@ struct SubState : std::enable_shared_from_this<SubState> {
 
   Status Settle(std::uint64_t tag, std::uint64_t delivery_generation, Settlement how) {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       // A handler still running while Close waits for it may settle; after that, no.
       if (closed) return FailedPrecondition("subscription is closed; the message was requeued");
       auto it = outstanding.find(tag);
@@ -317,29 +317,30 @@ struct SubState : std::enable_shared_from_this<SubState> {
   const DeliveryHandler handler;
   const WakeFd wake;  // wakes `io` for settles and stops
 
-  std::mutex mu;
-  // Guarded by mu:
-  std::condition_variable ready;  // the dispatcher waits for `inbox` or `closing`
-  std::deque<Incoming> inbox;
+  Mutex mu;
+  std::condition_variable_any ready;  // the dispatcher waits for `inbox` or `closing`
+  std::deque<Incoming> inbox BATON_GUARDED_BY(mu);
   struct Pending {
     std::uint64_t tag;
     Settlement how;
     std::uint64_t consumer;  // as in `outstanding`
   };
-  std::vector<Pending> settles;  // to send, for the current generation
+  std::vector<Pending> settles BATON_GUARDED_BY(mu);  // to send, for the current generation
   // Received, not settled (current generation): delivery tag → the consumer it came to
   // (its `consumer_seq`; 0 for one already cancelled when the delivery was read).
-  std::map<std::uint64_t, std::uint64_t> outstanding;
-  std::uint64_t generation = 0;        // bumped when the connection is lost
-  int prefetch = 1;                    // wanted; 0: paused (no consumer)
-  std::uint64_t prefetch_version = 0;  // bumped by SetPrefetch
-  std::uint64_t applied_version = 0;   // what the io thread has applied (or will on reconnect)
-  bool connected = false;              // the io thread has a connection
-  std::condition_variable applied;     // SetPrefetch waits for applied_version
-  bool closing = false;                // no more handler calls
-  bool closed = false;                 // the dispatcher has stopped: settles are refused
-  bool finish_on_exit = false;         // closed from its own handler
-  std::thread::id dispatcher_id;       // set before the sub is published in Core::subs_
+  std::map<std::uint64_t, std::uint64_t> outstanding BATON_GUARDED_BY(mu);
+  std::uint64_t generation BATON_GUARDED_BY(mu) = 0;        // bumped when the connection is lost
+  int prefetch BATON_GUARDED_BY(mu) = 1;                    // wanted; 0: paused (no consumer)
+  std::uint64_t prefetch_version BATON_GUARDED_BY(mu) = 0;  // bumped by SetPrefetch
+  std::uint64_t applied_version BATON_GUARDED_BY(mu) =
+      0;  // what the io thread has applied (or will on reconnect)
+  bool connected BATON_GUARDED_BY(mu) = false;  // the io thread has a connection
+  std::condition_variable_any applied;          // SetPrefetch waits for applied_version
+  bool closing BATON_GUARDED_BY(mu) = false;    // no more handler calls
+  bool closed BATON_GUARDED_BY(mu) = false;     // the dispatcher has stopped: settles are refused
+  bool finish_on_exit BATON_GUARDED_BY(mu) = false;  // closed from its own handler
+  std::thread::id dispatcher_id
+      BATON_GUARDED_BY(mu);  // set before the sub is published in Core::subs_
 
   // Only the io thread touches these once started.
   std::unique_ptr<Connection> conn;
@@ -375,11 +376,11 @@ class Core : public std::enable_shared_from_this<Core> {
   void Shutdown();
 
  private:
-  // Requires pub_mu_.
-  Status EnsurePublisher();
+  Status EnsurePublisher() BATON_REQUIRES(pub_mu_);
   // Sends the messages not yet `confirmed` and waits for their confirms, marking them.
-  Status PublishOnce(std::span<const OutgoingMessage> messages, std::vector<char>& confirmed);
-  Result<QueueInfo> InspectLocked(std::string_view name);
+  Status PublishOnce(std::span<const OutgoingMessage> messages, std::vector<char>& confirmed)
+      BATON_REQUIRES(pub_mu_);
+  Result<QueueInfo> InspectLocked(std::string_view name) BATON_REQUIRES(pub_mu_);
 
   Result<std::unique_ptr<Connection>> OpenConsumer(SubState& sub);
   // Brings the connection's basic.qos / consumer to the wanted prefetch (io thread).
@@ -398,21 +399,20 @@ class Core : public std::enable_shared_from_this<Core> {
   const RabbitMqOptions options_;
   const std::optional<ManagementApi> management_;
 
-  std::mutex pub_mu_;
-  // Guarded by pub_mu_:
-  std::unique_ptr<Connection> pub_;
-  bool inspect_open_ = false;
-  std::uint64_t publish_seq_ = 0;
-  std::map<std::string, Clock::time_point, std::less<>> declared_;  // on pub_
+  Mutex pub_mu_;
+  std::unique_ptr<Connection> pub_ BATON_GUARDED_BY(pub_mu_);
+  bool inspect_open_ BATON_GUARDED_BY(pub_mu_) = false;
+  std::uint64_t publish_seq_ BATON_GUARDED_BY(pub_mu_) = 0;
+  // on pub_
+  std::map<std::string, Clock::time_point, std::less<>> declared_ BATON_GUARDED_BY(pub_mu_);
 
-  std::mutex mu_;
-  // Guarded by mu_:
-  std::condition_variable closed_;
-  std::set<std::string, std::less<>> known_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<SubState>> subs_;
-  std::vector<std::shared_ptr<SubState>> graveyard_;
-  std::uint64_t next_sub_id_ = 0;
-  bool shut_down_ = false;
+  Mutex mu_;
+  std::condition_variable_any closed_;
+  std::set<std::string, std::less<>> known_ BATON_GUARDED_BY(mu_);
+  std::unordered_map<std::uint64_t, std::shared_ptr<SubState>> subs_ BATON_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<SubState>> graveyard_ BATON_GUARDED_BY(mu_);
+  std::uint64_t next_sub_id_ BATON_GUARDED_BY(mu_) = 0;
+  bool shut_down_ BATON_GUARDED_BY(mu_) = false;
 };
 
 namespace {
@@ -597,13 +597,13 @@ Status Core::PublishBatch(std::vector<OutgoingMessage> messages) {
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return Unavailable("broker is shut down");
   }
   if (messages.empty()) return Status::Ok();
   std::vector<char> confirmed(messages.size(), 0);
   {
-    std::lock_guard lock(pub_mu_);
+    MutexLock lock(pub_mu_);
     milliseconds backoff = kMinBackoff;
     for (int attempt = 0;; ++attempt) {
       // A retry sends again only what was not confirmed.
@@ -617,7 +617,7 @@ Status Core::PublishBatch(std::vector<OutgoingMessage> messages) {
       backoff = std::min(backoff * 2, kMaxBackoff);
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const OutgoingMessage& m : messages) known_.emplace(m.queue);
   return Status::Ok();
 }
@@ -662,7 +662,7 @@ Result<QueueInfo> Core::Queue(std::string_view name) {
   BATON_RETURN_IF_ERROR(CheckQueueName(name));
   // Ready messages and consumers from a passive queue.declare: exact, now.
   Result<QueueInfo> info = [&] {
-    std::lock_guard lock(pub_mu_);
+    MutexLock lock(pub_mu_);
     return InspectLocked(name);
   }();
   if (!info.ok()) return info;
@@ -678,10 +678,10 @@ Result<QueueInfo> Core::Queue(std::string_view name) {
                 {{"error", sampled.status().message()}});
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [id, sub] : subs_) {
     if (sub->queue != name) continue;
-    std::lock_guard sub_lock(sub->mu);
+    MutexLock sub_lock(sub->mu);
     info->unacked += static_cast<std::int64_t>(sub->outstanding.size());
   }
   return info;
@@ -706,13 +706,13 @@ Result<std::vector<QueueInfo>> Core::Queues() {
     }
   }
   if (!sampled) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     names.assign(known_.begin(), known_.end());
   }
   std::vector<QueueInfo> infos;
   for (const std::string& name : names) {
     Result<QueueInfo> info = sampled ? [&]() -> Result<QueueInfo> {
-      std::lock_guard lock(pub_mu_);
+      MutexLock lock(pub_mu_);
       auto exact = InspectLocked(name);
       if (exact.ok()) exact->unacked = sampled_unacked[name];
       return exact;
@@ -721,7 +721,7 @@ Result<std::vector<QueueInfo>> Core::Queues() {
     if (info.ok()) {
       infos.push_back(std::move(info).value());
     } else if (info.status().code() == StatusCode::kNotFound) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       known_.erase(name);  // deleted (or expired) since
     } else {
       return info.status();
@@ -732,10 +732,10 @@ Result<std::vector<QueueInfo>> Core::Queues() {
 
 Status Core::Health() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return Unavailable("broker is shut down");
   }
-  std::lock_guard lock(pub_mu_);
+  MutexLock lock(pub_mu_);
   // A round trip, not just "the socket looks open": a stopped broker is only noticed
   // when something is sent. Any answer — "no such queue" included — means it is up.
   auto probe = InspectLocked("x-health-probe");
@@ -762,7 +762,7 @@ namespace {
 // Deliveries held (not settled, or settled but not yet sent) from consumers already
 // cancelled: all of them when none is consuming.
 int HeldFromEarlierConsumers(SubState& sub) {
-  std::lock_guard lock(sub.mu);
+  MutexLock lock(sub.mu);
   const std::uint64_t current = sub.consuming ? sub.consumer_seq : 0;
   auto earlier = [&](std::uint64_t consumer) { return current == 0 || consumer != current; };
   int n = 0;
@@ -783,14 +783,14 @@ Status Core::ApplyPrefetch(SubState* sub) {
   int wanted = 0;
   std::uint64_t version = 0;
   {
-    std::lock_guard lock(sub->mu);
+    MutexLock lock(sub->mu);
     wanted = sub->prefetch;
     version = sub->prefetch_version;
   }
   const int earlier = HeldFromEarlierConsumers(*sub);
   auto done = [&] {
     {
-      std::lock_guard lock(sub->mu);
+      MutexLock lock(sub->mu);
       sub->applied_version = std::max(sub->applied_version, version);
     }
     sub->applied.notify_all();
@@ -828,7 +828,7 @@ Status Core::ApplyPrefetch(SubState* sub) {
     sub->consumer_tag = FromBytes(ok->consumer_tag);
     sub->consumer_limit = room;
     sub->consuming = true;
-    std::lock_guard lock(sub->mu);
+    MutexLock lock(sub->mu);
     ++sub->consumer_seq;
   }
   done();
@@ -838,12 +838,12 @@ Status Core::ApplyPrefetch(SubState* sub) {
 Status Core::SetPrefetch(std::uint64_t id, int prefetch) {
   std::shared_ptr<SubState> sub;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = subs_.find(id);
     if (it == subs_.end()) return FailedPrecondition("subscription is closed");
     sub = it->second;
   }
-  std::unique_lock lock(sub->mu);
+  MutexLock lock(sub->mu);
   if (sub->closing) return FailedPrecondition("subscription is closed");
   sub->prefetch = prefetch;
   std::uint64_t version = ++sub->prefetch_version;
@@ -852,6 +852,7 @@ Status Core::SetPrefetch(std::uint64_t id, int prefetch) {
   // cannot bring a delivery the new prefetch forbids. Without a connection there is
   // nothing to wait for: a new one starts with it.
   sub->applied.wait_for(lock, std::chrono::seconds(5), [&] {
+    sub->mu.AssertHeld();
     return sub->applied_version >= version || !sub->connected || sub->closing;
   });
   return Status::Ok();
@@ -865,7 +866,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
   ReapGraveyard();
   std::uint64_t id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return Unavailable("broker is shut down");
     id = ++next_sub_id_;
   }
@@ -874,14 +875,17 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
   auto conn = OpenConsumer(*sub);
   if (!conn.ok()) return conn.status();
   sub->conn = std::move(conn).value();
-  sub->connected = true;  // (no thread runs yet) SetPrefetch waits for the io thread
+  {
+    MutexLock lock(sub->mu);  // no thread runs yet: for the analysis
+    sub->connected = true;    // SetPrefetch waits for the io thread
+  }
   try {
     sub->io =
         std::jthread([this, raw = sub.get()](const std::stop_token& stop) { IoLoop(stop, raw); });
     sub->dispatcher = std::jthread([this, raw = sub.get()] { DispatchLoop(raw); });
   } catch (const std::system_error& e) {
     {
-      std::lock_guard lock(sub->mu);
+      MutexLock lock(sub->mu);
       sub->closing = true;
       sub->ready.notify_all();
       sub->applied.notify_all();
@@ -890,9 +894,9 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
     return Unavailable(std::string("cannot start a subscription thread: ") + e.what());
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     {
-      std::lock_guard sub_lock(sub->mu);
+      MutexLock sub_lock(sub->mu);
       sub->dispatcher_id = sub->dispatcher.get_id();
     }
     if (!shut_down_) {
@@ -903,7 +907,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
   }
   // Shut down while subscribing.
   {
-    std::lock_guard lock(sub->mu);
+    MutexLock lock(sub->mu);
     sub->closing = true;
     sub->ready.notify_all();
     sub->applied.notify_all();
@@ -918,7 +922,7 @@ Result<std::unique_ptr<Subscription>> Core::Subscribe(std::string_view queue, in
 bool Core::FlushSettles(SubState* sub) {
   std::vector<SubState::Pending> settles;
   {
-    std::lock_guard lock(sub->mu);
+    MutexLock lock(sub->mu);
     settles.swap(sub->settles);
   }
   amqp_connection_state_t state = sub->conn->state();
@@ -942,7 +946,7 @@ bool Core::FlushSettles(SubState* sub) {
 
 void Core::LoseConnection(SubState* sub) {
   {
-    std::lock_guard lock(sub->mu);
+    MutexLock lock(sub->mu);
     sub->connected = false;
     ++sub->generation;
     sub->outstanding.clear();
@@ -971,7 +975,7 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
       sub->conn = std::move(conn).value();
       backoff = kMinBackoff;
       {
-        std::lock_guard lock(sub->mu);
+        MutexLock lock(sub->mu);
         sub->connected = true;
       }
     }
@@ -1008,7 +1012,7 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
       const bool to_current =
           sub->consuming && FromBytes(envelope.consumer_tag) == sub->consumer_tag;
       amqp_destroy_envelope(&envelope);
-      std::lock_guard lock(sub->mu);
+      MutexLock lock(sub->mu);
       if (!sub->closing) {
         in.generation = sub->generation;
         sub->outstanding.emplace(in.tag, to_current ? sub->consumer_seq : 0);
@@ -1052,9 +1056,12 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
 }
 
 void Core::DispatchLoop(SubState* sub) {
-  std::unique_lock lock(sub->mu);
+  MutexLock lock(sub->mu);
   while (true) {
-    sub->ready.wait(lock, [&] { return sub->closing || !sub->inbox.empty(); });
+    sub->ready.wait(lock, [&] {
+      sub->mu.AssertHeld();
+      return sub->closing || !sub->inbox.empty();
+    });
     if (sub->closing) break;
     Incoming in = std::move(sub->inbox.front());
     sub->inbox.pop_front();
@@ -1068,7 +1075,7 @@ void Core::DispatchLoop(SubState* sub) {
   if (finish) {
     std::shared_ptr<SubState> self;
     {
-      std::lock_guard core_lock(mu_);
+      MutexLock core_lock(mu_);
       auto it = subs_.find(sub->id);
       if (it != subs_.end()) self = it->second;
     }
@@ -1078,13 +1085,13 @@ void Core::DispatchLoop(SubState* sub) {
 
 void Core::FinishClose(const std::shared_ptr<SubState>& sub, bool to_graveyard) {
   {
-    std::lock_guard lock(sub->mu);
+    MutexLock lock(sub->mu);
     sub->closed = true;
   }
   sub->io.request_stop();
   sub->wake.Notify();
   sub->io.join();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   subs_.erase(sub->id);
   if (to_graveyard) graveyard_.push_back(sub);
   closed_.notify_all();
@@ -1093,14 +1100,14 @@ void Core::FinishClose(const std::shared_ptr<SubState>& sub, bool to_graveyard) 
 void Core::CloseSubscription(std::uint64_t id) {
   std::shared_ptr<SubState> sub;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = subs_.find(id);
     if (it == subs_.end()) return;
     sub = it->second;
   }
   bool own_thread = false;
   {
-    std::lock_guard lock(sub->mu);
+    MutexLock lock(sub->mu);
     own_thread = sub->dispatcher_id == std::this_thread::get_id();
     if (!sub->closing) {
       sub->closing = true;
@@ -1118,8 +1125,11 @@ void Core::CloseSubscription(std::uint64_t id) {
   }
   if (!sub) {
     if (!own_thread) {
-      std::unique_lock lock(mu_);
-      closed_.wait(lock, [&] { return !subs_.contains(id); });
+      MutexLock lock(mu_);
+      closed_.wait(lock, [&] {
+        mu_.AssertHeld();
+        return !subs_.contains(id);
+      });
     }
     return;
   }
@@ -1132,7 +1142,7 @@ void Core::CloseSubscription(std::uint64_t id) {
 void Core::ReapGraveyard() {
   std::vector<std::shared_ptr<SubState>> dead;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     dead.swap(graveyard_);
   }
   // Destroying them joins dispatchers that are past their last use of anything.
@@ -1141,19 +1151,22 @@ void Core::ReapGraveyard() {
 void Core::Shutdown() {
   std::vector<std::uint64_t> ids;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     shut_down_ = true;
     for (const auto& [id, sub] : subs_) ids.push_back(id);
   }
   for (std::uint64_t id : ids) CloseSubscription(id);
   std::vector<std::shared_ptr<SubState>> dead;
   {
-    std::unique_lock lock(mu_);
-    closed_.wait(lock, [&] { return subs_.empty(); });
+    MutexLock lock(mu_);
+    closed_.wait(lock, [&] {
+      mu_.AssertHeld();
+      return subs_.empty();
+    });
     dead.swap(graveyard_);
   }
   dead.clear();
-  std::lock_guard lock(pub_mu_);
+  MutexLock lock(pub_mu_);
   pub_.reset();
 }
 

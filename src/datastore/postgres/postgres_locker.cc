@@ -4,10 +4,11 @@
 #include <libpq-fe.h>
 
 #include <exception>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace baton {
 namespace {
@@ -64,12 +65,12 @@ struct Session {
 struct PostgresLocker::Pool {
   static constexpr std::size_t kMaxIdle = 8;
   std::string dsn;
-  std::mutex mu;
-  std::vector<Session> idle;  // guarded by mu
+  Mutex mu;
+  std::vector<Session> idle BATON_GUARDED_BY(mu);
 
   Result<Session> Get() {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (!idle.empty()) {
         Session s = std::move(idle.back());
         idle.pop_back();
@@ -95,7 +96,7 @@ struct PostgresLocker::Pool {
         PQtransactionStatus(s.conn.get()) != PQTRANS_IDLE) {
       return;  // closed by ConnDeleter
     }
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (idle.size() < kMaxIdle) idle.push_back(std::move(s));
   }
 };
