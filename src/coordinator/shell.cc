@@ -308,21 +308,17 @@ Result<flow::View> FlowScheduler::ReadView(Transaction& tx, const flow::Event& e
 }
 
 Status FlowScheduler::AddEach(Transaction& tx, const TaskRecord& each, flow::View& view) {
-  // Reads every child of the each: today's Datastore has no query for "the next CREATED
-  // child" or "how many run", so this costs the each's size per decision below it.
-  auto children = tx.ChildTasks(each.id);
-  if (!children.ok()) return children.status();
-  const TaskRecord* next = nullptr;
+  // Its running children counted and its next CREATED ones read through an index: a
+  // decision below an each of 2,000 children reads what one below an each of 20 does.
+  auto counts =
+      tx.CountChildren(each.id, {TaskState::kPending, TaskState::kScheduled, TaskState::kRunning});
+  if (!counts.ok()) return counts.status();
   int running = 0;
-  for (const TaskRecord& c : *children) {
-    if (c.state == TaskState::kCreated) {
-      if (next == nullptr || c.each_index < next->each_index) next = &c;
-    } else if (!IsTerminal(c.state)) {
-      ++running;
-    }
-  }
-  if (next != nullptr) view.next_created[each.id] = *next;
+  for (const auto& [state, n] : *counts) running += n;
   view.running_children[each.id] = running;
+  auto next = tx.NextCreatedChildren(each.id, flow::NextCreatedWanted(each, running));
+  if (!next.ok()) return next.status();
+  if (!next->empty()) view.next_created[each.id] = std::move(*next);
   return Status::Ok();
 }
 

@@ -91,10 +91,13 @@ class Decider {
   Decider(View view, TimePoint now) : view_(std::move(view)), now_(now) {
     // The next CREATED children join the other rows (moved, not copied); the entries
     // stay, empty, to say which eaches have more CREATED children than the view holds.
-    for (auto& [each_id, child] : view_.next_created) {
-      waiting_[each_id].push_back(child.id);
-      std::string id = child.id;
-      view_.tasks.try_emplace(std::move(id), std::move(child));
+    for (auto& [each_id, children] : view_.next_created) {
+      std::deque<std::string>& waiting = waiting_[each_id];
+      for (TaskRecord& child : children) {
+        waiting.push_back(child.id);
+        std::string id = child.id;
+        view_.tasks.try_emplace(std::move(id), std::move(child));
+      }
     }
     running_ = view_.running_children;
   }
@@ -726,7 +729,7 @@ class Decider {
         if (child != nullptr && child->state != TaskState::kCreated) child = nullptr;
       }
       if (child == nullptr) {
-        // The view held the next CREATED child only: decide again with the one after.
+        // The view held the next CREATED children only: decide again with the ones after.
         if (all_known_.contains(each_id) || !view_.next_created.contains(each_id)) return;
         if (fill_asked_.insert(each_id).second) follow_.push_back(FillEach{each_id});
         return;
@@ -956,6 +959,12 @@ ViewKeys KeysOf(const Event& event) {
         }
       },
       event);
+}
+
+int NextCreatedWanted(const TaskRecord& each, int running) {
+  int concurrency = each.task.each ? each.task.each->concurrency : 0;
+  if (concurrency <= 0) return kMaxNextCreated;
+  return std::clamp(concurrency - running + 1, 1, kMaxNextCreated);
 }
 
 bool IsRowEffect(const Effect& effect) {

@@ -55,7 +55,8 @@ struct Started {
   TimePoint at{};
 };
 // A worker's outcomes. Read the task, its ancestors (rows and jobs, up through sub-jobs
-// to the top-level job) and the next CREATED child of every ancestor each.
+// to the top-level job) and, of every ancestor each, its next CREATED children and its
+// count of running ones (View).
 struct Completed {
   std::string task_id;
   std::string node_id;
@@ -141,29 +142,42 @@ struct Policy {
   int max_redeliveries = 3;
 };
 
-// The stored rows a decision reads: bounded by the depth of nesting, never by the size
-// of a job (a decision in a job of 20,000 tasks reads a handful of rows).
+// The stored rows a decision reads: bounded by the depth of nesting and by the slots an
+// each may fill, never by the size of a job (a decision in a job of 20,000 tasks, or
+// about an each of 20,000 children, reads a handful of rows).
 //   - `jobs`: the event's job and, for a sub-job, the jobs of its parent chain;
 //   - `tasks`: the event's task row and every ancestor row (parent_id, and from a
 //     sub-job's job its parent_id task, up to the top-level job);
-//   - `next_created`: for every each among those rows, its CREATED child with the lowest
-//     each_index, if any;
+//   - `next_created`: for every each among those rows, its CREATED children with the
+//     lowest each_index, in each_index order, as many as NextCreatedWanted says (or
+//     fewer: an each that runs out of them with slots free asks for more with a FillEach
+//     follow-up, decided against a fresh view);
 //   - `running_children`: for every each among those rows, how many of its children are
 //     neither CREATED nor finished (what its `concurrency` counts). A child's each_index
 //     is its index in its each, also when it is an each itself, so the count cannot be
 //     kept in the each's own each_index.
-// A row the decision needs and does not find makes it decide nothing for that part
-// (a late event about a deleted job, say).
+// A parallel needs nothing of its children (its row counts their completions). A row
+// the decision needs and does not find makes it decide nothing for that part (a late
+// event about a deleted job, say).
 struct View {
   std::map<std::string, JobRecord> jobs;
   std::map<std::string, TaskRecord> tasks;
-  std::map<std::string, TaskRecord> next_created;  // each id → its next CREATED child
-  std::map<std::string, int> running_children;     // each id → children started, not done
+  // each id → its next CREATED children, lowest each_index first
+  std::map<std::string, std::vector<TaskRecord>> next_created;
+  std::map<std::string, int> running_children;  // each id → children started, not done
   Policy policy;
   // New ids are derived from this (the shell gives a fresh NewId() per decision): the
   // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).
   std::string id_seed;
 };
+
+// How many of an each's next CREATED children a view holds, given `running` (its
+// running_children): its free slots and one more, for the slot the event may free (a
+// child's completion), at most kMaxNextCreated (an each without a concurrency starts
+// every child as it starts, so it has CREATED ones only when a crash interrupted that:
+// FillEach takes them in batches).
+inline constexpr int kMaxNextCreated = 64;
+int NextCreatedWanted(const TaskRecord& each, int running);
 
 // What the shell reads for `event`: the ids of the task and job it names (one is empty).
 struct ViewKeys {

@@ -339,16 +339,21 @@ struct Shell {
       last.insert(last.end(), effects.begin(), effects.end());
     }
   }
-  // What flow.h says the view holds of every each: its next CREATED child and how many
-  // of its children run.
+  // What flow.h says the view holds of every each: its next CREATED child (the fewest
+  // rows it may hold: one, so that every FillEach path runs) and how many of its
+  // children run.
   void EachCounts() {
     view.next_created.clear();
     view.running_children.clear();
     for (const auto& [id, t] : view.tasks) {
       if (t.parent_id.empty() || !view.tasks.at(t.parent_id).task.each) continue;
       if (t.state == TaskState::kCreated) {
-        auto [it, fresh] = view.next_created.try_emplace(t.parent_id, t);
-        if (!fresh && t.each_index < it->second.each_index) it->second = t;
+        std::vector<TaskRecord>& next = view.next_created[t.parent_id];
+        if (next.empty()) {
+          next.push_back(t);
+        } else if (t.each_index < next.front().each_index) {
+          next.front() = t;
+        }
       } else if (t.state != TaskState::kCompleted && t.state != TaskState::kFailed &&
                  t.state != TaskState::kCancelled && t.state != TaskState::kSkipped) {
         ++view.running_children[t.parent_id];

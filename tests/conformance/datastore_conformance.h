@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -1621,6 +1622,113 @@ TEST_P(DatastoreConformanceTest, TransactCancelTasksSeesTheScopesWritesAndIsUndo
   EXPECT_EQ(ds().GetTask(group.id)->completed_at, At(10));
   EXPECT_EQ(ds().GetTask(sibling.id)->state, TaskState::kCancelled);
   EXPECT_EQ(ds().GetTask(done.id)->state, TaskState::kCompleted);
+}
+
+TEST_P(DatastoreConformanceTest, TransactNextCreatedChildrenAreTheLowestIndexesInOrder) {
+  JobRecord job = NewJob(SimpleJob("next created " + UniqueWord()), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord each = NewTask(job.id, 1, At(1), TaskState::kRunning);
+  TaskRecord other = NewTask(job.id, 2, At(1), TaskState::kRunning);
+  std::vector<TaskRecord> rows = {each, other};
+  // Indexes 0..5 created out of order: 0 and 1 started, 2 done, 3..5 CREATED (5 made
+  // first); a CREATED child of another parent is never one of them.
+  const std::vector<std::pair<int, TaskState>> children = {
+      {5, TaskState::kCreated},   {1, TaskState::kRunning},   {3, TaskState::kCreated},
+      {0, TaskState::kScheduled}, {2, TaskState::kCompleted}, {4, TaskState::kCreated}};
+  std::map<int, std::string> id_of;
+  std::map<int, TaskRecord> row_of;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    TaskRecord child = NewTask(job.id, 1, At(2 + static_cast<std::int64_t>(i)), children[i].second);
+    child.parent_id = each.id;
+    child.each_index = children[i].first;
+    id_of[child.each_index] = child.id;
+    row_of[child.each_index] = child;
+    rows.push_back(child);
+  }
+  TaskRecord stranger = NewTask(job.id, 2, At(1), TaskState::kCreated);
+  stranger.parent_id = other.id;
+  rows.push_back(stranger);
+  ASSERT_TRUE(IsOk(ds().CreateTasks(rows)));
+  Reopen();
+  auto ids = [](const std::vector<TaskRecord>& got) {
+    std::vector<std::string> out;
+    for (const TaskRecord& t : got) out.push_back(t.id);
+    return out;
+  };
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto two, tx.NextCreatedChildren(each.id, 2));
+    EXPECT_EQ(ids(two), (std::vector<std::string>{id_of[3], id_of[4]}));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto all, tx.NextCreatedChildren(each.id, 10));
+    EXPECT_EQ(ids(all), (std::vector<std::string>{id_of[3], id_of[4], id_of[5]}));
+    if (!all.empty()) EXPECT_EQ(all.front(), row_of[3]);  // whole rows, as stored
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto none, tx.NextCreatedChildren(each.id, 0));
+    EXPECT_TRUE(none.empty());
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto unknown, tx.NextCreatedChildren(NewId(), 5));
+    EXPECT_TRUE(unknown.empty());
+    // The scope's own writes: index 3 started, a new CREATED index 6.
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(TaskRecord third, tx.GetTask(id_of[3]));
+    third.state = TaskState::kPending;
+    BATON_RETURN_IF_ERROR(tx.UpdateTask(third));
+    TaskRecord sixth = NewTask(job.id, 1, At(1), TaskState::kCreated);
+    sixth.parent_id = each.id;
+    sixth.each_index = 6;
+    BATON_RETURN_IF_ERROR(tx.CreateTasks({sixth}));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto after, tx.NextCreatedChildren(each.id, 10));
+    EXPECT_EQ(ids(after), (std::vector<std::string>{id_of[4], id_of[5], sixth.id}));
+    return Ok();
+  })));
+}
+
+TEST_P(DatastoreConformanceTest, TransactCountChildrenCountsTheAskedStatesOfOneParent) {
+  JobRecord job = NewJob(SimpleJob("count children " + UniqueWord()), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  TaskRecord each = NewTask(job.id, 1, At(1), TaskState::kRunning);
+  TaskRecord other = NewTask(job.id, 2, At(1), TaskState::kRunning);
+  std::vector<TaskRecord> rows = {each, other};
+  const std::vector<TaskState> states = {
+      TaskState::kCreated, TaskState::kCreated, TaskState::kPending,   TaskState::kScheduled,
+      TaskState::kRunning, TaskState::kRunning, TaskState::kCompleted, TaskState::kFailed};
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    TaskRecord child = NewTask(job.id, 1, At(2 + static_cast<std::int64_t>(i)), states[i]);
+    child.parent_id = each.id;
+    child.each_index = static_cast<int>(i);
+    rows.push_back(child);
+  }
+  TaskRecord stranger = NewTask(job.id, 2, At(1), TaskState::kRunning);
+  stranger.parent_id = other.id;
+  rows.push_back(stranger);
+  ASSERT_TRUE(IsOk(ds().CreateTasks(rows)));
+  Reopen();
+  const std::vector<TaskState> active = {TaskState::kPending, TaskState::kScheduled,
+                                         TaskState::kRunning};
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto counts, tx.CountChildren(each.id, active));
+    EXPECT_EQ(counts,
+              (std::map<TaskState, int>{
+                  {TaskState::kPending, 1}, {TaskState::kScheduled, 1}, {TaskState::kRunning, 2}}));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(
+        auto ended, tx.CountChildren(each.id, {TaskState::kCompleted, TaskState::kFailed,
+                                               TaskState::kCancelled, TaskState::kSkipped}));
+    EXPECT_EQ(ended,
+              (std::map<TaskState, int>{{TaskState::kCompleted, 1}, {TaskState::kFailed, 1}}));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto nothing, tx.CountChildren(each.id, {}));
+    EXPECT_TRUE(nothing.empty());
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto unknown, tx.CountChildren(NewId(), active));
+    EXPECT_TRUE(unknown.empty());
+    // The scope's own writes count: one running child done, a CANCEL of the rest.
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(TaskRecord running, tx.GetTask(rows[6].id));
+    running.state = TaskState::kCompleted;
+    BATON_RETURN_IF_ERROR(tx.UpdateTask(running));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto moved, tx.CountChildren(each.id, active));
+    EXPECT_EQ(moved[TaskState::kRunning], 1);
+    BATON_RETURN_IF_ERROR(tx.CancelTasks(job.id, each.id, At(20)).status());
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto cancelled,
+                                       tx.CountChildren(each.id, {TaskState::kCancelled}));
+    EXPECT_EQ(cancelled[TaskState::kCancelled], 5);  // 2 CREATED, 1 each queued, 1 running
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto left, tx.CountChildren(each.id, active));
+    EXPECT_TRUE(left.empty());
+    return Ok();
+  })));
 }
 
 TEST_P(DatastoreConformanceTest, TransactOnUnknownRowsIsNotFoundAndStoresNothing) {

@@ -108,6 +108,14 @@ class FaultyDatastore : public DatastoreWrapper {
     changed_.notify_all();
   }
 
+  // How many job and task rows the reads of Transact scopes returned, in all (a scope's
+  // GetJob or GetTask one each, a list read its size; CountChildren none): what a test
+  // of a decision's cost counts.
+  long rows_read() const BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return rows_read_;
+  }
+
   // How many calls of `method` reached this datastore (failed and held ones included).
   int calls(std::string_view method) const BATON_EXCLUDES(mu_) {
     MutexLock lock(mu_);
@@ -256,19 +264,29 @@ class FaultyDatastore : public DatastoreWrapper {
 
     Result<JobRecord> GetJob(std::string_view id) override {
       BATON_RETURN_IF_ERROR(Enter("GetJob", id, id));
-      return tx_.GetJob(id);
+      return Counted(tx_.GetJob(id));
     }
     Result<TaskRecord> GetTask(std::string_view id) override {
       BATON_RETURN_IF_ERROR(Enter("GetTask", id, ""));
-      return tx_.GetTask(id);
+      return Counted(tx_.GetTask(id));
     }
     Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
       BATON_RETURN_IF_ERROR(Enter("JobTasks", job_id, job_id));
-      return tx_.JobTasks(job_id);
+      return Counted(tx_.JobTasks(job_id));
     }
     Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override {
       BATON_RETURN_IF_ERROR(Enter("ChildTasks", parent_id, ""));
-      return tx_.ChildTasks(parent_id);
+      return Counted(tx_.ChildTasks(parent_id));
+    }
+    Result<std::vector<TaskRecord>> NextCreatedChildren(std::string_view parent_id,
+                                                        int limit) override {
+      BATON_RETURN_IF_ERROR(Enter("NextCreatedChildren", parent_id, ""));
+      return Counted(tx_.NextCreatedChildren(parent_id, limit));
+    }
+    Result<std::map<TaskState, int>> CountChildren(std::string_view parent_id,
+                                                   const std::vector<TaskState>& states) override {
+      BATON_RETURN_IF_ERROR(Enter("CountChildren", parent_id, ""));
+      return tx_.CountChildren(parent_id, states);  // counts, no rows
     }
     Status CreateJob(const JobRecord& job) override {
       BATON_RETURN_IF_ERROR(Enter("CreateJob", job.id, job.id));
@@ -299,6 +317,16 @@ class FaultyDatastore : public DatastoreWrapper {
     }
 
    private:
+    // Rows a read returned (a job's or a task's row each), for rows_read().
+    template <typename T>
+    Result<T> Counted(Result<T> read) {
+      if (read.ok()) {
+        int n = 1;
+        if constexpr (requires { read->size(); }) n = static_cast<int>(read->size());
+        fake_.AddRowsRead(n);
+      }
+      return read;
+    }
     Status Enter(std::string_view method, std::string_view id, std::string_view job_id) {
       if (!poison_.ok()) return poison_;
       Status s =
@@ -351,7 +379,13 @@ class FaultyDatastore : public DatastoreWrapper {
     return result;
   }
 
+  void AddRowsRead(int n) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    rows_read_ += n;
+  }
+
   mutable Mutex mu_;
+  long rows_read_ BATON_GUARDED_BY(mu_) = 0;
   std::condition_variable_any changed_;  // a hold or inside_ changed
   std::map<std::string, int> calls_ BATON_GUARDED_BY(mu_);
   std::vector<Rule> rules_ BATON_GUARDED_BY(mu_);

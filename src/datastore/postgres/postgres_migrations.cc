@@ -93,9 +93,18 @@ constexpr std::string_view kTaskScope = R"sql(
 ALTER TABLE tasks ADD COLUMN scope TEXT NOT NULL DEFAULT '{}';
 )sql";
 
-constexpr std::array<PostgresMigration, 2> kMigrations = {{
+// What a decision about a composite reads of its children (Transaction::
+// NextCreatedChildren, CountChildren): its next CREATED ones in each_index order and
+// its counts by state, without visiting every child.
+constexpr std::string_view kTasksParentState = R"sql(
+CREATE INDEX tasks_parent_state ON tasks (parent_id, state, each_index, created_at, id)
+  WHERE parent_id <> '';
+)sql";
+
+constexpr std::array<PostgresMigration, 3> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
+    {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
 }};
 
 }  // namespace

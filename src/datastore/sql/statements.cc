@@ -112,6 +112,15 @@ Statements Build(Dialect d) {
   s.child_tasks = st("child_tasks", "SELECT " BATON_SQL_TASK_COLUMNS
                                     " FROM tasks WHERE parent_id = $1 AND parent_id <> '' "
                                     "ORDER BY created_at, id");
+  s.next_created_children =
+      st("next_created_children", "SELECT " BATON_SQL_TASK_COLUMNS
+                                  " FROM tasks WHERE parent_id = $1 AND parent_id <> '' "
+                                  "AND state = 'CREATED' ORDER BY each_index, created_at, id "
+                                  "LIMIT $2");
+  s.count_children = st("count_children",
+                        "SELECT state, count(*) FROM tasks WHERE parent_id = $1 AND "
+                        "parent_id <> '' AND " +
+                            InList(d, "state", 2) + " GROUP BY state");
   s.tasks_in_state = st("tasks_in_state", "SELECT " BATON_SQL_TASK_COLUMNS " FROM tasks WHERE " +
                                               InList(d, "state", 1) + " ORDER BY created_at, id");
   s.mark_scheduled = st("mark_scheduled", "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE " +

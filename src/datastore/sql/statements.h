@@ -60,6 +60,10 @@ struct Statements {
   Statement task_exists;
   Statement job_tasks;
   Statement child_tasks;
+  // Transaction::NextCreatedChildren ($1: the parent, $2: the limit) and CountChildren
+  // ($1: the parent, $2: a list of states), through the tasks_parent_state index.
+  Statement next_created_children;
+  Statement count_children;
   Statement tasks_in_state;  // $1: a list of states
   Statement mark_scheduled;  // $1: a list of ids; $4: a list of states
   // Transaction::CancelTasks: the active rows of job $1 (all, or with $2 those below

@@ -69,6 +69,50 @@ Result<std::vector<TaskRecord>> SqlTransaction::ChildTasks(std::string_view pare
   return Tasks(st_.child_tasks, parent_id);
 }
 
+Result<std::vector<TaskRecord>> SqlTransaction::NextCreatedChildren(std::string_view parent_id,
+                                                                    int limit) {
+  if (!poison_.ok()) return poison_;
+  std::vector<TaskRecord> out;
+  if (limit <= 0) return out;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.next_created_children,
+      [&](ParamSink& p) {
+        p.Text(parent_id);
+        p.Int(limit);
+      },
+      [&](const RowView& row) -> Status {
+        Result<TaskRecord> task = TaskFromRow(row, caches_);
+        if (!task.ok()) return task.status();
+        out.push_back(std::move(*task));
+        return Status::Ok();
+      }));
+  return out;
+}
+
+Result<std::map<TaskState, int>> SqlTransaction::CountChildren(
+    std::string_view parent_id, const std::vector<TaskState>& states) {
+  if (!poison_.ok()) return poison_;
+  std::map<TaskState, int> out;
+  if (states.empty()) return out;
+  std::vector<std::string_view> names;
+  names.reserve(states.size());
+  for (TaskState state : states) names.push_back(ToString(state));
+  const std::string list = EncodeList(st_.dialect, names);
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.count_children,
+      [&](ParamSink& p) {
+        p.Text(parent_id);
+        p.Text(list);
+      },
+      [&](const RowView& row) -> Status {
+        std::optional<TaskState> state = ParseTaskState(row.Text(0));
+        if (!state) return Internal(fmt::format("a task has an unknown state {}", row.Text(0)));
+        out[*state] = static_cast<int>(row.Int(1));
+        return Status::Ok();
+      }));
+  return out;
+}
+
 Status SqlTransaction::CreateJob(const JobRecord& job) {
   if (!poison_.ok()) return poison_;
   Result<JobText> text = EncodeJobText(job, std::nullopt);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -27,6 +28,10 @@ class SqlTransaction final : public Transaction {
   Result<TaskRecord> GetTask(std::string_view id) override;
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
+  Result<std::vector<TaskRecord>> NextCreatedChildren(std::string_view parent_id,
+                                                      int limit) override;
+  Result<std::map<TaskState, int>> CountChildren(std::string_view parent_id,
+                                                 const std::vector<TaskState>& states) override;
 
   Status CreateJob(const JobRecord& job) override;
   Status UpdateJob(const JobRecord& job) override;

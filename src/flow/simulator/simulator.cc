@@ -500,19 +500,28 @@ class Sim {
     return view;
   }
   void AddNextCreated(const std::string& each_id, View& view) {
-    const TaskRecord* best = nullptr;
+    int running = 0;
+    std::vector<const TaskRecord*> created;
     for (const std::string& id : store_.children[each_id]) {
       const TaskRecord& c = store_.tasks.at(id);
-      if (c.state != TaskState::kCreated) continue;
-      if (best == nullptr || c.each_index < best->each_index) best = &c;
-    }
-    if (best != nullptr) view.next_created[each_id] = *best;
-    int running = 0;
-    for (const std::string& id : store_.children[each_id]) {
-      TaskState s = store_.tasks.at(id).state;
-      if (s != TaskState::kCreated && !Terminal(s)) ++running;
+      if (c.state == TaskState::kCreated) {
+        created.push_back(&c);
+      } else if (!Terminal(c.state)) {
+        ++running;
+      }
     }
     view.running_children[each_id] = running;
+    if (created.empty()) return;
+    // As the shell reads them (flow.h): the lowest indexes, as many as may start.
+    std::size_t n = std::min<std::size_t>(
+        created.size(),
+        static_cast<std::size_t>(NextCreatedWanted(store_.tasks.at(each_id), running)));
+    std::partial_sort(
+        created.begin(), created.begin() + static_cast<std::ptrdiff_t>(n), created.end(),
+        [](const TaskRecord* a, const TaskRecord* b) { return a->each_index < b->each_index; });
+    std::vector<TaskRecord>& next = view.next_created[each_id];
+    next.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) next.push_back(*created[i]);
   }
 
   // ---- one event: decide, with its follow-ups, in one "transaction"

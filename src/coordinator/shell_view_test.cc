@@ -1,0 +1,164 @@
+// What one FlowScheduler decision reads of the datastore: bounded by the depth of nesting
+// and the slots an each fills, never by the size of the job. Each case stores a job in
+// the middle of its run (its rows written directly), delivers one worker outcome, and
+// counts the job and task rows the decision's scope read (FaultyDatastore::rows_read);
+// the count must not grow with the job.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broker/inmemory/inmemory_broker.h"
+#include "coordinator/shell.h"
+#include "core/job_decode.h"
+#include "datastore/sqlite/sqlite_datastore.h"
+#include "flow/flow.h"
+#include "testing/fake_clock.h"
+#include "testing/faulty_datastore.h"
+
+namespace baton {
+namespace {
+
+constexpr char kNode[] = "node-1";
+
+class ShellViewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
+    ASSERT_TRUE(ds.ok()) << ds.status().message();
+    datastore_ = std::move(*ds);
+    faulty_ = std::make_unique<testing::FaultyDatastore>(*datastore_);
+    // No worker: what the decision starts stays in the broker's queue.
+    scheduler_ = std::make_unique<FlowScheduler>(*faulty_, broker_, clock_, clock_);
+  }
+
+  // A RUNNING job of `job`, at `position`, with `rows` stored as they are.
+  JobRecord Store(const Job& job, int position, const std::vector<TaskRecord>& rows,
+                  const std::string& id) {
+    JobRecord record = flow::NewJobRecord(job, "", id, clock_.Now());
+    record.state = JobState::kRunning;
+    record.started_at = clock_.Now();
+    record.position = position;
+    EXPECT_TRUE(datastore_->CreateJob(record).ok());
+    EXPECT_TRUE(datastore_->CreateTasks(rows).ok());
+    return record;
+  }
+
+  static TaskRecord Row(const std::string& job_id, const std::string& parent_id, int position,
+                        TaskState state, Task task) {
+    TaskRecord row;
+    row.id = NewId();
+    row.job_id = job_id;
+    row.parent_id = parent_id;
+    row.position = position;
+    row.state = state;
+    row.task = std::move(task);
+    if (state == TaskState::kRunning && row.task.IsComposite() == false) row.node_id = kNode;
+    return row;
+  }
+
+  // The rows that completing `task` (RUNNING on kNode) read.
+  long RowsReadCompleting(const TaskRecord& task) {
+    long before = faulty_->rows_read();
+    TaskFinished done;
+    done.task_id = task.id;
+    done.job_id = task.job_id;
+    done.node_id = kNode;
+    done.outcome = TaskFinished::Outcome::kCompleted;
+    done.result = "ok";
+    done.at = clock_.Now();
+    EXPECT_TRUE(scheduler_->OnFinished(done).ok());
+    EXPECT_EQ(datastore_->GetTask(task.id)->state, TaskState::kCompleted);
+    return faulty_->rows_read() - before;
+  }
+
+  static Task Runnable(const std::string& name) {
+    Task t;
+    t.name = name;
+    t.image = "alpine:3";
+    t.run = "true";
+    return t;
+  }
+
+  // A chain of `steps` runnable tasks, its step in the middle RUNNING: the rows its
+  // completion read (and the next step it started).
+  long ChainStep(int steps) {
+    Job job;
+    job.name = "chain";
+    for (int i = 0; i < steps; ++i) job.tasks.push_back(Runnable("step " + std::to_string(i)));
+    const int position = steps / 2;
+    std::string id = NewId();
+    TaskRecord current = Row(id, "", position, TaskState::kRunning, job.tasks[position - 1]);
+    Store(job, position, {current}, id);
+    long rows = RowsReadCompleting(current);
+    auto stored = datastore_->GetJob(id);
+    EXPECT_EQ(stored->position, position + 1) << "the chain did not move on";
+    EXPECT_EQ(datastore_->JobTasks(id)->size(), 2u);
+    return rows;
+  }
+
+  // An each of `size` children, concurrency 2: the first third done, two running, the
+  // rest CREATED. The rows one running child's completion read (it starts the next).
+  long EachStep(int size) {
+    auto parsed = ParseJob(R"(
+name: each
+tasks:
+  - name: fan
+    each:
+      list: "{{ sequence(1, 3) }}"
+      concurrency: 2
+      task:
+        name: child
+        image: alpine:3
+        run: "true"
+)",
+                           DocumentFormat::kYaml);
+    EXPECT_TRUE(parsed.ok()) << parsed.Message();
+    const Job& job = *parsed.job;
+    std::string id = NewId();
+    TaskRecord each = Row(id, "", 1, TaskState::kRunning, job.tasks[0]);
+    const int done = size / 3;
+    each.each_size = size;
+    each.completions = done;
+    std::vector<TaskRecord> rows = {each};
+    for (int i = 0; i < size; ++i) {
+      TaskState state = i < done       ? TaskState::kCompleted
+                        : i < done + 2 ? TaskState::kRunning
+                                       : TaskState::kCreated;
+      TaskRecord child = Row(id, each.id, 1, state, *job.tasks[0].each->task);
+      child.each_index = i;
+      rows.push_back(std::move(child));
+    }
+    Store(job, 1, rows, id);
+    long read = RowsReadCompleting(rows[1 + done]);
+    // The next child (the first CREATED one) was started.
+    EXPECT_EQ(datastore_->GetTask(rows[1 + done + 2].id)->state, TaskState::kScheduled)
+        << "the each did not start its next child";
+    EXPECT_EQ(datastore_->GetTask(rows[1 + done + 3].id)->state, TaskState::kCreated);
+    return read;
+  }
+
+  testing::FakeClock clock_;
+  InMemoryBroker broker_;
+  std::unique_ptr<SqliteDatastore> datastore_;
+  std::unique_ptr<testing::FaultyDatastore> faulty_;
+  std::unique_ptr<FlowScheduler> scheduler_;
+};
+
+TEST_F(ShellViewTest, AChainStepReadsAsManyRowsAtTwentyThousandStepsAsAtTwenty) {
+  long short_chain = ChainStep(20);
+  long long_chain = ChainStep(20000);
+  EXPECT_GT(short_chain, 0);
+  EXPECT_EQ(long_chain, short_chain);
+}
+
+TEST_F(ShellViewTest, AnEachChildsCompletionReadsAsManyRowsAtTwoThousandChildrenAsAtTwenty) {
+  long small = EachStep(20);
+  long big = EachStep(2000);
+  EXPECT_GT(small, 0);
+  EXPECT_EQ(big, small);
+}
+
+}  // namespace
+}  // namespace baton
