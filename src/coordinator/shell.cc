@@ -521,7 +521,12 @@ Result<JobRecord> FlowScheduler::Submit(const Job& job) {
     roots_[id] = id;
   }
   JobRecord record = flow::NewJobRecord(job, "", id, clock_.Now());
-  if (options_.start_in_background) {
+  // In the background only a job whose first step may be big (a composite: an each may
+  // expand thousands of rows) is left to the starter thread. One whose first task is
+  // runnable is decided here, stored started with its task's row in one write (PENDING
+  // and then started it would cost two) and published at once, as without.
+  const bool runnable_first = !job.tasks.empty() && KindOf(job.tasks[0]) == TaskKind::kRunnable;
+  if (options_.start_in_background && !runnable_first) {
     // Stored PENDING before the answer; the starter thread decides StartJob. A crash in
     // between leaves it PENDING, and reconciling starts it.
     BATON_RETURN_IF_ERROR(datastore_.CreateJob(record));

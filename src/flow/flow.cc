@@ -319,10 +319,16 @@ class Decider {
       }
       if (kind == TaskKind::kEach) FillSlots(row->id);
     }
-    // The current top-level step: never created, or finished and not acted on.
+    // The current top-level step: never created, or finished and not acted on. The rows
+    // created above count: a step whose lease expired has its new attempt as its latest
+    // row (otherwise its old, FAILED, row read as the step's end and failed the job).
     if (job->state != JobState::kRunning) return;
+    std::vector<std::string> rows = ids;
+    for (const std::string& id : task_order_) {
+      if (new_tasks_.contains(id)) rows.push_back(id);
+    }
     const TaskRecord* latest = nullptr;
-    for (const std::string& id : ids) {
+    for (const std::string& id : rows) {
       const TaskRecord* row = T(id);
       if (!row->parent_id.empty() || row->position != job->position) continue;
       if (latest == nullptr || row->created_at > latest->created_at ||

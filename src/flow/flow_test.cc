@@ -295,6 +295,30 @@ TEST(FlowTest, LeaseExpiryRequeuesUntilMaxRedeliveries) {
   EXPECT_EQ(All<UpdateJob>(gave_up)[0].row.state, JobState::kFailed);
 }
 
+// After a crash, a top-level step RUNNING on a node that is gone gets a new attempt, and
+// the job goes on: its old row, now FAILED, is not its step's end (Frontier took it for
+// one, and failed the job, when it looked only at the rows it was given).
+TEST(FlowTest, FrontierRequeuesAStepOfADeadNodeAndKeepsTheJobRunning) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a"), Runnable("b")})));
+  TaskRecord& row = rows.view.tasks.begin()->second;
+  row.state = TaskState::kRunning;
+  row.node_id = "gone";
+  row.started_at = kNow;
+  std::vector<TaskRecord> all;
+  for (const auto& [id, t] : rows.view.tasks) all.push_back(t);
+  const std::set<std::string> live = {"w1"};
+  auto effects = Frontier(rows.view.jobs.at("job1"), all, kNow + std::chrono::seconds(1), {}, &live,
+                          "028bcfe56800" + std::string(20, '0'));
+  ASSERT_EQ(All<CreateTask>(effects).size(), 1u);
+  EXPECT_EQ(All<CreateTask>(effects)[0].row.redelivered, 1);
+  EXPECT_EQ(All<Start>(effects).size(), 1u);
+  for (const UpdateJob& job : All<UpdateJob>(effects)) {
+    EXPECT_EQ(job.row.state, JobState::kRunning) << job.row.error;
+  }
+  EXPECT_TRUE(All<JobFinished>(effects).empty());
+}
+
 // ---------------------------------------------------------------------------------
 // Scenarios: a job, then events (by task name, as a worker would send them), decided
 // by a minimal shell over all of the job's rows (follow-ups decided in turn, cancels
