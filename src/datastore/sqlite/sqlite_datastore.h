@@ -53,10 +53,13 @@ struct SqliteOptions {
   std::size_t max_job_bytes = kDefaultMaxJobBytes;
 };
 
-// Counters for observing group commit.
+// Counters for observing group commit, and what the definition caches hold.
 struct SqliteStats {
   std::int64_t writes = 0;   // write calls committed (or failed)
   std::int64_t commits = 0;  // transactions committed
+  // Decoded large definitions kept for rows still active (a job or task that ends leaves).
+  std::size_t cached_job_definitions = 0;
+  std::size_t cached_task_definitions = 0;
 };
 
 // Thread-safety: all methods may be called from any thread. Writes queue up for the one
