@@ -252,6 +252,7 @@ Status Engine::Start() {
     BATON_RETURN_IF_ERROR(coordinator_->Start(live));
   }
   if (server_) BATON_RETURN_IF_ERROR(server_->Start());
+  trimmer_.Start();
   started_ = true;
   return Status::Ok();
 }
@@ -263,6 +264,7 @@ void Engine::Stop(std::chrono::milliseconds grace) {
   if (server_) server_->Stop();
   if (worker_) worker_->Stop(grace);
   if (coordinator_) coordinator_->Stop();
+  trimmer_.Stop();
   started_ = false;
 }
 
