@@ -38,6 +38,7 @@ void MemoryTrimmer::Loop(std::stop_token stop) {
     cv_.wait_for(lock, stop, kPeriod, [] { return false; });  // woken early only by a stop
     if (stop.stop_requested()) break;
     if (policy.ShouldTrim(FreeBytes())) {
+      if (before_trim_) before_trim_();
       malloc_trim(0);
       policy.Trimmed(FreeBytes());
     }

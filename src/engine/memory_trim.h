@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -46,6 +47,10 @@ class MemoryTrimmer {
   MemoryTrimmer(const MemoryTrimmer&) = delete;
   MemoryTrimmer& operator=(const MemoryTrimmer&) = delete;
 
+  // Called on the trimmer's thread just before each trim, to free caches first (the
+  // datastore's page caches). Set before Start.
+  void SetBeforeTrim(std::function<void()> before_trim) { before_trim_ = std::move(before_trim); }
+
   // Starts the looking thread (again after a Stop); a no-op when it runs.
   void Start();
   // Stops and joins it.
@@ -58,6 +63,7 @@ class MemoryTrimmer {
  private:
   void Loop(std::stop_token stop);
 
+  std::function<void()> before_trim_;
   std::mutex mu_;  // for cv_ only: the thread waits on it between looks
   std::condition_variable_any cv_;
   std::jthread thread_;

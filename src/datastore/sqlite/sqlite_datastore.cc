@@ -234,6 +234,9 @@ class Connection {
   // True when no transaction is open (SQLite rolls one back by itself on some errors).
   bool InAutocommit() const { return sqlite3_get_autocommit(db_) != 0; }
 
+  // Frees the page cache's unused pages (all of them between transactions).
+  void ReleaseMemory() { sqlite3_db_release_memory(db_); }
+
  private:
   explicit Connection(sqlite3* db) : db_(db) {}
 
@@ -733,6 +736,11 @@ void SqliteDatastore::ReleaseReader(std::unique_ptr<Connection> reader) {
     return;
   }
   // Too many idle: `reader` closes when it goes out of scope (after the lock, harmlessly).
+}
+
+void SqliteDatastore::ReleaseMemory() {
+  std::lock_guard lock(readers_mu_);
+  for (const std::unique_ptr<Connection>& reader : idle_readers_) reader->ReleaseMemory();
 }
 
 Status SqliteDatastore::Read(const Op& op) {

@@ -92,6 +92,11 @@ class SqliteDatastore final : public Datastore {
   SqliteStats Stats() const;
   // The write connection's PRAGMA synchronous: 0 (OFF), 1 (NORMAL) or 2 (FULL).
   Result<int> Synchronous();
+  // Empties the page caches of the idle read connections (up to 2 MiB each, filled by
+  // reading a big job's row and kept after the job ended). They are refilled on demand,
+  // and a read after a write starts from an empty cache in WAL mode anyway. The engine
+  // calls it before giving freed memory back (MemoryTrimmer).
+  void ReleaseMemory();
 
   Status CreateJob(const JobRecord& job) override;
   Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override;

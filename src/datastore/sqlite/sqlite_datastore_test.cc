@@ -381,6 +381,18 @@ TEST(SqliteDatastoreTest, ABigTasksDefinitionLeavesTheCacheWhenTheTaskEnds) {
   EXPECT_EQ(store->Stats().cached_task_definitions, 0U);
 }
 
+TEST(SqliteDatastoreTest, ReleaseMemoryEmptiesTheIdleReadersPageCaches) {
+  auto store = OpenStore(FreshPath());
+  ASSERT_NE(store, nullptr);
+  JobRecord job = BigJob(2000, JobState::kCompleted);
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  ASSERT_TRUE(store->GetJob(job.id).ok());  // its row's pages now in a reader's cache
+  const sqlite3_int64 before = sqlite3_memory_used();
+  store->ReleaseMemory();
+  EXPECT_LT(sqlite3_memory_used(), before - 100 * 1024) << "before: " << before;
+  ASSERT_TRUE(store->GetJob(job.id).ok());  // and the reader still reads
+}
+
 TEST(SqliteDatastoreTest, GroupCommitBatchesConcurrentWriters) {
   auto store = OpenStore(FreshPath());
   ASSERT_NE(store, nullptr);
