@@ -40,7 +40,7 @@ class MemoryTrimmer {
  public:
   // Looks every `period`; trims when more than `threshold` bytes were freed since.
   static constexpr std::chrono::seconds kPeriod{2};
-  static constexpr std::size_t kThreshold = 8 << 20;
+  static constexpr std::size_t kThreshold = 2 << 20;
 
   MemoryTrimmer() = default;
   ~MemoryTrimmer() { Stop(); }
