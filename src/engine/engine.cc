@@ -109,9 +109,13 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
-  return std::make_unique<Engine>(std::move(datastore), std::make_unique<InMemoryBroker>(),
-                                  std::move(runtime), std::make_unique<SystemClock>(),
-                                  NewThreadTimers(), worker, coordinator);
+  SqliteDatastore* sqlite_store = datastore.get();
+  auto engine = std::make_unique<Engine>(std::move(datastore), std::make_unique<InMemoryBroker>(),
+                                         std::move(runtime), std::make_unique<SystemClock>(),
+                                         NewThreadTimers(), worker, coordinator);
+  // The engine owns the datastore and stops the trimmer before it goes.
+  engine->trimmer_.SetBeforeTrim([sqlite_store] { sqlite_store->ReleaseMemory(); });
+  return engine;
 }
 
 Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const std::string& role) {
@@ -252,6 +256,7 @@ Status Engine::Start() {
     BATON_RETURN_IF_ERROR(coordinator_->Start(live));
   }
   if (server_) BATON_RETURN_IF_ERROR(server_->Start());
+  trimmer_.Start();
   started_ = true;
   return Status::Ok();
 }
@@ -263,6 +268,7 @@ void Engine::Stop(std::chrono::milliseconds grace) {
   if (server_) server_->Stop();
   if (worker_) worker_->Stop(grace);
   if (coordinator_) coordinator_->Stop();
+  trimmer_.Stop();
   started_ = false;
 }
 

@@ -17,6 +17,7 @@
 #include "coordinator/coordinator.h"
 #include "datastore/datastore.h"
 #include "engine/config.h"
+#include "engine/memory_trim.h"
 #include "runtime/runtime.h"
 #include "worker/worker.h"
 
@@ -81,6 +82,9 @@ class Engine {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<api::Api> api_;
   std::unique_ptr<api::Server> server_;
+  // Gives glibc's freed memory back after a burst of frees (a big job's end), between
+  // Start and Stop.
+  MemoryTrimmer trimmer_;
   // Declared last, so destroyed first: its thread is joined (no callback runs any more)
   // before the coordinator and worker its callbacks use go away.
   std::unique_ptr<Timers> timers_;

@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "core/job_decode.h"
 #include "core/records.h"
+#include "core/states.h"
 #include "datastore/adapter_util.h"
 
 namespace baton::sql {
@@ -148,7 +149,10 @@ inline constexpr int kTaskDefinitionColumn = 10;
 // came from: a row whose text is unchanged is not decoded again. Only large definitions
 // are kept (a job of hundreds of tasks, a parallel of hundreds of children), which the
 // scheduler reads at every step of their job and whose decoding dominated that step;
-// small ones decode faster than a look-up. Thread-safe.
+// small ones decode faster than a look-up. Only rows still active are kept: a row read or
+// written in a terminal state leaves the cache (Forget), since the scheduler reads it no
+// more, and a 20,000-task job's decoded definition (tens of MB) would otherwise stay
+// until 128 other large rows pushed it out, long after its job ended. Thread-safe.
 template <typename T>
 class DefinitionCache {
  public:
@@ -166,6 +170,14 @@ class DefinitionCache {
     if (entries_.size() >= kMaxEntries) entries_.clear();  // bounded; refilled on demand
     entries_[std::string(id)] = Entry{std::string(text), std::move(value)};
   }
+  void Forget(std::string_view id) {
+    std::lock_guard lock(mu_);
+    entries_.erase(std::string(id));
+  }
+  std::size_t size() {
+    std::lock_guard lock(mu_);
+    return entries_.size();
+  }
 
  private:
   struct Entry {
@@ -179,21 +191,33 @@ class DefinitionCache {
 struct DefinitionCaches {
   DefinitionCache<Job> jobs;
   DefinitionCache<Task> tasks;
+
+  // A row just written: one that reached a terminal state leaves its cache.
+  void Written(const JobRecord& job) {
+    if (IsTerminal(job.state)) jobs.Forget(job.id);
+  }
+  void Written(const TaskRecord& task) {
+    if (IsTerminal(task.state)) tasks.Forget(task.id);
+  }
 };
 
 // The decoded definition, shared with the cache (when given) if it is a large one. Also
-// what an update compares the modified definition against (no second copy of it).
+// what an update compares the modified definition against (no second copy of it). The
+// row of a terminal job or task (`active` false) is taken from the cache one last time
+// and leaves it.
 template <typename T, typename Decode>
 Result<std::shared_ptr<const T>> CachedDecode(DefinitionCache<T>* cache, std::string_view id,
-                                              std::string_view text, Decode decode) {
+                                              std::string_view text, bool active, Decode decode) {
   const bool cached = cache != nullptr && text.size() >= DefinitionCache<T>::kMinBytes;
   if (cached) {
-    if (std::shared_ptr<const T> hit = cache->Find(id, text)) return hit;
+    std::shared_ptr<const T> hit = cache->Find(id, text);
+    if (!active) cache->Forget(id);
+    if (hit) return hit;
   }
   Result<T> decoded = decode(text);
   if (!decoded.ok()) return decoded.status();
   auto value = std::make_shared<const T>(std::move(*decoded));
-  if (cached) cache->Put(id, text, value);
+  if (cached && active) cache->Put(id, text, value);
   return value;
 }
 
@@ -214,6 +238,7 @@ Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches,
   job.delete_at = s.OptTime(10);
   auto definition = CachedDecode<Job>(
       caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(kJobDefinitionColumn),
+      !IsTerminal(job.state),
       [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
   if (!definition.ok()) {
     return Corrupt("jobs", job.id, "definition: " + definition.status().message());
@@ -280,6 +305,7 @@ Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches,
   task.failed_at = s.OptTime(9);
   auto definition = CachedDecode<Task>(
       caches != nullptr ? &caches->tasks : nullptr, task.id, s.Text(kTaskDefinitionColumn),
+      !IsTerminal(task.state),
       [](std::string_view text) { return DecodeTaskJson(text, DecodeMode::kStored); });
   if (!definition.ok()) {
     return Corrupt("tasks", task.id, "definition: " + definition.status().message());

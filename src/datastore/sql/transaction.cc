@@ -137,6 +137,7 @@ Status SqlTransaction::UpdateJob(const JobRecord& job) {
       session_.Execute(*stmt, [&](ParamSink& p) { BindJob(p, job, *text); });
   if (!changed.ok()) return Poison(changed.status());
   if (*changed == 0) return Poison(NotFound(fmt::format("job {} not found", job.id)));
+  if (caches_ != nullptr) caches_->Written(job);  // a job that ended leaves the cache
   if (auto it = jobs_.find(job.id); it != jobs_.end()) {
     it->second.keys = KeysOf(job);
     it->second.text = std::move(text->definition);
@@ -151,6 +152,7 @@ Status SqlTransaction::UpdateJobState(const JobRecord& job) {
       session_.Execute(st_.update_job_state_only, [&](ParamSink& p) { BindJobState(p, job); });
   if (!changed.ok()) return Poison(changed.status());
   if (*changed == 0) return Poison(NotFound(fmt::format("job {} not found", job.id)));
+  if (caches_ != nullptr) caches_->Written(job);  // a job that ended leaves the cache
   if (auto it = jobs_.find(job.id); it != jobs_.end()) {
     it->second.keys.state = job.state;
     it->second.keys.delete_at = job.delete_at;
@@ -188,6 +190,7 @@ Status SqlTransaction::UpdateTask(const TaskRecord& task) {
       session_.Execute(*stmt, [&](ParamSink& p) { BindTask(p, task, definition); });
   if (!changed.ok()) return Poison(changed.status());
   if (*changed == 0) return Poison(NotFound(fmt::format("task {} not found", task.id)));
+  if (caches_ != nullptr) caches_->Written(task);
   if (it != tasks_.end()) {
     it->second.keys = KeysOf(task);
     it->second.text = std::move(definition);

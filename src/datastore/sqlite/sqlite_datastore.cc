@@ -234,6 +234,9 @@ class Connection {
   // True when no transaction is open (SQLite rolls one back by itself on some errors).
   bool InAutocommit() const { return sqlite3_get_autocommit(db_) != 0; }
 
+  // Frees the page cache's unused pages (all of them between transactions).
+  void ReleaseMemory() { sqlite3_db_release_memory(db_); }
+
  private:
   explicit Connection(sqlite3* db) : db_(db) {}
 
@@ -475,12 +478,15 @@ Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id
   BATON_SQL_ASSIGN(s, c.Prepare(sql::JobUpdate(S(), keys, *job)));
   Binder p(s);
   sql::BindJob(p, *job, text);
-  return s.Run();
+  BATON_RETURN_IF_ERROR(s.Run());
+  // Forgotten before the commit: were it rolled back, the next read caches it again.
+  if (caches != nullptr) caches->Written(*job);
+  return Status::Ok();
 }
 
 // The read-modify-write of UpdateJobState (and, `with_context`, of the job's part of
 // UpdateTaskAndJobState), on a connection inside a write transaction.
-Status UpdateJobStateRow(Connection& c, std::string_view id,
+Status UpdateJobStateRow(Connection& c, DefinitionCaches* caches, std::string_view id,
                          const std::function<Status(JobRecord&)>& modify, bool with_context) {
   JobRecord job;
   {
@@ -505,7 +511,9 @@ Status UpdateJobStateRow(Connection& c, std::string_view id,
   Binder p(s);
   sql::BindJobState(p, job);
   if (with_context) p.Text(context);
-  return s.Run();
+  BATON_RETURN_IF_ERROR(s.Run());
+  if (caches != nullptr) caches->Written(job);
+  return Status::Ok();
 }
 
 // The read-modify-write of UpdateTask, on a connection inside a write transaction.
@@ -533,7 +541,9 @@ Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view i
   BATON_SQL_ASSIGN(s, c.Prepare(sql::TaskUpdate(S(), keys, *task)));
   Binder p(s);
   sql::BindTask(p, *task, definition);
-  return s.Run();
+  BATON_RETURN_IF_ERROR(s.Run());
+  if (caches != nullptr) caches->Written(*task);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -584,7 +594,8 @@ SqliteDatastore::~SqliteDatastore() {
 }
 
 SqliteStats SqliteDatastore::Stats() const {
-  return {writes_.load(std::memory_order_relaxed), commits_.load(std::memory_order_relaxed)};
+  return {writes_.load(std::memory_order_relaxed), commits_.load(std::memory_order_relaxed),
+          caches_->jobs.size(), caches_->tasks.size()};
 }
 
 // ---- Group commit -------------------------------------------------------------------
@@ -727,6 +738,11 @@ void SqliteDatastore::ReleaseReader(std::unique_ptr<Connection> reader) {
   // Too many idle: `reader` closes when it goes out of scope (after the lock, harmlessly).
 }
 
+void SqliteDatastore::ReleaseMemory() {
+  std::lock_guard lock(readers_mu_);
+  for (const std::unique_ptr<Connection>& reader : idle_readers_) reader->ReleaseMemory();
+}
+
 Status SqliteDatastore::Read(const Op& op) {
   // A private in-memory database has one connection: the write connection.
   if (in_memory_) return Solo(op);
@@ -862,7 +878,8 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
 Status SqliteDatastore::UpdateJobState(std::string_view id,
                                        const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) { return UpdateJobStateRow(c, id, modify, false); });
+    return Write(
+        [&](Connection& c) { return UpdateJobStateRow(c, caches_.get(), id, modify, false); });
   });
 }
 
@@ -1054,7 +1071,7 @@ Status SqliteDatastore::UpdateTaskAndJobState(
             return modify_task(task, update_job);
           }));
       if (!update_job) return Status::Ok();
-      return UpdateJobStateRow(c, job_id, modify_job, /*with_context=*/true);
+      return UpdateJobStateRow(c, caches_.get(), job_id, modify_job, /*with_context=*/true);
     });
   });
 }

@@ -53,10 +53,13 @@ struct SqliteOptions {
   std::size_t max_job_bytes = kDefaultMaxJobBytes;
 };
 
-// Counters for observing group commit.
+// Counters for observing group commit, and what the definition caches hold.
 struct SqliteStats {
   std::int64_t writes = 0;   // write calls committed (or failed)
   std::int64_t commits = 0;  // transactions committed
+  // Decoded large definitions kept for rows still active (a job or task that ends leaves).
+  std::size_t cached_job_definitions = 0;
+  std::size_t cached_task_definitions = 0;
 };
 
 // Thread-safety: all methods may be called from any thread. Writes queue up for the one
@@ -89,6 +92,11 @@ class SqliteDatastore final : public Datastore {
   SqliteStats Stats() const;
   // The write connection's PRAGMA synchronous: 0 (OFF), 1 (NORMAL) or 2 (FULL).
   Result<int> Synchronous();
+  // Empties the page caches of the idle read connections (up to 2 MiB each, filled by
+  // reading a big job's row and kept after the job ended). They are refilled on demand,
+  // and a read after a write starts from an empty cache in WAL mode anyway. The engine
+  // calls it before giving freed memory back (MemoryTrimmer).
+  void ReleaseMemory();
 
   Status CreateJob(const JobRecord& job) override;
   Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override;

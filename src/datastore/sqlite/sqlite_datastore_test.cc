@@ -300,6 +300,99 @@ TEST(SqliteDatastoreTest, AnUnreadableRowIsAnInternalError) {
   EXPECT_FALSE(store->JobTasks(job.id).ok());
 }
 
+// A job of `n` runnable tasks: its stored definition is well past the cache's 4 KiB.
+JobRecord BigJob(int n, JobState state) {
+  Job job = SimpleJob("big " + UniqueWord());
+  job.tasks.clear();
+  for (int i = 0; i < n; ++i) job.tasks.push_back(RunnableTask("step " + std::to_string(i)));
+  return NewJob(std::move(job), At(0), state);
+}
+
+// A running task whose definition (a parallel of `n` children) is past the cache's 4 KiB.
+TaskRecord BigTask(const std::string& job_id, int n) {
+  TaskRecord task = NewTask(job_id, 1, At(0), TaskState::kRunning);
+  task.task = Task{};
+  task.task.name = "fan";
+  Parallel parallel;
+  for (int i = 0; i < n; ++i) parallel.tasks.push_back(RunnableTask("p " + std::to_string(i)));
+  task.task.parallel = std::move(parallel);
+  return task;
+}
+
+TEST(SqliteDatastoreTest, ABigJobsDefinitionLeavesTheCacheWhenTheJobEnds) {
+  auto store = OpenStore(FreshPath());
+  ASSERT_NE(store, nullptr);
+  // Ended by a state-only update (what a step of the scheduler writes).
+  JobRecord job = BigJob(200, JobState::kRunning);
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  ASSERT_TRUE(store->GetJob(job.id).ok());
+  EXPECT_EQ(store->Stats().cached_job_definitions, 1U);  // kept while it runs
+  ASSERT_TRUE(IsOk(store->UpdateJobState(job.id, [](JobRecord& j) {
+    j.state = JobState::kCompleted;
+    return Status::Ok();
+  })));
+  EXPECT_EQ(store->Stats().cached_job_definitions, 0U);
+  // Read again once ended (the answer to a waiting submission, GET /jobs/{id}): not kept.
+  ASSERT_TRUE(store->GetJob(job.id).ok());
+  EXPECT_EQ(store->Stats().cached_job_definitions, 0U);
+
+  // Ended by a full update, and inside a decision scope.
+  JobRecord failed = BigJob(200, JobState::kRunning);
+  JobRecord scoped = BigJob(200, JobState::kRunning);
+  ASSERT_TRUE(IsOk(store->CreateJob(failed)));
+  ASSERT_TRUE(IsOk(store->CreateJob(scoped)));
+  EXPECT_EQ(store->Stats().cached_job_definitions, 2U);
+  ASSERT_TRUE(IsOk(store->UpdateJob(failed.id, [](JobRecord& j) {
+    j.state = JobState::kFailed;
+    return Status::Ok();
+  })));
+  EXPECT_EQ(store->Stats().cached_job_definitions, 1U);
+  ASSERT_TRUE(IsOk(store->Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN(JobRecord j, tx.GetJob(scoped.id));
+    j.state = JobState::kCancelled;
+    return tx.UpdateJobState(j);
+  })));
+  EXPECT_EQ(store->Stats().cached_job_definitions, 0U);
+}
+
+TEST(SqliteDatastoreTest, ABigTasksDefinitionLeavesTheCacheWhenTheTaskEnds) {
+  auto store = OpenStore(FreshPath());
+  ASSERT_NE(store, nullptr);
+  JobRecord job = NewJob(SimpleJob("j " + UniqueWord()), At(0), JobState::kRunning);
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  TaskRecord direct = BigTask(job.id, 100);
+  TaskRecord scoped = BigTask(job.id, 100);
+  ASSERT_TRUE(IsOk(store->CreateTasks({direct, scoped})));
+  ASSERT_TRUE(store->GetTask(direct.id).ok());
+  ASSERT_TRUE(store->GetTask(scoped.id).ok());
+  EXPECT_EQ(store->Stats().cached_task_definitions, 2U);
+  ASSERT_TRUE(IsOk(store->UpdateTask(direct.id, [](TaskRecord& t) {
+    t.state = TaskState::kCompleted;
+    return Status::Ok();
+  })));
+  EXPECT_EQ(store->Stats().cached_task_definitions, 1U);
+  ASSERT_TRUE(IsOk(store->Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN(TaskRecord t, tx.GetTask(scoped.id));
+    t.state = TaskState::kFailed;
+    return tx.UpdateTask(t);
+  })));
+  EXPECT_EQ(store->Stats().cached_task_definitions, 0U);
+  ASSERT_TRUE(store->GetTask(direct.id).ok());
+  EXPECT_EQ(store->Stats().cached_task_definitions, 0U);
+}
+
+TEST(SqliteDatastoreTest, ReleaseMemoryEmptiesTheIdleReadersPageCaches) {
+  auto store = OpenStore(FreshPath());
+  ASSERT_NE(store, nullptr);
+  JobRecord job = BigJob(2000, JobState::kCompleted);
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  ASSERT_TRUE(store->GetJob(job.id).ok());  // its row's pages now in a reader's cache
+  const sqlite3_int64 before = sqlite3_memory_used();
+  store->ReleaseMemory();
+  EXPECT_LT(sqlite3_memory_used(), before - 100 * 1024) << "before: " << before;
+  ASSERT_TRUE(store->GetJob(job.id).ok());  // and the reader still reads
+}
+
 TEST(SqliteDatastoreTest, GroupCommitBatchesConcurrentWriters) {
   auto store = OpenStore(FreshPath());
   ASSERT_NE(store, nullptr);
