@@ -193,7 +193,9 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
                 return tx.CreateJob(e.row);
               } else if constexpr (std::is_same_v<E, flow::UpdateJob>) {
                 decided.wrote = true;
-                return e.context ? tx.UpdateJob(e.row) : tx.UpdateJobState(e.row);
+                // A job's definition is never rewritten (flow changes a stored job's
+                // state and context only), and the view's row may not hold it.
+                return e.context ? tx.UpdateJobStateAndContext(e.row) : tx.UpdateJobState(e.row);
               } else if constexpr (std::is_same_v<E, flow::CreateTask>) {
                 decided.wrote = true;
                 return tx.CreateTasks({e.row});
@@ -253,6 +255,8 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
   for (const flow::Effect& e : after) {
     if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);
   }
+  // An ended job's definition is read again if it is restarted.
+  ForgetDefinitions(decided.finished);
   decided.status = RunAfterCommit(after);
   return decided;
 }
@@ -292,11 +296,16 @@ Result<flow::View> FlowScheduler::ReadView(Transaction& tx, const flow::Event& e
       view.tasks[row.id] = std::move(row);
       if (task_and_job) break;
     }
-    auto job = Optional(tx.GetJob(job_id));
+    // The row without its definition, which is shared (DefinitionOf): what a step
+    // reads of its job does not grow with the job's length.
+    auto job = Optional(tx.GetJobState(job_id));
     if (!job.ok()) return job.status();
     if (!*job) break;
+    auto definition = DefinitionOf(tx, job_id);
+    if (!definition.ok()) return definition.status();
     std::string parent = (*job)->parent_id;
     view.jobs[job_id] = std::move(**job);
+    view.definitions[job_id] = std::move(*definition);
     if (parent.empty() || task_and_job) break;
     auto parent_row = Optional(tx.GetTask(parent));
     if (!parent_row.ok()) return parent_row.status();
@@ -305,6 +314,28 @@ Result<flow::View> FlowScheduler::ReadView(Transaction& tx, const flow::Event& e
     job_id = (*parent_row)->job_id;
   }
   return view;
+}
+
+Result<std::shared_ptr<const Job>> FlowScheduler::DefinitionOf(Transaction& tx,
+                                                               const std::string& job_id) {
+  {
+    MutexLock lock(definitions_mu_);
+    if (auto it = definitions_.find(job_id); it != definitions_.end()) return it->second;
+  }
+  // Read outside the mutex (the tree's lock keeps other decisions of this job out); a
+  // definition never changes once stored, so whichever read lands is the same.
+  auto definition = tx.GetJobDefinition(job_id);
+  if (!definition.ok()) return definition.status();
+  MutexLock lock(definitions_mu_);
+  if (definitions_.size() >= kMaxDefinitions) definitions_.clear();  // refilled on demand
+  definitions_[job_id] = *definition;
+  return *definition;
+}
+
+void FlowScheduler::ForgetDefinitions(const std::vector<JobRecord>& finished) {
+  if (finished.empty()) return;
+  MutexLock lock(definitions_mu_);
+  for (const JobRecord& job : finished) definitions_.erase(job.id);
 }
 
 Status FlowScheduler::AddEach(Transaction& tx, const TaskRecord& each, flow::View& view) {

@@ -106,6 +106,11 @@ class FlowScheduler {
   // What `event` reads, through the decision's scope.
   Result<flow::View> ReadView(Transaction& tx, const flow::Event& event);
   Status AddEach(Transaction& tx, const TaskRecord& each, flow::View& view);
+  // A job's definition, read once while it runs and shared by its decisions (a running
+  // job's definition never changes); forgotten when the job ends.
+  Result<std::shared_ptr<const Job>> DefinitionOf(Transaction& tx, const std::string& job_id)
+      BATON_EXCLUDES(definitions_mu_);
+  void ForgetDefinitions(const std::vector<JobRecord>& finished) BATON_EXCLUDES(definitions_mu_);
   // The after-commit effects of one decision, in their order.
   Status RunAfterCommit(const std::vector<flow::Effect>& after);
   void StartRows(std::vector<TaskRecord> rows);
@@ -140,6 +145,12 @@ class FlowScheduler {
 
   Mutex roots_mu_;
   std::map<std::string, std::string> roots_ BATON_GUARDED_BY(roots_mu_);  // job → top-level
+
+  // Running jobs' definitions (DefinitionOf), at most kMaxDefinitions (emptied when
+  // full, refilled on demand).
+  static constexpr std::size_t kMaxDefinitions = 4096;
+  Mutex definitions_mu_;
+  std::map<std::string, std::shared_ptr<const Job>> definitions_ BATON_GUARDED_BY(definitions_mu_);
 
   Mutex timers_mu_;
   std::map<std::string, TimerId> job_timers_ BATON_GUARDED_BY(timers_mu_);

@@ -98,6 +98,38 @@ class ShellViewTest : public ::testing::Test {
     return rows;
   }
 
+  // A chain of `steps` runnable tasks, its step in the middle RUNNING: the top-level
+  // tasks of job definitions read by the completion of that step (`first`) and by the
+  // completion of the step it started (returned).
+  long DefinitionReadBySecondStep(int steps, long* first) {
+    Job job;
+    job.name = "chain";
+    for (int i = 0; i < steps; ++i) job.tasks.push_back(Runnable("step " + std::to_string(i)));
+    const int position = steps / 2;
+    std::string id = NewId();
+    TaskRecord current = Row(id, "", position, TaskState::kRunning, job.tasks[position - 1]);
+    Store(job, position, {current}, id);
+    long before = faulty_->definition_tasks_read();
+    RowsReadCompleting(current);
+    *first = faulty_->definition_tasks_read() - before;
+    auto rows = datastore_->JobTasks(id);
+    EXPECT_EQ(rows->size(), 2u);
+    TaskRecord next;
+    for (const TaskRecord& row : *rows) {
+      if (row.id != current.id) next = row;
+    }
+    TaskStarted started;
+    started.task_id = next.id;
+    started.job_id = id;
+    started.node_id = kNode;
+    started.at = clock_.Now();
+    EXPECT_TRUE(scheduler_->OnStarted(started).ok());
+    before = faulty_->definition_tasks_read();
+    RowsReadCompleting(next);
+    EXPECT_EQ(datastore_->GetJob(id)->position, position + 2) << "the chain did not move on";
+    return faulty_->definition_tasks_read() - before;
+  }
+
   // An each of `size` children, concurrency 2: the first third done, two running, the
   // rest CREATED. The rows one running child's completion read (it starts the next).
   long EachStep(int size) {
@@ -151,6 +183,19 @@ TEST_F(ShellViewTest, AChainStepReadsAsManyRowsAtTwentyThousandStepsAsAtTwenty) 
   long long_chain = ChainStep(20000);
   EXPECT_GT(short_chain, 0);
   EXPECT_EQ(long_chain, short_chain);
+}
+
+// A running job's definition never changes: a decision reads it once per job (and
+// shares it), so a step of a chain of 20,000 does not read or copy 20,000 task definitions.
+TEST_F(ShellViewTest, AChainStepReadsItsJobsDefinitionOnceAtTwentyAndTwentyThousandSteps) {
+  long first_short = 0;
+  long first_long = 0;
+  long second_short = DefinitionReadBySecondStep(20, &first_short);
+  long second_long = DefinitionReadBySecondStep(20000, &first_long);
+  EXPECT_LE(first_short, 20);
+  EXPECT_LE(first_long, 20000);
+  EXPECT_EQ(second_short, 0);
+  EXPECT_EQ(second_long, second_short);
 }
 
 TEST_F(ShellViewTest, AnEachChildsCompletionReadsAsManyRowsAtTwoThousandChildrenAsAtTwenty) {

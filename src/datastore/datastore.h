@@ -128,9 +128,19 @@ class Transaction {
   virtual Result<std::map<TaskState, int>> CountChildren(std::string_view parent_id,
                                                          const std::vector<TaskState>& states) = 0;
 
+  // A running job's definition never changes, and it grows with the job: a decision
+  // reads it once per job (GetJobDefinition, unlocked; the caller keeps it, the
+  // datastore's definition cache does not) and otherwise the row without it. GetJobState locks the
+  // row as GetJob does and returns it with `job` left empty: its state fields (those
+  // UpdateJobState writes), parent_id, created_at, task_count and the context.
+  virtual Result<JobRecord> GetJobState(std::string_view id) = 0;
+  virtual Result<std::shared_ptr<const Job>> GetJobDefinition(std::string_view id) = 0;
+
   virtual Status CreateJob(const JobRecord& job) = 0;
   virtual Status UpdateJob(const JobRecord& job) = 0;
   virtual Status UpdateJobState(const JobRecord& job) = 0;
+  // The state fields and the context; the definition (and the rest of `job`) is ignored.
+  virtual Status UpdateJobStateAndContext(const JobRecord& job) = 0;
   virtual Status CreateTasks(const std::vector<TaskRecord>& tasks) = 0;
   virtual Status UpdateTask(const TaskRecord& task) = 0;
   // As Datastore::CancelTasks, inside the scope: the rows it cancels are locked, it sees

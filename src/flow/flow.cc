@@ -198,13 +198,13 @@ class Decider {
     job->error.clear();
     job->failed_at.reset();
     job->completed_at.reset();
-    if (job->job.timeout) Arm(*job, now_);
+    if (Def(*job).timeout) Arm(*job, now_);
     if (job->task_count == 0) {
       CompleteJob(job->id);
       return;
     }
     int position = std::clamp(job->position, 1, job->task_count);
-    DispatchNew(job->job.tasks[static_cast<std::size_t>(position - 1)], job->id, "", position,
+    DispatchNew(Def(*job).tasks[static_cast<std::size_t>(position - 1)], job->id, "", position,
                 json::object(), 0);
   }
   void On(const JobTimedOut& e) {
@@ -239,7 +239,7 @@ class Decider {
       StartJobRule(job->id);
       return;
     }
-    if (job->job.timeout && job->started_at) Arm(*job, *job->started_at);
+    if (Def(*job).timeout && job->started_at) Arm(*job, *job->started_at);
     // Every each's CREATED children, in index order, wait for a slot.
     std::vector<const TaskRecord*> created;
     std::map<std::string, std::vector<std::string>> children;  // composite → its rows
@@ -340,7 +340,7 @@ class Decider {
       if (job->position > job->task_count || job->task_count == 0) {
         CompleteJob(job->id);
       } else {
-        DispatchNew(job->job.tasks[static_cast<std::size_t>(job->position - 1)], job->id, "",
+        DispatchNew(Def(*job).tasks[static_cast<std::size_t>(job->position - 1)], job->id, "",
                     job->position, json::object(), 0);
       }
       return;
@@ -425,6 +425,11 @@ class Decider {
     }
     return &it->second;
   }
+  // A job's definition: shared by the view when the shell read the row without it.
+  const Job& Def(const JobRecord& job) const {
+    auto it = view_.definitions.find(job.id);
+    return it != view_.definitions.end() && it->second != nullptr ? *it->second : job.job;
+  }
   JobRecord& NewJob(JobRecord row) {
     std::string id = row.id;
     new_jobs_.insert(id);
@@ -446,18 +451,18 @@ class Decider {
 
   // ----------------------------------------------------------------- jobs
   void Arm(const JobRecord& job, TimePoint from) {
-    after_.push_back(ArmJobTimeout{job.id, *job.job.timeout, from + *job.job.timeout});
+    after_.push_back(ArmJobTimeout{job.id, *Def(job).timeout, from + *Def(job).timeout});
   }
   void StartJobRule(const std::string& job_id) {
     JobRecord& job = *J(job_id);
     job.state = JobState::kRunning;
     job.started_at = now_;
-    if (job.job.timeout) Arm(job, now_);
-    if (job.job.tasks.empty()) {
+    if (Def(job).timeout) Arm(job, now_);
+    if (Def(job).tasks.empty()) {
       CompleteJob(job_id);
       return;
     }
-    DispatchNew(job.job.tasks[0], job_id, "", 1, json::object(), 0);
+    DispatchNew(Def(job).tasks[0], job_id, "", 1, json::object(), 0);
   }
   void Advance(const std::string& job_id, int position) {
     JobRecord* job = J(job_id);
@@ -468,15 +473,15 @@ class Decider {
     }
     job->position = position + 1;
     job->progress = 100.0 * position / std::max(1, job->task_count);
-    Task next = job->job.tasks[static_cast<std::size_t>(position)];
+    Task next = Def(*job).tasks[static_cast<std::size_t>(position)];
     DispatchNew(std::move(next), job_id, "", position + 1, json::object(), 0);
   }
   void CompleteJob(const std::string& job_id) {
     JobRecord& job = *J(job_id);
     if (job.state != JobState::kRunning) return;
     std::string result;
-    if (!job.job.output.empty()) {
-      auto value = expr::EvaluateTemplateValue(job.job.output, job.context);
+    if (!Def(job).output.empty()) {
+      auto value = expr::EvaluateTemplateValue(Def(job).output, job.context);
       if (!value.ok()) {
         FailJob(job_id, "output: " + value.status().message(), JobState::kFailed);
         return;
@@ -491,7 +496,7 @@ class Decider {
     job.completed_at = now_;
     job.result = result;
     job.progress = 100;
-    if (job.job.auto_delete) job.delete_at = now_ + job.job.auto_delete->after;
+    if (Def(job).auto_delete) job.delete_at = now_ + Def(job).auto_delete->after;
     Ended(job);
     if (job.parent_id.empty()) return;
     TaskRecord* parent = T(job.parent_id);
@@ -516,7 +521,7 @@ class Decider {
     if (Finish(*parent, TaskState::kFailed, "", error, "", std::nullopt)) TaskFailed(parent->id);
   }
   void Ended(const JobRecord& job) {
-    if (job.job.timeout) after_.push_back(DisarmJobTimeout{job.id});
+    if (Def(job).timeout) after_.push_back(DisarmJobTimeout{job.id});
     finished_jobs_.push_back(job.id);
   }
 
@@ -567,7 +572,7 @@ class Decider {
     row.each_index = index;
     row.state = TaskState::kPending;
     row.created_at = now_;
-    ApplyDefaults(job.job.defaults, def);
+    ApplyDefaults(Def(job).defaults, def);
     row.task = std::move(def);
     if (row.task.IsComposite()) row.scope = extra;
     std::string id = NewTask(std::move(row)).id;
@@ -679,7 +684,7 @@ class Decider {
       child.created_at = now_;
       child.each_index = static_cast<int>(i);
       child.task = *each.task;
-      ApplyDefaults(job.job.defaults, child.task);
+      ApplyDefaults(Def(job).defaults, child.task);
       if (child.task.IsComposite()) {
         child.scope = extra;
         child.scope[var] = binding;

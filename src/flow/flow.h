@@ -25,6 +25,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -156,6 +157,12 @@ struct Policy {
 //     neither CREATED nor finished (what its `concurrency` counts). A child's each_index
 //     is its index in its each, also when it is an each itself, so the count cannot be
 //     kept in the each's own each_index.
+//   - `definitions`: the definition of a job in `jobs` whose row was read without it (its
+//     `job` left empty). A running job's definition never changes and grows with the job
+//     (a chain of 20,000 steps), so a shell reads it once per job and shares it between
+//     decisions instead of copying it into every view. A job absent here has its
+//     definition in its row (what a test or the simulator may give). Decide neither
+//     copies nor writes it: a job's row effects carry its row as given.
 // A parallel needs nothing of its children (its row counts their completions). A row
 // the decision needs and does not find makes it decide nothing for that part (a late
 // event about a deleted job, say).
@@ -165,6 +172,7 @@ struct View {
   // each id → its next CREATED children, lowest each_index first
   std::map<std::string, std::vector<TaskRecord>> next_created;
   std::map<std::string, int> running_children;  // each id → children started, not done
+  std::map<std::string, std::shared_ptr<const Job>> definitions;  // job id → its definition
   Policy policy;
   // New ids are derived from this (the shell gives a fresh NewId() per decision): the
   // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).
@@ -192,8 +200,9 @@ ViewKeys KeysOf(const Event& event);
 struct CreateJob {
   JobRecord row;
 };
-// `context`: the context (or definition) changed; else only the state columns (state,
-// times, position, progress, result, error, delete_at) need writing.
+// `context`: the context changed too; else only the state columns (state, times,
+// position, progress, result, error, delete_at) need writing. Never the definition (a
+// stored job's never changes; `row.job` is empty when the view shared it).
 struct UpdateJob {
   JobRecord row;
   bool context = false;
@@ -242,7 +251,8 @@ struct ArmJobTimeout {
 struct DisarmJobTimeout {
   std::string job_id;
 };
-// The job reached a terminal state (the row as stored).
+// The job reached a terminal state (the row as stored; its definition only if the
+// view's row held it).
 struct JobFinished {
   JobRecord row;
 };

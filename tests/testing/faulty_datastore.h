@@ -116,6 +116,14 @@ class FaultyDatastore : public DatastoreWrapper {
     return rows_read_;
   }
 
+  // How many top-level tasks the job definitions that Transact scopes read held, in all
+  // (GetJob's and GetJobDefinition's): what a decision that copies its job's definition
+  // pays per step.
+  long definition_tasks_read() const BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return definition_tasks_read_;
+  }
+
   // How many calls of `method` reached this datastore (failed and held ones included).
   int calls(std::string_view method) const BATON_EXCLUDES(mu_) {
     MutexLock lock(mu_);
@@ -264,7 +272,19 @@ class FaultyDatastore : public DatastoreWrapper {
 
     Result<JobRecord> GetJob(std::string_view id) override {
       BATON_RETURN_IF_ERROR(Enter("GetJob", id, id));
-      return Counted(tx_.GetJob(id));
+      auto job = tx_.GetJob(id);
+      if (job.ok()) fake_.AddDefinitionTasksRead(job->job.tasks.size());
+      return Counted(std::move(job));
+    }
+    Result<JobRecord> GetJobState(std::string_view id) override {
+      BATON_RETURN_IF_ERROR(Enter("GetJobState", id, id));
+      return Counted(tx_.GetJobState(id));
+    }
+    Result<std::shared_ptr<const Job>> GetJobDefinition(std::string_view id) override {
+      BATON_RETURN_IF_ERROR(Enter("GetJobDefinition", id, id));
+      auto definition = tx_.GetJobDefinition(id);
+      if (definition.ok()) fake_.AddDefinitionTasksRead((*definition)->tasks.size());
+      return definition;
     }
     Result<TaskRecord> GetTask(std::string_view id) override {
       BATON_RETURN_IF_ERROR(Enter("GetTask", id, ""));
@@ -299,6 +319,10 @@ class FaultyDatastore : public DatastoreWrapper {
     Status UpdateJobState(const JobRecord& job) override {
       BATON_RETURN_IF_ERROR(Enter("UpdateJobState", job.id, job.id));
       return tx_.UpdateJobState(job);
+    }
+    Status UpdateJobStateAndContext(const JobRecord& job) override {
+      BATON_RETURN_IF_ERROR(Enter("UpdateJobStateAndContext", job.id, job.id));
+      return tx_.UpdateJobStateAndContext(job);
     }
     Status CreateTasks(const std::vector<TaskRecord>& tasks) override {
       const std::string id = tasks.empty() ? "" : tasks.front().id;
@@ -383,9 +407,14 @@ class FaultyDatastore : public DatastoreWrapper {
     MutexLock lock(mu_);
     rows_read_ += n;
   }
+  void AddDefinitionTasksRead(std::size_t n) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    definition_tasks_read_ += static_cast<long>(n);
+  }
 
   mutable Mutex mu_;
   long rows_read_ BATON_GUARDED_BY(mu_) = 0;
+  long definition_tasks_read_ BATON_GUARDED_BY(mu_) = 0;
   std::condition_variable_any changed_;  // a hold or inside_ changed
   std::map<std::string, int> calls_ BATON_GUARDED_BY(mu_);
   std::vector<Rule> rules_ BATON_GUARDED_BY(mu_);

@@ -60,6 +60,8 @@ Statements Build(Dialect d) {
          "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
          "delete_at = $6, position = $7, progress = $8, result = $9, error = $10, "
          "context = $11 WHERE id = $1");
+  s.select_job_definition =
+      st("select_job_definition", "SELECT definition FROM jobs WHERE id = $1");
   s.jobs_in_state = st("jobs_in_state", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE " +
                                             InList(d, "state", 1) + " ORDER BY created_at, id");
   s.job_exists = st("job_exists", "SELECT 1 FROM jobs WHERE id = $1");

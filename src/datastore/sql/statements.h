@@ -40,6 +40,8 @@ struct Statements {
   // definition that grows with the job.
   Statement select_job_state_and_context_for_update;
   Statement update_job_state_and_context;
+  // A job's definition alone: read once per running job by a decision (GetJobDefinition).
+  Statement select_job_definition;
   Statement jobs_in_state;  // $1: a list of states
   Statement job_exists;
   Statement delete_job_log_parts;

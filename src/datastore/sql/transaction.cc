@@ -29,6 +29,43 @@ Result<JobRecord> SqlTransaction::GetJob(std::string_view id) {
   return std::move(*out);
 }
 
+Result<JobRecord> SqlTransaction::GetJobState(std::string_view id) {
+  if (!poison_.ok()) return poison_;
+  std::optional<JobRecord> out;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.select_job_state_and_context_for_update, [&](ParamSink& p) { p.Text(id); },
+      [&](const RowView& row) -> Status {
+        Result<JobRecord> job = JobStateAndContextFromRow(row);
+        if (!job.ok()) return job.status();
+        out = std::move(*job);
+        return Status::Ok();
+      }));
+  if (!out) return NotFound(fmt::format("job {} not found", id));
+  return std::move(*out);
+}
+
+Result<std::shared_ptr<const Job>> SqlTransaction::GetJobDefinition(std::string_view id) {
+  if (!poison_.ok()) return poison_;
+  std::optional<std::shared_ptr<const Job>> out;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.select_job_definition, [&](ParamSink& p) { p.Text(id); },
+      [&](const RowView& row) -> Status {
+        auto definition = CachedDecode<Job>(
+            caches_ != nullptr ? &caches_->jobs : nullptr, id, row.Text(0),
+            // Not kept in the cache: the caller keeps what it reads once per job (the
+            // scheduler does, for as long as the job runs).
+            /*active=*/false,
+            [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
+        if (!definition.ok()) {
+          return Corrupt("jobs", std::string(id), "definition: " + definition.status().message());
+        }
+        out = std::move(*definition);
+        return Status::Ok();
+      }));
+  if (!out) return NotFound(fmt::format("job {} not found", id));
+  return std::move(*out);
+}
+
 Result<TaskRecord> SqlTransaction::GetTask(std::string_view id) {
   if (!poison_.ok()) return poison_;
   std::optional<TaskRecord> out;
@@ -150,6 +187,25 @@ Status SqlTransaction::UpdateJobState(const JobRecord& job) {
   if (!poison_.ok()) return poison_;
   Result<std::int64_t> changed =
       session_.Execute(st_.update_job_state_only, [&](ParamSink& p) { BindJobState(p, job); });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) return Poison(NotFound(fmt::format("job {} not found", job.id)));
+  if (caches_ != nullptr) caches_->Written(job);  // a job that ended leaves the cache
+  if (auto it = jobs_.find(job.id); it != jobs_.end()) {
+    it->second.keys.state = job.state;
+    it->second.keys.delete_at = job.delete_at;
+  }
+  return Status::Ok();
+}
+
+Status SqlTransaction::UpdateJobStateAndContext(const JobRecord& job) {
+  if (!poison_.ok()) return poison_;
+  Result<std::string> context = Dump(job.context, "job context");
+  if (!context.ok()) return Poison(context.status());
+  Result<std::int64_t> changed =
+      session_.Execute(st_.update_job_state_and_context, [&](ParamSink& p) {
+        BindJobState(p, job);
+        p.Text(*context);
+      });
   if (!changed.ok()) return Poison(changed.status());
   if (*changed == 0) return Poison(NotFound(fmt::format("job {} not found", job.id)));
   if (caches_ != nullptr) caches_->Written(job);  // a job that ended leaves the cache

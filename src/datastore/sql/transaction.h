@@ -33,9 +33,13 @@ class SqlTransaction final : public Transaction {
   Result<std::map<TaskState, int>> CountChildren(std::string_view parent_id,
                                                  const std::vector<TaskState>& states) override;
 
+  Result<JobRecord> GetJobState(std::string_view id) override;
+  Result<std::shared_ptr<const Job>> GetJobDefinition(std::string_view id) override;
+
   Status CreateJob(const JobRecord& job) override;
   Status UpdateJob(const JobRecord& job) override;
   Status UpdateJobState(const JobRecord& job) override;
+  Status UpdateJobStateAndContext(const JobRecord& job) override;
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
   Status UpdateTask(const TaskRecord& task) override;
   Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,

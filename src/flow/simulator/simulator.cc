@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <variant>
@@ -296,7 +297,10 @@ class Interpreter {
 // ----------------------------------------------------------------------- the shell
 
 struct Store {
+  // As the shell keeps them: a job's row without its definition, and the definition
+  // shared by every view of the job (View::definitions).
   std::map<std::string, JobRecord> jobs;
+  std::map<std::string, std::shared_ptr<const Job>> definitions;
   std::map<std::string, TaskRecord> tasks;
   std::map<std::string, std::vector<std::string>> children;  // parent task → rows
   std::map<std::string, std::vector<std::string>> of_job;    // job → rows
@@ -491,6 +495,7 @@ class Sim {
       auto j = store_.jobs.find(job_id);
       if (j == store_.jobs.end()) break;
       view.jobs[job_id] = j->second;
+      view.definitions[job_id] = store_.definitions.at(job_id);
       if (j->second.parent_id.empty()) break;
       task_id = j->second.parent_id;
       auto parent = store_.tasks.find(task_id);
@@ -566,6 +571,8 @@ class Sim {
             using E = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<E, CreateJob>) {
               if (store_.jobs.contains(e.row.id)) Fail("job created twice");
+              store_.definitions[e.row.id] = std::make_shared<const Job>(std::move(e.row.job));
+              e.row.job = Job{};
               store_.jobs[e.row.id] = std::move(e.row);
             } else if constexpr (std::is_same_v<E, UpdateJob>) {
               auto it = store_.jobs.find(e.row.id);
@@ -573,7 +580,12 @@ class Sim {
               if (!e.context && !(it->second.context == e.row.context)) {
                 Fail("a state-only job update changed the context");
               }
-              if (!(it->second.job == e.row.job)) Fail("a job update changed the definition");
+              // A decision's row is as its view gave it: without the definition, or
+              // (Frontier's) with the stored one.
+              if (!(e.row.job == Job{}) && !(e.row.job == *store_.definitions.at(e.row.id))) {
+                Fail("a job update changed the definition");
+              }
+              e.row.job = Job{};
               it->second = std::move(e.row);
             } else if constexpr (std::is_same_v<E, CreateTask>) {
               if (store_.tasks.contains(e.row.id)) return Fail("task created twice");
@@ -778,6 +790,12 @@ class Sim {
     }
   }
 
+  // A job's row with its definition, as Frontier reads it.
+  JobRecord FullJob(const std::string& id) const {
+    JobRecord job = store_.jobs.at(id);
+    job.job = *store_.definitions.at(id);
+    return job;
+  }
   void ReconcileAll() {
     std::vector<std::string> active;
     for (const auto& [id, j] : store_.jobs) {
@@ -787,7 +805,7 @@ class Sim {
       std::vector<TaskRecord> rows;
       for (const std::string& t : store_.of_job[id]) rows.push_back(store_.tasks.at(t));
       std::vector<Effect> effects =
-          Frontier(store_.jobs.at(id), std::move(rows), Now(), policy_, nullptr, NextSeed());
+          Frontier(FullJob(id), std::move(rows), Now(), policy_, nullptr, NextSeed());
       history_.push_back("Frontier " + id.substr(20));
       ++decisions_;
       std::vector<Effect> after;
@@ -805,7 +823,7 @@ class Sim {
       std::vector<TaskRecord> again;
       for (const std::string& t : store_.of_job[id]) again.push_back(store_.tasks.at(t));
       for (const Effect& e :
-           Frontier(store_.jobs.at(id), std::move(again), Now(), policy_, nullptr, NextSeed())) {
+           Frontier(FullJob(id), std::move(again), Now(), policy_, nullptr, NextSeed())) {
         if (IsRowEffect(e) && ActiveJob(store_.jobs.at(id).state)) {
           std::string what = std::visit(
               [](const auto& v) -> std::string {
@@ -842,8 +860,8 @@ class Sim {
                 bool undisturbed, bool restarted) {
     for (const auto& [id, j] : store_.jobs) {
       if (ActiveJob(j.state)) {
-        return Fail(fmt::format("job {} ({}) never ended: {}", id.substr(20), j.job.name,
-                                ToString(j.state)));
+        return Fail(fmt::format("job {} ({}) never ended: {}", id.substr(20),
+                                store_.definitions.at(id)->name, ToString(j.state)));
       }
     }
     for (const auto& [id, t] : store_.tasks) {
