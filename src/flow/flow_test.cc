@@ -498,10 +498,6 @@ TEST_P(ScenarioTest, EndsAsTheTableSays) {
   if (c.more) c.more(shell);
 }
 
-Task Named(Task t, std::string name) {
-  t.name = std::move(name);
-  return t;
-}
 Task WithVar(Task t, std::string var) {
   t.var = std::move(var);
   return t;
@@ -716,8 +712,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "",
                  nullptr,
                  [](const Shell& s) {
-                   for (const auto& [id, t] : s.view.tasks) {
-                     if (t.task.name != "b") EXPECT_EQ(t.state, TS::kCancelled) << t.task.name;
+                   for (const auto& [id, row] : s.view.tasks) {
+                     if (row.task.name != "b") {
+                       EXPECT_EQ(row.state, TS::kCancelled) << row.task.name;
+                     }
                    }
                    EXPECT_EQ(Count<Kill>(s.last), 1);  // the a that runs on w1
                    EXPECT_EQ(Count<Drop>(s.last), 1);  // the a still queued
