@@ -84,46 +84,34 @@ Result<TaskRecord> SqlTransaction::GetTask(std::string_view id) {
   return std::move(*out);
 }
 
-Result<std::vector<TaskRecord>> SqlTransaction::Tasks(const Statement& stmt, std::string_view key) {
+Result<std::vector<TaskRecord>> SqlTransaction::Tasks(const Statement& stmt, const Bind& bind) {
   if (!poison_.ok()) return poison_;
   std::vector<TaskRecord> out;
-  BATON_RETURN_IF_ERROR(session_.Query(
-      stmt, [&](ParamSink& p) { p.Text(key); },
-      [&](const RowView& row) -> Status {
-        Result<TaskRecord> task = TaskFromRow(row, caches_);
-        if (!task.ok()) return task.status();
-        out.push_back(std::move(*task));
-        return Status::Ok();
-      }));
+  BATON_RETURN_IF_ERROR(session_.Query(stmt, bind, [&](const RowView& row) -> Status {
+    Result<TaskRecord> task = TaskFromRow(row, caches_);
+    if (!task.ok()) return task.status();
+    out.push_back(std::move(*task));
+    return Status::Ok();
+  }));
   return out;
 }
 
 Result<std::vector<TaskRecord>> SqlTransaction::JobTasks(std::string_view job_id) {
-  return Tasks(st_.job_tasks, job_id);
+  return Tasks(st_.job_tasks, [&](ParamSink& p) { p.Text(job_id); });
 }
 
 Result<std::vector<TaskRecord>> SqlTransaction::ChildTasks(std::string_view parent_id) {
-  return Tasks(st_.child_tasks, parent_id);
+  return Tasks(st_.child_tasks, [&](ParamSink& p) { p.Text(parent_id); });
 }
 
 Result<std::vector<TaskRecord>> SqlTransaction::NextCreatedChildren(std::string_view parent_id,
                                                                     int limit) {
   if (!poison_.ok()) return poison_;
-  std::vector<TaskRecord> out;
-  if (limit <= 0) return out;
-  BATON_RETURN_IF_ERROR(session_.Query(
-      st_.next_created_children,
-      [&](ParamSink& p) {
-        p.Text(parent_id);
-        p.Int(limit);
-      },
-      [&](const RowView& row) -> Status {
-        Result<TaskRecord> task = TaskFromRow(row, caches_);
-        if (!task.ok()) return task.status();
-        out.push_back(std::move(*task));
-        return Status::Ok();
-      }));
-  return out;
+  if (limit <= 0) return std::vector<TaskRecord>{};
+  return Tasks(st_.next_created_children, [&](ParamSink& p) {
+    p.Text(parent_id);
+    p.Int(limit);
+  });
 }
 
 Result<std::map<TaskState, int>> SqlTransaction::CountChildren(

@@ -60,7 +60,8 @@ class SqlTransaction final : public Transaction {
   };
 
   Status Poison(Status status);
-  Result<std::vector<TaskRecord>> Tasks(const Statement& stmt, std::string_view key);
+  // The task rows `stmt` returns with the parameters `bind` gives it.
+  Result<std::vector<TaskRecord>> Tasks(const Statement& stmt, const Bind& bind);
 
   Session& session_;
   const Statements& st_;
