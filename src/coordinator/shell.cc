@@ -129,10 +129,11 @@ Status FlowScheduler::Handle(const std::string& job_id, const flow::Event& event
     auto guard = LockTree(job_id);
     if (!guard.ok()) return guard.status();
     auto decide = [&](const flow::Event& e) {
-      return DecideLocked([&](Transaction& tx) -> Result<std::vector<flow::Effect>> {
-        auto view = ReadView(tx, e);
+      return DecideLocked([&](Transaction& tx,
+                              ScopeContexts& contexts) -> Result<std::vector<flow::Effect>> {
+        auto view = ReadView(tx, e, contexts);
         if (!view.ok()) return view.status();
-        return flow::Decide(e, *view, clock_.Now());
+        return flow::Decide(e, std::move(*view), clock_.Now());
       });
     };
     decided = decide(event);
@@ -175,8 +176,10 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
   Decided decided;
   std::vector<flow::Effect> after;
   const flow::Policy policy = Policy();
+  ScopeContexts contexts;
   decided.status = datastore_.Transact([&](Transaction& tx) -> Status {
     after.clear();
+    contexts.clear();
     decided.wrote = false;
     decided.created.clear();
     std::vector<flow::Event> follow;
@@ -190,12 +193,22 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
               if constexpr (std::is_same_v<E, flow::CreateJob>) {
                 decided.wrote = true;
                 decided.created.push_back(e.row);
+                contexts[e.row.id] = std::nullopt;  // read when first decided about
                 return tx.CreateJob(e.row);
               } else if constexpr (std::is_same_v<E, flow::UpdateJob>) {
                 decided.wrote = true;
                 // A job's definition is never rewritten (flow changes a stored job's
                 // state and context only), and the view's row may not hold it.
-                return e.context ? tx.UpdateJobStateAndContext(e.row) : tx.UpdateJobState(e.row);
+                if (!e.context) return tx.UpdateJobState(e.row);
+                BATON_RETURN_IF_ERROR(tx.UpdateJobStateAndContext(e.row));
+                // The write raised the version this scope read (unknown otherwise: the
+                // context is read again next time).
+                std::optional<SharedContext>& kept = contexts[e.row.id];
+                if (kept) {
+                  kept->version += 1;
+                  kept->value = std::make_shared<const nlohmann::json>(std::move(e.row.context));
+                }
+                return Status::Ok();
               } else if constexpr (std::is_same_v<E, flow::CreateTask>) {
                 decided.wrote = true;
                 return tx.CreateTasks({e.row});
@@ -232,16 +245,16 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
       }
       return Status::Ok();
     };
-    auto effects = first(tx);
+    auto effects = first(tx, contexts);
     if (!effects.ok()) return effects.status();
     BATON_RETURN_IF_ERROR(apply(std::move(*effects)));
     // Bounded: a follow-up never asks for itself again, but a bug must not spin here.
     for (std::size_t i = 0; i < follow.size(); ++i) {
       if (i >= 100000) return Internal("a decision asked for more than 100,000 follow-ups");
       flow::Event next = follow[i];
-      auto view = ReadView(tx, next);
+      auto view = ReadView(tx, next, contexts);
       if (!view.ok()) return view.status();
-      BATON_RETURN_IF_ERROR(apply(flow::Decide(next, *view, clock_.Now())));
+      BATON_RETURN_IF_ERROR(apply(flow::Decide(next, std::move(*view), clock_.Now())));
     }
     return Status::Ok();
   });
@@ -252,6 +265,7 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
     return decided;
   }
   // Stored: now what follows from it.
+  PublishContexts(contexts);
   for (const flow::Effect& e : after) {
     if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);
   }
@@ -261,7 +275,8 @@ FlowScheduler::Decided FlowScheduler::DecideLocked(const FirstEffects& first) {
   return decided;
 }
 
-Result<flow::View> FlowScheduler::ReadView(Transaction& tx, const flow::Event& event) {
+Result<flow::View> FlowScheduler::ReadView(Transaction& tx, const flow::Event& event,
+                                           ScopeContexts& contexts) {
   flow::View view;
   view.policy = Policy();
   view.id_seed = NewId();
@@ -296,16 +311,20 @@ Result<flow::View> FlowScheduler::ReadView(Transaction& tx, const flow::Event& e
       view.tasks[row.id] = std::move(row);
       if (task_and_job) break;
     }
-    // The row without its definition, which is shared (DefinitionOf): what a step
-    // reads of its job does not grow with the job's length.
-    auto job = Optional(tx.GetJobState(job_id));
+    // The row without its definition and context, which are shared (DefinitionOf,
+    // ContextOf): what a step reads of its job does not grow with the job's length.
+    int version = 0;
+    auto job = Optional(tx.GetJobState(job_id, &version));
     if (!job.ok()) return job.status();
     if (!*job) break;
     auto definition = DefinitionOf(tx, job_id);
     if (!definition.ok()) return definition.status();
+    auto context = ContextOf(tx, job_id, version, contexts);
+    if (!context.ok()) return context.status();
     std::string parent = (*job)->parent_id;
     view.jobs[job_id] = std::move(**job);
     view.definitions[job_id] = std::move(*definition);
+    view.contexts[job_id] = std::move(*context);
     if (parent.empty() || task_and_job) break;
     auto parent_row = Optional(tx.GetTask(parent));
     if (!parent_row.ok()) return parent_row.status();
@@ -334,8 +353,56 @@ Result<std::shared_ptr<const Job>> FlowScheduler::DefinitionOf(Transaction& tx,
 
 void FlowScheduler::ForgetDefinitions(const std::vector<JobRecord>& finished) {
   if (finished.empty()) return;
-  MutexLock lock(definitions_mu_);
-  for (const JobRecord& job : finished) definitions_.erase(job.id);
+  {
+    MutexLock lock(definitions_mu_);
+    for (const JobRecord& job : finished) definitions_.erase(job.id);
+  }
+  MutexLock lock(contexts_mu_);
+  for (const JobRecord& job : finished) {
+    if (auto it = contexts_.find(job.id); it != contexts_.end()) {
+      context_bytes_ -= it->second.bytes;
+      contexts_.erase(it);
+    }
+  }
+}
+
+Result<std::shared_ptr<const nlohmann::json>> FlowScheduler::ContextOf(Transaction& tx,
+                                                                       const std::string& job_id,
+                                                                       int version,
+                                                                       ScopeContexts& scope) {
+  if (auto it = scope.find(job_id); it != scope.end()) {
+    if (it->second && it->second->version == version) return it->second->value;
+  } else {
+    MutexLock lock(contexts_mu_);
+    if (auto kept = contexts_.find(job_id); kept != contexts_.end()) {
+      if (kept->second.version == version) return kept->second.value;
+    }
+  }
+  // Read outside the mutex (the tree's lock keeps other decisions of this job out).
+  std::size_t bytes = 0;
+  auto context = tx.GetJobContext(job_id, &bytes);
+  if (!context.ok()) return context.status();
+  auto shared = std::make_shared<const nlohmann::json>(std::move(*context));
+  scope[job_id] = SharedContext{version, shared, bytes};
+  return shared;
+}
+
+void FlowScheduler::PublishContexts(ScopeContexts& scope) {
+  if (scope.empty()) return;
+  MutexLock lock(contexts_mu_);
+  for (auto& [job_id, context] : scope) {
+    if (auto it = contexts_.find(job_id); it != contexts_.end()) {
+      context_bytes_ -= it->second.bytes;
+      contexts_.erase(it);
+    }
+    if (!context) continue;
+    if (contexts_.size() >= kMaxContexts || context_bytes_ + context->bytes > kMaxContextBytes) {
+      contexts_.clear();  // refilled on demand
+      context_bytes_ = 0;
+    }
+    context_bytes_ += context->bytes;
+    contexts_[job_id] = std::move(*context);
+  }
 }
 
 Status FlowScheduler::AddEach(Transaction& tx, const TaskRecord& each, flow::View& view) {
@@ -678,7 +745,8 @@ Status FlowScheduler::Reconcile(const std::set<std::string>& live_nodes) {
       if (!guard.ok()) {
         decided.status = guard.status();
       } else {
-        decided = DecideLocked([&](Transaction& tx) -> Result<std::vector<flow::Effect>> {
+        decided = DecideLocked([&](Transaction& tx,
+                                   ScopeContexts&) -> Result<std::vector<flow::Effect>> {
           // Read again under the lock: another coordinator may have moved it on.
           auto job = Optional(tx.GetJob(listed.id));
           if (!job.ok()) return job.status();

@@ -93,8 +93,21 @@ class FlowScheduler {
     std::vector<JobRecord> created;   // jobs it created (Submit answers with its own)
     std::vector<JobRecord> finished;  // for the listener, once the tree lock is released
   };
+  // A running job's context as the shell keeps it between decisions (ContextOf): parsed
+  // once per version (Transaction::GetJobState), shared by the views that read it.
+  struct SharedContext {
+    int version = 0;
+    std::shared_ptr<const nlohmann::json> value;
+    std::size_t bytes = 0;  // its stored text's length, what contexts_ is bounded by
+  };
+  // The contexts one decision's scope read or wrote, job id → the context as it is in
+  // the scope (none: forget the kept one). Published to contexts_ once the scope commits,
+  // dropped if it does not: a version read or written in a scope that rolls back may be
+  // written again with other contents.
+  using ScopeContexts = std::map<std::string, std::optional<SharedContext>>;
   // The first effects of a decision, given its scope: Decide of an event, or Frontier.
-  using FirstEffects = std::function<Result<std::vector<flow::Effect>>(Transaction&)>;
+  using FirstEffects =
+      std::function<Result<std::vector<flow::Effect>>(Transaction&, ScopeContexts&)>;
 
   // Decides `event` about job `job_id` under its tree's lock, then tells the listener.
   Status Handle(const std::string& job_id, const flow::Event& event, Decided* out = nullptr);
@@ -104,13 +117,21 @@ class FlowScheduler {
   // The decision itself: the caller holds the tree's lock.
   Decided DecideLocked(const FirstEffects& first);
   // What `event` reads, through the decision's scope.
-  Result<flow::View> ReadView(Transaction& tx, const flow::Event& event);
+  Result<flow::View> ReadView(Transaction& tx, const flow::Event& event, ScopeContexts& contexts);
   Status AddEach(Transaction& tx, const TaskRecord& each, flow::View& view);
   // A job's definition, read once while it runs and shared by its decisions (a running
   // job's definition never changes); forgotten when the job ends.
   Result<std::shared_ptr<const Job>> DefinitionOf(Transaction& tx, const std::string& job_id)
       BATON_EXCLUDES(definitions_mu_);
-  void ForgetDefinitions(const std::vector<JobRecord>& finished) BATON_EXCLUDES(definitions_mu_);
+  void ForgetDefinitions(const std::vector<JobRecord>& finished)
+      BATON_EXCLUDES(definitions_mu_, contexts_mu_);
+  // A job's context at `version` (what GetJobState said): the scope's, the kept one, or
+  // read and parsed (then kept in `scope`).
+  Result<std::shared_ptr<const nlohmann::json>> ContextOf(Transaction& tx,
+                                                          const std::string& job_id, int version,
+                                                          ScopeContexts& scope)
+      BATON_EXCLUDES(contexts_mu_);
+  void PublishContexts(ScopeContexts& scope) BATON_EXCLUDES(contexts_mu_);
   // The after-commit effects of one decision, in their order.
   Status RunAfterCommit(const std::vector<flow::Effect>& after);
   void StartRows(std::vector<TaskRecord> rows);
@@ -151,6 +172,13 @@ class FlowScheduler {
   static constexpr std::size_t kMaxDefinitions = 4096;
   Mutex definitions_mu_;
   std::map<std::string, std::shared_ptr<const Job>> definitions_ BATON_GUARDED_BY(definitions_mu_);
+  // Running jobs' contexts (ContextOf), at most kMaxContexts of them and kMaxContextBytes
+  // of stored text (emptied when full, refilled on demand); forgotten when a job ends.
+  static constexpr std::size_t kMaxContexts = 4096;
+  static constexpr std::size_t kMaxContextBytes = 64u << 20;
+  Mutex contexts_mu_;
+  std::map<std::string, SharedContext> contexts_ BATON_GUARDED_BY(contexts_mu_);
+  std::size_t context_bytes_ BATON_GUARDED_BY(contexts_mu_) = 0;
 
   Mutex timers_mu_;
   std::map<std::string, TimerId> job_timers_ BATON_GUARDED_BY(timers_mu_);

@@ -130,6 +130,43 @@ class ShellViewTest : public ::testing::Test {
     return faulty_->definition_tasks_read() - before;
   }
 
+  // A chain of four steps in a job of `inputs` inputs, its second step (var `second`)
+  // RUNNING: the bytes of job contexts read by the completion of that step (`first`)
+  // and by that of the third, whose env reads the second's result (returned).
+  long ContextReadBySecondStep(int inputs, long* first) {
+    Job job;
+    job.name = "chain";
+    for (int i = 0; i < inputs; ++i) job.inputs["input" + std::to_string(i)] = "value";
+    for (int i = 0; i < 4; ++i) job.tasks.push_back(Runnable("step " + std::to_string(i)));
+    job.tasks[1].var = "second";
+    job.tasks[2].env["SECOND"] = "{{ tasks.second }} {{ inputs.input0 }}";
+    std::string id = NewId();
+    TaskRecord current = Row(id, "", 2, TaskState::kRunning, job.tasks[1]);
+    Store(job, 2, {current}, id);
+    long before = faulty_->context_bytes_read();
+    RowsReadCompleting(current);
+    *first = faulty_->context_bytes_read() - before;
+    auto rows = datastore_->JobTasks(id);
+    EXPECT_EQ(rows->size(), 2u);
+    TaskRecord next;
+    for (const TaskRecord& row : *rows) {
+      if (row.id != current.id) next = row;
+    }
+    EXPECT_EQ(next.task.env["SECOND"], "ok value") << "the third step did not see the second's result";
+    TaskStarted started;
+    started.task_id = next.id;
+    started.job_id = id;
+    started.node_id = kNode;
+    started.at = clock_.Now();
+    EXPECT_TRUE(scheduler_->OnStarted(started).ok());
+    before = faulty_->context_bytes_read();
+    RowsReadCompleting(next);
+    auto stored = datastore_->GetJob(id);
+    EXPECT_EQ(stored->position, 4) << "the chain did not move on";
+    EXPECT_EQ(stored->context["tasks"]["second"], "ok");
+    return faulty_->context_bytes_read() - before;
+  }
+
   // An each of `size` children, concurrency 2: the first third done, two running, the
   // rest CREATED. The rows one running child's completion read (it starts the next).
   long EachStep(int size) {
@@ -196,6 +233,21 @@ TEST_F(ShellViewTest, AChainStepReadsItsJobsDefinitionOnceAtTwentyAndTwentyThous
   EXPECT_LE(first_long, 20000);
   EXPECT_EQ(second_short, 0);
   EXPECT_EQ(second_long, second_short);
+}
+
+// A job's context (its inputs, secrets and results) changes only when a task with a var
+// completes: a decision reads and parses it once per job and keeps it, also across the
+// decision that changed it (its own write), so a step of a job with 20,000 inputs parses
+// none of them.
+TEST_F(ShellViewTest, AStepReadsItsJobsContextOnceAtTenAndTwentyThousandInputs) {
+  long first_small = 0;
+  long first_big = 0;
+  long second_small = ContextReadBySecondStep(10, &first_small);
+  long second_big = ContextReadBySecondStep(20000, &first_big);
+  EXPECT_GT(first_small, 0);
+  EXPECT_GT(first_big, 20000);
+  EXPECT_EQ(second_small, 0);
+  EXPECT_EQ(second_big, 0);
 }
 
 TEST_F(ShellViewTest, AnEachChildsCompletionReadsAsManyRowsAtTwoThousandChildrenAsAtTwenty) {

@@ -23,7 +23,7 @@ std::string TrimCopy(std::string_view s) {
 
 // Evaluates a field's templates in place; the value must pass what a literal one would.
 // `required`: a literal would need to be non-empty (a name).
-Status EvaluateField(std::string& field, const json& vars, std::string_view name,
+Status EvaluateField(std::string& field, const expr::Vars& vars, std::string_view name,
                      bool required = false) {
   if (!expr::HasTemplate(field)) return Status::Ok();
   auto value = expr::EvaluateTemplate(field, vars);
@@ -39,21 +39,21 @@ Status EvaluateField(std::string& field, const json& vars, std::string_view name
   return Status::Ok();
 }
 
-Status EvaluateList(std::vector<std::string>& list, const json& vars, std::string_view name) {
+Status EvaluateList(std::vector<std::string>& list, const expr::Vars& vars, std::string_view name) {
   for (std::size_t i = 0; i < list.size(); ++i) {
     BATON_RETURN_IF_ERROR(EvaluateField(list[i], vars, fmt::format("{}[{}]", name, i)));
   }
   return Status::Ok();
 }
 
-Status EvaluateMap(StringMap& map, const json& vars, std::string_view name) {
+Status EvaluateMap(StringMap& map, const expr::Vars& vars, std::string_view name) {
   for (auto& [key, value] : map) {
     BATON_RETURN_IF_ERROR(EvaluateField(value, vars, fmt::format("{}.{}", name, key)));
   }
   return Status::Ok();
 }
 
-Status EvaluateAux(std::vector<AuxTask>& steps, const json& vars, std::string_view name) {
+Status EvaluateAux(std::vector<AuxTask>& steps, const expr::Vars& vars, std::string_view name) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     std::string prefix = fmt::format("{}[{}]", name, i);
     BATON_RETURN_IF_ERROR(EvaluateField(steps[i].name, vars, prefix + ".name", true));
@@ -83,7 +83,7 @@ bool IsUtf8(const json& value) {
   return true;
 }
 
-Result<bool> EvaluateCondition(const std::string& if_expr, const json& vars) {
+Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars) {
   auto cond = expr::EvaluateTemplateValue(if_expr, vars);
   if (!cond.ok()) return InvalidArgument("if: " + cond.status().message());
   if (!IsUtf8(*cond)) return InvalidArgument(fmt::format("if: {}", kNotUtf8));
@@ -99,7 +99,7 @@ void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task) {
   if (!task.priority && defaults->priority) task.priority = defaults->priority;
 }
 
-Status EvaluateTask(Task& task, const json& vars) {
+Status EvaluateTask(Task& task, const expr::Vars& vars) {
   // The checks validation makes on literals, made again on what templates gave.
   BATON_RETURN_IF_ERROR(EvaluateField(task.name, vars, "name", true));
   BATON_RETURN_IF_ERROR(EvaluateField(task.var, vars, "var"));

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "core/expr.h"
 #include "core/duration.h"
 #include "core/job.h"
 
@@ -26,13 +27,13 @@ bool IsUtf8(const nlohmann::json& value);
 void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task);
 
 // An `if`: false (skip the task) when it evaluates to "false"; an error names the field.
-Result<bool> EvaluateCondition(const std::string& if_expr, const nlohmann::json& vars);
+Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars);
 
 // Evaluates the templates of a task definition in place (not its children, which are
 // evaluated when they are scheduled). Every evaluated field passes the checks a literal
 // one would (UTF-8, a non-empty name, no engine queue, a valid var). Errors name the
 // field, never its value.
-Status EvaluateTask(Task& task, const nlohmann::json& vars);
+Status EvaluateTask(Task& task, const expr::Vars& vars);
 
 // The wait before retry attempt `attempt` (1-based): none without initialDelay.
 Duration RetryDelay(const Retry& retry, int attempt);

@@ -37,9 +37,31 @@ struct EvalOptions {
   std::function<std::string()> now;
 };
 
-// Evaluates one expression, without braces ("1 + 2", "inputs.who"). `vars` is an object
-// whose members are the variables (inputs, secrets, tasks, job, item, ...).
-Result<Value> Evaluate(std::string_view expression, const Value& vars,
+// The variables an expression sees: the members of an object (inputs, secrets, tasks,
+// job, item, ...), or of two, `over` first and then `base`, so that an each's loop
+// variables join a job's context without a copy of it (a context may hold 100,000
+// inputs). Made implicitly from one object (a temporary one too, in a call's argument).
+// It refers to its objects: they must outlive it.
+class Vars {
+ public:
+  Vars(const Value& base) : base_(&base) {}  // NOLINT(google-explicit-constructor)
+  Vars(const Value& base, const Value& over) : base_(&base), over_(&over) {}
+  // The variable `name`, or null when neither object has it.
+  const Value* Find(const std::string& name) const {
+    for (const Value* layer : {over_, base_}) {
+      if (layer == nullptr || !layer->is_object()) continue;
+      if (auto it = layer->find(name); it != layer->end()) return &*it;
+    }
+    return nullptr;
+  }
+
+ private:
+  const Value* base_;
+  const Value* over_ = nullptr;
+};
+
+// Evaluates one expression, without braces ("1 + 2", "inputs.who").
+Result<Value> Evaluate(std::string_view expression, const Vars& vars,
                        const EvalOptions& options = {});
 
 // Checks that `expression` is well-formed (lexes and parses) without evaluating it.
@@ -56,13 +78,13 @@ Status CheckTemplate(std::string_view text);
 // Evaluates a template to a string: text outside the braces is kept, each `{{ e }}` is
 // replaced by its value rendered as text (strings as is, numbers in shortest form,
 // true/false, nil as empty, lists and maps as compact JSON).
-Result<std::string> EvaluateTemplate(std::string_view text, const Value& vars,
+Result<std::string> EvaluateTemplate(std::string_view text, const Vars& vars,
                                      const EvalOptions& options = {});
 
 // Evaluates a template to a native value: when `text`, trimmed, is exactly one
 // `{{ e }}`, the value of e; otherwise the string EvaluateTemplate would return.
 // Used for `if`, `each.list` and job `output`.
-Result<Value> EvaluateTemplateValue(std::string_view text, const Value& vars,
+Result<Value> EvaluateTemplateValue(std::string_view text, const Vars& vars,
                                     const EvalOptions& options = {});
 
 // Renders a value as EvaluateTemplate does.

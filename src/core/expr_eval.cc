@@ -85,11 +85,7 @@ class Evaluator {
       case NodeKind::kLiteral:
         return Slot::Borrow(node.literal);
       case NodeKind::kName: {
-        const Value& vars = ctx_.vars();
-        if (vars.is_object()) {
-          auto it = vars.find(node.name);
-          if (it != vars.end()) return Slot::Borrow(*it);
-        }
+        if (const Value* value = ctx_.vars().Find(node.name)) return Slot::Borrow(*value);
         if (missing_ok) return Slot();
         return InvalidArgument("unknown name " + node.name);
       }
@@ -521,7 +517,7 @@ Status WithExpression(std::string_view expression, const std::string& message) {
 
 namespace baton::expr {
 
-Result<Value> Evaluate(std::string_view expression, const Value& vars, const EvalOptions& options) {
+Result<Value> Evaluate(std::string_view expression, const Vars& vars, const EvalOptions& options) {
   internal::Context ctx(vars, options);
   return internal::EvaluateExpression(expression, ctx);
 }

@@ -148,9 +148,9 @@ class Slot {
 // about a second or a few hundred megabytes, however it combines functions.
 class Context {
  public:
-  Context(const Value& vars, const EvalOptions& options) : vars_(vars), options_(options) {}
+  Context(const Vars& vars, const EvalOptions& options) : vars_(vars), options_(options) {}
 
-  const Value& vars() const { return vars_; }
+  const Vars& vars() const { return vars_; }
   const EvalOptions& options() const { return options_; }
 
   // Spends `units` of the budget; an error once it is exhausted.
@@ -159,7 +159,7 @@ class Context {
   Result<Value> Take(Slot&& slot);
 
  private:
-  const Value& vars_;
+  const Vars& vars_;
   const EvalOptions& options_;
   std::size_t spent_ = 0;
 };

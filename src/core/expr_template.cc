@@ -88,7 +88,7 @@ Status CheckTemplate(std::string_view text) {
   }
 }
 
-Result<std::string> EvaluateTemplate(std::string_view text, const Value& vars,
+Result<std::string> EvaluateTemplate(std::string_view text, const Vars& vars,
                                      const EvalOptions& options) {
   try {
     Result<std::vector<Piece>> pieces = Split(text);
@@ -116,7 +116,7 @@ Result<std::string> EvaluateTemplate(std::string_view text, const Value& vars,
   }
 }
 
-Result<Value> EvaluateTemplateValue(std::string_view text, const Value& vars,
+Result<Value> EvaluateTemplateValue(std::string_view text, const Vars& vars,
                                     const EvalOptions& options) {
   const std::string_view trimmed = internal::TrimSpace(text);
   if (trimmed.starts_with("{{")) {

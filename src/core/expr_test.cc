@@ -83,6 +83,19 @@ void ExpectJson(std::string_view expression, std::string_view json) {
 
 // ---- Literals ----------------------------------------------------------------------
 
+TEST(ExprVarsTest, TheOverObjectShadowsTheBaseAndEitherIsFound) {
+  const Value base = {{"inputs", {{"who", "base"}}}, {"item", "from base"}};
+  const Value over = {{"item", {{"index", 3}}}};
+  const class Vars vars(base, over);  // (the class: this file has a Vars() of its own)
+  EXPECT_EQ(*Evaluate("item.index", vars), 3);
+  EXPECT_EQ(*Evaluate("inputs.who", vars), "base");
+  EXPECT_EQ(*Evaluate("item", base), "from base");
+  EXPECT_EQ(vars.Find("nothing"), nullptr);
+  Result<Value> unknown = Evaluate("nothing", vars);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown name nothing"));
+}
+
 TEST(ExprLiteralTest, IntegersInDecimalHexOctalBinaryAndWithSeparators) {
   ExpectInt("42", 42);
   ExpectInt("0x1F", 31);

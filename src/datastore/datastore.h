@@ -130,10 +130,16 @@ class Transaction {
 
   // A running job's definition never changes, and it grows with the job: a decision
   // reads it once per job (GetJobDefinition, unlocked; the caller keeps it, the
-  // datastore's definition cache does not) and otherwise the row without it. GetJobState locks the
-  // row as GetJob does and returns it with `job` left empty: its state fields (those
-  // UpdateJobState writes), parent_id, created_at, task_count and the context.
-  virtual Result<JobRecord> GetJobState(std::string_view id) = 0;
+  // datastore's definition cache does not) and otherwise the row without it. GetJobState
+  // locks the row as GetJob does and returns it with `job` and `context` left empty: its
+  // state fields (those UpdateJobState writes), parent_id, created_at and task_count; and
+  // sets `*context_version`, a number every write of the context raises (UpdateJob,
+  // UpdateJobStateAndContext; 0 as created). A context holds the job's inputs and
+  // secrets (100,000 inputs make 1.6 MB) and changes only when a task with a `var`
+  // completes: a caller keeps it parsed and reads it (GetJobContext, unlocked) only when
+  // its version moved. `*bytes`, when given, is set to the length of its stored text.
+  virtual Result<JobRecord> GetJobState(std::string_view id, int* context_version) = 0;
+  virtual Result<nlohmann::json> GetJobContext(std::string_view id, std::size_t* bytes) = 0;
   virtual Result<std::shared_ptr<const Job>> GetJobDefinition(std::string_view id) = 0;
 
   virtual Status CreateJob(const JobRecord& job) = 0;

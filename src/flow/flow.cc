@@ -481,7 +481,7 @@ class Decider {
     if (job.state != JobState::kRunning) return;
     std::string result;
     if (!Def(job).output.empty()) {
-      auto value = expr::EvaluateTemplateValue(Def(job).output, job.context);
+      auto value = expr::EvaluateTemplateValue(Def(job).output, Ctx(job));
       if (!value.ok()) {
         FailJob(job_id, "output: " + value.status().message(), JobState::kFailed);
         return;
@@ -554,10 +554,26 @@ class Decider {
     return Finish(t, state, result, error, from_node, started_at, now_);
   }
 
-  json VarsFor(const JobRecord& job, const json& extra) const {
-    json vars = job.context;
-    for (auto it = extra.begin(); it != extra.end(); ++it) vars[it.key()] = it.value();
-    return vars;
+  // The job's context: its row's, or the view's shared one until this decision changes it.
+  const json& Ctx(const JobRecord& job) const {
+    if (context_changed_.contains(job.id)) return job.context;
+    auto it = view_.contexts.find(job.id);
+    return it != view_.contexts.end() && it->second != nullptr ? *it->second : job.context;
+  }
+  // The context of `job`, owned by its row from now on, to be changed.
+  json& MutableCtx(JobRecord& job) {
+    if (!context_changed_.contains(job.id)) {
+      auto it = view_.contexts.find(job.id);
+      if (it != view_.contexts.end() && it->second != nullptr) job.context = *it->second;
+      context_changed_.insert(job.id);
+    }
+    return job.context;
+  }
+
+  // What a task's templates see: the loop variables `extra` over the job's context (no
+  // copy of the context, however big).
+  expr::Vars VarsFor(const JobRecord& job, const json& extra) const {
+    return expr::Vars(Ctx(job), extra);
   }
 
   // A new row for definition `def`, taken as far as it goes now.
@@ -603,10 +619,7 @@ class Decider {
     TaskRecord& t = *T(id);
     const JobRecord& job = *J(t.job_id);
     if (!evaluated) {
-      // The job's context as it is, unless loop variables join it (a copy then).
-      json merged;
-      if (!extra.empty()) merged = VarsFor(job, extra);
-      const json& vars = extra.empty() ? job.context : merged;
+      const expr::Vars vars = VarsFor(job, extra);
       if (!t.task.if_expr.empty()) {
         auto runs = EvaluateCondition(t.task.if_expr, vars);
         if (!runs.ok()) return FailNow(t, runs.status().message());
@@ -654,7 +667,8 @@ class Decider {
     const JobRecord& job = *J(t.job_id);
     const Each& each = *t.task.each;
     std::string var = each.var.empty() ? "item" : each.var;
-    json vars = VarsFor(job, extra);
+    json loop = extra;  // and each child's item, bound in turn
+    const expr::Vars vars = VarsFor(job, loop);
     auto list = expr::EvaluateTemplateValue(each.list, vars);
     if (!list.ok()) return FailNow(t, "each.list: " + list.status().message());
     if (!list->is_array()) {
@@ -689,7 +703,7 @@ class Decider {
         child.scope = extra;
         child.scope[var] = binding;
       }
-      vars[var] = binding;
+      loop[var] = binding;
       if (!child.task.if_expr.empty()) {
         auto runs = EvaluateCondition(child.task.if_expr, vars);
         if (!runs.ok()) return FailNow(*T(id), "each: " + runs.status().message());
@@ -785,11 +799,14 @@ class Decider {
     if (job == nullptr) return;
     if (t.state == TaskState::kCompleted && !t.task.var.empty()) {
       json value = SanitizeUtf8(t.result);
-      json& slot = job->context["tasks"][t.task.var];
-      if (!(slot == value)) {
-        slot = std::move(value);
-        context_changed_.insert(job->id);
+      const json& context = Ctx(*job);
+      auto tasks = context.find("tasks");
+      bool same = false;
+      if (tasks != context.end() && tasks->is_object()) {
+        auto slot = tasks->find(t.task.var);
+        same = slot != tasks->end() && *slot == value;
       }
+      if (!same) MutableCtx(*job)["tasks"][t.task.var] = std::move(value);
     }
     if (t.parent_id.empty()) return Advance(t.job_id, t.position);
     ChildDone(t.parent_id);

@@ -163,6 +163,11 @@ struct Policy {
 //     decisions instead of copying it into every view. A job absent here has its
 //     definition in its row (what a test or the simulator may give). Decide neither
 //     copies nor writes it: a job's row effects carry its row as given.
+//   - `contexts`: the same for a job's context (its `context` left empty): it holds the
+//     job's inputs and secrets (100,000 inputs make 1.6 MB) and changes only when a task
+//     with a `var` completes, so a shell keeps it parsed between decisions. Decide reads
+//     it there, copies it only to change it, and then its UpdateJob (context set) carries
+//     the whole new context; any other UpdateJob of that job carries an empty one.
 // A parallel needs nothing of its children (its row counts their completions). A row
 // the decision needs and does not find makes it decide nothing for that part (a late
 // event about a deleted job, say).
@@ -173,6 +178,7 @@ struct View {
   std::map<std::string, std::vector<TaskRecord>> next_created;
   std::map<std::string, int> running_children;  // each id → children started, not done
   std::map<std::string, std::shared_ptr<const Job>> definitions;  // job id → its definition
+  std::map<std::string, std::shared_ptr<const nlohmann::json>> contexts;  // job id → context
   Policy policy;
   // New ids are derived from this (the shell gives a fresh NewId() per decision): the
   // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).

@@ -1731,7 +1731,7 @@ TEST_P(DatastoreConformanceTest, TransactCountChildrenCountsTheAskedStatesOfOneP
   })));
 }
 
-TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDefinition) {
+TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDefinitionAndContext) {
   // A definition big enough for the adapters' definition caches (4 KiB and more), read
   // twice: the second read is the same definition.
   Job definition = FullJob();
@@ -1745,37 +1745,70 @@ TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDef
   Reopen();
   JobRecord stored = *ds().GetJob(job.id);
   JobRecord changed = stored;
+  int first_version = -1;
   ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
-    BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord state, tx.GetJobState(job.id));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord state, tx.GetJobState(job.id, &first_version));
     JobRecord expected = stored;
     expected.job = Job{};
-    EXPECT_EQ(state, expected);  // every column but the definition
+    expected.context = nlohmann::json::object();
+    EXPECT_EQ(state, expected);  // every column but the definition and the context
+    EXPECT_EQ(first_version, 0);  // as created
+    std::size_t bytes = 0;
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(nlohmann::json context, tx.GetJobContext(job.id, &bytes));
+    EXPECT_EQ(context, stored.context);
+    EXPECT_EQ(bytes, stored.context.dump().size());
     for (int i = 0; i < 2; ++i) {
       BATON_ASSIGN_OR_RETURN_CONFORMANCE(std::shared_ptr<const Job> read,
                                          tx.GetJobDefinition(job.id));
       EXPECT_TRUE(read != nullptr && *read == stored.job);
     }
-    // Written back with no definition: the stored one stays.
+    // A state-only write leaves the context and its version.
+    state.progress = 50;
+    BATON_RETURN_IF_ERROR(tx.UpdateJobState(state));
+    int version = -1;
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord same, tx.GetJobState(job.id, &version));
+    EXPECT_EQ(version, 0);
+    // Written back with no definition: the stored one stays; the context's version rises.
     state.state = JobState::kCompleted;
     state.completed_at = At(5);
     state.position = 4;
     state.progress = 100;
     state.result = "done";
+    state.context = stored.context;
     state.context["tasks"]["greeting"] = "hello";
     BATON_RETURN_IF_ERROR(tx.UpdateJobStateAndContext(state));
     changed = state;
     changed.job = stored.job;
     // The scope reads its own write.
-    BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord again, tx.GetJobState(job.id));
-    EXPECT_EQ(again, state);
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord again, tx.GetJobState(job.id, &version));
+    JobRecord without_context = state;
+    without_context.context = nlohmann::json::object();
+    EXPECT_EQ(again, without_context);
+    EXPECT_EQ(version, 1);
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(nlohmann::json now, tx.GetJobContext(job.id, nullptr));
+    EXPECT_EQ(now, state.context);
     return Ok();
   })));
   Reopen();
   EXPECT_EQ(*ds().GetJob(job.id), changed);
+  // A whole-row update writes the context too: its version rises again.
+  ASSERT_TRUE(IsOk(ds().UpdateJob(job.id, [](JobRecord& j) {
+    j.context["tasks"]["again"] = "yes";
+    return Status::Ok();
+  })));
+  int version = -1;
+  ASSERT_TRUE(IsOk(ds().Transact(
+      [&](Transaction& tx) { return tx.GetJobState(job.id, &version).status(); })));
+  EXPECT_EQ(version, 2);
   JobRecord ghost = NewJob(SimpleJob("ghost"), At(0));
-  EXPECT_EQ(
-      ds().Transact([&](Transaction& tx) { return tx.GetJobState(ghost.id).status(); }).code(),
-      StatusCode::kNotFound);
+  EXPECT_EQ(ds().Transact([&](Transaction& tx) {
+                  return tx.GetJobState(ghost.id, &version).status();
+                }).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(ds().Transact([&](Transaction& tx) {
+                  return tx.GetJobContext(ghost.id, nullptr).status();
+                }).code(),
+            StatusCode::kNotFound);
   EXPECT_EQ(
       ds().Transact([&](Transaction& tx) { return tx.GetJobDefinition(ghost.id).status(); }).code(),
       StatusCode::kNotFound);

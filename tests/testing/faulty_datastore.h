@@ -124,6 +124,13 @@ class FaultyDatastore : public DatastoreWrapper {
     return definition_tasks_read_;
   }
 
+  // How many bytes of job contexts Transact scopes read (GetJobContext's, and GetJob's
+  // as its row's context dumps): what a decision that parses its job's context pays.
+  long context_bytes_read() const BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return context_bytes_read_;
+  }
+
   // How many calls of `method` reached this datastore (failed and held ones included).
   int calls(std::string_view method) const BATON_EXCLUDES(mu_) {
     MutexLock lock(mu_);
@@ -273,12 +280,23 @@ class FaultyDatastore : public DatastoreWrapper {
     Result<JobRecord> GetJob(std::string_view id) override {
       BATON_RETURN_IF_ERROR(Enter("GetJob", id, id));
       auto job = tx_.GetJob(id);
-      if (job.ok()) fake_.AddDefinitionTasksRead(job->job.tasks.size());
+      if (job.ok()) {
+        fake_.AddDefinitionTasksRead(job->job.tasks.size());
+        fake_.AddContextBytesRead(job->context.dump().size());
+      }
       return Counted(std::move(job));
     }
-    Result<JobRecord> GetJobState(std::string_view id) override {
+    Result<JobRecord> GetJobState(std::string_view id, int* context_version) override {
       BATON_RETURN_IF_ERROR(Enter("GetJobState", id, id));
-      return Counted(tx_.GetJobState(id));
+      return Counted(tx_.GetJobState(id, context_version));
+    }
+    Result<nlohmann::json> GetJobContext(std::string_view id, std::size_t* bytes) override {
+      BATON_RETURN_IF_ERROR(Enter("GetJobContext", id, id));
+      std::size_t read = 0;
+      auto context = tx_.GetJobContext(id, &read);
+      if (context.ok()) fake_.AddContextBytesRead(read);
+      if (bytes != nullptr) *bytes = read;
+      return context;
     }
     Result<std::shared_ptr<const Job>> GetJobDefinition(std::string_view id) override {
       BATON_RETURN_IF_ERROR(Enter("GetJobDefinition", id, id));
@@ -411,10 +429,15 @@ class FaultyDatastore : public DatastoreWrapper {
     MutexLock lock(mu_);
     definition_tasks_read_ += static_cast<long>(n);
   }
+  void AddContextBytesRead(std::size_t n) BATON_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    context_bytes_read_ += static_cast<long>(n);
+  }
 
   mutable Mutex mu_;
   long rows_read_ BATON_GUARDED_BY(mu_) = 0;
   long definition_tasks_read_ BATON_GUARDED_BY(mu_) = 0;
+  long context_bytes_read_ BATON_GUARDED_BY(mu_) = 0;
   std::condition_variable_any changed_;  // a hold or inside_ changed
   std::map<std::string, int> calls_ BATON_GUARDED_BY(mu_);
   std::vector<Rule> rules_ BATON_GUARDED_BY(mu_);

@@ -22,19 +22,19 @@ Statements Build(Dialect d) {
                     "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, "
                     "tags = $6, created_at = $7, started_at = $8, completed_at = $9, "
                     "failed_at = $10, delete_at = $11, definition = $12, position = $13, "
-                    "task_count = $14, progress = $15, result = $16, error = $17, context = $18 "
+                    "task_count = $14, progress = $15, result = $16, error = $17, context = $18, context_version = context_version + 1 "
                     "WHERE id = $1");
   s.update_job_keep_times =
       st("update_job_keep_times",
          "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
-         "task_count = $14, progress = $15, result = $16, error = $17, context = $18 "
+         "task_count = $14, progress = $15, result = $16, error = $17, context = $18, context_version = context_version + 1 "
          "WHERE id = $1");
   s.update_job_fields =
       st("update_job_fields",
          "UPDATE jobs SET parent_id = $2, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
-         "task_count = $14, progress = $15, result = $16, error = $17, context = $18 "
+         "task_count = $14, progress = $15, result = $16, error = $17, context = $18, context_version = context_version + 1 "
          "WHERE id = $1");
   s.select_job = st("select_job", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE id = $1");
   s.select_job_for_update =
@@ -59,7 +59,14 @@ Statements Build(Dialect d) {
       st("update_job_state_and_context",
          "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
          "delete_at = $6, position = $7, progress = $8, result = $9, error = $10, "
-         "context = $11 WHERE id = $1");
+         "context = $11, context_version = context_version + 1 WHERE id = $1");
+  s.select_job_state_version_for_update =
+      st("select_job_state_version_for_update",
+         "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, "
+         "delete_at, position, task_count, progress, result, error, context_version FROM jobs "
+         "WHERE id = $1" +
+             for_update);
+  s.select_job_context = st("select_job_context", "SELECT context FROM jobs WHERE id = $1");
   s.select_job_definition =
       st("select_job_definition", "SELECT definition FROM jobs WHERE id = $1");
   s.jobs_in_state = st("jobs_in_state", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE " +

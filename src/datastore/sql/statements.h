@@ -40,6 +40,11 @@ struct Statements {
   // definition that grows with the job.
   Statement select_job_state_and_context_for_update;
   Statement update_job_state_and_context;
+  // What a decision reads of its job (Transaction::GetJobState, GetJobContext): the state
+  // columns and the context's version, which every statement writing the context raises;
+  // the context apart.
+  Statement select_job_state_version_for_update;
+  Statement select_job_context;
   // A job's definition alone: read once per running job by a decision (GetJobDefinition).
   Statement select_job_definition;
   Statement jobs_in_state;  // $1: a list of states

@@ -29,15 +29,33 @@ Result<JobRecord> SqlTransaction::GetJob(std::string_view id) {
   return std::move(*out);
 }
 
-Result<JobRecord> SqlTransaction::GetJobState(std::string_view id) {
+Result<JobRecord> SqlTransaction::GetJobState(std::string_view id, int* context_version) {
   if (!poison_.ok()) return poison_;
   std::optional<JobRecord> out;
   BATON_RETURN_IF_ERROR(session_.Query(
-      st_.select_job_state_and_context_for_update, [&](ParamSink& p) { p.Text(id); },
+      st_.select_job_state_version_for_update, [&](ParamSink& p) { p.Text(id); },
       [&](const RowView& row) -> Status {
-        Result<JobRecord> job = JobStateAndContextFromRow(row);
+        Result<JobRecord> job = JobStateFromRow(row);
         if (!job.ok()) return job.status();
         out = std::move(*job);
+        *context_version = row.Int32(13);
+        return Status::Ok();
+      }));
+  if (!out) return NotFound(fmt::format("job {} not found", id));
+  return std::move(*out);
+}
+
+Result<nlohmann::json> SqlTransaction::GetJobContext(std::string_view id, std::size_t* bytes) {
+  if (!poison_.ok()) return poison_;
+  std::optional<nlohmann::json> out;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.select_job_context, [&](ParamSink& p) { p.Text(id); },
+      [&](const RowView& row) -> Status {
+        std::string_view text = row.Text(0);
+        auto context = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (context.is_discarded()) return Corrupt("jobs", std::string(id), "context is not JSON");
+        if (bytes != nullptr) *bytes = text.size();
+        out = std::move(context);
         return Status::Ok();
       }));
   if (!out) return NotFound(fmt::format("job {} not found", id));

@@ -33,7 +33,8 @@ class SqlTransaction final : public Transaction {
   Result<std::map<TaskState, int>> CountChildren(std::string_view parent_id,
                                                  const std::vector<TaskState>& states) override;
 
-  Result<JobRecord> GetJobState(std::string_view id) override;
+  Result<JobRecord> GetJobState(std::string_view id, int* context_version) override;
+  Result<nlohmann::json> GetJobContext(std::string_view id, std::size_t* bytes) override;
   Result<std::shared_ptr<const Job>> GetJobDefinition(std::string_view id) override;
 
   Status CreateJob(const JobRecord& job) override;

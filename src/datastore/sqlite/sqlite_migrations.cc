@@ -98,10 +98,18 @@ CREATE INDEX tasks_parent_state ON tasks (parent_id, state, each_index, created_
   WHERE parent_id <> '';
 )sql";
 
-constexpr std::array<SqliteMigration, 3> kMigrations = {{
+// A number every write of a job's context raises, so that a coordinator keeps a running
+// job's context parsed and reads it again only once it changed (Transaction::
+// GetJobState).
+constexpr std::string_view kJobContextVersion = R"sql(
+ALTER TABLE jobs ADD COLUMN context_version INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<SqliteMigration, 4> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
+    {4, "jobs.context_version: raised by every write of the context", kJobContextVersion},
 }};
 
 }  // namespace

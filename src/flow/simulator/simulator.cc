@@ -301,6 +301,8 @@ struct Store {
   // shared by every view of the job (View::definitions).
   std::map<std::string, JobRecord> jobs;
   std::map<std::string, std::shared_ptr<const Job>> definitions;
+  // And its context, shared the same way (View::contexts).
+  std::map<std::string, std::shared_ptr<const nlohmann::json>> contexts;
   std::map<std::string, TaskRecord> tasks;
   std::map<std::string, std::vector<std::string>> children;  // parent task → rows
   std::map<std::string, std::vector<std::string>> of_job;    // job → rows
@@ -496,6 +498,7 @@ class Sim {
       if (j == store_.jobs.end()) break;
       view.jobs[job_id] = j->second;
       view.definitions[job_id] = store_.definitions.at(job_id);
+      view.contexts[job_id] = store_.contexts.at(job_id);
       if (j->second.parent_id.empty()) break;
       task_id = j->second.parent_id;
       auto parent = store_.tasks.find(task_id);
@@ -572,14 +575,23 @@ class Sim {
             if constexpr (std::is_same_v<E, CreateJob>) {
               if (store_.jobs.contains(e.row.id)) Fail("job created twice");
               store_.definitions[e.row.id] = std::make_shared<const Job>(std::move(e.row.job));
+              store_.contexts[e.row.id] =
+                  std::make_shared<const nlohmann::json>(std::move(e.row.context));
               e.row.job = Job{};
+              e.row.context = nlohmann::json::object();
               store_.jobs[e.row.id] = std::move(e.row);
             } else if constexpr (std::is_same_v<E, UpdateJob>) {
               auto it = store_.jobs.find(e.row.id);
               if (it == store_.jobs.end()) return Fail("update of a job not stored");
-              if (!e.context && !(it->second.context == e.row.context)) {
+              // A state-only update carries no context, or (Frontier's) the stored one.
+              if (e.context) {
+                store_.contexts[e.row.id] =
+                    std::make_shared<const nlohmann::json>(std::move(e.row.context));
+              } else if (!e.row.context.empty() &&
+                         !(e.row.context == *store_.contexts.at(e.row.id))) {
                 Fail("a state-only job update changed the context");
               }
+              e.row.context = nlohmann::json::object();
               // A decision's row is as its view gave it: without the definition, or
               // (Frontier's) with the stored one.
               if (!(e.row.job == Job{}) && !(e.row.job == *store_.definitions.at(e.row.id))) {
@@ -794,6 +806,7 @@ class Sim {
   JobRecord FullJob(const std::string& id) const {
     JobRecord job = store_.jobs.at(id);
     job.job = *store_.definitions.at(id);
+    job.context = *store_.contexts.at(id);
     return job;
   }
   void ReconcileAll() {
@@ -920,8 +933,9 @@ class Sim {
     if (top.result != expected.result) {
       return Fail(fmt::format("result '{}', the interpreter's '{}'", top.result, expected.result));
     }
-    if (!(top.context["tasks"] == expected.tasks)) {
-      return Fail(fmt::format("outputs {}, the interpreter's {}", top.context["tasks"].dump(),
+    const nlohmann::json outputs = store_.contexts.at(top_)->value("tasks", nlohmann::json());
+    if (!(outputs == expected.tasks)) {
+      return Fail(fmt::format("outputs {}, the interpreter's {}", outputs.dump(),
                               expected.tasks.dump()));
     }
     // Exactly what the interpreter is sure of; beyond it (inside a detached job that
