@@ -11,11 +11,6 @@
 namespace baton {
 namespace {
 
-bool IsTerminal(TaskState s) {
-  return s == TaskState::kCompleted || s == TaskState::kFailed || s == TaskState::kCancelled ||
-         s == TaskState::kSkipped;
-}
-
 // Errors worth delivering the event again for; the rest are logged and dropped.
 bool MayPass(const Status& s) {
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
@@ -129,12 +124,12 @@ Status FlowScheduler::Handle(const std::string& job_id, const flow::Event& event
     auto guard = LockTree(job_id);
     if (!guard.ok()) return guard.status();
     auto decide = [&](const flow::Event& e) {
-      return DecideLocked([&](Transaction& tx,
-                              ScopeContexts& contexts) -> Result<std::vector<flow::Effect>> {
-        auto view = ReadView(tx, e, contexts);
-        if (!view.ok()) return view.status();
-        return flow::Decide(e, std::move(*view), clock_.Now());
-      });
+      return DecideLocked(
+          [&](Transaction& tx, ScopeContexts& contexts) -> Result<std::vector<flow::Effect>> {
+            auto view = ReadView(tx, e, contexts);
+            if (!view.ok()) return view.status();
+            return flow::Decide(e, std::move(*view), clock_.Now());
+          });
     };
     decided = decide(event);
     if (IsLasting(decided.status)) {
@@ -745,16 +740,16 @@ Status FlowScheduler::Reconcile(const std::set<std::string>& live_nodes) {
       if (!guard.ok()) {
         decided.status = guard.status();
       } else {
-        decided = DecideLocked([&](Transaction& tx,
-                                   ScopeContexts&) -> Result<std::vector<flow::Effect>> {
-          // Read again under the lock: another coordinator may have moved it on.
-          auto job = Optional(tx.GetJob(listed.id));
-          if (!job.ok()) return job.status();
-          if (!*job) return std::vector<flow::Effect>{};
-          auto rows = tx.JobTasks(listed.id);
-          if (!rows.ok()) return rows.status();
-          return flow::Frontier(**job, *rows, clock_.Now(), policy, &live_nodes, NewId());
-        });
+        decided =
+            DecideLocked([&](Transaction& tx, ScopeContexts&) -> Result<std::vector<flow::Effect>> {
+              // Read again under the lock: another coordinator may have moved it on.
+              auto job = Optional(tx.GetJob(listed.id));
+              if (!job.ok()) return job.status();
+              if (!*job) return std::vector<flow::Effect>{};
+              auto rows = tx.JobTasks(listed.id);
+              if (!rows.ok()) return rows.status();
+              return flow::Frontier(**job, *rows, clock_.Now(), policy, &live_nodes, NewId());
+            });
       }
     }
     Notify(decided.finished);

@@ -152,7 +152,8 @@ class ShellViewTest : public ::testing::Test {
     for (const TaskRecord& row : *rows) {
       if (row.id != current.id) next = row;
     }
-    EXPECT_EQ(next.task.env["SECOND"], "ok value") << "the third step did not see the second's result";
+    EXPECT_EQ(next.task.env["SECOND"], "ok value")
+        << "the third step did not see the second's result";
     TaskStarted started;
     started.task_id = next.id;
     started.job_id = id;

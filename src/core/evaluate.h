@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "core/expr.h"
 #include "core/duration.h"
+#include "core/expr.h"
 #include "core/job.h"
 
 namespace baton {

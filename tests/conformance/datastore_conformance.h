@@ -1751,7 +1751,7 @@ TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDef
     JobRecord expected = stored;
     expected.job = Job{};
     expected.context = nlohmann::json::object();
-    EXPECT_EQ(state, expected);  // every column but the definition and the context
+    EXPECT_EQ(state, expected);   // every column but the definition and the context
     EXPECT_EQ(first_version, 0);  // as created
     std::size_t bytes = 0;
     BATON_ASSIGN_OR_RETURN_CONFORMANCE(nlohmann::json context, tx.GetJobContext(job.id, &bytes));
@@ -1797,18 +1797,18 @@ TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDef
     return Status::Ok();
   })));
   int version = -1;
-  ASSERT_TRUE(IsOk(ds().Transact(
-      [&](Transaction& tx) { return tx.GetJobState(job.id, &version).status(); })));
+  ASSERT_TRUE(IsOk(
+      ds().Transact([&](Transaction& tx) { return tx.GetJobState(job.id, &version).status(); })));
   EXPECT_EQ(version, 2);
   JobRecord ghost = NewJob(SimpleJob("ghost"), At(0));
-  EXPECT_EQ(ds().Transact([&](Transaction& tx) {
-                  return tx.GetJobState(ghost.id, &version).status();
-                }).code(),
-            StatusCode::kNotFound);
-  EXPECT_EQ(ds().Transact([&](Transaction& tx) {
-                  return tx.GetJobContext(ghost.id, nullptr).status();
-                }).code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      ds().Transact([&](Transaction& tx) { return tx.GetJobState(ghost.id, &version).status(); })
+          .code(),
+      StatusCode::kNotFound);
+  EXPECT_EQ(
+      ds().Transact([&](Transaction& tx) { return tx.GetJobContext(ghost.id, nullptr).status(); })
+          .code(),
+      StatusCode::kNotFound);
   EXPECT_EQ(
       ds().Transact([&](Transaction& tx) { return tx.GetJobDefinition(ghost.id).status(); }).code(),
       StatusCode::kNotFound);

@@ -22,19 +22,22 @@ Statements Build(Dialect d) {
                     "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, "
                     "tags = $6, created_at = $7, started_at = $8, completed_at = $9, "
                     "failed_at = $10, delete_at = $11, definition = $12, position = $13, "
-                    "task_count = $14, progress = $15, result = $16, error = $17, context = $18, context_version = context_version + 1 "
+                    "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
+                    "context_version = context_version + 1 "
                     "WHERE id = $1");
   s.update_job_keep_times =
       st("update_job_keep_times",
          "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
-         "task_count = $14, progress = $15, result = $16, error = $17, context = $18, context_version = context_version + 1 "
+         "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
+         "context_version = context_version + 1 "
          "WHERE id = $1");
   s.update_job_fields =
       st("update_job_fields",
          "UPDATE jobs SET parent_id = $2, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
-         "task_count = $14, progress = $15, result = $16, error = $17, context = $18, context_version = context_version + 1 "
+         "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
+         "context_version = context_version + 1 "
          "WHERE id = $1");
   s.select_job = st("select_job", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE id = $1");
   s.select_job_for_update =

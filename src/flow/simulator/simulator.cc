@@ -935,8 +935,8 @@ class Sim {
     }
     const nlohmann::json outputs = store_.contexts.at(top_)->value("tasks", nlohmann::json());
     if (!(outputs == expected.tasks)) {
-      return Fail(fmt::format("outputs {}, the interpreter's {}", outputs.dump(),
-                              expected.tasks.dump()));
+      return Fail(
+          fmt::format("outputs {}, the interpreter's {}", outputs.dump(), expected.tasks.dump()));
     }
     // Exactly what the interpreter is sure of; beyond it (inside a detached job that
     // failed) only what it may run, once.
