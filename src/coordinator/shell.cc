@@ -353,11 +353,13 @@ void FlowScheduler::ForgetDefinitions(const std::vector<JobRecord>& finished) {
     for (const JobRecord& job : finished) definitions_.erase(job.id);
   }
   MutexLock lock(contexts_mu_);
-  for (const JobRecord& job : finished) {
-    if (auto it = contexts_.find(job.id); it != contexts_.end()) {
-      context_bytes_ -= it->second.bytes;
-      contexts_.erase(it);
-    }
+  for (const JobRecord& job : finished) ForgetContextLocked(job.id);
+}
+
+void FlowScheduler::ForgetContextLocked(const std::string& job_id) {
+  if (auto it = contexts_.find(job_id); it != contexts_.end()) {
+    context_bytes_ -= it->second.bytes;
+    contexts_.erase(it);
   }
 }
 
@@ -386,10 +388,7 @@ void FlowScheduler::PublishContexts(ScopeContexts& scope) {
   if (scope.empty()) return;
   MutexLock lock(contexts_mu_);
   for (auto& [job_id, context] : scope) {
-    if (auto it = contexts_.find(job_id); it != contexts_.end()) {
-      context_bytes_ -= it->second.bytes;
-      contexts_.erase(it);
-    }
+    ForgetContextLocked(job_id);
     if (!context) continue;
     if (contexts_.size() >= kMaxContexts || context_bytes_ + context->bytes > kMaxContextBytes) {
       contexts_.clear();  // refilled on demand

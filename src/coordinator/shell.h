@@ -132,6 +132,7 @@ class FlowScheduler {
                                                           ScopeContexts& scope)
       BATON_EXCLUDES(contexts_mu_);
   void PublishContexts(ScopeContexts& scope) BATON_EXCLUDES(contexts_mu_);
+  void ForgetContextLocked(const std::string& job_id) BATON_REQUIRES(contexts_mu_);
   // The after-commit effects of one decision, in their order.
   Status RunAfterCommit(const std::vector<flow::Effect>& after);
   void StartRows(std::vector<TaskRecord> rows);

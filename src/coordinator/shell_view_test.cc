@@ -98,6 +98,24 @@ class ShellViewTest : public ::testing::Test {
     return rows;
   }
 
+  // Job `job_id` holds two rows, `done` and the step it started: that step, started on
+  // kNode (as the datastore had it before the start).
+  TaskRecord StartTheOtherRow(const std::string& job_id, const TaskRecord& done) {
+    auto rows = datastore_->JobTasks(job_id);
+    EXPECT_EQ(rows->size(), 2u);
+    TaskRecord next;
+    for (const TaskRecord& row : *rows) {
+      if (row.id != done.id) next = row;
+    }
+    TaskStarted started;
+    started.task_id = next.id;
+    started.job_id = job_id;
+    started.node_id = kNode;
+    started.at = clock_.Now();
+    EXPECT_TRUE(scheduler_->OnStarted(started).ok());
+    return next;
+  }
+
   // A chain of `steps` runnable tasks, its step in the middle RUNNING: the top-level
   // tasks of job definitions read by the completion of that step (`first`) and by the
   // completion of the step it started (returned).
@@ -112,18 +130,7 @@ class ShellViewTest : public ::testing::Test {
     long before = faulty_->definition_tasks_read();
     RowsReadCompleting(current);
     *first = faulty_->definition_tasks_read() - before;
-    auto rows = datastore_->JobTasks(id);
-    EXPECT_EQ(rows->size(), 2u);
-    TaskRecord next;
-    for (const TaskRecord& row : *rows) {
-      if (row.id != current.id) next = row;
-    }
-    TaskStarted started;
-    started.task_id = next.id;
-    started.job_id = id;
-    started.node_id = kNode;
-    started.at = clock_.Now();
-    EXPECT_TRUE(scheduler_->OnStarted(started).ok());
+    TaskRecord next = StartTheOtherRow(id, current);
     before = faulty_->definition_tasks_read();
     RowsReadCompleting(next);
     EXPECT_EQ(datastore_->GetJob(id)->position, position + 2) << "the chain did not move on";
@@ -146,20 +153,9 @@ class ShellViewTest : public ::testing::Test {
     long before = faulty_->context_bytes_read();
     RowsReadCompleting(current);
     *first = faulty_->context_bytes_read() - before;
-    auto rows = datastore_->JobTasks(id);
-    EXPECT_EQ(rows->size(), 2u);
-    TaskRecord next;
-    for (const TaskRecord& row : *rows) {
-      if (row.id != current.id) next = row;
-    }
+    TaskRecord next = StartTheOtherRow(id, current);
     EXPECT_EQ(next.task.env["SECOND"], "ok value")
         << "the third step did not see the second's result";
-    TaskStarted started;
-    started.task_id = next.id;
-    started.job_id = id;
-    started.node_id = kNode;
-    started.at = clock_.Now();
-    EXPECT_TRUE(scheduler_->OnStarted(started).ok());
     before = faulty_->context_bytes_read();
     RowsReadCompleting(next);
     auto stored = datastore_->GetJob(id);
