@@ -76,7 +76,8 @@ void FlowScheduler::SetJobFinishedListener(std::function<void(const JobRecord&)>
 
 flow::Policy FlowScheduler::Policy() const {
   return flow::Policy{.durable_broker = options_.durable_broker,
-                      .max_redeliveries = options_.max_redeliveries};
+                      .max_redeliveries = options_.max_redeliveries,
+                      .max_job_bytes = datastore_.MaxJobBytes()};
 }
 
 // ---------------------------------------------------------------------------- locks

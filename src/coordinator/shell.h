@@ -1,6 +1,6 @@
-// FlowScheduler: the scheduler as a thin shell over flow (src/flow/flow.h), which holds
-// every rule. Its public interface is Scheduler's, so the Coordinator can be moved onto it
-// by changing the type of one member. Not used by the engine yet (issue 15, item 2).
+// FlowScheduler: the Coordinator's scheduler, a thin shell over flow (src/flow/flow.h),
+// which holds every rule. Its public interface is that of Scheduler (scheduler.h), the
+// scheduler before flow, which shell_test still runs its cases against.
 //
 // Per event: take the lock of the event's job tree (the Locker, "baton.job:<top-level
 // job id>": in process the keyed in-process locker, across coordinators the shared one);

@@ -1,13 +1,34 @@
 #include "core/records.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <exception>
 #include <random>
 
+#include "core/job_json.h"
+
 namespace baton {
+
+Result<std::size_t> StoredJobBytes(const JobRecord& job) {
+  try {
+    return ToJson(job.job).dump().size() + nlohmann::json(job.job.tags).dump().size() +
+           job.context.dump().size();
+  } catch (const std::exception& e) {  // a string that is not UTF-8
+    return InvalidArgument(fmt::format("the job cannot be stored: {}", e.what()));
+  }
+}
+
+Status CheckStoredJobSize(std::size_t bytes, std::size_t limit) {
+  if (bytes <= limit) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "the job is {} bytes as stored (its definition, tags and context as JSON); the limit is "
+      "{} (datastore.max_job_bytes)",
+      bytes, limit));
+}
 
 TimePoint Now() {
   return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());

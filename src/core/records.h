@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/status.h"
 #include "core/job.h"
 #include "core/names.h"
 
@@ -107,6 +108,14 @@ struct Page {
   int total_pages = 0;
   std::int64_t total_items = 0;
 };
+
+// How many bytes `job` takes as stored: its definition, tags and context as JSON (what a
+// datastore's max_job_bytes bounds). InvalidArgument when a part cannot be stored (a
+// string that is not UTF-8).
+Result<std::size_t> StoredJobBytes(const JobRecord& job);
+// kInvalidArgument, naming both figures, for a job of `bytes` (StoredJobBytes) over
+// `limit`.
+Status CheckStoredJobSize(std::size_t bytes, std::size_t limit);
 
 // Millisecond UTC wall-clock time, as stored and returned ("2026-11-29T20:50:31.123Z").
 TimePoint Now();

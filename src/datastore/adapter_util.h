@@ -88,16 +88,6 @@ Page<T> MakePage(const PageSpec& spec, std::int64_t total, std::vector<T> items)
 // Job search (JobQuery::q): the words of a query, split on blanks.
 inline std::vector<std::string_view> SplitWords(std::string_view text) { return SearchWords(text); }
 
-// kInvalidArgument for a job whose stored JSON (`bytes`: definition, tags and context)
-// is over `limit` (the adapter's max_job_bytes).
-inline Status CheckStoredJobSize(std::size_t bytes, std::size_t limit) {
-  if (bytes <= limit) return Status::Ok();
-  return InvalidArgument(fmt::format(
-      "the job is {} bytes as stored (its definition, tags and context as JSON); the limit is "
-      "{} (datastore.max_job_bytes)",
-      bytes, limit));
-}
-
 // `word` as a LIKE pattern matching it anywhere, with LIKE's wildcards escaped.
 inline std::string ContainsPattern(std::string_view word) {
   std::string pattern = "%";

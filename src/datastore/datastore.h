@@ -286,6 +286,11 @@ class Datastore {
   virtual Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) = 0;
 
   virtual Status Health() = 0;
+
+  // The most bytes a job may take as stored (its max_job_bytes option): what CreateJob
+  // refuses beyond, and what a decision checks a new sub-job against first, so that the
+  // sub-job's task fails with the reason rather than the step.
+  virtual std::size_t MaxJobBytes() const { return kDefaultMaxJobBytes; }
 };
 
 inline Status Datastore::Transact(const std::function<Status(Transaction&)>& /*body*/) {

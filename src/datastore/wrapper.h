@@ -107,6 +107,7 @@ class DatastoreWrapper : public Datastore {
   }
 
   Status Health() override { return base_->Health(); }
+  std::size_t MaxJobBytes() const override { return base_->MaxJobBytes(); }
 
  private:
   std::unique_ptr<Datastore> owned_;  // null when wrapping a reference

@@ -779,7 +779,12 @@ class Decider {
     child.auto_delete = def.auto_delete;
     child.webhooks = def.webhooks;
     bool detached = def.detached;
-    std::string child_id = NewJob(NewJobRecord(child, detached ? "" : id, MakeId(), now_)).id;
+    JobRecord row = NewJobRecord(child, detached ? "" : id, MakeId(), now_);
+    Result<std::size_t> bytes = StoredJobBytes(row);
+    Status fits =
+        bytes.ok() ? CheckStoredJobSize(*bytes, view_.policy.max_job_bytes) : bytes.status();
+    if (!fits.ok()) return FailNow(t, "subjob: " + fits.message());
+    std::string child_id = NewJob(std::move(row)).id;
     t.subjob_id = child_id;
     t.started_at = now_;
     if (detached) {

@@ -141,6 +141,9 @@ struct Policy {
   // SCHEDULED by the shell once the broker confirmed it; otherwise it is stored SCHEDULED.
   bool durable_broker = false;
   int max_redeliveries = 3;
+  // The most bytes a job may take as stored (the datastore's MaxJobBytes): a sub-job
+  // bigger than that, once its templates are evaluated, fails its task with the sizes.
+  std::size_t max_job_bytes = 32u << 20;
 };
 
 // The stored rows a decision reads: bounded by the depth of nesting and by the slots an

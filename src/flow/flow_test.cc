@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <regex>
 #include <stdexcept>
 
 namespace baton::flow {
@@ -812,6 +813,26 @@ INSTANTIATE_TEST_SUITE_P(
                    EXPECT_EQ(s.Row("x").task.retry->limit, 2);
                  }}),
     [](const auto& info) { return info.param.name; });
+
+TEST(FlowTest, ASubJobOverMaxJobBytesFailsItsTaskWithTheSizeAndCreatesNoJob) {
+  Task sub = SubJobOf({Runnable("inner")});
+  sub.subjob->inputs["X"] = std::string(2000, 'x');
+  Policy policy;
+  policy.max_job_bytes = 1000;
+  auto effects = SubmitOf(JobOf({sub}), policy);
+  ASSERT_EQ(Count<CreateJob>(effects), 1);  // the parent only
+  auto tasks = All<CreateTask>(effects);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].row.state, TaskState::kFailed);
+  EXPECT_TRUE(std::regex_match(tasks[0].row.error,
+                               std::regex("subjob: the job is [0-9]+ bytes as stored .*; the limit "
+                                          "is 1000 \\(datastore.max_job_bytes\\)")))
+      << tasks[0].row.error;
+  EXPECT_EQ(All<CreateJob>(effects)[0].row.state, JobState::kFailed);
+  // Under the limit, the same job creates its sub-job.
+  policy.max_job_bytes = 1 << 20;
+  EXPECT_EQ(Count<CreateJob>(SubmitOf(JobOf({sub}), policy)), 2);
+}
 
 }  // namespace
 }  // namespace baton::flow

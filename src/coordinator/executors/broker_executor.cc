@@ -42,10 +42,20 @@ std::vector<TaskRecord> BrokerExecutor::Start(std::vector<TaskRecord> rows) {
   std::vector<TaskRecord> refused;
   if (rows.empty()) return refused;
   std::vector<std::string> confirmed;
-  std::vector<OutgoingMessage> batch;
-  batch.reserve(rows.size());
-  for (const TaskRecord& row : rows) batch.push_back(MessageFor(row));
-  if (broker_.PublishBatch(std::move(batch)).ok()) {
+  auto publish_batch = [&] {
+    std::vector<OutgoingMessage> batch;
+    batch.reserve(rows.size());
+    for (const TaskRecord& row : rows) batch.push_back(MessageFor(row));
+    return broker_.PublishBatch(std::move(batch)).ok();
+  };
+  if (rows.size() == 1) {
+    // Alone, a refusal is its own: published again later, not at once.
+    if (PublishOne(rows[0])) {
+      confirmed.push_back(rows[0].id);
+    } else {
+      refused.push_back(std::move(rows[0]));
+    }
+  } else if (publish_batch()) {
     for (const TaskRecord& row : rows) confirmed.push_back(row.id);
   } else {
     // Some may be in the broker already; one at a time, each refusal is handled alone (a

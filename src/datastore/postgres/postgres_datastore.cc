@@ -334,7 +334,6 @@ using postgres_internal::Statement;
 namespace {
 
 using datastore_util::CallModifier;
-using datastore_util::CheckStoredJobSize;
 using datastore_util::ClampPage;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;

@@ -102,6 +102,7 @@ class PostgresDatastore final : public Datastore {
 
   // Runs SELECT 1 on a pooled connection.
   Status Health() override;
+  std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 
   Status Transact(const std::function<Status(Transaction&)>& body) override;
 

@@ -160,7 +160,7 @@ Status SqlTransaction::CreateJob(const JobRecord& job) {
   if (!poison_.ok()) return poison_;
   Result<JobText> text = EncodeJobText(job, std::nullopt);
   if (!text.ok()) return Poison(text.status());
-  BATON_RETURN_IF_ERROR(Poison(datastore_util::CheckStoredJobSize(text->bytes(), max_job_bytes_)));
+  BATON_RETURN_IF_ERROR(Poison(CheckStoredJobSize(text->bytes(), max_job_bytes_)));
   Result<std::int64_t> done =
       session_.Execute(st_.insert_job, [&](ParamSink& p) { BindJob(p, job, *text); });
   return Poison(JobInsertError(done.status(), job));

@@ -320,7 +320,6 @@ using sqlite_internal::Stmt;
 namespace {
 
 using datastore_util::CallModifier;
-using datastore_util::CheckStoredJobSize;
 using datastore_util::ClampPage;
 using datastore_util::MakePage;
 using datastore_util::NoThrow;

@@ -136,6 +136,7 @@ class SqliteDatastore final : public Datastore {
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override;
 
   Status Health() override;
+  std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 
   Status Transact(const std::function<Status(Transaction&)>& body) override;
 
