@@ -33,7 +33,6 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
 Coordinator::~Coordinator() { Stop(); }
 
 Status Coordinator::Start(const std::set<std::string>& live_nodes) {
-  scheduler_.Resume();  // started again after a Stop
   started_at_ = clock_.Now();
   if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
   // A handler returns an error that may pass (datastore or lock unreachable) to have the
@@ -274,7 +273,6 @@ Status Coordinator::StoreLogPart(LogPart part) {
 }
 
 void Coordinator::Stop() {
-  scheduler_.Stop();  // a long decision under way gives up rather than hold up the stop
   {
     MutexLock lock(mu_);
     stopped_ = true;

@@ -20,7 +20,7 @@
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "broker/broker.h"
-#include "coordinator/shell.h"
+#include "coordinator/scheduler.h"
 #include "core/redact.h"
 #include "datastore/datastore.h"
 
@@ -86,7 +86,7 @@ class Coordinator {
                        const std::atomic<bool>& wake);
   void WakeFinishWaiters();
 
-  FlowScheduler& scheduler() { return scheduler_; }
+  Scheduler& scheduler() { return scheduler_; }
 
   // The values to hide in what task `task_id` of job `job_id` produces (log lines,
   // result, error): the job's (SecretValues of its record) and those of the task's row,
@@ -124,7 +124,7 @@ class Coordinator {
   Clock& clock_;
   Timers& timers_;
   CoordinatorOptions options_;
-  FlowScheduler scheduler_;
+  Scheduler scheduler_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
 
   std::vector<std::string> JobSecrets(const std::string& job_id);

@@ -14,6 +14,7 @@
 
 #include "broker/inmemory/inmemory_broker.h"
 #include "coordinator/coordinator.h"
+#include "core/evaluate.h"
 #include "core/job_decode.h"
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "locker/locker.h"

@@ -262,9 +262,6 @@ Status Engine::Start() {
 }
 
 void Engine::Stop(std::chrono::milliseconds grace) {
-  // First: a long decision under way (a wide each being expanded) gives up, so neither
-  // the API's handlers waiting on it nor the coordinator hold up the stop.
-  if (coordinator_) coordinator_->scheduler().Stop();
   if (server_) server_->Stop();
   if (worker_) worker_->Stop(grace);
   if (coordinator_) coordinator_->Stop();

@@ -1,4 +1,4 @@
-// What one FlowScheduler decision reads of the datastore: bounded by the depth of nesting
+// What one Scheduler decision reads of the datastore: bounded by the depth of nesting
 // and the slots an each fills, never by the size of the job. Each case stores a job in
 // the middle of its run (its rows written directly), delivers one worker outcome, and
 // counts the job and task rows the decision's scope read (FaultyDatastore::rows_read);
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "broker/inmemory/inmemory_broker.h"
-#include "coordinator/shell.h"
+#include "coordinator/scheduler.h"
 #include "core/job_decode.h"
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "flow/flow.h"
@@ -30,7 +30,7 @@ class ShellViewTest : public ::testing::Test {
     datastore_ = std::move(*ds);
     faulty_ = std::make_unique<testing::FaultyDatastore>(*datastore_);
     // No worker: what the decision starts stays in the broker's queue.
-    scheduler_ = std::make_unique<FlowScheduler>(*faulty_, broker_, clock_, clock_);
+    scheduler_ = std::make_unique<Scheduler>(*faulty_, broker_, clock_, clock_);
   }
 
   // A RUNNING job of `job`, at `position`, with `rows` stored as they are.
@@ -209,7 +209,7 @@ tasks:
   InMemoryBroker broker_;
   std::unique_ptr<SqliteDatastore> datastore_;
   std::unique_ptr<testing::FaultyDatastore> faulty_;
-  std::unique_ptr<FlowScheduler> scheduler_;
+  std::unique_ptr<Scheduler> scheduler_;
 };
 
 TEST_F(ShellViewTest, AChainStepReadsAsManyRowsAtTwentyThousandStepsAsAtTwenty) {

@@ -1,0 +1,371 @@
+// The Scheduler driven end to end through its real neighbours, without a Coordinator: the
+// in-memory broker, SQLite in memory behind the fault-injecting datastore, a Worker with
+// the fake runtime, and a fake clock for timers. The cases that need to hold a write back
+// or fail it (two jobs never wait for each other; a failed write stores nothing) and
+// those scheduler_test.cc (which goes through the Coordinator) does not have.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <future>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/mutex.h"
+#include "broker/inmemory/inmemory_broker.h"
+#include "coordinator/scheduler.h"
+#include "core/evaluate.h"
+#include "core/job_decode.h"
+#include "core/names.h"
+#include "datastore/sqlite/sqlite_datastore.h"
+#include "locker/locker.h"
+#include "testing/fake_clock.h"
+#include "testing/fake_runtime.h"
+#include "testing/faulty_datastore.h"
+#include "testing/wait_for.h"
+#include "worker/worker.h"
+
+namespace baton {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr auto kWait = std::chrono::seconds(10);
+
+Job ParseOrDie(const std::string& yaml) {
+  auto result = ParseJob(yaml, DocumentFormat::kYaml);
+  EXPECT_TRUE(result.ok()) << result.Message();
+  return result.ok() ? *result.job : Job{};
+}
+
+bool IsFinished(JobState s) {
+  return s == JobState::kCompleted || s == JobState::kFailed || s == JobState::kCancelled;
+}
+
+// What the Coordinator does for a scheduler, cut to what these tests need: workers' events
+// from their queues to the scheduler, heartbeats to the datastore.
+class Host {
+ public:
+  Host(Datastore& datastore, Broker& broker, testing::FakeClock& clock, SchedulerOptions options,
+       int prefetch = 16)
+      : scheduler_(datastore, broker, clock, clock, options), datastore_(datastore) {
+    auto subscribe = [&](std::string_view queue, auto handle) {
+      auto sub = broker.Subscribe(queue, prefetch, [handle](std::unique_ptr<Delivery> d) {
+        if (handle(d->body()).ok()) {
+          (void)d->Ack();
+        } else {
+          (void)d->Nack(true);
+        }
+      });
+      EXPECT_TRUE(sub.ok());
+      if (sub.ok()) subscriptions_.push_back(std::move(*sub));
+    };
+    auto on_finished = [this](const std::string& body) {
+      auto m = DecodeTaskFinished(body);
+      return m.ok() ? scheduler_.OnFinished(*m) : Status::Ok();
+    };
+    subscribe(kQueueStarted, [this](const std::string& body) {
+      auto m = DecodeTaskStarted(body);
+      return m.ok() ? scheduler_.OnStarted(*m) : Status::Ok();
+    });
+    subscribe(kQueueCompleted, on_finished);
+    subscribe(kQueueFailed, on_finished);
+    subscribe(kQueueProgress, [this](const std::string& body) {
+      auto m = DecodeTaskProgress(body);
+      return m.ok() ? scheduler_.OnProgress(*m) : Status::Ok();
+    });
+    subscribe(kQueueHeartbeat, [this](const std::string& body) {
+      auto m = DecodeNodeRecord(body);
+      if (m.ok()) (void)datastore_.UpsertNode(*m);
+      return Status::Ok();
+    });
+  }
+  ~Host() {
+    for (auto& sub : subscriptions_) sub->Close();
+  }
+  Scheduler& scheduler() { return scheduler_; }
+
+ private:
+  Scheduler scheduler_;
+  Datastore& datastore_;
+  std::vector<std::unique_ptr<Subscription>> subscriptions_;
+};
+
+class ShellTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
+    ASSERT_TRUE(ds.ok()) << ds.status().message();
+    datastore_ = std::move(*ds);
+    faulty_ = std::make_unique<testing::FaultyDatastore>(*datastore_);
+    StartEngine();
+  }
+  void TearDown() override { StopEngine(); }
+
+  void StartEngine(int concurrency = 4) {
+    broker_ = std::make_unique<InMemoryBroker>();
+    SchedulerOptions options;
+    options.node_lease = std::chrono::hours(24);
+    options.durable_broker = durable_;
+    options.start_in_background = background_;
+    host_ = std::make_unique<Host>(*faulty_, *broker_, clock_, options);
+    WorkerOptions worker;
+    worker.node_id = "node-" + std::to_string(++generation_);
+    worker.queues = {{"default", concurrency}, {"gpu", 1}};
+    worker.report_start_after = report_start_after_;
+    worker_ = std::make_unique<Worker>(*broker_, runtime_, clock_, worker);
+    ASSERT_TRUE(worker_->Start().ok());
+    ASSERT_TRUE(scheduler().Reconcile({worker.node_id}).ok());
+  }
+  // Stops like a killed process: nothing more is heard, the in-memory broker is gone.
+  void StopEngine() {
+    if (worker_) worker_->Stop(milliseconds(0));
+    worker_.reset();
+    host_.reset();
+    broker_.reset();
+  }
+
+  Scheduler& scheduler() { return host_->scheduler(); }
+
+  std::string Submit(const std::string& yaml) {
+    auto job = scheduler().Submit(ParseOrDie(yaml));
+    EXPECT_TRUE(job.ok()) << job.status().message();
+    return job.ok() ? job->id : "";
+  }
+  JobRecord Wait(const std::string& id) {
+    JobRecord last;
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          auto job = datastore_->GetJob(id);
+          if (job.ok()) last = *job;
+          return job.ok() && IsFinished(job->state);
+        },
+        kWait))
+        << "job " << id << " is " << ToString(last.state);
+    return last;
+  }
+  JobRecord Run(const std::string& yaml) { return Wait(Submit(yaml)); }
+  // The job once it is terminal, or DeadlineExceeded (as Coordinator::Wait answers).
+  Result<JobRecord> Await(const std::string& id, milliseconds timeout) {
+    Result<JobRecord> last = NotFound("job " + id);
+    bool done = testing::WaitFor(
+        [&] {
+          last = datastore_->GetJob(id);
+          return !last.ok() || IsFinished(last->state);
+        },
+        timeout);
+    if (!done)
+      return DeadlineExceeded("job " + id + " is still " + std::string(ToString(last->state)));
+    return last;
+  }
+
+  std::vector<TaskRecord> Execution(const std::string& job_id) {
+    auto rows = datastore_->JobTasks(job_id);
+    EXPECT_TRUE(rows.ok());
+    return rows.ok() ? *rows : std::vector<TaskRecord>{};
+  }
+  int CountState(const std::string& job_id, TaskState state) {
+    auto rows = Execution(job_id);
+    return static_cast<int>(std::count_if(rows.begin(), rows.end(),
+                                          [&](const TaskRecord& t) { return t.state == state; }));
+  }
+  JobState StateOf(const std::string& job_id) {
+    auto job = datastore_->GetJob(job_id);
+    return job.ok() ? job->state : JobState::kPending;
+  }
+  // Writes of job and task rows that reached the datastore (a Transact scope is one
+  // transaction, committed once).
+  int Writes() {
+    int n = 0;
+    for (const char* m :
+         {"Transact", "CreateJob", "CreateJobWithTasks", "UpdateJob", "UpdateJobState",
+          "CreateTask", "CreateTasks", "UpdateTask", "UpdateTaskAndJob", "UpdateTaskAndJobState",
+          "AddCompletion", "MarkScheduled", "CancelTasks", "DeleteJob"}) {
+      n += faulty_->calls(m);
+    }
+    return n;
+  }
+  // Writes that read and store a job's whole row through a Datastore method (its
+  // definition included). A Transaction's UpdateJob is not one: the SQL layer stores only
+  // the columns that differ from the row the scope read, and the definition's text as it
+  // was read when the definition is unchanged.
+  int WholeJobWrites() { return faulty_->calls("UpdateJob") + faulty_->calls("UpdateTaskAndJob"); }
+
+  testing::FakeClock clock_;
+  testing::FakeRuntime runtime_;
+  std::unique_ptr<SqliteDatastore> datastore_;
+  std::unique_ptr<testing::FaultyDatastore> faulty_;  // what the scheduler uses
+  std::unique_ptr<InMemoryBroker> broker_;
+  std::unique_ptr<Host> host_;
+  std::unique_ptr<Worker> worker_;
+  int generation_ = 0;
+  bool durable_ = false;
+  bool background_ = false;
+  milliseconds report_start_after_ = WorkerOptions{}.report_start_after;
+};
+
+TEST_F(ShellTest, AnEachOverAParallelRunsItsTasks) {
+  // The bug of issue 15: a composite each child went to a worker and "completed" empty.
+  JobRecord job = this->Run(R"(
+name: each of parallels
+tasks:
+  - name: loop
+    each:
+      list: "{{ sequence(0, 2) }}"
+      task:
+        name: "group {{ item.index }}"
+        parallel:
+          tasks:
+            - {name: "p{{ item.index }}", run: ok}
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  auto ran = this->runtime_.ran();
+  std::sort(ran.begin(), ran.end());
+  EXPECT_THAT(ran, ElementsAre("p0", "p1"));
+}
+
+TEST_F(ShellTest, WithADurableBrokerRowsAreScheduledOncePublished) {
+  this->StopEngine();
+  this->durable_ = true;
+  this->StartEngine();
+  JobRecord job = this->Run(R"(
+name: durable
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: a, run: ok}
+        - {name: b, run: ok}
+)");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  for (const TaskRecord& row : this->Execution(job.id)) {
+    if (row.task.parallel) continue;  // a composite is never in a queue
+    EXPECT_TRUE(row.scheduled_at.has_value()) << row.task.name;
+    EXPECT_EQ(row.state, TaskState::kCompleted) << row.task.name;
+  }
+}
+
+TEST_F(ShellTest, AJobStartedInTheBackgroundRuns) {
+  this->StopEngine();
+  this->background_ = true;
+  this->StartEngine();
+  JobRecord job = this->Run("name: bg\ntimeout: 1m\ntasks:\n  - {name: t, run: ok}\n");
+  EXPECT_EQ(job.state, JobState::kCompleted);
+}
+
+// No lock of the scheduler's own is held across a datastore call, so a job whose write
+// is held back holds up no other job.
+TEST_F(ShellTest, AJobWhoseWriteIsHeldBackHoldsUpNoOtherJob) {
+  std::string slow = this->Submit("name: slow\ntasks:\n  - {name: held, run: hang}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(slow, TaskState::kRunning) == 1; }));
+  TaskRecord held = this->Execution(slow)[0];
+  // The completion of `held` is stored with its job's end in one write: hold that write.
+  // The old scheduler's is one UpdateTaskAndJob; the shell's a Transact scope, held
+  // before it begins (inside, it would hold SQLite's one writer, which every scope takes
+  // turns on) and told apart from the other job's by the thread deciding it.
+  std::promise<std::thread::id> decider;
+  std::promise<void> go;
+  // Its outcome is handed to the scheduler on a thread of its own (the broker delivers
+  // one event of a queue at a time, so through the broker the test would measure that).
+  auto held_outcome = std::async(std::launch::async, [&] {
+    decider.set_value(std::this_thread::get_id());
+    go.get_future().wait();
+    return this->scheduler().OnFinished(TaskFinished{.task_id = held.id,
+                                                     .job_id = slow,
+                                                     .node_id = held.node_id,
+                                                     .outcome = TaskFinished::Outcome::kCompleted,
+                                                     .result = "late",
+                                                     .at = this->clock_.Now()});
+  });
+  const std::thread::id thread = decider.get_future().get();
+  int hold = this->faulty_->Hold([id = held.id, thread](const testing::FaultyDatastore::Call& c) {
+    return (c.method == "UpdateTaskAndJob" && c.id == id) ||
+           (c.method == "Transact" && std::this_thread::get_id() == thread);
+  });
+  go.set_value();
+  ASSERT_TRUE(this->faulty_->WaitUntilHeld(hold));
+  // Meanwhile another job is submitted, runs and completes, on another thread so that a
+  // scheduler that waits for the held write fails this test instead of hanging it.
+  auto other = std::async(std::launch::async, [this] {
+    return this->Run("name: other\ntasks:\n  - {name: free, run: ok}\n  - {name: too, run: ok}\n");
+  });
+  bool completed = other.wait_for(kWait) == std::future_status::ready;
+  EXPECT_TRUE(completed) << "the other job waited for the held write";
+  EXPECT_EQ(this->StateOf(slow), JobState::kRunning);
+  this->faulty_->Release(hold);
+  if (completed) EXPECT_EQ(other.get().state, JobState::kCompleted);
+  EXPECT_TRUE(held_outcome.get().ok());
+  JobRecord done = this->Wait(slow);
+  EXPECT_EQ(done.state, JobState::kCompleted);
+  // The worker's own outcome, later, is a duplicate and changes nothing.
+  this->runtime_.Release("held");
+  ASSERT_TRUE(testing::WaitFor([&] { return this->runtime_.running() == 0; }));
+  EXPECT_EQ(this->datastore_->GetTask(held.id)->result, "late");
+}
+
+// A decision is one transaction: when one of its writes fails, nothing of it is stored,
+// and the event, delivered again, decides it whole. (Stored call by call, the next task's
+// row was written before the failing completion, and the redelivered completion started
+// the next task a second time.)
+TEST_F(ShellTest, ADecisionWhoseWriteFailsStoresNothingOfIt) {
+  std::string id = this->Submit(R"(
+name: atomic
+tasks:
+  - {name: first, run: hang}
+  - {name: second, run: ok}
+)");
+  ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(id, TaskState::kRunning) == 1; }));
+  const std::string first = this->Execution(id)[0].id;
+  // The completion's write of `first` (inside the scope; the old scope stored it last, with
+  // the job's move) fails once, as a lost connection would.
+  this->faulty_->FailNthCall(
+      1, Unavailable("the connection was lost"), [first](const testing::FaultyDatastore::Call& c) {
+        return c.id == first &&
+               (c.method == "UpdateTaskAndJob" || c.method == "Transaction.UpdateTask");
+      });
+  this->runtime_.Release("first");
+  JobRecord job = this->Wait(id);
+  EXPECT_EQ(job.state, JobState::kCompleted);
+  std::vector<std::string> rows;
+  for (const TaskRecord& row : this->Execution(id)) rows.push_back(row.task.name);
+  EXPECT_THAT(rows, ElementsAre("first", "second"));
+  auto ran = this->runtime_.ran();
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "second"), 1);
+}
+
+// A step that can never be stored (a row the datastore refuses) fails the job's tree with
+// the error, instead of leaving it RUNNING with nothing in flight.
+TEST_F(ShellTest, AStepTheDatastoreRefusesFailsTheJob) {
+  std::string id = this->Submit(R"(
+name: refused
+tasks:
+  - {name: first, run: hang}
+  - {name: second, run: ok}
+)");
+  ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(id, TaskState::kRunning) == 1; }));
+  // The decision that completes `first` creates the row of `second`: refused.
+  this->faulty_->FailCalls(
+      [id](const testing::FaultyDatastore::Call& c) {
+        return c.method == "Transaction.CreateTasks" && c.job_id == id;
+      },
+      InvalidArgument("task row refused"));
+  this->runtime_.Release("first");
+  JobRecord job = this->Wait(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.error, "the engine could not take a step: task row refused");
+  auto ran = this->runtime_.ran();
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "second"), 0);
+}
+
+}  // namespace
+}  // namespace baton
