@@ -188,9 +188,8 @@ class ShellTest : public ::testing::Test {
   int Writes() {
     int n = 0;
     for (const char* m :
-         {"Transact", "CreateJob", "CreateJobWithTasks", "UpdateJob", "UpdateJobState",
-          "CreateTask", "CreateTasks", "UpdateTask", "UpdateTaskAndJob", "UpdateTaskAndJobState",
-          "AddCompletion", "MarkScheduled", "CancelTasks", "DeleteJob"}) {
+         {"Transact", "CreateJob", "UpdateJob", "UpdateJobState", "CreateTask", "CreateTasks",
+          "UpdateTask", "MarkScheduled", "CancelTasks", "DeleteJob"}) {
       n += faulty_->calls(m);
     }
     return n;
@@ -199,7 +198,7 @@ class ShellTest : public ::testing::Test {
   // definition included). A Transaction's UpdateJob is not one: the SQL layer stores only
   // the columns that differ from the row the scope read, and the definition's text as it
   // was read when the definition is unchanged.
-  int WholeJobWrites() { return faulty_->calls("UpdateJob") + faulty_->calls("UpdateTaskAndJob"); }
+  int WholeJobWrites() { return faulty_->calls("UpdateJob"); }
 
   testing::FakeClock clock_;
   testing::FakeRuntime runtime_;
@@ -269,10 +268,9 @@ TEST_F(ShellTest, AJobWhoseWriteIsHeldBackHoldsUpNoOtherJob) {
   std::string slow = this->Submit("name: slow\ntasks:\n  - {name: held, run: hang}\n");
   ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(slow, TaskState::kRunning) == 1; }));
   TaskRecord held = this->Execution(slow)[0];
-  // The completion of `held` is stored with its job's end in one write: hold that write.
-  // The old scheduler's is one UpdateTaskAndJob; the shell's a Transact scope, held
-  // before it begins (inside, it would hold SQLite's one writer, which every scope takes
-  // turns on) and told apart from the other job's by the thread deciding it.
+  // The completion of `held` is stored with its job's end in one write, a Transact scope:
+  // hold it before it begins (inside, it would hold SQLite's one writer, which every scope
+  // takes turns on), told apart from the other job's by the thread deciding it.
   std::promise<std::thread::id> decider;
   std::promise<void> go;
   // Its outcome is handed to the scheduler on a thread of its own (the broker delivers
@@ -288,9 +286,8 @@ TEST_F(ShellTest, AJobWhoseWriteIsHeldBackHoldsUpNoOtherJob) {
                                                      .at = this->clock_.Now()});
   });
   const std::thread::id thread = decider.get_future().get();
-  int hold = this->faulty_->Hold([id = held.id, thread](const testing::FaultyDatastore::Call& c) {
-    return (c.method == "UpdateTaskAndJob" && c.id == id) ||
-           (c.method == "Transact" && std::this_thread::get_id() == thread);
+  int hold = this->faulty_->Hold([thread](const testing::FaultyDatastore::Call& c) {
+    return c.method == "Transact" && std::this_thread::get_id() == thread;
   });
   go.set_value();
   ASSERT_TRUE(this->faulty_->WaitUntilHeld(hold));
@@ -326,13 +323,12 @@ tasks:
 )");
   ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(id, TaskState::kRunning) == 1; }));
   const std::string first = this->Execution(id)[0].id;
-  // The completion's write of `first` (inside the scope; the old scope stored it last, with
-  // the job's move) fails once, as a lost connection would.
-  this->faulty_->FailNthCall(
-      1, Unavailable("the connection was lost"), [first](const testing::FaultyDatastore::Call& c) {
-        return c.id == first &&
-               (c.method == "UpdateTaskAndJob" || c.method == "Transaction.UpdateTask");
-      });
+  // The completion's write of `first`, inside the scope, fails once, as a lost connection
+  // would.
+  this->faulty_->FailNthCall(1, Unavailable("the connection was lost"),
+                             [first](const testing::FaultyDatastore::Call& c) {
+                               return c.id == first && c.method == "Transaction.UpdateTask";
+                             });
   this->runtime_.Release("first");
   JobRecord job = this->Wait(id);
   EXPECT_EQ(job.state, JobState::kCompleted);

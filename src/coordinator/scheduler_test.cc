@@ -67,9 +67,6 @@ class CountingDatastore final : public Datastore {
     return status;
   }
   Status CreateJob(const JobRecord& job) override { return Count(inner_.CreateJob(job)); }
-  Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
-    return Count(inner_.CreateJobWithTasks(job, tasks));
-  }
   Result<JobRecord> GetJob(std::string_view id) override { return inner_.GetJob(id); }
   Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override {
     ++whole_job_writes_;
@@ -93,21 +90,6 @@ class CountingDatastore final : public Datastore {
   Status UpdateTask(std::string_view id,
                     const std::function<Status(TaskRecord&)>& modify) override {
     return Count(inner_.UpdateTask(id, modify));
-  }
-  Status UpdateTaskAndJob(std::string_view task_id,
-                          const std::function<Status(TaskRecord&, bool&)>& modify_task,
-                          const std::function<Status(JobRecord&)>& modify_job) override {
-    ++whole_job_writes_;
-    return Count(inner_.UpdateTaskAndJob(task_id, modify_task, modify_job));
-  }
-  Status UpdateTaskAndJobState(std::string_view task_id,
-                               const std::function<Status(TaskRecord&, bool&)>& modify_task,
-                               const std::function<Status(JobRecord&)>& modify_job) override {
-    return Count(inner_.UpdateTaskAndJobState(task_id, modify_task, modify_job));
-  }
-  Result<std::optional<int>> AddCompletion(std::string_view id) override {
-    ++writes_;
-    return inner_.AddCompletion(id);
   }
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
     return inner_.JobTasks(job_id);

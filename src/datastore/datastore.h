@@ -87,7 +87,7 @@ inline Status ValidateJobQuery(const JobQuery& query) {
 
 // The most bytes a job may take as stored (its definition, tags and context as JSON),
 // by default: whichever path creates it — a submission, or a sub-job whose inputs came
-// from templates — CreateJob and CreateJobWithTasks refuse a bigger one with
+// from templates — CreateJob (and Transaction::CreateJob) refuse a bigger one with
 // kInvalidArgument. The adapters' options (max_job_bytes) set it.
 inline constexpr std::size_t kDefaultMaxJobBytes = 32 << 20;
 
@@ -171,16 +171,9 @@ class Datastore {
   // busy database, a lost connection) means nothing was stored and the whole scope may
   // be run again; Transact does not retry by itself. The body may run only once and
   // must not call back into the datastore (FailedPrecondition on SQLite).
-  //
-  // The default fails kFailedPrecondition: for test doubles that do not offer it.
-  virtual Status Transact(const std::function<Status(Transaction&)>& body);
+  virtual Status Transact(const std::function<Status(Transaction&)>& body) = 0;
 
   virtual Status CreateJob(const JobRecord& job) = 0;
-  // Creates a job together with rows of its tasks in one transaction: all of them, or
-  // (kAlreadyExists for a taken job or task id) none. For a job whose first step is
-  // decided as it is submitted: one write instead of one for the job, one to start it and
-  // one for its task. Every task must belong to `job` (kInvalidArgument otherwise).
-  virtual Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) = 0;
   virtual Result<JobRecord> GetJob(std::string_view id) = 0;
   virtual Status UpdateJob(std::string_view id,
                            const std::function<Status(JobRecord&)>& modify) = 0;
@@ -209,51 +202,6 @@ class Datastore {
   virtual Result<TaskRecord> GetTask(std::string_view id) = 0;
   virtual Status UpdateTask(std::string_view id,
                             const std::function<Status(TaskRecord&)>& modify) = 0;
-  // Updates a task row as UpdateTask does and, in the same transaction, the row of its
-  // job as UpdateJob does: both rows are stored, or neither. `modify_task` runs first;
-  // `modify_job` runs next, on the row of the task's job (its job_id as stored), only when
-  // `modify_task` set `update_job` (false on entry) — otherwise the task alone is stored.
-  // An error from either modifier aborts both and is returned; kNotFound for an unknown
-  // task (or a job row that is gone). For an outcome that moves its job on in the same
-  // write (the last task of a job completing it).
-  virtual Status UpdateTaskAndJob(
-      std::string_view task_id,
-      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-      const std::function<Status(JobRecord&)>& modify_job) = 0;
-  // As UpdateTaskAndJob, but `modify_job` sees the job's row as UpdateJobState gives it
-  // (its definition empty, neither read, decoded nor written) with its context: the
-  // fields UpdateJobState stores and the context are stored, changes to the rest are not.
-  // For a step of a job whose definition the caller holds (it never changes): a step of
-  // a 20,000-task job then costs what a step of a 20-task one does. The default runs
-  // UpdateTaskAndJob (correct, not cheaper); an adapter overrides it.
-  virtual Status UpdateTaskAndJobState(
-      std::string_view task_id,
-      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-      const std::function<Status(JobRecord&)>& modify_job) {
-    return UpdateTaskAndJob(task_id, modify_task, [&](JobRecord& j) {
-      JobRecord seen = j;
-      seen.job = Job{};
-      BATON_RETURN_IF_ERROR(modify_job(seen));
-      j.state = seen.state;
-      j.started_at = seen.started_at;
-      j.completed_at = seen.completed_at;
-      j.failed_at = seen.failed_at;
-      j.delete_at = seen.delete_at;
-      j.position = seen.position;
-      j.progress = seen.progress;
-      j.result = std::move(seen.result);
-      j.error = std::move(seen.error);
-      j.context = std::move(seen.context);
-      return Status::Ok();
-    });
-  }
-  // Counts one finished child of a composite row: while the row is RUNNING, adds one to
-  // its `completions` and returns the new count; otherwise changes nothing and returns
-  // nullopt. Atomic like UpdateTask (concurrent counts lose nothing), but neither reads
-  // nor re-encodes the row's definition (a parallel of hundreds of children would be
-  // decoded, compared and written back at every child's completion). kNotFound for an
-  // unknown id.
-  virtual Result<std::optional<int>> AddCompletion(std::string_view id) = 0;
   // Every row of a job (sub-tasks and retries included), ordered by position, then
   // created_at, then id: the job's `execution`.
   virtual Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) = 0;
@@ -292,9 +240,5 @@ class Datastore {
   // sub-job's task fails with the reason rather than the step.
   virtual std::size_t MaxJobBytes() const { return kDefaultMaxJobBytes; }
 };
-
-inline Status Datastore::Transact(const std::function<Status(Transaction&)>& /*body*/) {
-  return FailedPrecondition("this datastore does not offer Transact");
-}
 
 }  // namespace baton

@@ -31,9 +31,6 @@ class DatastoreWrapper : public Datastore {
     return base_->Transact(body);
   }
   Status CreateJob(const JobRecord& job) override { return base_->CreateJob(job); }
-  Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
-    return base_->CreateJobWithTasks(job, tasks);
-  }
   Result<JobRecord> GetJob(std::string_view id) override { return base_->GetJob(id); }
   Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override {
     return base_->UpdateJob(id, modify);
@@ -61,20 +58,6 @@ class DatastoreWrapper : public Datastore {
   Status UpdateTask(std::string_view id,
                     const std::function<Status(TaskRecord&)>& modify) override {
     return base_->UpdateTask(id, modify);
-  }
-  Status UpdateTaskAndJob(std::string_view task_id,
-                          const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-                          const std::function<Status(JobRecord&)>& modify_job) override {
-    return base_->UpdateTaskAndJob(task_id, modify_task, modify_job);
-  }
-  Status UpdateTaskAndJobState(
-      std::string_view task_id,
-      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-      const std::function<Status(JobRecord&)>& modify_job) override {
-    return base_->UpdateTaskAndJobState(task_id, modify_task, modify_job);
-  }
-  Result<std::optional<int>> AddCompletion(std::string_view id) override {
-    return base_->AddCompletion(id);
   }
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
     return base_->JobTasks(job_id);

@@ -151,10 +151,6 @@ class FaultyDatastore : public DatastoreWrapper {
     BATON_RETURN_IF_ERROR(Enter({"CreateJob", job.id, job.id}));
     return DatastoreWrapper::CreateJob(job);
   }
-  Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override {
-    BATON_RETURN_IF_ERROR(Enter({"CreateJobWithTasks", job.id, job.id}));
-    return DatastoreWrapper::CreateJobWithTasks(job, tasks);
-  }
   Result<JobRecord> GetJob(std::string_view id) override {
     BATON_RETURN_IF_ERROR(Enter({"GetJob", std::string(id), std::string(id)}));
     return DatastoreWrapper::GetJob(id);
@@ -202,23 +198,6 @@ class FaultyDatastore : public DatastoreWrapper {
                     const std::function<Status(TaskRecord&)>& modify) override {
     BATON_RETURN_IF_ERROR(Enter({"UpdateTask", std::string(id), ""}));
     return DatastoreWrapper::UpdateTask(id, modify);
-  }
-  Status UpdateTaskAndJob(std::string_view task_id,
-                          const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-                          const std::function<Status(JobRecord&)>& modify_job) override {
-    BATON_RETURN_IF_ERROR(Enter({"UpdateTaskAndJob", std::string(task_id), ""}));
-    return DatastoreWrapper::UpdateTaskAndJob(task_id, modify_task, modify_job);
-  }
-  Status UpdateTaskAndJobState(
-      std::string_view task_id,
-      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-      const std::function<Status(JobRecord&)>& modify_job) override {
-    BATON_RETURN_IF_ERROR(Enter({"UpdateTaskAndJobState", std::string(task_id), ""}));
-    return DatastoreWrapper::UpdateTaskAndJobState(task_id, modify_task, modify_job);
-  }
-  Result<std::optional<int>> AddCompletion(std::string_view id) override {
-    BATON_RETURN_IF_ERROR(Enter({"AddCompletion", std::string(id), ""}));
-    return DatastoreWrapper::AddCompletion(id);
   }
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
     BATON_RETURN_IF_ERROR(Enter({"JobTasks", std::string(job_id), std::string(job_id)}));

@@ -802,41 +802,6 @@ Status PostgresDatastore::CreateJob(const JobRecord& job) {
   });
 }
 
-Status PostgresDatastore::CreateJobWithTasks(const JobRecord& job,
-                                             const std::vector<TaskRecord>& tasks) {
-  return NoThrow([&]() -> Status {
-    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt, options_.max_job_bytes));
-    for (const TaskRecord& task : tasks) {
-      if (task.job_id != job.id) {
-        return InvalidArgument(
-            fmt::format("task {} belongs to job {}, not {}", task.id, task.job_id, job.id));
-      }
-    }
-    std::string definition;
-    Params task_params;
-    if (tasks.size() == 1) {
-      BATON_PG_ASSIGN(encoded, EncodeTask(tasks.front().task));
-      definition = std::move(encoded);
-    } else if (tasks.size() > 1) {
-      BATON_PG_ASSIGN(arrays, TasksArrayParams(tasks));
-      task_params = std::move(arrays);
-    }
-    // BEGIN goes with the job's INSERT; the rows' INSERT then commits.
-    return InTransaction([&](Connection& c) -> Status {
-      Result<Rows> rows = c.Run(S().insert_job, params);
-      if (rows.status().code() == StatusCode::kAlreadyExists) {
-        return AlreadyExists(fmt::format("job {} already exists", job.id));
-      }
-      BATON_RETURN_IF_ERROR(rows.status());
-      if (tasks.size() == 1) return InsertTask(c, tasks.front(), definition, /*commit=*/true);
-      if (tasks.size() > 1) {
-        return InsertTaskArrays(c, tasks.size(), task_params, /*commit=*/true);
-      }
-      return Status::Ok();
-    });
-  });
-}
-
 Result<JobRecord> PostgresDatastore::GetJob(std::string_view id) {
   return NoThrow([&]() -> Result<JobRecord> {
     std::optional<JobRecord> out;
@@ -987,76 +952,6 @@ Status PostgresDatastore::UpdateTask(std::string_view id,
   return InTransaction([&](Connection& c) -> Status {
     BATON_PG_ASSIGN(params, ModifiedTaskParams(c, id, modify));
     return c.RunAndCommit(S().update_task, params).status();
-  });
-}
-
-Status PostgresDatastore::UpdateTaskAndJob(
-    std::string_view task_id,
-    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-    const std::function<Status(JobRecord&)>& modify_job) {
-  return InTransaction([&](Connection& c) -> Status {
-    bool update_job = false;
-    std::string job_id;
-    // Both rows are locked (task, then job: the one order any transaction here takes
-    // both in) before either is written.
-    BATON_PG_ASSIGN(task_params, ModifiedTaskParams(c, task_id, [&](TaskRecord& task) -> Status {
-                      job_id = task.job_id;
-                      return modify_task(task, update_job);
-                    }));
-    if (!update_job) return c.RunAndCommit(S().update_task, task_params).status();
-    BATON_PG_ASSIGN(job_params, ModifiedJobParams(c, job_id, modify_job));
-    BATON_RETURN_IF_ERROR(c.Run(S().update_task, task_params).status());
-    return c.RunAndCommit(S().update_job, job_params).status();
-  });
-}
-
-Status PostgresDatastore::UpdateTaskAndJobState(
-    std::string_view task_id,
-    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-    const std::function<Status(JobRecord&)>& modify_job) {
-  return InTransaction([&](Connection& c) -> Status {
-    bool update_job = false;
-    std::string job_id;
-    // As UpdateTaskAndJob: task, then job, both locked before either is written; of the
-    // job only its state columns and context are read and written.
-    BATON_PG_ASSIGN(task_params, ModifiedTaskParams(c, task_id, [&](TaskRecord& task) -> Status {
-                      job_id = task.job_id;
-                      return modify_task(task, update_job);
-                    }));
-    if (!update_job) return c.RunAndCommit(S().update_task, task_params).status();
-    BATON_PG_ASSIGN(rows,
-                    c.Run(S().select_job_state_and_context_for_update, Params().Text(job_id)));
-    if (rows.size() == 0) return NotFound(fmt::format("job {} not found", job_id));
-    BATON_PG_ASSIGN(job, sql::JobStateAndContextFromRow(RowAt(rows, 0)));
-    BATON_RETURN_IF_ERROR(CallModifier(modify_job, job));
-    job.id = job_id;
-    BATON_PG_ASSIGN(context, sql::Dump(job.context, "job context"));
-    Params job_params;
-    sql::BindJobState(job_params, job);
-    job_params.Text(context);
-    BATON_RETURN_IF_ERROR(c.Run(S().update_task, task_params).status());
-    return c.RunAndCommit(S().update_job_state_and_context, job_params).status();
-  });
-}
-
-Result<std::optional<int>> PostgresDatastore::AddCompletion(std::string_view id) {
-  return NoThrow([&]() -> Result<std::optional<int>> {
-    std::optional<int> count;
-    // One statement, atomic on its own: no transaction, one round trip.
-    Status write = WithConnection([&](Connection& c) -> Status {
-      BATON_PG_ASSIGN(
-          rows, c.Run(S().add_completion, Params().Text(id).Text(ToString(TaskState::kRunning))));
-      if (rows.size() > 0) {
-        count = rows.Int32(0, 0);
-        return Status::Ok();
-      }
-      // Not counted: an unknown row, or one that is not running.
-      BATON_PG_ASSIGN(exists, c.Run(S().task_exists, Params().Text(id)));
-      if (exists.size() == 0) return NotFound(fmt::format("task {} not found", id));
-      return Status::Ok();
-    });
-    if (!write.ok()) return write;
-    return count;
   });
 }
 

@@ -159,10 +159,8 @@ bool SkipUnlessConfigured() {
 class NoDatastore final : public Datastore {
  public:
   static Status Fail() { return Unavailable(kNotConfigured); }
+  Status Transact(const std::function<Status(Transaction&)>&) override { return Fail(); }
   Status CreateJob(const JobRecord&) override { return Fail(); }
-  Status CreateJobWithTasks(const JobRecord&, const std::vector<TaskRecord>&) override {
-    return Fail();
-  }
   Result<JobRecord> GetJob(std::string_view) override { return Fail(); }
   Status UpdateJob(std::string_view, const std::function<Status(JobRecord&)>&) override {
     return Fail();
@@ -179,11 +177,6 @@ class NoDatastore final : public Datastore {
   Status UpdateTask(std::string_view, const std::function<Status(TaskRecord&)>&) override {
     return Fail();
   }
-  Status UpdateTaskAndJob(std::string_view, const std::function<Status(TaskRecord&, bool&)>&,
-                          const std::function<Status(JobRecord&)>&) override {
-    return Fail();
-  }
-  Result<std::optional<int>> AddCompletion(std::string_view) override { return Fail(); }
   Result<std::vector<TaskRecord>> JobTasks(std::string_view) override { return Fail(); }
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view) override { return Fail(); }
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>&) override {

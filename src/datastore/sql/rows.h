@@ -277,16 +277,6 @@ Result<JobRecord> JobStateFromRow(const Row& s) {
   return job;
 }
 
-// A row of select_job_state_and_context_for_update: the state columns and the context.
-template <typename Row>
-Result<JobRecord> JobStateAndContextFromRow(const Row& s) {
-  auto job = JobStateFromRow(s);
-  if (!job.ok()) return job.status();
-  job->context = nlohmann::json::parse(s.Text(13), nullptr, /*allow_exceptions=*/false);
-  if (job->context.is_discarded()) return Corrupt("jobs", job->id, "context is not JSON");
-  return job;
-}
-
 template <typename Row>
 Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches,
                                std::shared_ptr<const Task>* original = nullptr) {

@@ -52,12 +52,6 @@ Statements Build(Dialect d) {
       st("update_job_state_only",
          "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
          "delete_at = $6, position = $7, progress = $8, result = $9, error = $10 WHERE id = $1");
-  s.select_job_state_and_context_for_update =
-      st("select_job_state_and_context_for_update",
-         "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, "
-         "delete_at, position, task_count, progress, result, error, context FROM jobs "
-         "WHERE id = $1" +
-             for_update);
   s.update_job_state_and_context =
       st("update_job_state_and_context",
          "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
@@ -115,10 +109,6 @@ Statements Build(Dialect d) {
   s.select_task_for_update =
       st("select_task_for_update",
          "SELECT " BATON_SQL_TASK_COLUMNS " FROM tasks WHERE id = $1" + for_update);
-  s.add_completion = st("add_completion",
-                        "UPDATE tasks SET completions = completions + 1 WHERE id = $1 "
-                        "AND state = $2 RETURNING completions");
-  s.task_exists = st("task_exists", "SELECT 1 FROM tasks WHERE id = $1");
   s.job_tasks = st("job_tasks", "SELECT " BATON_SQL_TASK_COLUMNS
                                 " FROM tasks WHERE job_id = $1 ORDER BY position, created_at, id");
   s.child_tasks = st("child_tasks", "SELECT " BATON_SQL_TASK_COLUMNS

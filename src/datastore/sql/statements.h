@@ -36,9 +36,8 @@ struct Statements {
   // columns that grow with the job), so moving a big job costs no decoding of them.
   Statement select_job_state_for_update;
   Statement update_job_state_only;
-  // The same with the context: what a step changes (UpdateTaskAndJobState), without the
+  // The state columns and the context (Transaction::UpdateJobStateAndContext), without the
   // definition that grows with the job.
-  Statement select_job_state_and_context_for_update;
   Statement update_job_state_and_context;
   // What a decision reads of its job (Transaction::GetJobState, GetJobContext): the state
   // columns and the context's version, which every statement writing the context raises;
@@ -63,8 +62,6 @@ struct Statements {
   Statement update_task_fields;
   Statement select_task;
   Statement select_task_for_update;
-  Statement add_completion;
-  Statement task_exists;
   Statement job_tasks;
   Statement child_tasks;
   // Transaction::NextCreatedChildren ($1: the parent, $2: the limit) and CountChildren

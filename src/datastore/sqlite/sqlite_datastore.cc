@@ -483,33 +483,23 @@ Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id
   return Status::Ok();
 }
 
-// The read-modify-write of UpdateJobState (and, `with_context`, of the job's part of
-// UpdateTaskAndJobState), on a connection inside a write transaction.
+// The read-modify-write of UpdateJobState, on a connection inside a write transaction.
 Status UpdateJobStateRow(Connection& c, DefinitionCaches* caches, std::string_view id,
-                         const std::function<Status(JobRecord&)>& modify, bool with_context) {
+                         const std::function<Status(JobRecord&)>& modify) {
   JobRecord job;
   {
-    BATON_SQL_ASSIGN(s, c.Prepare(with_context ? S().select_job_state_and_context_for_update
-                                               : S().select_job_state_for_update));
+    BATON_SQL_ASSIGN(s, c.Prepare(S().select_job_state_for_update));
     s.BindText(1, id);
     BATON_SQL_ASSIGN(row, s.Step());
     if (!row) return NotFound(fmt::format("job {} not found", id));
-    BATON_SQL_ASSIGN(read,
-                     with_context ? sql::JobStateAndContextFromRow(s) : sql::JobStateFromRow(s));
+    BATON_SQL_ASSIGN(read, sql::JobStateFromRow(s));
     job = std::move(read);
   }
   BATON_RETURN_IF_ERROR(CallModifier(modify, job));
   job.id = std::string(id);
-  std::string context;
-  if (with_context) {
-    BATON_SQL_ASSIGN(text, sql::Dump(job.context, "job context"));
-    context = std::move(text);
-  }
-  BATON_SQL_ASSIGN(
-      s, c.Prepare(with_context ? S().update_job_state_and_context : S().update_job_state_only));
+  BATON_SQL_ASSIGN(s, c.Prepare(S().update_job_state_only));
   Binder p(s);
   sql::BindJobState(p, job);
-  if (with_context) p.Text(context);
   BATON_RETURN_IF_ERROR(s.Run());
   if (caches != nullptr) caches->Written(job);
   return Status::Ok();
@@ -813,35 +803,6 @@ Status SqliteDatastore::CreateJob(const JobRecord& job) {
   });
 }
 
-Status SqliteDatastore::CreateJobWithTasks(const JobRecord& job,
-                                           const std::vector<TaskRecord>& tasks) {
-  return NoThrow([&]() -> Status {
-    // Encoded here, before queueing: the writes queued behind this one wait for it.
-    BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
-    BATON_RETURN_IF_ERROR(CheckStoredJobSize(text.bytes(), options_.max_job_bytes));
-    std::vector<std::string> definitions;
-    definitions.reserve(tasks.size());
-    for (const TaskRecord& task : tasks) {
-      if (task.job_id != job.id) {
-        return InvalidArgument(
-            fmt::format("task {} belongs to job {}, not {}", task.id, task.job_id, job.id));
-      }
-      BATON_SQL_ASSIGN(definition, EncodeTask(task.task));
-      definitions.push_back(std::move(definition));
-    }
-    // One write: the job and its rows, or (its savepoint rolled back) none of them.
-    BATON_RETURN_IF_ERROR(Write([&](Connection& c) -> Status {
-      BATON_RETURN_IF_ERROR(InsertJob(c, job, text));
-      for (std::size_t i = 0; i < tasks.size(); ++i) {
-        BATON_RETURN_IF_ERROR(InsertTask(c, tasks[i], definitions[i]));
-      }
-      return Status::Ok();
-    }));
-    RememberDefinition(job, text.definition);
-    return Status::Ok();
-  });
-}
-
 void SqliteDatastore::RememberDefinition(const JobRecord& job, std::string_view definition) {
   // The first read of a big job (its start, a cancel, the API) would decode the whole
   // definition again — seconds for a 100,000-input job: the cache starts with the one
@@ -877,8 +838,7 @@ Status SqliteDatastore::UpdateJob(std::string_view id,
 Status SqliteDatastore::UpdateJobState(std::string_view id,
                                        const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write(
-        [&](Connection& c) { return UpdateJobStateRow(c, caches_.get(), id, modify, false); });
+    return Write([&](Connection& c) { return UpdateJobStateRow(c, caches_.get(), id, modify); });
   });
 }
 
@@ -1031,73 +991,6 @@ Status SqliteDatastore::UpdateTask(std::string_view id,
                                    const std::function<Status(TaskRecord&)>& modify) {
   return NoThrow([&]() -> Status {
     return Write([&](Connection& c) { return UpdateTaskRow(c, caches_.get(), id, modify); });
-  });
-}
-
-Status SqliteDatastore::UpdateTaskAndJob(
-    std::string_view task_id,
-    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-    const std::function<Status(JobRecord&)>& modify_job) {
-  return NoThrow([&]() -> Status {
-    // One write: the batch's savepoint (or, alone, its transaction) takes both rows back
-    // when the second fails.
-    return Write([&](Connection& c) -> Status {
-      bool update_job = false;
-      std::string job_id;
-      BATON_RETURN_IF_ERROR(
-          UpdateTaskRow(c, caches_.get(), task_id, [&](TaskRecord& task) -> Status {
-            job_id = task.job_id;
-            return modify_task(task, update_job);
-          }));
-      if (!update_job) return Status::Ok();
-      return UpdateJobRow(c, caches_.get(), job_id, modify_job);
-    });
-  });
-}
-
-Status SqliteDatastore::UpdateTaskAndJobState(
-    std::string_view task_id,
-    const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-    const std::function<Status(JobRecord&)>& modify_job) {
-  return NoThrow([&]() -> Status {
-    // One write, as UpdateTaskAndJob.
-    return Write([&](Connection& c) -> Status {
-      bool update_job = false;
-      std::string job_id;
-      BATON_RETURN_IF_ERROR(
-          UpdateTaskRow(c, caches_.get(), task_id, [&](TaskRecord& task) -> Status {
-            job_id = task.job_id;
-            return modify_task(task, update_job);
-          }));
-      if (!update_job) return Status::Ok();
-      return UpdateJobStateRow(c, caches_.get(), job_id, modify_job, /*with_context=*/true);
-    });
-  });
-}
-
-Result<std::optional<int>> SqliteDatastore::AddCompletion(std::string_view id) {
-  return NoThrow([&]() -> Result<std::optional<int>> {
-    std::optional<int> count;
-    Status write = Write([&](Connection& c) -> Status {
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(S().add_completion));
-        s.BindText(1, id);
-        s.BindText(2, ToString(TaskState::kRunning));
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (row) {
-          count = s.Int32(0);
-          return s.Run();  // to the end of the statement, which is then complete
-        }
-      }
-      // Not counted: an unknown row, or one that is not running.
-      BATON_SQL_ASSIGN(s, c.Prepare(S().task_exists));
-      s.BindText(1, id);
-      BATON_SQL_ASSIGN(exists, s.Step());
-      if (!exists) return NotFound(fmt::format("task {} not found", id));
-      return Status::Ok();
-    });
-    if (!write.ok()) return write;
-    return count;
   });
 }
 

@@ -49,7 +49,7 @@ struct SqliteOptions {
   // Most writes committed in one transaction.
   int max_batch = 512;
   // The most bytes a job may take as stored (datastore.max_job_bytes; see
-  // kDefaultMaxJobBytes): CreateJob and CreateJobWithTasks refuse a bigger one.
+  // kDefaultMaxJobBytes): CreateJob (and Transaction::CreateJob) refuse a bigger one.
   std::size_t max_job_bytes = kDefaultMaxJobBytes;
 };
 
@@ -99,7 +99,6 @@ class SqliteDatastore final : public Datastore {
   void ReleaseMemory();
 
   Status CreateJob(const JobRecord& job) override;
-  Status CreateJobWithTasks(const JobRecord& job, const std::vector<TaskRecord>& tasks) override;
   Result<JobRecord> GetJob(std::string_view id) override;
   Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override;
   Status UpdateJobState(std::string_view id,
@@ -113,14 +112,6 @@ class SqliteDatastore final : public Datastore {
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
   Result<TaskRecord> GetTask(std::string_view id) override;
   Status UpdateTask(std::string_view id, const std::function<Status(TaskRecord&)>& modify) override;
-  Status UpdateTaskAndJob(std::string_view task_id,
-                          const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-                          const std::function<Status(JobRecord&)>& modify_job) override;
-  Status UpdateTaskAndJobState(
-      std::string_view task_id,
-      const std::function<Status(TaskRecord&, bool& update_job)>& modify_task,
-      const std::function<Status(JobRecord&)>& modify_job) override;
-  Result<std::optional<int>> AddCompletion(std::string_view id) override;
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override;
