@@ -693,8 +693,7 @@ Status Scheduler::Restart(const std::string& job_id) {
 // ---------------------------------------------------------------------------- events
 
 Status Scheduler::OnStarted(const TaskStarted& event) {
-  // Under the tree's lock like every decision (the old scheduler recorded starts with a
-  // row update alone): the rows flow reads are then the rows it writes.
+  // Under the tree's lock like every decision: the rows flow reads are the rows it writes.
   Status s = HandleTask(event.task_id, event.job_id,
                         flow::Started{event.task_id, event.node_id, event.at});
   return Handled(s, "recording a start failed", event.task_id);

@@ -198,6 +198,9 @@ class Decider {
     job->error.clear();
     job->failed_at.reset();
     job->completed_at.reset();
+    // The run starts again: its timeout counts from now, also when Frontier arms it
+    // again after a crash (from started_at).
+    job->started_at = now_;
     if (Def(*job).timeout) Arm(*job, now_);
     if (job->task_count == 0) {
       CompleteJob(job->id);

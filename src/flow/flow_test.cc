@@ -13,6 +13,7 @@ namespace baton::flow {
 namespace {
 
 using std::chrono::milliseconds;
+using std::chrono::minutes;
 using std::chrono::seconds;
 
 const TimePoint kNow = TimePoint(milliseconds(1'700'000'000'000LL));
@@ -268,6 +269,29 @@ TEST(FlowTest, ADurableBrokerStoresRowsPendingUntilConfirmed) {
   auto effects = SubmitOf(JobOf({Runnable("a")}), Policy{.durable_broker = true});
   ASSERT_EQ(All<Start>(effects).size(), 1u);
   EXPECT_EQ(All<Start>(effects)[0].row.state, TaskState::kPending);
+}
+
+// A restarted job's timeout counts from the restart, and so does the one Frontier arms
+// after a crash (from the started_at the restart stored), not from the first start.
+TEST(FlowTest, ARestartedJobsTimeoutCountsFromTheRestartAlsoAfterACrash) {
+  JobRecord job = JobOf({Runnable("a")});
+  job.job.timeout = minutes(1);
+  Rows rows;
+  rows.Apply(SubmitOf(job));
+  rows.Apply(Decide(Cancel{"job1"}, rows.view, kNow));
+  const TimePoint later = kNow + minutes(10);
+  auto restart = Decide(Restart{"job1"}, rows.view, later);
+  auto armed = All<ArmJobTimeout>(restart);
+  ASSERT_EQ(armed.size(), 1u);
+  EXPECT_EQ(armed[0].at, later + minutes(1));
+  rows.Apply(restart);
+  EXPECT_EQ(rows.view.jobs.at("job1").started_at, later);
+  std::vector<TaskRecord> all;
+  for (const auto& [id, t] : rows.view.tasks) all.push_back(t);
+  auto again = All<ArmJobTimeout>(
+      Frontier(rows.view.jobs.at("job1"), all, later + seconds(5), {}, nullptr, kSeed));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].at, later + minutes(1));
 }
 
 TEST(FlowTest, FrontierAfterACrashStartsTheLostRowAndThenWritesNothing) {

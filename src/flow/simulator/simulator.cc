@@ -911,7 +911,7 @@ class Sim {
     // A job with a deadline times out at it exactly when it is still running then; before
     // its deadline it ends as the interpreter says.
     bool timed_out = top.state == JobState::kFailed && top.error.starts_with("job timed out");
-    if (def.timeout && !restarted && top.started_at) {
+    if (def.timeout && top.started_at) {
       TimePoint deadline = *top.started_at + *def.timeout;
       std::optional<TimePoint> ended =
           top.state == JobState::kCompleted ? top.completed_at : top.failed_at;
