@@ -403,11 +403,15 @@ void Scheduler::PublishContexts(ScopeContexts& scope) {
 Status Scheduler::AddEach(Transaction& tx, const TaskRecord& each, flow::View& view) {
   // Its running children counted and its next CREATED ones read through an index: a
   // decision below an each of 2,000 children reads what one below an each of 20 does.
-  auto counts =
-      tx.CountChildren(each.id, {TaskState::kPending, TaskState::kScheduled, TaskState::kRunning});
-  if (!counts.ok()) return counts.status();
+  // Without a concurrency nothing limits its slots: its children are not counted (they
+  // would be every queued one, read again at each child's completion).
   int running = 0;
-  for (const auto& [state, n] : *counts) running += n;
+  if (each.task.each && each.task.each->concurrency > 0) {
+    auto counts = tx.CountChildren(each.id,
+                                   {TaskState::kPending, TaskState::kScheduled, TaskState::kRunning});
+    if (!counts.ok()) return counts.status();
+    for (const auto& [state, n] : *counts) running += n;
+  }
   view.running_children[each.id] = running;
   auto next = tx.NextCreatedChildren(each.id, flow::NextCreatedWanted(each, running));
   if (!next.ok()) return next.status();

@@ -159,7 +159,9 @@ struct Policy {
 //   - `running_children`: for every each among those rows, how many of its children are
 //     neither CREATED nor finished (what its `concurrency` counts). A child's each_index
 //     is its index in its each, also when it is an each itself, so the count cannot be
-//     kept in the each's own each_index.
+//     kept in the each's own each_index. Only an each with a `concurrency` needs it: for
+//     one without, a shell may give 0 (counting would read every queued child, 20,000 of
+//     them at each completion of an each of 20,000).
 //   - `definitions`: the definition of a job in `jobs` whose row was read without it (its
 //     `job` left empty). A running job's definition never changes and grows with the job
 //     (a chain of 20,000 steps), so a shell reads it once per job and shares it between

@@ -518,7 +518,10 @@ class Sim {
         ++running;
       }
     }
-    view.running_children[each_id] = running;
+    // As the shell gives it: counted only for an each with a concurrency (flow.h).
+    const TaskRecord& each = store_.tasks.at(each_id);
+    bool limited = each.task.each && each.task.each->concurrency > 0;
+    view.running_children[each_id] = limited ? running : 0;
     if (created.empty()) return;
     // As the shell reads them (flow.h): the lowest indexes, as many as may start.
     std::size_t n = std::min<std::size_t>(
