@@ -207,7 +207,11 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 return Status::Ok();
               } else if constexpr (std::is_same_v<E, flow::CreateTask>) {
                 decided.wrote = true;
-                return tx.CreateTasks({e.row});
+                // Moved out and freed once written: an each of 20,000 children does not
+                // hold every row twice until the end of its decision.
+                std::vector<TaskRecord> row;
+                row.push_back(std::move(e.row));
+                return tx.CreateTasks(row);
               } else if constexpr (std::is_same_v<E, flow::UpdateTask>) {
                 decided.wrote = true;
                 return tx.UpdateTask(e.row);
@@ -267,7 +271,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   }
   // An ended job's definition is read again if it is restarted.
   ForgetDefinitions(decided.finished);
-  decided.status = RunAfterCommit(after);
+  decided.status = RunAfterCommit(std::move(after));
   return decided;
 }
 
@@ -407,8 +411,8 @@ Status Scheduler::AddEach(Transaction& tx, const TaskRecord& each, flow::View& v
   // would be every queued one, read again at each child's completion).
   int running = 0;
   if (each.task.each && each.task.each->concurrency > 0) {
-    auto counts = tx.CountChildren(each.id,
-                                   {TaskState::kPending, TaskState::kScheduled, TaskState::kRunning});
+    auto counts = tx.CountChildren(
+        each.id, {TaskState::kPending, TaskState::kScheduled, TaskState::kRunning});
     if (!counts.ok()) return counts.status();
     for (const auto& [state, n] : *counts) running += n;
   }
@@ -421,17 +425,17 @@ Status Scheduler::AddEach(Transaction& tx, const TaskRecord& each, flow::View& v
 
 // ---------------------------------------------------------------------------- after commit
 
-Status Scheduler::RunAfterCommit(const std::vector<flow::Effect>& after) {
+Status Scheduler::RunAfterCommit(std::vector<flow::Effect>&& after) {
   Status result;
   std::vector<TaskRecord> starts;
   std::vector<std::string> drops;
   std::map<std::string, std::vector<std::string>> kills;
-  for (const flow::Effect& effect : after) {
+  for (flow::Effect& effect : after) {
     std::visit(
-        [&](const auto& e) {
+        [&](auto& e) {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, flow::Start>) {
-            starts.push_back(e.row);
+            starts.push_back(std::move(e.row));
           } else if constexpr (std::is_same_v<E, flow::StartAt>) {
             std::string task_id = e.task_id;
             Schedule(e.at, [this, task_id] {

@@ -156,7 +156,7 @@ class Scheduler {
   void PublishContexts(ScopeContexts& scope) BATON_EXCLUDES(contexts_mu_);
   void ForgetContextLocked(const std::string& job_id) BATON_REQUIRES(contexts_mu_);
   // The after-commit effects of one decision, in their order.
-  Status RunAfterCommit(const std::vector<flow::Effect>& after);
+  Status RunAfterCommit(std::vector<flow::Effect>&& after);
   void StartRows(std::vector<TaskRecord> rows);
   void TellWorkers(const std::vector<std::string>& drops,
                    const std::map<std::string, std::vector<std::string>>& kills);
