@@ -12,6 +12,14 @@ bool TrimPolicy::ShouldTrim(std::size_t free_bytes) {
 
 void MemoryTrimmer::Start() {
   if (thread_.joinable()) return;
+#if defined(__GLIBC__)
+  // Fixed thresholds instead of glibc's moving ones: after a big block is freed glibc
+  // raises both (up to 32 MB to mmap, 64 MB to trim), and then keeps up to 64 MB free at
+  // the top of each arena, which malloc_trim leaves alone. A chain of 20,000 steps left
+  // the engine at 45 MB (idle 18) with them, 25 MB without (bench W8).
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThreshold));
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(kThreshold));
+#endif
   thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
 }
 

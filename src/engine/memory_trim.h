@@ -41,6 +41,9 @@ class MemoryTrimmer {
   // Looks every `period`; trims when more than `threshold` bytes were freed since.
   static constexpr std::chrono::seconds kPeriod{2};
   static constexpr std::size_t kThreshold = 2 << 20;
+  // Start fixes glibc's thresholds: blocks of this size or more are mapped on their own
+  // (and unmapped when freed), and an arena's free top over kThreshold is given back.
+  static constexpr std::size_t kMmapThreshold = 1 << 20;
 
   MemoryTrimmer() = default;
   ~MemoryTrimmer() { Stop(); }
