@@ -902,9 +902,12 @@ class Sim {
     if (restarted && top.state == JobState::kCompleted && expected.state != JobState::kCompleted) {
       return Fail("a restarted job completed where the interpreter's fails");
     }
-    // Time: a retry never starts before its backoff is over.
+    // Time: a retry never starts before its backoff is over. (A row re-queued after its
+    // node was lost, redelivered, starts at once: its attempt waited out its backoff.)
     for (const auto& [id, t] : store_.tasks) {
-      if (!t.task.retry || t.task.retry->attempts < 1 || !t.started_at) continue;
+      if (!t.task.retry || t.task.retry->attempts < 1 || !t.started_at || t.redelivered > 0) {
+        continue;
+      }
       TimePoint due = t.created_at + RetryDelay(*t.task.retry, t.task.retry->attempts);
       if (*t.started_at < due) {
         return Fail(fmt::format("{} started {} ms before its backoff was over", t.task.name,
