@@ -20,7 +20,6 @@
 #include "base/mutex.h"
 #include "broker/inmemory/inmemory_broker.h"
 #include "coordinator/scheduler.h"
-#include "core/evaluate.h"
 #include "core/job_decode.h"
 #include "core/names.h"
 #include "datastore/sqlite/sqlite_datastore.h"
@@ -37,8 +36,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::UnorderedElementsAre;
 
 constexpr auto kWait = std::chrono::seconds(10);
 
@@ -183,22 +180,6 @@ class ShellTest : public ::testing::Test {
     auto job = datastore_->GetJob(job_id);
     return job.ok() ? job->state : JobState::kPending;
   }
-  // Writes of job and task rows that reached the datastore (a Transact scope is one
-  // transaction, committed once).
-  int Writes() {
-    int n = 0;
-    for (const char* m :
-         {"Transact", "CreateJob", "UpdateJob", "UpdateJobState", "CreateTask", "CreateTasks",
-          "UpdateTask", "MarkScheduled", "CancelTasks", "DeleteJob"}) {
-      n += faulty_->calls(m);
-    }
-    return n;
-  }
-  // Writes that read and store a job's whole row through a Datastore method (its
-  // definition included). A Transaction's UpdateJob is not one: the SQL layer stores only
-  // the columns that differ from the row the scope read, and the definition's text as it
-  // was read when the definition is unchanged.
-  int WholeJobWrites() { return faulty_->calls("UpdateJob"); }
 
   testing::FakeClock clock_;
   testing::FakeRuntime runtime_;
@@ -215,7 +196,7 @@ class ShellTest : public ::testing::Test {
 
 TEST_F(ShellTest, AnEachOverAParallelRunsItsTasks) {
   // The bug of issue 15: a composite each child went to a worker and "completed" empty.
-  JobRecord job = this->Run(R"(
+  JobRecord job = Run(R"(
 name: each of parallels
 tasks:
   - name: loop
@@ -228,16 +209,16 @@ tasks:
             - {name: "p{{ item.index }}", run: ok}
 )");
   EXPECT_EQ(job.state, JobState::kCompleted);
-  auto ran = this->runtime_.ran();
+  auto ran = runtime_.ran();
   std::sort(ran.begin(), ran.end());
   EXPECT_THAT(ran, ElementsAre("p0", "p1"));
 }
 
 TEST_F(ShellTest, WithADurableBrokerRowsAreScheduledOncePublished) {
-  this->StopEngine();
-  this->durable_ = true;
-  this->StartEngine();
-  JobRecord job = this->Run(R"(
+  StopEngine();
+  durable_ = true;
+  StartEngine();
+  JobRecord job = Run(R"(
 name: durable
 tasks:
   - name: group
@@ -247,7 +228,7 @@ tasks:
         - {name: b, run: ok}
 )");
   EXPECT_EQ(job.state, JobState::kCompleted);
-  for (const TaskRecord& row : this->Execution(job.id)) {
+  for (const TaskRecord& row : Execution(job.id)) {
     if (row.task.parallel) continue;  // a composite is never in a queue
     EXPECT_TRUE(row.scheduled_at.has_value()) << row.task.name;
     EXPECT_EQ(row.state, TaskState::kCompleted) << row.task.name;
@@ -255,19 +236,19 @@ tasks:
 }
 
 TEST_F(ShellTest, AJobStartedInTheBackgroundRuns) {
-  this->StopEngine();
-  this->background_ = true;
-  this->StartEngine();
-  JobRecord job = this->Run("name: bg\ntimeout: 1m\ntasks:\n  - {name: t, run: ok}\n");
+  StopEngine();
+  background_ = true;
+  StartEngine();
+  JobRecord job = Run("name: bg\ntimeout: 1m\ntasks:\n  - {name: t, run: ok}\n");
   EXPECT_EQ(job.state, JobState::kCompleted);
 }
 
 // No lock of the scheduler's own is held across a datastore call, so a job whose write
 // is held back holds up no other job.
 TEST_F(ShellTest, AJobWhoseWriteIsHeldBackHoldsUpNoOtherJob) {
-  std::string slow = this->Submit("name: slow\ntasks:\n  - {name: held, run: hang}\n");
-  ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(slow, TaskState::kRunning) == 1; }));
-  TaskRecord held = this->Execution(slow)[0];
+  std::string slow = Submit("name: slow\ntasks:\n  - {name: held, run: hang}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return CountState(slow, TaskState::kRunning) == 1; }));
+  TaskRecord held = Execution(slow)[0];
   // The completion of `held` is stored with its job's end in one write, a Transact scope:
   // hold it before it begins (inside, it would hold SQLite's one writer, which every scope
   // takes turns on), told apart from the other job's by the thread deciding it.
@@ -278,36 +259,36 @@ TEST_F(ShellTest, AJobWhoseWriteIsHeldBackHoldsUpNoOtherJob) {
   auto held_outcome = std::async(std::launch::async, [&] {
     decider.set_value(std::this_thread::get_id());
     go.get_future().wait();
-    return this->scheduler().OnFinished(TaskFinished{.task_id = held.id,
-                                                     .job_id = slow,
-                                                     .node_id = held.node_id,
-                                                     .outcome = TaskFinished::Outcome::kCompleted,
-                                                     .result = "late",
-                                                     .at = this->clock_.Now()});
+    return scheduler().OnFinished(TaskFinished{.task_id = held.id,
+                                               .job_id = slow,
+                                               .node_id = held.node_id,
+                                               .outcome = TaskFinished::Outcome::kCompleted,
+                                               .result = "late",
+                                               .at = clock_.Now()});
   });
   const std::thread::id thread = decider.get_future().get();
-  int hold = this->faulty_->Hold([thread](const testing::FaultyDatastore::Call& c) {
+  int hold = faulty_->Hold([thread](const testing::FaultyDatastore::Call& c) {
     return c.method == "Transact" && std::this_thread::get_id() == thread;
   });
   go.set_value();
-  ASSERT_TRUE(this->faulty_->WaitUntilHeld(hold));
+  ASSERT_TRUE(faulty_->WaitUntilHeld(hold));
   // Meanwhile another job is submitted, runs and completes, on another thread so that a
   // scheduler that waits for the held write fails this test instead of hanging it.
   auto other = std::async(std::launch::async, [this] {
-    return this->Run("name: other\ntasks:\n  - {name: free, run: ok}\n  - {name: too, run: ok}\n");
+    return Run("name: other\ntasks:\n  - {name: free, run: ok}\n  - {name: too, run: ok}\n");
   });
   bool completed = other.wait_for(kWait) == std::future_status::ready;
   EXPECT_TRUE(completed) << "the other job waited for the held write";
-  EXPECT_EQ(this->StateOf(slow), JobState::kRunning);
-  this->faulty_->Release(hold);
+  EXPECT_EQ(StateOf(slow), JobState::kRunning);
+  faulty_->Release(hold);
   if (completed) EXPECT_EQ(other.get().state, JobState::kCompleted);
   EXPECT_TRUE(held_outcome.get().ok());
-  JobRecord done = this->Wait(slow);
+  JobRecord done = Wait(slow);
   EXPECT_EQ(done.state, JobState::kCompleted);
   // The worker's own outcome, later, is a duplicate and changes nothing.
-  this->runtime_.Release("held");
-  ASSERT_TRUE(testing::WaitFor([&] { return this->runtime_.running() == 0; }));
-  EXPECT_EQ(this->datastore_->GetTask(held.id)->result, "late");
+  runtime_.Release("held");
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+  EXPECT_EQ(datastore_->GetTask(held.id)->result, "late");
 }
 
 // A decision is one transaction: when one of its writes fails, nothing of it is stored,
@@ -315,51 +296,51 @@ TEST_F(ShellTest, AJobWhoseWriteIsHeldBackHoldsUpNoOtherJob) {
 // row was written before the failing completion, and the redelivered completion started
 // the next task a second time.)
 TEST_F(ShellTest, ADecisionWhoseWriteFailsStoresNothingOfIt) {
-  std::string id = this->Submit(R"(
+  std::string id = Submit(R"(
 name: atomic
 tasks:
   - {name: first, run: hang}
   - {name: second, run: ok}
 )");
-  ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(id, TaskState::kRunning) == 1; }));
-  const std::string first = this->Execution(id)[0].id;
+  ASSERT_TRUE(testing::WaitFor([&] { return CountState(id, TaskState::kRunning) == 1; }));
+  const std::string first = Execution(id)[0].id;
   // The completion's write of `first`, inside the scope, fails once, as a lost connection
   // would.
-  this->faulty_->FailNthCall(1, Unavailable("the connection was lost"),
-                             [first](const testing::FaultyDatastore::Call& c) {
-                               return c.id == first && c.method == "Transaction.UpdateTask";
-                             });
-  this->runtime_.Release("first");
-  JobRecord job = this->Wait(id);
+  faulty_->FailNthCall(1, Unavailable("the connection was lost"),
+                       [first](const testing::FaultyDatastore::Call& c) {
+                         return c.id == first && c.method == "Transaction.UpdateTask";
+                       });
+  runtime_.Release("first");
+  JobRecord job = Wait(id);
   EXPECT_EQ(job.state, JobState::kCompleted);
   std::vector<std::string> rows;
-  for (const TaskRecord& row : this->Execution(id)) rows.push_back(row.task.name);
+  for (const TaskRecord& row : Execution(id)) rows.push_back(row.task.name);
   EXPECT_THAT(rows, ElementsAre("first", "second"));
-  auto ran = this->runtime_.ran();
+  auto ran = runtime_.ran();
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "second"), 1);
 }
 
 // A step that can never be stored (a row the datastore refuses) fails the job's tree with
 // the error, instead of leaving it RUNNING with nothing in flight.
 TEST_F(ShellTest, AStepTheDatastoreRefusesFailsTheJob) {
-  std::string id = this->Submit(R"(
+  std::string id = Submit(R"(
 name: refused
 tasks:
   - {name: first, run: hang}
   - {name: second, run: ok}
 )");
-  ASSERT_TRUE(testing::WaitFor([&] { return this->CountState(id, TaskState::kRunning) == 1; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return CountState(id, TaskState::kRunning) == 1; }));
   // The decision that completes `first` creates the row of `second`: refused.
-  this->faulty_->FailCalls(
+  faulty_->FailCalls(
       [id](const testing::FaultyDatastore::Call& c) {
         return c.method == "Transaction.CreateTasks" && c.job_id == id;
       },
       InvalidArgument("task row refused"));
-  this->runtime_.Release("first");
-  JobRecord job = this->Wait(id);
+  runtime_.Release("first");
+  JobRecord job = Wait(id);
   EXPECT_EQ(job.state, JobState::kFailed);
   EXPECT_EQ(job.error, "the engine could not take a step: task row refused");
-  auto ran = this->runtime_.ran();
+  auto ran = runtime_.ran();
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "second"), 0);
 }
 
