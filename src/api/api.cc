@@ -127,6 +127,7 @@ Response Api::Handle(const Request& request) {
       if (n == 1 && m == "GET") return ListJobs(request);
       if (n == 2 && m == "GET") return GetJob(p[1]);
       if (n == 3 && m == "GET" && p[2] == "log") return JobLog(p[1], request);
+      if (n == 3 && m == "GET" && p[2] == "webhooks") return JobWebhooks(p[1]);
       if (n == 3 && m == "PUT" && p[2] == "cancel") return CancelJob(p[1]);
       if (n == 3 && m == "PUT" && p[2] == "restart") return RestartJob(p[1]);
     }
@@ -321,6 +322,44 @@ Response Api::JobLog(const std::string& id, const Request& request) {
     }
   }
   return Ok(PageJson(parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
+}
+
+Response Api::JobWebhooks(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
+  std::vector<WebhookDelivery> deliveries;
+  Status read = datastore_.Transact([&](Transaction& tx) -> Status {
+    auto rows = tx.JobWebhookDeliveries(id);
+    if (!rows.ok()) return rows.status();
+    deliveries = std::move(*rows);
+    return Status::Ok();
+  });
+  if (!read.ok()) return ErrorResponse(read);
+  // What was sent and how it went: never the headers, the key or the body.
+  nlohmann::json out = nlohmann::json::array();
+  for (const WebhookDelivery& d : deliveries) {
+    nlohmann::json one = {{"id", d.id},
+                          {"event", d.event},
+                          {"url", d.url},
+                          {"state", ToString(d.state)},
+                          {"attempts", d.attempts},
+                          {"createdAt", FormatTime(d.created_at)}};
+    if (!d.task_id.empty()) one["taskId"] = d.task_id;
+    if (d.state == DeliveryState::kPending) one["nextAttemptAt"] = FormatTime(d.next_attempt_at);
+    if (d.completed_at) one["completedAt"] = FormatTime(*d.completed_at);
+    if (!d.error.empty()) one["error"] = d.error;
+    nlohmann::json history = nlohmann::json::array();
+    for (const WebhookAttempt& a : d.history) {
+      nlohmann::json attempt = {
+          {"at", FormatTime(a.at)}, {"statusCode", a.status_code}, {"durationMs", a.duration_ms}};
+      if (!a.error.empty()) attempt["error"] = a.error;
+      history.push_back(std::move(attempt));
+    }
+    one["history"] = std::move(history);
+    out.push_back(std::move(one));
+  }
+  RedactJson(out, SecretValues(job));
+  return Ok(out);
 }
 
 Response Api::CancelJob(const std::string& id) {

@@ -96,6 +96,8 @@ class Api {
   Response ListJobs(const Request& request);
   Response GetJob(const std::string& id);
   Response JobLog(const std::string& id, const Request& request);
+  // (beyond Tork) the job's webhook deliveries, oldest first, with their attempts.
+  Response JobWebhooks(const std::string& id);
   Response CancelJob(const std::string& id);
   Response RestartJob(const std::string& id);
   Response GetTask(const std::string& id);

@@ -10,6 +10,16 @@
 #include "core/states.h"
 
 namespace baton {
+namespace {
+
+SchedulerOptions WakingWebhooks(SchedulerOptions options, std::unique_ptr<WebhookDeliverer>* d) {
+  options.on_webhooks = [d] {
+    if (*d) (*d)->Wake();
+  };
+  return options;
+}
+
+}  // namespace
 
 Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Timers& timers,
                          CoordinatorOptions options)
@@ -18,7 +28,16 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
       clock_(clock),
       timers_(timers),
       options_(options),
-      scheduler_(datastore, broker, clock, timers, options.scheduler) {
+      webhooks_(options.webhook_sender == nullptr
+                    ? nullptr
+                    : std::make_unique<WebhookDeliverer>(
+                          datastore, *options.webhook_sender, clock, options.webhooks,
+                          [this](const WebhookDelivery& d) {
+                            return RedactText(d.body, d.task_id.empty()
+                                                          ? JobSecrets(d.job_id)
+                                                          : SecretsFor(d.job_id, d.task_id));
+                          })),
+      scheduler_(datastore, broker, clock, timers, WakingWebhooks(options.scheduler, &webhooks_)) {
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
     {
       MutexLock lock(mu_);
@@ -80,6 +99,7 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
     return Status::Ok();
   }));
   BATON_RETURN_IF_ERROR(scheduler_.Reconcile(live_nodes));
+  if (webhooks_) BATON_RETURN_IF_ERROR(webhooks_->Start());
   {
     MutexLock lock(mu_);
     stopped_ = false;
@@ -283,6 +303,7 @@ void Coordinator::Stop() {
     // A check or sweep already under way uses this object: wait for it to end.
     periodic_cv_.wait(lock, [&]() BATON_REQUIRES(mu_) { return periodic_running_ == 0; });
   }
+  if (webhooks_) webhooks_->Stop();
   bool was_running = !subscriptions_.empty();
   for (auto& sub : subscriptions_) sub->Close();
   subscriptions_.clear();

@@ -21,6 +21,7 @@
 #include "base/mutex.h"
 #include "broker/broker.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/webhooks.h"
 #include "core/redact.h"
 #include "datastore/datastore.h"
 
@@ -45,6 +46,10 @@ struct CoordinatorOptions {
   // coordinators may sweep at once: a job deleted twice is NotFound the second time.
   std::chrono::milliseconds auto_delete_interval = std::chrono::seconds(60);
   int auto_delete_batch = 100;
+  // Webhooks: what delivers the outbox (coordinator/webhooks.h). Without a sender (unit
+  // tests), deliveries are written and never sent.
+  WebhookSender* webhook_sender = nullptr;
+  WebhookOptions webhooks;
 };
 
 class Coordinator {
@@ -124,6 +129,8 @@ class Coordinator {
   Clock& clock_;
   Timers& timers_;
   CoordinatorOptions options_;
+  // Before the scheduler, which wakes it after commits that wrote deliveries.
+  std::unique_ptr<WebhookDeliverer> webhooks_;
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
 

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "base/log.h"
+#include "core/webhook.h"
 
 namespace baton {
 namespace {
@@ -173,12 +174,16 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   std::vector<flow::Effect> after;
   const flow::Policy policy = Policy();
   ScopeContexts contexts;
+  std::size_t hooks_written = 0;
   decided.status = datastore_.Transact([&](Transaction& tx) -> Status {
     after.clear();
     contexts.clear();
     decided.wrote = false;
     decided.created.clear();
     std::vector<flow::Event> follow;
+    // The webhook deliveries the changes call for: written with them (the outbox).
+    std::vector<WebhookDelivery> hooks;
+    hooks_written = 0;
     // Applies one decision's effects: row effects to the scope, the rest kept for after
     // the commit, follow-ups queued to be decided against the rows as they now are.
     auto apply = [&](std::vector<flow::Effect> effects) -> Status {
@@ -188,11 +193,19 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
               using E = std::decay_t<decltype(e)>;
               if constexpr (std::is_same_v<E, flow::CreateJob>) {
                 decided.wrote = true;
+                if (CallsWebhooks(e.row.job, kEventJobStateChange)) {
+                  AddHooks(hooks,
+                           WebhookDeliveriesFor(kEventJobStateChange, e.row, e.row.job,
+                                                e.row.context, nullptr, clock_.Now(), NewId));
+                }
                 decided.created.push_back(e.row);
                 contexts[e.row.id] = std::nullopt;  // read when first decided about
                 return tx.CreateJob(e.row);
               } else if constexpr (std::is_same_v<E, flow::UpdateJob>) {
                 decided.wrote = true;
+                if (e.state_changed || e.progress_changed) {
+                  BATON_RETURN_IF_ERROR(JobHooks(tx, e, contexts, hooks));
+                }
                 // A job's definition is never rewritten (flow changes a stored job's
                 // state and context only), and the view's row may not hold it.
                 if (!e.context) return tx.UpdateJobState(e.row);
@@ -209,11 +222,17 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 decided.wrote = true;
                 // Moved out and freed once written: an each of 20,000 children does not
                 // hold every row twice until the end of its decision.
+                BATON_RETURN_IF_ERROR(TaskHooks(tx, e.row, kEventTaskStateChange, contexts, hooks));
                 std::vector<TaskRecord> row;
                 row.push_back(std::move(e.row));
                 return tx.CreateTasks(row);
               } else if constexpr (std::is_same_v<E, flow::UpdateTask>) {
                 decided.wrote = true;
+                if (e.state_changed || e.progress_changed) {
+                  BATON_RETURN_IF_ERROR(TaskHooks(
+                      tx, e.row, e.state_changed ? kEventTaskStateChange : kEventTaskProgress,
+                      contexts, hooks));
+                }
                 return tx.UpdateTask(e.row);
               } else if constexpr (std::is_same_v<E, flow::CancelActive>) {
                 decided.wrote = true;
@@ -224,6 +243,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 for (const CancelledTask& c : *cancelled) {
                   rows.push_back({c.id, c.was, c.node_id, c.subjob_id});
                 }
+                BATON_RETURN_IF_ERROR(CancelledHooks(tx, e.job_id, *cancelled, contexts, hooks));
                 for (flow::Effect& more : flow::AfterCancel(rows, policy)) {
                   if (auto* f = std::get_if<flow::FollowUp>(&more)) {
                     follow.push_back(std::move(f->event));
@@ -256,6 +276,8 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
       if (!view.ok()) return view.status();
       BATON_RETURN_IF_ERROR(apply(flow::Decide(next, std::move(*view), clock_.Now())));
     }
+    if (!hooks.empty()) BATON_RETURN_IF_ERROR(tx.CreateWebhookDeliveries(hooks));
+    hooks_written = hooks.size();
     return Status::Ok();
   });
   if (!decided.status.ok()) {
@@ -265,6 +287,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
     return decided;
   }
   // Stored: now what follows from it.
+  if (hooks_written > 0 && options_.on_webhooks) options_.on_webhooks();
   PublishContexts(contexts);
   for (const flow::Effect& e : after) {
     if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);
@@ -273,6 +296,66 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   ForgetDefinitions(decided.finished);
   decided.status = RunAfterCommit(std::move(after));
   return decided;
+}
+
+void Scheduler::AddHooks(std::vector<WebhookDelivery>& hooks, std::vector<WebhookDelivery> more) {
+  for (WebhookDelivery& d : more) hooks.push_back(std::move(d));
+}
+
+Result<Scheduler::HookJob> Scheduler::HookJobOf(Transaction& tx, const std::string& job_id,
+                                                ScopeContexts& contexts) {
+  int version = 0;
+  auto job = tx.GetJobState(job_id, &version);
+  if (!job.ok()) return job.status();
+  auto context = ContextOf(tx, job_id, version, contexts);
+  if (!context.ok()) return context.status();
+  return HookJob{std::move(*job), std::move(*context)};
+}
+
+Status Scheduler::JobHooks(Transaction& tx, const flow::UpdateJob& e, ScopeContexts& contexts,
+                           std::vector<WebhookDelivery>& hooks) {
+  auto definition = DefinitionOf(tx, e.row.id);
+  if (!definition.ok()) return definition.status();
+  std::string_view event = e.state_changed ? kEventJobStateChange : kEventJobProgress;
+  if (!CallsWebhooks(**definition, event)) return Status::Ok();
+  std::shared_ptr<const nlohmann::json> context;
+  if (e.context) {
+    context = std::make_shared<const nlohmann::json>(e.row.context);
+  } else {
+    auto job = HookJobOf(tx, e.row.id, contexts);
+    if (!job.ok()) return job.status();
+    context = std::move(job->context);
+  }
+  AddHooks(hooks, WebhookDeliveriesFor(event, e.row, **definition, *context, nullptr, clock_.Now(),
+                                       NewId));
+  return Status::Ok();
+}
+
+Status Scheduler::TaskHooks(Transaction& tx, const TaskRecord& row, std::string_view event,
+                            ScopeContexts& contexts, std::vector<WebhookDelivery>& hooks) {
+  auto definition = DefinitionOf(tx, row.job_id);
+  if (!definition.ok()) return definition.status();
+  if (!CallsWebhooks(**definition, event)) return Status::Ok();
+  auto job = HookJobOf(tx, row.job_id, contexts);
+  if (!job.ok()) return job.status();
+  AddHooks(hooks, WebhookDeliveriesFor(event, job->row, **definition, *job->context, &row,
+                                       clock_.Now(), NewId));
+  return Status::Ok();
+}
+
+Status Scheduler::CancelledHooks(Transaction& tx, const std::string& job_id,
+                                 const std::vector<CancelledTask>& cancelled,
+                                 ScopeContexts& contexts, std::vector<WebhookDelivery>& hooks) {
+  if (cancelled.empty()) return Status::Ok();
+  auto definition = DefinitionOf(tx, job_id);
+  if (!definition.ok()) return definition.status();
+  if (!CallsWebhooks(**definition, kEventTaskStateChange)) return Status::Ok();
+  for (const CancelledTask& c : cancelled) {
+    auto row = tx.GetTask(c.id);
+    if (!row.ok()) return row.status();
+    BATON_RETURN_IF_ERROR(TaskHooks(tx, *row, kEventTaskStateChange, contexts, hooks));
+  }
+  return Status::Ok();
 }
 
 Result<flow::View> Scheduler::ReadView(Transaction& tx, const flow::Event& event,
@@ -630,7 +713,18 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
   if (options_.start_in_background && !runnable_first) {
     // Stored PENDING before the answer; the starter thread decides StartJob. A crash in
     // between leaves it PENDING, and reconciling starts it.
-    BATON_RETURN_IF_ERROR(datastore_.CreateJob(record));
+    if (CallsWebhooks(job, kEventJobStateChange)) {
+      // Its PENDING state reported by the outbox, written with the job.
+      auto hooks = WebhookDeliveriesFor(kEventJobStateChange, record, job, record.context, nullptr,
+                                        clock_.Now(), NewId);
+      BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
+        BATON_RETURN_IF_ERROR(tx.CreateJob(record));
+        return tx.CreateWebhookDeliveries(hooks);
+      }));
+      if (options_.on_webhooks) options_.on_webhooks();
+    } else {
+      BATON_RETURN_IF_ERROR(datastore_.CreateJob(record));
+    }
     {
       MutexLock lock(start_mu_);
       to_start_.push_back(id);

@@ -70,6 +70,9 @@ struct SchedulerOptions {
   // behind the scheduler's decisions. A crash in between leaves the job PENDING, and
   // reconciling starts it. Off: Submit starts the job before returning (tests rely on it).
   bool start_in_background = false;
+  // Called after a commit that wrote webhook deliveries (the coordinator's deliverer
+  // wakes up). Not under any lock of the scheduler.
+  std::function<void()> on_webhooks;
 };
 
 class Scheduler {
@@ -141,6 +144,23 @@ class Scheduler {
   // What `event` reads, through the decision's scope.
   Result<flow::View> ReadView(Transaction& tx, const flow::Event& event, ScopeContexts& contexts);
   Status AddEach(Transaction& tx, const TaskRecord& each, flow::View& view);
+  // The webhook deliveries a decision's row writes call for (the outbox, core/webhook.h),
+  // appended to `hooks`: a job's state or progress change (JobHooks), a task row's
+  // (TaskHooks), the rows a CancelActive cancelled (CancelledHooks). Jobs without
+  // webhooks on the event cost a look at their (shared) definition.
+  struct HookJob {
+    JobRecord row;  // state columns, as GetJobState reads them
+    std::shared_ptr<const nlohmann::json> context;
+  };
+  Result<HookJob> HookJobOf(Transaction& tx, const std::string& job_id, ScopeContexts& contexts);
+  static void AddHooks(std::vector<WebhookDelivery>& hooks, std::vector<WebhookDelivery> more);
+  Status JobHooks(Transaction& tx, const flow::UpdateJob& e, ScopeContexts& contexts,
+                  std::vector<WebhookDelivery>& hooks);
+  Status TaskHooks(Transaction& tx, const TaskRecord& row, std::string_view event,
+                   ScopeContexts& contexts, std::vector<WebhookDelivery>& hooks);
+  Status CancelledHooks(Transaction& tx, const std::string& job_id,
+                        const std::vector<CancelledTask>& cancelled, ScopeContexts& contexts,
+                        std::vector<WebhookDelivery>& hooks);
   // A job's definition, read once while it runs and shared by its decisions (a running
   // job's definition never changes); forgotten when the job ends.
   Result<std::shared_ptr<const Job>> DefinitionOf(Transaction& tx, const std::string& job_id)

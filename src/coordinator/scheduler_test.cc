@@ -178,6 +178,18 @@ class CountingDatastore final : public Datastore {
       wrote_ = true;
       return tx_.CancelTasks(job_id, under, at);
     }
+    Status CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) override {
+      return Wrote(tx_.CreateWebhookDeliveries(deliveries));
+    }
+    Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) override {
+      return tx_.DueWebhookDeliveries(now, limit);
+    }
+    Status UpdateWebhookDelivery(const WebhookDelivery& delivery) override {
+      return Wrote(tx_.UpdateWebhookDelivery(delivery));
+    }
+    Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override {
+      return tx_.JobWebhookDeliveries(job_id);
+    }
 
    private:
     Status Wrote(Status status) {

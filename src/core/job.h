@@ -99,8 +99,11 @@ struct AuxTask {
 struct Webhook {
   std::string url;
   StringMap headers;
-  std::string event;    // e.g. job.StateChange, task.StateChange; empty = all
-  std::string if_expr;  // `if`: templated condition
+  std::string event;    // one of WebhookEvents(); empty = job.StateChange (Tork's default)
+  std::string if_expr;  // `if`: templated condition over `job` (and `task`) summaries
+  // (beyond Tork) the HMAC-SHA256 key of the body's signature, templated (e.g.
+  // "{{ secrets.hook }}"); empty: the configured webhooks.secret, if any.
+  std::string secret;
   friend bool operator==(const Webhook&, const Webhook&) = default;
 };
 

@@ -41,7 +41,7 @@ constexpr std::string_view kLimitsFields[] = {"cpus", "memory"};
 constexpr std::string_view kMountFields[] = {"type", "source", "target", "opts"};
 constexpr std::string_view kRegistryFields[] = {"username", "password"};
 constexpr std::string_view kProbeFields[] = {"path", "port", "timeout"};
-constexpr std::string_view kWebhookFields[] = {"url", "headers", "event", "if"};
+constexpr std::string_view kWebhookFields[] = {"url", "headers", "event", "if", "secret"};
 constexpr std::string_view kAutoDeleteFields[] = {"after"};
 constexpr std::string_view kWaitFields[] = {"timeout"};
 constexpr std::string_view kDefaultsFields[] = {"retry", "limits", "timeout", "queue", "priority"};
@@ -454,8 +454,19 @@ class Decoder {
     ForEachField(node, path, kWebhookFields, [&](const MapEntry& e, const std::string& p) {
       if (e.key == "url") hook.url = Template(e.value, p);
       if (e.key == "headers") hook.headers = Map(e.value, p, true);
-      if (e.key == "event") hook.event = String(e.value, p);
+      if (e.key == "event") {
+        hook.event = String(e.value, p);
+        auto events = WebhookEvents();
+        if (!hook.event.empty() &&
+            std::find(events.begin(), events.end(), hook.event) == events.end()) {
+          Problem(e.value.mark, p,
+                  fmt::format("{} is not an event: use job.StateChange, job.Progress, "
+                              "task.StateChange or task.Progress",
+                              Quoted(hook.event)));
+        }
+      }
       if (e.key == "if") hook.if_expr = Template(e.value, p);
+      if (e.key == "secret") hook.secret = Template(e.value, p);
     });
     if (node.kind == Node::Kind::kMap && hook.url.empty()) {
       Problem(node.mark, Join(path, "url"), "a webhook needs a url");

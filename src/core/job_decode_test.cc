@@ -309,6 +309,16 @@ TEST(JobDecodeTest, WebhookNeedsAUrl) {
       ElementsAre("3:5: webhooks[0].url: must be an http:// or https:// URL, got \"ftp://x\""));
 }
 
+TEST(JobDecodeTest, WebhookEventMustBeOneOfTorksFour) {
+  EXPECT_THAT(Problems("name: j\nwebhooks:\n  - {url: 'http://h/x', event: job.Done}\n"
+                       "tasks:\n  - {name: t, run: x}\n"),
+              ElementsAre("3:32: webhooks[0].event: \"job.Done\" is not an event: use "
+                          "job.StateChange, job.Progress, task.StateChange or task.Progress"));
+  EXPECT_THAT(Problems("name: j\nwebhooks:\n  - {url: 'http://h/x', event: task.Progress, "
+                       "secret: '{{ secrets.k }}'}\ntasks:\n  - {name: t, run: x}\n"),
+              testing::IsEmpty());
+}
+
 TEST(JobDecodeTest, AliasBombInInputsIsRefused) {
   std::string text = "name: j\ninputs:\n  a: &big " + std::string(1 << 20, 'x') + "\n";
   for (int i = 0; i < 10; ++i) text += "  b" + std::to_string(i) + ": *big\n";

@@ -79,6 +79,7 @@ static json ToJson(const Webhook& hook) {
   Put(out, "headers", hook.headers);
   Put(out, "event", hook.event);
   Put(out, "if", hook.if_expr);
+  Put(out, "secret", hook.secret);
   return out;
 }
 

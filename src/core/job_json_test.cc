@@ -31,7 +31,8 @@ Job FullJob() {
   job.webhooks = {Webhook{"http://example.com/hook",
                           {{"X-Key", "abc"}},
                           "job.StateChange",
-                          "{{ job.state == 'COMPLETED' }}"}};
+                          "{{ job.state == 'COMPLETED' }}",
+                          "{{ secrets.hook }}"}};
 
   Task t;
   t.name = "say hello";

@@ -11,6 +11,9 @@ constexpr std::array<std::string_view, 8> kTaskStates = {
     "CREATED", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "SKIPPED"};
 
 constexpr std::array<std::string_view, 3> kNodeStatuses = {"UP", "DOWN", "OFFLINE"};
+constexpr std::array<std::string_view, 3> kDeliveryStates = {"PENDING", "DELIVERED", "FAILED"};
+constexpr std::array<std::string_view, 4> kWebhookEvents = {
+    kEventJobStateChange, kEventJobProgress, kEventTaskStateChange, kEventTaskProgress};
 
 constexpr std::array<std::string_view, 9> kEngineQueues = {
     kQueuePending, kQueueStarted,  kQueueCompleted, kQueueFailed,      kQueueHeartbeat,
@@ -25,6 +28,17 @@ constexpr std::array<std::string_view, 9> kTorkEngineQueues = {
 
 std::string_view ToString(JobState state) { return kJobStates[static_cast<int>(state)]; }
 std::string_view ToString(TaskState state) { return kTaskStates[static_cast<int>(state)]; }
+
+std::string_view ToString(DeliveryState state) { return kDeliveryStates[static_cast<int>(state)]; }
+
+std::optional<DeliveryState> ParseDeliveryState(std::string_view text) {
+  for (std::size_t i = 0; i < kDeliveryStates.size(); ++i) {
+    if (kDeliveryStates[i] == text) return static_cast<DeliveryState>(i);
+  }
+  return std::nullopt;
+}
+
+std::span<const std::string_view> WebhookEvents() { return kWebhookEvents; }
 
 std::string_view ToString(NodeStatus status) { return kNodeStatuses[static_cast<int>(status)]; }
 

@@ -22,12 +22,24 @@ enum class TaskState {
 
 enum class NodeStatus { kUp, kDown, kOffline };
 
+// A webhook delivery: waiting for (another) attempt, delivered (a 2xx answer), or given up.
+enum class DeliveryState { kPending, kDelivered, kFailed };
+
+// The events a webhook is called on (Tork's names); an empty `event` is job.StateChange.
+inline constexpr std::string_view kEventJobStateChange = "job.StateChange";
+inline constexpr std::string_view kEventJobProgress = "job.Progress";
+inline constexpr std::string_view kEventTaskStateChange = "task.StateChange";
+inline constexpr std::string_view kEventTaskProgress = "task.Progress";
+std::span<const std::string_view> WebhookEvents();
+
 std::string_view ToString(JobState state);
 std::string_view ToString(NodeStatus status);
 std::optional<NodeStatus> ParseNodeStatus(std::string_view text);
 std::string_view ToString(TaskState state);
 std::optional<JobState> ParseJobState(std::string_view text);
 std::optional<TaskState> ParseTaskState(std::string_view text);
+std::string_view ToString(DeliveryState state);
+std::optional<DeliveryState> ParseDeliveryState(std::string_view text);
 
 // The broker's own queues; user tasks may not be routed to them.
 inline constexpr std::string_view kQueuePending = "x-pending";

@@ -24,6 +24,20 @@ TEST(NamesTest, TaskStatesRoundTrip) {
   EXPECT_FALSE(ParseTaskState("DONE").has_value());
 }
 
+TEST(NamesTest, DeliveryStatesRoundTrip) {
+  for (auto s : {DeliveryState::kPending, DeliveryState::kDelivered, DeliveryState::kFailed}) {
+    EXPECT_EQ(ParseDeliveryState(ToString(s)), s) << ToString(s);
+  }
+  EXPECT_EQ(ToString(DeliveryState::kDelivered), "DELIVERED");
+  EXPECT_FALSE(ParseDeliveryState("delivered").has_value());
+}
+
+TEST(NamesTest, WebhookEventsAreTorksFour) {
+  std::vector<std::string_view> events(WebhookEvents().begin(), WebhookEvents().end());
+  EXPECT_EQ(events, (std::vector<std::string_view>{"job.StateChange", "job.Progress",
+                                                   "task.StateChange", "task.Progress"}));
+}
+
 TEST(NamesTest, NodeStatusesRoundTrip) {
   for (auto s : {NodeStatus::kUp, NodeStatus::kDown, NodeStatus::kOffline}) {
     EXPECT_EQ(ParseNodeStatus(ToString(s)), s) << ToString(s);

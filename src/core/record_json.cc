@@ -111,13 +111,17 @@ Result<TaskRecord> TaskRecordFromJson(const json& in) {
   return task;
 }
 
-json ToJson(const JobRecord& record, bool summary) {
-  json definition = ToJson(record.job);
+json JobSummaryJson(const JobRecord& record, const Job& definition) {
   json out = json::object();
   out["id"] = record.id;
   if (!record.parent_id.empty()) out["parentId"] = record.parent_id;
-  for (const char* key : {"name", "description", "tags", "inputs", "output", "autoDelete"}) {
-    if (definition.contains(key)) out[key] = definition[key];
+  if (!definition.name.empty()) out["name"] = definition.name;
+  if (!definition.description.empty()) out["description"] = definition.description;
+  if (!definition.tags.empty()) out["tags"] = definition.tags;
+  if (!definition.inputs.empty()) out["inputs"] = definition.inputs;
+  if (!definition.output.empty()) out["output"] = definition.output;
+  if (definition.auto_delete) {
+    out["autoDelete"] = {{"after", FormatDuration(definition.auto_delete->after)}};
   }
   out["state"] = ToString(record.state);
   out["createdAt"] = FormatTime(record.created_at);
@@ -130,12 +134,40 @@ json ToJson(const JobRecord& record, bool summary) {
   out["progress"] = record.progress;
   if (!record.result.empty()) out["result"] = record.result;
   if (!record.error.empty()) out["error"] = record.error;
-  if (!summary) {
-    for (const char* key : {"tasks", "secrets", "defaults", "webhooks"}) {
-      if (definition.contains(key)) out[key] = definition[key];
-    }
-    out["context"] = record.context;
+  return out;
+}
+
+json TaskSummaryJson(const TaskRecord& task) {
+  json out = json::object();
+  out["id"] = task.id;
+  out["jobId"] = task.job_id;
+  if (!task.parent_id.empty()) out["parentId"] = task.parent_id;
+  out["position"] = task.position;
+  if (!task.task.name.empty()) out["name"] = task.task.name;
+  if (!task.task.description.empty()) out["description"] = task.task.description;
+  out["state"] = ToString(task.state);
+  out["createdAt"] = FormatTime(task.created_at);
+  PutTime(out, "scheduledAt", task.scheduled_at);
+  PutTime(out, "startedAt", task.started_at);
+  PutTime(out, "completedAt", task.completed_at);
+  PutTime(out, "failedAt", task.failed_at);
+  if (!task.error.empty()) out["error"] = task.error;
+  if (!task.result.empty()) out["result"] = task.result;
+  if (!task.node_id.empty()) out["nodeId"] = task.node_id;
+  if (!task.task.var.empty()) out["var"] = task.task.var;
+  if (!task.task.tags.empty()) out["tags"] = task.task.tags;
+  out["progress"] = task.progress;
+  return out;
+}
+
+json ToJson(const JobRecord& record, bool summary) {
+  if (summary) return JobSummaryJson(record, record.job);
+  json definition = ToJson(record.job);
+  json out = JobSummaryJson(record, record.job);
+  for (const char* key : {"tasks", "secrets", "defaults", "webhooks"}) {
+    if (definition.contains(key)) out[key] = definition[key];
   }
+  out["context"] = record.context;
   return out;
 }
 

@@ -17,4 +17,11 @@ Result<TaskRecord> TaskRecordFromJson(const nlohmann::json& json);
 // webhooks. `execution` is added by the caller, who has the task rows.
 nlohmann::json ToJson(const JobRecord& job, bool summary);
 
+// The job's summary (ToJson(job, true)) with its definition given apart (a decision holds
+// the row without it), built from the few fields a summary shows.
+nlohmann::json JobSummaryJson(const JobRecord& job, const Job& definition);
+// A task's summary, a webhook's body for task events (Tork's TaskSummary): ids, name,
+// state, times, result, error, progress and node, not the definition.
+nlohmann::json TaskSummaryJson(const TaskRecord& task);
+
 }  // namespace baton

@@ -99,6 +99,40 @@ struct NodeRecord {
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };
 
+// One call of a webhook: when, the HTTP status it got (0 when none: the connection
+// failed or timed out) and what went wrong, if anything.
+struct WebhookAttempt {
+  TimePoint at{};
+  int status_code = 0;
+  std::string error;
+  int duration_ms = 0;
+  friend bool operator==(const WebhookAttempt&, const WebhookAttempt&) = default;
+};
+
+// A webhook to call, written in the transaction of the state change it reports (the
+// outbox): delivered at least once, retried with backoff, and kept with its attempts
+// until its job is deleted. `id` is sent as the idempotency id of every attempt.
+struct WebhookDelivery {
+  std::string id;
+  std::string job_id;
+  std::string task_id;  // for task.* events
+  std::string event;    // kEventJobStateChange, ...
+  std::string url;      // evaluated
+  StringMap headers;    // evaluated against the job's context at the event
+  std::string secret;   // the HMAC key (evaluated), empty for none: not signed
+  std::string body;     // the job or task summary at the event, as JSON
+  DeliveryState state = DeliveryState::kPending;
+  int attempts = 0;
+  TimePoint created_at{};
+  // When the next attempt is due; while an attempt runs, until when the coordinator that
+  // claimed it holds it (past that, another takes it over).
+  TimePoint next_attempt_at{};
+  std::optional<TimePoint> completed_at;  // delivered or given up
+  std::string error;                      // why it failed for good
+  std::vector<WebhookAttempt> history;    // oldest first
+  friend bool operator==(const WebhookDelivery&, const WebhookDelivery&) = default;
+};
+
 // A page of results, as the API returns it.
 template <typename T>
 struct Page {

@@ -115,6 +115,10 @@ std::vector<std::string> SecretValues(const Job& job) {
     if (!v.empty()) values.push_back(v);
   }
   for (const Task& task : job.tasks) AddTaskTree(task, values);
+  // A webhook's signing key written as it is (a template names a secret, hidden already).
+  for (const Webhook& hook : job.webhooks) {
+    if (!hook.secret.empty() && !expr::HasTemplate(hook.secret)) values.push_back(hook.secret);
+  }
   Sort(values);
   return values;
 }

@@ -153,6 +153,20 @@ class Transaction {
   // the scope's own writes, and later reads see the rows CANCELLED.
   virtual Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id,
                                                          std::string_view under, TimePoint at) = 0;
+
+  // The webhook outbox. Deliveries are written in the scope of the state change they
+  // report, so a committed change has its deliveries and a lost one has none.
+  // CreateWebhookDeliveries fails kAlreadyExists for a taken id. DueWebhookDeliveries:
+  // the PENDING deliveries whose next_attempt_at is at or before `now`, soonest first
+  // (then id), at most `limit`, locked until the scope ends; rows another scope holds are
+  // skipped rather than waited for (PostgreSQL: FOR UPDATE SKIP LOCKED), so coordinators
+  // claiming at once take different rows. UpdateWebhookDelivery writes its state,
+  // attempts, next_attempt_at, completed_at, error and history (kNotFound for an unknown
+  // id). JobWebhookDeliveries: a job's deliveries, oldest first (created_at, then id).
+  virtual Status CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) = 0;
+  virtual Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) = 0;
+  virtual Status UpdateWebhookDelivery(const WebhookDelivery& delivery) = 0;
+  virtual Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) = 0;
 };
 
 class Datastore {
@@ -188,9 +202,9 @@ class Datastore {
   virtual Result<Page<JobRecord>> ListJobs(const JobQuery& query) = 0;
   // Jobs in any of `states`, oldest first (the reconciler's view of unfinished work).
   virtual Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) = 0;
-  // Deletes a job with its tasks and log parts, and its sub-jobs (the jobs its subjob
-  // tasks started, at any depth) with theirs, in one transaction. kNotFound for an
-  // unknown id.
+  // Deletes a job with its tasks, log parts and webhook deliveries, and its sub-jobs (the jobs its
+  // subjob tasks started, at any depth) with theirs, in one transaction. kNotFound for an unknown
+  // id.
   virtual Status DeleteJob(std::string_view id) = 0;
   // Ids of finished jobs (COMPLETED, FAILED or CANCELLED) whose delete_at is at or before
   // `now`, soonest delete_at first (then id), at most `limit`: what autoDelete removes.

@@ -26,7 +26,10 @@ constexpr const char* kKeys[] = {
     "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout",
     "api.handler_threads", "api.max_buffered_bytes",
     // Sizes of what clients send (bytes).
-    "api.max_document_bytes", "datastore.max_job_bytes"};
+    "api.max_document_bytes", "datastore.max_job_bytes",
+    // Webhooks.
+    "webhooks.max_attempts", "webhooks.backoff", "webhooks.max_backoff", "webhooks.timeout",
+    "webhooks.concurrency", "webhooks.secret", "webhooks.allowed_hosts"};
 
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
@@ -161,6 +164,38 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.sqlite_synchronous = value;
   } else if (key == "coordinator.auto_delete.interval") {
     BATON_RETURN_IF_ERROR(duration(config.auto_delete_interval));
+  } else if (key == "webhooks.max_attempts" || key == "webhooks.concurrency") {
+    int n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > 100) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a count 1..100", key, value));
+    }
+    (key == "webhooks.max_attempts" ? config.webhooks.max_attempts : config.webhooks.concurrency) =
+        n;
+  } else if (key == "webhooks.backoff") {
+    BATON_RETURN_IF_ERROR(duration(config.webhooks.backoff));
+  } else if (key == "webhooks.max_backoff") {
+    BATON_RETURN_IF_ERROR(duration(config.webhooks.max_backoff));
+  } else if (key == "webhooks.timeout") {
+    BATON_RETURN_IF_ERROR(duration(config.webhooks.timeout));
+    // A claim outlives the attempt it covers, or another coordinator sends it again.
+    config.webhooks.claim = std::max(config.webhooks.claim, 3 * config.webhooks.timeout);
+  } else if (key == "webhooks.secret") {
+    config.webhooks.secret = value;
+  } else if (key == "webhooks.allowed_hosts") {
+    config.webhooks.allowed_hosts.clear();
+    std::size_t start = 0;
+    while (start <= value.size()) {
+      std::size_t end = value.find(',', start);
+      if (end == std::string::npos) end = value.size();
+      std::string host = value.substr(start, end - start);
+      host.erase(0, host.find_first_not_of(' '));
+      host.erase(host.find_last_not_of(' ') + 1);
+      std::transform(host.begin(), host.end(), host.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (!host.empty()) config.webhooks.allowed_hosts.push_back(host);
+      start = end + 1;
+    }
   } else {
     return InvalidArgument(fmt::format("unknown configuration key {}", key));
   }

@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/status.h"
+#include "coordinator/webhooks.h"
 
 namespace baton {
 
@@ -63,6 +64,10 @@ struct Config {
   // coordinator.auto_delete.interval: how often the coordinator deletes the jobs whose
   // autoDelete time has come.
   std::chrono::milliseconds auto_delete_interval = std::chrono::seconds(60);
+
+  // Webhooks (coordinator/webhooks.h): webhooks.max_attempts, .backoff, .max_backoff,
+  // .timeout, .concurrency, .secret, .allowed_hosts (comma-separated hosts).
+  WebhookOptions webhooks;
 };
 
 // Reads `file` (empty: $BATON_CONFIG, else ./baton.toml when present, else defaults),

@@ -16,6 +16,7 @@
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "runtime/docker/docker_runtime.h"
 #include "runtime/shell/shell_runtime.h"
+#include "webhook/sender.h"
 
 namespace baton {
 namespace {
@@ -109,6 +110,9 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
+  coordinator.webhooks = config.webhooks;
+  // The only coordinator: what a killed predecessor was sending is its own to send again.
+  coordinator.webhooks.release_claims_at_start = true;
   SqliteDatastore* sqlite_store = datastore.get();
   auto engine = std::make_unique<Engine>(std::move(datastore), std::make_unique<InMemoryBroker>(),
                                          std::move(runtime), std::make_unique<SystemClock>(),
@@ -162,6 +166,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.scheduler.node_lease = config.coordinator_lease;
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
+  coordinator.webhooks = config.webhooks;
   coordinator.node_id = NewId();
   coordinator.hostname = HostName();
   coordinator.version = Version();
@@ -208,6 +213,8 @@ Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> bro
   }
   lease_ = coordinator_options.lease;
   if (datastore_) {
+    webhook_sender_ = std::make_unique<CurlWebhookSender>();
+    coordinator_options.webhook_sender = webhook_sender_.get();
     coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, *clock_, *timers_,
                                                  coordinator_options);
   }

@@ -79,6 +79,8 @@ class Engine {
   // The job locks of several coordinators (distributed); outlives the coordinator.
   std::unique_ptr<Locker> locker_;
   std::unique_ptr<Worker> worker_;
+  // Before the coordinator, whose webhook deliverer uses it.
+  std::unique_ptr<WebhookSender> webhook_sender_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<api::Api> api_;
   std::unique_ptr<api::Server> server_;

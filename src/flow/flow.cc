@@ -387,16 +387,21 @@ class Decider {
         continue;
       }
       bool context = context_changed_.contains(id);
-      if (context || !(job_columns_.at(id) == ColumnsOf(row))) {
-        out.push_back(UpdateJob{std::move(row), context});
+      const JobColumns& was = job_columns_.at(id);
+      if (context || !(was == ColumnsOf(row))) {
+        bool state = was.state != row.state;
+        bool progress = was.progress != row.progress;
+        out.push_back(UpdateJob{std::move(row), context, state, progress});
       }
     }
     for (const std::string& id : task_order_) {
       TaskRecord& row = view_.tasks.at(id);
       if (new_tasks_.contains(id)) {
         out.push_back(CreateTask{std::move(row)});
-      } else if (!(task_columns_.at(id) == ColumnsOf(row))) {
-        out.push_back(UpdateTask{std::move(row)});
+      } else if (const TaskColumns& was = task_columns_.at(id); !(was == ColumnsOf(row))) {
+        bool state = was.state != row.state;
+        bool progress = was.progress != row.progress;
+        out.push_back(UpdateTask{std::move(row), state, progress});
       }
     }
     for (CancelActive& c : cancels_) out.push_back(std::move(c));

@@ -214,15 +214,21 @@ struct CreateJob {
 // `context`: the context changed too; else only the state columns (state, times,
 // position, progress, result, error, delete_at) need writing. Never the definition (a
 // stored job's never changes; `row.job` is empty when the view shared it).
+// `state_changed` and `progress_changed` (UpdateJob and UpdateTask): how the row differs
+// from the row as read, for the shell's webhooks (job.StateChange, task.Progress, ...).
 struct UpdateJob {
   JobRecord row;
   bool context = false;
+  bool state_changed = false;
+  bool progress_changed = false;
 };
 struct CreateTask {
   TaskRecord row;
 };
 struct UpdateTask {
   TaskRecord row;
+  bool state_changed = false;
+  bool progress_changed = false;
 };
 // Every active row of job `job_id` (below row `under`, when given) → CANCELLED at `at`,
 // in one write. The shell passes the rows it cancelled to AfterCancel.

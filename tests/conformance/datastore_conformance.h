@@ -1817,5 +1817,173 @@ TEST_P(DatastoreConformanceTest, HealthIsOk) {
   EXPECT_TRUE(IsOk(ds().Health()));
 }
 
+// ---- The webhook outbox -------------------------------------------------------------
+
+inline WebhookDelivery NewDelivery(const std::string& job_id, TimePoint due) {
+  WebhookDelivery d;
+  d.id = NewId();
+  d.job_id = job_id;
+  d.event = "job.StateChange";
+  d.url = "http://127.0.0.1:9/hook?x=1";
+  d.headers = {{"Authorization", "Bearer t"}, {"X-Ünïcode", "✓"}};
+  d.body = R"({"id":"j","state":"COMPLETED"})";
+  d.created_at = due;
+  d.next_attempt_at = due;
+  return d;
+}
+
+inline Result<std::vector<WebhookDelivery>> Deliveries(Datastore& ds, const std::string& job_id) {
+  std::vector<WebhookDelivery> out;
+  Status s = ds.Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(out, tx.JobWebhookDeliveries(job_id));
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+// The ids of `ds`, in order; with `among`, only those (a shared database holds other
+// tests' deliveries too).
+inline std::vector<std::string> DeliveryIds(const std::vector<WebhookDelivery>& ds,
+                                            const std::set<std::string>* among = nullptr) {
+  std::vector<std::string> ids;
+  for (const WebhookDelivery& d : ds) {
+    if (among == nullptr || among->contains(d.id)) ids.push_back(d.id);
+  }
+  return ids;
+}
+
+TEST_P(DatastoreConformanceTest, WebhookDeliveryRoundTripsEveryField) {
+  auto [job, task] = MakeJobWithTask();
+  WebhookDelivery d = NewDelivery(job.id, At(10));
+  d.task_id = task.id;
+  d.event = "task.StateChange";
+  d.secret = "k3y";
+  d.state = DeliveryState::kFailed;
+  d.attempts = 2;
+  d.completed_at = At(30);
+  d.error = "gave up";
+  d.history = {{At(11), 0, "Connection refused", 3}, {At(20), 503, "", 40}};
+  WebhookDelivery plain = NewDelivery(job.id, At(12));
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) {
+    return tx.CreateWebhookDeliveries({d, plain});
+  })));
+  Reopen();
+  auto got = Deliveries(ds(), job.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, (std::vector<WebhookDelivery>{d, plain}));  // oldest first
+}
+
+TEST_P(DatastoreConformanceTest, DueWebhookDeliveriesArePendingAndDueSoonestFirst) {
+  auto [job, task] = MakeJobWithTask();
+  WebhookDelivery late = NewDelivery(job.id, At(30));
+  WebhookDelivery early = NewDelivery(job.id, At(10));
+  WebhookDelivery exact = NewDelivery(job.id, At(20));
+  WebhookDelivery future = NewDelivery(job.id, At(21));
+  WebhookDelivery done = NewDelivery(job.id, At(5));
+  done.state = DeliveryState::kDelivered;
+  WebhookDelivery failed = NewDelivery(job.id, At(6));
+  failed.state = DeliveryState::kFailed;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) {
+    return tx.CreateWebhookDeliveries({late, early, exact, future, done, failed});
+  })));
+  std::vector<WebhookDelivery> due, two, none;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(due, tx.DueWebhookDeliveries(At(30), 100000));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(two, tx.DueWebhookDeliveries(At(20), 100000));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(none, tx.DueWebhookDeliveries(At(30), 0));
+    return Status::Ok();
+  })));
+  const std::set<std::string> ours = {late.id, early.id, exact.id, future.id, done.id, failed.id};
+  EXPECT_EQ(DeliveryIds(due, &ours),
+            (std::vector<std::string>{early.id, exact.id, future.id, late.id}));
+  EXPECT_EQ(DeliveryIds(two, &ours), (std::vector<std::string>{early.id, exact.id}));
+  EXPECT_TRUE(none.empty());
+}
+
+TEST_P(DatastoreConformanceTest, UpdateWebhookDeliveryStoresItsProgressAndNotFoundForUnknown) {
+  auto [job, task] = MakeJobWithTask();
+  WebhookDelivery d = NewDelivery(job.id, At(10));
+  ASSERT_TRUE(
+      IsOk(ds().Transact([&](Transaction& tx) { return tx.CreateWebhookDeliveries({d}); })));
+  d.attempts = 1;
+  d.history = {{At(11), 200, "", 5}};
+  d.state = DeliveryState::kDelivered;
+  d.completed_at = At(11);
+  d.next_attempt_at = At(99);
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) { return tx.UpdateWebhookDelivery(d); })));
+  Reopen();
+  auto got = Deliveries(ds(), job.id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, std::vector<WebhookDelivery>{d});
+  WebhookDelivery unknown = NewDelivery(job.id, At(1));
+  EXPECT_EQ(
+      ds().Transact([&](Transaction& tx) { return tx.UpdateWebhookDelivery(unknown); }).code(),
+      StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, ATakenDeliveryIdFailsAlreadyExistsAndTheScopeStoresNothing) {
+  auto [job, task] = MakeJobWithTask();
+  WebhookDelivery d = NewDelivery(job.id, At(10));
+  ASSERT_TRUE(
+      IsOk(ds().Transact([&](Transaction& tx) { return tx.CreateWebhookDeliveries({d}); })));
+  WebhookDelivery other = NewDelivery(job.id, At(11));
+  Status s = ds().Transact([&](Transaction& tx) -> Status {
+    (void)tx.CreateWebhookDeliveries({other});
+    (void)tx.CreateWebhookDeliveries({d});  // ignored by the body: still poisons the scope
+    return Status::Ok();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  auto got = Deliveries(ds(), job.id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(DeliveryIds(*got), std::vector<std::string>{d.id});
+}
+
+TEST_P(DatastoreConformanceTest, ScopesClaimingAtOnceTakeDifferentDeliveries) {
+  auto [job, task] = MakeJobWithTask();
+  // Long before any other test's deliveries (a shared database keeps those), so that
+  // only these two are due.
+  const std::int64_t base = -1000LL * 3600 * 24 * 365;
+  WebhookDelivery a = NewDelivery(job.id, At(base + 10));
+  WebhookDelivery b = NewDelivery(job.id, At(base + 11));
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) {
+    return tx.CreateWebhookDeliveries({a, b});
+  })));
+  // Each claims the first due one by moving it on past the rest, holding it a moment.
+  auto claim = [&](std::string& out) {
+    Status s = ds().Transact([&](Transaction& tx) -> Status {
+      BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto due, tx.DueWebhookDeliveries(At(base + 20), 1));
+      if (due.empty()) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      due[0].next_attempt_at = At(0);
+      out = due[0].id;
+      return tx.UpdateWebhookDelivery(due[0]);
+    });
+    EXPECT_TRUE(IsOk(s));
+  };
+  std::string first, second;
+  std::thread t1([&] { claim(first); });
+  std::thread t2([&] { claim(second); });
+  t1.join();
+  t2.join();
+  std::set<std::string> claimed = {first, second};
+  EXPECT_EQ(claimed, (std::set<std::string>{a.id, b.id}));
+}
+
+TEST_P(DatastoreConformanceTest, DeleteJobRemovesItsWebhookDeliveries) {
+  auto [job, task] = MakeJobWithTask();
+  auto [kept_job, kept_task] = MakeJobWithTask();
+  WebhookDelivery gone = NewDelivery(job.id, At(10));
+  WebhookDelivery kept = NewDelivery(kept_job.id, At(10));
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) {
+    return tx.CreateWebhookDeliveries({gone, kept});
+  })));
+  ASSERT_TRUE(IsOk(ds().DeleteJob(job.id)));
+  auto left = Deliveries(ds(), job.id);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+  EXPECT_EQ(DeliveryIds(*Deliveries(ds(), kept_job.id)), std::vector<std::string>{kept.id});
+}
+
 }  // namespace datastore_conformance
 }  // namespace baton::testing

@@ -273,8 +273,8 @@ case_wait() {
 }
 
 case_webhooks_autodelete() {
-  # Its description says what holds today: the webhook is validated and stored, not
-  # called (webhook delivery is a later issue), and the job is deleted a day after it ends.
+  # The job is deleted a day after it ends; its webhook (nothing listens at
+  # localhost:9999 here) is stored as submitted.
   post_file "$examples/webhooks-autodelete.json"
   expect "webhooks-autodelete: POST waits and answers 200" "$status" 200
   expect "webhooks-autodelete: state and result" "$(js "$body" '[j["state"], j.get("result")]')" '["COMPLETED", "42"]'
@@ -282,6 +282,46 @@ case_webhooks_autodelete() {
   expect "webhooks-autodelete: the webhook is stored as submitted" \
     "$(js "$body" '[j["webhooks"][0]["url"], j["webhooks"][0]["headers"]["Authorization"]]')" \
     '["http://localhost:9999/hooks/baton", "Bearer {{ secrets.apiToken }}"]'
+}
+
+case_webhooks() {
+  # Against a receiver on loopback: the example as written, its localhost:9999 swapped for
+  # the receiver's address.
+  local hooks port deadline
+  hooks=$(mktemp -d "${TMPDIR:-/tmp}/baton-e2e-hooks.XXXXXX")
+  python3 "$src/tests/e2e/webhook_receiver.py" "$hooks" &
+  local receiver=$!
+  for _ in $(seq 100); do [[ -f $hooks/port ]] && break; sleep 0.05; done
+  port=$(<"$hooks/port")
+  post_yaml < <(sed "s|localhost:9999|127.0.0.1:$port|" "$examples/webhooks.yaml")
+  expect "webhooks: accepted" "$status" 200
+  local id
+  id=$(js "$body" 'j["id"]')
+  wait_done "$id" || fail "webhooks: the job did not finish"
+  deadline=$((SECONDS + 30))
+  while http GET "/jobs/$id/webhooks"; [[ $(js "$body" 'len([d for d in j if d["state"] == "PENDING"])') != 0 ]]; do
+    ((SECONDS > deadline)) && { fail "webhooks: deliveries still pending"; break; }
+    sleep 0.1
+  done
+  expect "webhooks: every delivery DELIVERED" "$(js "$body" 'sorted({d["state"] for d in j})')" '["DELIVERED"]'
+  local got
+  got=$(python3 -c '
+import hashlib, hmac, json, sys
+out = []
+for line in open(sys.argv[1]):
+    c = json.loads(line)
+    h = {k.lower(): v for k, v in c["headers"].items()}
+    b = json.loads(c["body"])
+    mac = "sha256=" + hmac.new(b"an-hmac-key", c["body"].encode(), hashlib.sha256).hexdigest()
+    out.append([c["path"], b.get("name"), b["state"], h.get("authorization"),
+                h.get("x-baton-signature") == mac])
+# Sent by several threads: in no fixed order.
+print(json.dumps(sorted(out, key=json.dumps)))' "$hooks/calls.jsonl")
+  expect "webhooks: the job's states, signed, with the token; each completed task; no failure" "$got" \
+    '[["/hooks/job", "webhooks", "COMPLETED", "Bearer not-a-real-token", true], ["/hooks/job", "webhooks", "RUNNING", "Bearer not-a-real-token", true], ["/hooks/task", "build", "COMPLETED", null, false], ["/hooks/task", "test", "COMPLETED", null, false]]'
+  kill "$receiver" 2>/dev/null
+  wait "$receiver" 2>/dev/null
+  rm -rf "$hooks"
 }
 
 # The container examples go to a second server with the docker runtime.

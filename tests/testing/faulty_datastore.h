@@ -336,6 +336,23 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("CancelTasks", under, job_id));
       return tx_.CancelTasks(job_id, under, at);
     }
+    Status CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) override {
+      const std::string job = deliveries.empty() ? "" : deliveries.front().job_id;
+      BATON_RETURN_IF_ERROR(Enter("CreateWebhookDeliveries", "", job));
+      return tx_.CreateWebhookDeliveries(deliveries);
+    }
+    Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) override {
+      BATON_RETURN_IF_ERROR(Enter("DueWebhookDeliveries", "", ""));
+      return tx_.DueWebhookDeliveries(now, limit);
+    }
+    Status UpdateWebhookDelivery(const WebhookDelivery& delivery) override {
+      BATON_RETURN_IF_ERROR(Enter("UpdateWebhookDelivery", delivery.id, delivery.job_id));
+      return tx_.UpdateWebhookDelivery(delivery);
+    }
+    Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override {
+      BATON_RETURN_IF_ERROR(Enter("JobWebhookDeliveries", "", job_id));
+      return tx_.JobWebhookDeliveries(job_id);
+    }
 
    private:
     // Rows a read returned (a job's or a task's row each), for rows_read().

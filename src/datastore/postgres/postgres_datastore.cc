@@ -889,6 +889,8 @@ Status PostgresDatastore::DeleteJob(std::string_view id) {
     for (const std::string& job_id : tree) {
       // Children first; the job last, its row count telling whether it existed.
       BATON_RETURN_IF_ERROR(c.Run(S().delete_job_log_parts, Params().Text(job_id)).status());
+      BATON_RETURN_IF_ERROR(
+          c.Run(S().delete_job_webhook_deliveries, Params().Text(job_id)).status());
       BATON_RETURN_IF_ERROR(c.Run(S().delete_job_tasks, Params().Text(job_id)).status());
       BATON_PG_ASSIGN(rows, c.Run(S().delete_job, Params().Text(job_id)));
       if (job_id == id && rows.Affected() == 0) {

@@ -108,11 +108,38 @@ constexpr std::string_view kJobContextVersion = R"sql(
 ALTER TABLE jobs ADD COLUMN context_version INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<PostgresMigration, 4> kMigrations = {{
+// The webhook outbox: a delivery per webhook an event calls, written in the transaction of
+// the state change, with its attempts (history: a JSON array). Due ones are found
+// through a partial index on the pending.
+constexpr std::string_view kWebhookDeliveries = R"sql(
+CREATE TABLE webhook_deliveries (
+  id              TEXT COLLATE "C" PRIMARY KEY,
+  job_id          TEXT COLLATE "C" NOT NULL,
+  task_id         TEXT COLLATE "C" NOT NULL,
+  event           TEXT NOT NULL,
+  url             TEXT NOT NULL,
+  headers         TEXT NOT NULL,
+  secret          TEXT NOT NULL,
+  body            TEXT NOT NULL,
+  state           TEXT NOT NULL,
+  attempts        INTEGER NOT NULL,
+  created_at      BIGINT NOT NULL,
+  next_attempt_at BIGINT NOT NULL,
+  completed_at    BIGINT,
+  error           TEXT NOT NULL,
+  history         TEXT NOT NULL
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, id)
+  WHERE state = 'PENDING';
+CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, created_at, id);
+)sql";
+
+constexpr std::array<PostgresMigration, 5> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
     {4, "jobs.context_version: raised by every write of the context", kJobContextVersion},
+    {5, "webhook_deliveries: the webhook outbox", kWebhookDeliveries},
 }};
 
 }  // namespace

@@ -183,6 +183,32 @@ Statements Build(Dialect d) {
     s.update_task_fields = s.update_task;
   }
 
+  // Webhook deliveries: columns in the order BindWebhookDelivery binds them.
+#define BATON_SQL_WEBHOOK_COLUMNS                                                         \
+  "id, job_id, task_id, event, url, headers, secret, body, state, attempts, created_at, " \
+  "next_attempt_at, completed_at, error, history"
+  s.insert_webhook_delivery =
+      st("insert_webhook_delivery", "INSERT INTO webhook_deliveries (" BATON_SQL_WEBHOOK_COLUMNS
+                                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                                    "$12, $13, $14, $15)");
+  s.due_webhook_deliveries =
+      st("due_webhook_deliveries",
+         "SELECT " BATON_SQL_WEBHOOK_COLUMNS
+         " FROM webhook_deliveries WHERE state = 'PENDING' AND next_attempt_at <= $1 "
+         "ORDER BY next_attempt_at, id LIMIT $2" +
+             std::string(d == Dialect::kPostgres ? " FOR UPDATE SKIP LOCKED" : ""));
+  s.update_webhook_delivery =
+      st("update_webhook_delivery",
+         "UPDATE webhook_deliveries SET state = $2, attempts = $3, next_attempt_at = $4, "
+         "completed_at = $5, error = $6, history = $7 WHERE id = $1");
+  s.job_webhook_deliveries =
+      st("job_webhook_deliveries", "SELECT " BATON_SQL_WEBHOOK_COLUMNS
+                                   " FROM webhook_deliveries WHERE job_id = $1 "
+                                   "ORDER BY created_at, id");
+  s.delete_job_webhook_deliveries =
+      st("delete_job_webhook_deliveries", "DELETE FROM webhook_deliveries WHERE job_id = $1");
+#undef BATON_SQL_WEBHOOK_COLUMNS
+
   s.health = st("health", "SELECT 1");
   s.max_schema_version =
       st("max_schema_version", "SELECT coalesce(max(version), 0) FROM schema_migrations");

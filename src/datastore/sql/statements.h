@@ -86,6 +86,13 @@ struct Statements {
   Statement upsert_node;
   Statement active_nodes;
 
+  // The webhook outbox (Transaction::CreateWebhookDeliveries, ...).
+  Statement insert_webhook_delivery;
+  Statement due_webhook_deliveries;  // $1: now, $2: limit
+  Statement update_webhook_delivery;
+  Statement job_webhook_deliveries;
+  Statement delete_job_webhook_deliveries;
+
   Statement health;
   Statement max_schema_version;
   Statement record_migration;

@@ -5,6 +5,76 @@
 #include <utility>
 
 namespace baton::sql {
+namespace {
+
+using nlohmann::json;
+
+// A delivery's columns in BATON_SQL_WEBHOOK_COLUMNS order (statements.cc).
+void BindDelivery(ParamSink& p, const WebhookDelivery& d, const std::string& headers,
+                  const std::string& history) {
+  p.Text(d.id);
+  p.Text(d.job_id);
+  p.Text(d.task_id);
+  p.Text(d.event);
+  p.Text(d.url);
+  p.Text(headers);
+  p.Text(d.secret);
+  p.Text(d.body);
+  p.Text(ToString(d.state));
+  p.Int(d.attempts);
+  p.Time(d.created_at);
+  p.Time(d.next_attempt_at);
+  p.Time(d.completed_at);
+  p.Text(d.error);
+  p.Text(history);
+}
+
+std::string EncodeHistory(const std::vector<WebhookAttempt>& history) {
+  json out = json::array();
+  for (const WebhookAttempt& a : history) {
+    json one = {
+        {"at", FormatTime(a.at)}, {"statusCode", a.status_code}, {"durationMs", a.duration_ms}};
+    if (!a.error.empty()) one["error"] = a.error;
+    out.push_back(std::move(one));
+  }
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<WebhookDelivery> DeliveryFromRow(const RowView& row) {
+  WebhookDelivery d;
+  d.id = row.Text(0);
+  d.job_id = row.Text(1);
+  d.task_id = row.Text(2);
+  d.event = row.Text(3);
+  d.url = row.Text(4);
+  try {
+    json headers = json::parse(row.Text(5));
+    for (auto& [k, v] : headers.items()) d.headers[k] = v.get<std::string>();
+    d.secret = row.Text(6);
+    d.body = row.Text(7);
+    auto state = ParseDeliveryState(row.Text(8));
+    if (!state) return Internal(fmt::format("webhook delivery {}: unknown state", d.id));
+    d.state = *state;
+    d.attempts = row.Int32(9);
+    d.created_at = row.Time(10);
+    d.next_attempt_at = row.Time(11);
+    d.completed_at = row.OptTime(12);
+    d.error = row.Text(13);
+    for (const json& one : json::parse(row.Text(14))) {
+      WebhookAttempt a;
+      a.at = ParseTime(one.at("at").get<std::string>()).value_or(TimePoint{});
+      a.status_code = one.value("statusCode", 0);
+      a.duration_ms = one.value("durationMs", 0);
+      a.error = one.value("error", "");
+      d.history.push_back(std::move(a));
+    }
+  } catch (const json::exception& e) {
+    return Internal(fmt::format("webhook delivery {}: {}", d.id, e.what()));
+  }
+  return d;
+}
+
+}  // namespace
 
 Status SqlTransaction::Poison(Status status) {
   if (!status.ok() && poison_.ok()) poison_ = status;
@@ -303,6 +373,68 @@ Status RunScope(Session& session, const Statements& statements, DefinitionCaches
   Status status = datastore_util::NoThrow([&] { return body(scope); });
   if (!status.ok()) return status;
   return scope.poison();
+}
+
+Status SqlTransaction::CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) {
+  if (!poison_.ok()) return poison_;
+  for (const WebhookDelivery& d : deliveries) {
+    json headers(d.headers);
+    std::string headers_text = headers.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string history = EncodeHistory(d.history);
+    Result<std::int64_t> done = session_.Execute(st_.insert_webhook_delivery, [&](ParamSink& p) {
+      BindDelivery(p, d, headers_text, history);
+    });
+    if (!done.ok() && done.status().code() == StatusCode::kAlreadyExists) {
+      return Poison(AlreadyExists(fmt::format("webhook delivery {} already exists", d.id)));
+    }
+    BATON_RETURN_IF_ERROR(Poison(done.status()));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<WebhookDelivery>> SqlTransaction::Deliveries(const Statement& stmt,
+                                                                const Bind& bind) {
+  if (!poison_.ok()) return poison_;
+  std::vector<WebhookDelivery> out;
+  BATON_RETURN_IF_ERROR(session_.Query(stmt, bind, [&](const RowView& row) -> Status {
+    Result<WebhookDelivery> d = DeliveryFromRow(row);
+    if (!d.ok()) return d.status();
+    out.push_back(std::move(*d));
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<WebhookDelivery>> SqlTransaction::DueWebhookDeliveries(TimePoint now,
+                                                                          int limit) {
+  if (limit <= 0) return std::vector<WebhookDelivery>{};
+  return Deliveries(st_.due_webhook_deliveries, [&](ParamSink& p) {
+    p.Time(now);
+    p.Int(limit);
+  });
+}
+
+Status SqlTransaction::UpdateWebhookDelivery(const WebhookDelivery& delivery) {
+  if (!poison_.ok()) return poison_;
+  std::string history = EncodeHistory(delivery.history);
+  Result<std::int64_t> changed = session_.Execute(st_.update_webhook_delivery, [&](ParamSink& p) {
+    p.Text(delivery.id);
+    p.Text(ToString(delivery.state));
+    p.Int(delivery.attempts);
+    p.Time(delivery.next_attempt_at);
+    p.Time(delivery.completed_at);
+    p.Text(delivery.error);
+    p.Text(history);
+  });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) {
+    return Poison(NotFound(fmt::format("webhook delivery {} not found", delivery.id)));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<WebhookDelivery>> SqlTransaction::JobWebhookDeliveries(std::string_view job_id) {
+  return Deliveries(st_.job_webhook_deliveries, [&](ParamSink& p) { p.Text(job_id); });
 }
 
 }  // namespace baton::sql

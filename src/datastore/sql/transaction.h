@@ -46,6 +46,11 @@ class SqlTransaction final : public Transaction {
   Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
                                                  TimePoint at) override;
 
+  Status CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) override;
+  Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) override;
+  Status UpdateWebhookDelivery(const WebhookDelivery& delivery) override;
+  Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override;
+
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }
 
@@ -61,6 +66,8 @@ class SqlTransaction final : public Transaction {
   };
 
   Status Poison(Status status);
+  // The deliveries `stmt` returns with the parameters `bind` gives it.
+  Result<std::vector<WebhookDelivery>> Deliveries(const Statement& stmt, const Bind& bind);
   // The task rows `stmt` returns with the parameters `bind` gives it.
   Result<std::vector<TaskRecord>> Tasks(const Statement& stmt, const Bind& bind);
 

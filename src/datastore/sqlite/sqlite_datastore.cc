@@ -912,7 +912,8 @@ Status SqliteDatastore::DeleteJob(std::string_view id) {
       // Children first, so the foreign keys' cascades find nothing left to do.
       for (const std::string& job_id : tree) {
         for (const sql::Statement* stmt :
-             {&S().delete_job_log_parts, &S().delete_job_tasks, &S().delete_job}) {
+             {&S().delete_job_log_parts, &S().delete_job_webhook_deliveries, &S().delete_job_tasks,
+              &S().delete_job}) {
           BATON_SQL_ASSIGN(s, c.Prepare(*stmt));
           s.BindText(1, job_id);
           BATON_RETURN_IF_ERROR(s.Run());

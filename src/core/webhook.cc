@@ -1,0 +1,101 @@
+#include "core/webhook.h"
+
+#include <fmt/format.h>
+
+#include "core/document.h"
+#include "core/evaluate.h"
+#include "core/expr.h"
+#include "core/record_json.h"
+
+namespace baton {
+namespace {
+
+using nlohmann::json;
+
+}  // namespace
+
+std::string_view EventOf(const Webhook& hook) {
+  return hook.event.empty() ? kEventJobStateChange : std::string_view(hook.event);
+}
+
+bool CallsWebhooks(const Job& definition, std::string_view event) {
+  for (const Webhook& hook : definition.webhooks) {
+    if (EventOf(hook) == event) return true;
+  }
+  return false;
+}
+
+std::vector<WebhookDelivery> WebhookDeliveriesFor(std::string_view event, const JobRecord& job,
+                                                  const Job& definition, const json& context,
+                                                  const TaskRecord* task, TimePoint now,
+                                                  const std::function<std::string()>& new_id) {
+  std::vector<WebhookDelivery> out;
+  if (!CallsWebhooks(definition, event)) return out;
+  const bool task_event = event.starts_with("task.");
+  if (task_event && task == nullptr) return out;
+  json over = json::object();
+  over["job"] = JobSummaryJson(job, definition);
+  if (task_event) over["task"] = TaskSummaryJson(*task);
+  const expr::Vars vars(context, over);
+  for (std::size_t i = 0; i < definition.webhooks.size(); ++i) {
+    const Webhook& hook = definition.webhooks[i];
+    if (EventOf(hook) != event) continue;
+    const std::string path = fmt::format("webhooks[{}]", i);
+    WebhookDelivery d;
+    d.job_id = job.id;
+    if (task_event) d.task_id = task->id;
+    d.event = std::string(event);
+    d.created_at = now;
+    d.next_attempt_at = now;
+    // Evaluated in this order; the first failure gives the delivery's error.
+    std::string error;
+    if (!hook.if_expr.empty()) {
+      auto runs = EvaluateCondition(hook.if_expr, vars);
+      if (!runs.ok()) {
+        error = fmt::format("{}.if: {}", path, runs.status().message());
+      } else if (!*runs) {
+        continue;
+      }
+    }
+    auto eval = [&](const std::string& text, const std::string& field) -> std::string {
+      if (!error.empty()) return {};
+      auto value = expr::EvaluateTemplate(text, vars);
+      if (!value.ok()) {
+        error = fmt::format("{}.{}: {}", path, field, value.status().message());
+        return {};
+      }
+      if (InvalidUtf8At(*value) != std::string_view::npos) {
+        error = fmt::format("{}.{}: {}", path, field, kNotUtf8);
+        return {};
+      }
+      return std::move(*value);
+    };
+    d.url = eval(hook.url, "url");
+    if (error.empty() && !d.url.starts_with("http://") && !d.url.starts_with("https://")) {
+      error =
+          fmt::format("{}.url: evaluates to something other than an http:// or https:// URL", path);
+    }
+    for (const auto& [name, value] : hook.headers) {
+      std::string header = eval(value, fmt::format("headers.{}", name));
+      if (header.find_first_of("\r\n") != std::string::npos && error.empty()) {
+        error = fmt::format("{}.headers.{}: evaluates to a value with a line break", path, name);
+      }
+      d.headers[name] = std::move(header);
+    }
+    d.secret = eval(hook.secret, "secret");
+    d.body = over[task_event ? "task" : "job"].dump(-1, ' ', false, json::error_handler_t::replace);
+    if (!error.empty()) {
+      // Nothing to send: kept, failed, for the API to show.
+      d.state = DeliveryState::kFailed;
+      d.error = std::move(error);
+      d.completed_at = now;
+      d.headers.clear();
+      d.secret.clear();
+    }
+    d.id = new_id();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace baton
