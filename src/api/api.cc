@@ -128,6 +128,7 @@ Response Api::Handle(const Request& request) {
       if (n == 2 && m == "GET") return GetJob(p[1]);
       if (n == 3 && m == "GET" && p[2] == "log") return JobLog(p[1], request);
       if (n == 3 && m == "GET" && p[2] == "webhooks") return JobWebhooks(p[1]);
+      if (n == 2 && m == "DELETE") return DeleteJob(p[1]);
       if (n == 3 && m == "PUT" && p[2] == "cancel") return CancelJob(p[1]);
       if (n == 3 && m == "PUT" && p[2] == "restart") return RestartJob(p[1]);
     }
@@ -360,6 +361,13 @@ Response Api::JobWebhooks(const std::string& id) {
   }
   RedactJson(out, SecretValues(job));
   return Ok(out);
+}
+
+Response Api::DeleteJob(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  Status s = coordinator_.DeleteJob(id);
+  if (!s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
 }
 
 Response Api::CancelJob(const std::string& id) {

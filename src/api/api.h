@@ -99,6 +99,8 @@ class Api {
   // (beyond Tork) the job's webhook deliveries, oldest first, with their attempts.
   Response JobWebhooks(const std::string& id);
   Response CancelJob(const std::string& id);
+  // (beyond Tork) a finished top-level job, with its tasks, logs, deliveries, sub-jobs.
+  Response DeleteJob(const std::string& id);
   Response RestartJob(const std::string& id);
   Response GetTask(const std::string& id);
   Response TaskLog(const std::string& id, const Request& request);

@@ -497,7 +497,8 @@ class RetentionTest : public ::testing::Test {
     datastore_ = std::move(*ds);
     CoordinatorOptions options;
     options.lease = std::chrono::hours(24);  // the fake hours that pass kill no worker
-    options.auto_delete_interval = std::chrono::minutes(1);
+    options.auto_delete_interval = sweep_interval_;
+    options.lease_check_interval = sweep_interval_;
     coordinator_ = std::make_unique<Coordinator>(*datastore_, broker_, clock_, clock_, options);
     WorkerOptions worker;
     worker.queues = {{"default", 2}};
@@ -521,6 +522,9 @@ class RetentionTest : public ::testing::Test {
     return json::parse(Get("/jobs/" + id).body).value("state", "");
   }
 
+  Response Delete(const std::string& path) { return api_->Handle({"DELETE", path, {}, "", ""}); }
+
+  std::chrono::milliseconds sweep_interval_ = std::chrono::minutes(1);
   testing::FakeClock clock_;
   testing::FakeRuntime runtime_;
   InMemoryBroker broker_;
@@ -584,6 +588,86 @@ tasks:
   EXPECT_EQ(Get("/jobs/" + kept).status, 200);
   // A sweep that finds nothing more to do deletes nothing.
   EXPECT_EQ(*coordinator_->DeleteDueJobs(), 0);
+}
+
+// Tork's datastore.retention with its defaults (logs 168 h, jobs 8,760 h): sweeps are
+// rare here (every 1,000 h), and SweepRetention is called at the moments that matter.
+class LongRetentionTest : public RetentionTest {
+ protected:
+  LongRetentionTest() { sweep_interval_ = std::chrono::hours(1000); }
+};
+
+TEST_F(LongRetentionTest, DeletesExactlyTheLogPartsAndFinishedJobsPastTheirRetention) {
+  std::string old = Submit("name: old\ntasks:\n  - {name: t, run: ok one}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(old) == "COMPLETED"; }));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return datastore_->JobLogParts(old, 1, 10)->total_items == 1; }));
+  clock_.Advance(std::chrono::hours(100));
+  std::string young = Submit("name: young\ntasks:\n  - {name: t, run: ok two}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(young) == "COMPLETED"; }));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return datastore_->JobLogParts(young, 1, 10)->total_items == 1; }));
+
+  // 168 h after the old job's log, less a minute: everything stays.
+  clock_.Advance(std::chrono::hours(68) - std::chrono::minutes(1));
+  ASSERT_TRUE(coordinator_->SweepRetention().ok());
+  EXPECT_EQ(datastore_->JobLogParts(old, 1, 10)->total_items, 1);
+  // Two minutes later: the old job's log is past 168 h, the young one's is not.
+  clock_.Advance(std::chrono::minutes(2));
+  auto swept = coordinator_->SweepRetention();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(datastore_->JobLogParts(old, 1, 10)->total_items, 0);
+  EXPECT_EQ(datastore_->JobLogParts(young, 1, 10)->total_items, 1);
+  EXPECT_EQ(Get("/jobs/" + old).status, 200);  // the job itself is kept a year
+
+  // A year after the old job was created, less a minute: both jobs stay.
+  clock_.Advance(std::chrono::hours(8760 - 168) - std::chrono::minutes(2));
+  ASSERT_TRUE(coordinator_->SweepRetention().ok());
+  EXPECT_EQ(Get("/jobs/" + old).status, 200);
+  clock_.Advance(std::chrono::minutes(2));
+  ASSERT_TRUE(coordinator_->SweepRetention().ok());
+  EXPECT_EQ(Get("/jobs/" + old).status, 404);
+  EXPECT_TRUE(datastore_->JobTasks(old)->empty());
+  EXPECT_EQ(Get("/jobs/" + young).status, 200);
+  auto again = coordinator_->SweepRetention();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->log_parts, 0);
+  EXPECT_EQ(again->jobs, 0);
+}
+
+TEST_F(RetentionTest, DeleteJobRemovesAFinishedJobAndRefusesAnActiveOneOrASubJob) {
+  std::string done = Submit(R"(name: parent
+tasks:
+  - name: outer
+    subjob:
+      name: inner
+      tasks:
+        - {name: inner task, run: ok two}
+)");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(done) == "COMPLETED"; }));
+  auto rows = datastore_->JobTasks(done);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  std::string subjob = rows->front().subjob_id;
+  Response sub = Delete("/jobs/" + subjob);
+  EXPECT_EQ(sub.status, 400);
+  EXPECT_NE(sub.body.find("is a sub-job"), std::string::npos) << sub.body;
+
+  std::string running = Submit("name: long\ntasks:\n  - {name: t, run: hang}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(running) == "RUNNING"; }));
+  Response active = Delete("/jobs/" + running);
+  EXPECT_EQ(active.status, 400);
+  EXPECT_EQ(json::parse(active.body).value("message", ""),
+            "job " + running + " is RUNNING: cancel it first, or wait for its end");
+
+  Response ok = Delete("/jobs/" + done);
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.body, R"({"status":"OK"})");
+  EXPECT_EQ(Get("/jobs/" + done).status, 404);
+  EXPECT_EQ(Get("/jobs/" + subjob).status, 404);
+  EXPECT_EQ(Delete("/jobs/" + done).status, 404);
+  EXPECT_EQ(Delete("/jobs/0123456789abcdef0123456789abcdef").status, 404);
+  EXPECT_EQ(Get("/jobs/" + running).status, 200);
 }
 
 TEST(ParseAddressTest, SplitsHostAndPort) {

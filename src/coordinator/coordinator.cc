@@ -1,5 +1,7 @@
 #include "coordinator/coordinator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -201,6 +203,15 @@ void Coordinator::Sweep() {
   } else if (*deleted > 0) {
     log::Info("deleted jobs whose autoDelete time had come", {{"jobs", std::to_string(*deleted)}});
   }
+  auto retained = SweepRetention();
+  if (!retained.ok()) {
+    log::Warn("deleting what retention no longer keeps failed; trying again later",
+              {{"error", retained.status().message()}});
+  } else if (retained->log_parts > 0 || retained->jobs > 0) {
+    log::Info("deleted what retention no longer keeps",
+              {{"log_parts", std::to_string(retained->log_parts)},
+               {"jobs", std::to_string(retained->jobs)}});
+  }
 }
 
 Result<int> Coordinator::DeleteDueJobs() {
@@ -224,6 +235,66 @@ Result<int> Coordinator::DeleteDueJobs() {
     if (static_cast<int>(due->size()) < batch) break;
   }
   return deleted;
+}
+
+Result<Coordinator::Retained> Coordinator::SweepRetention() {
+  constexpr int kMaxBatchesPerSweep = 20;
+  Retained done;
+  const TimePoint now = clock_.Now();
+  if (options_.log_retention > std::chrono::milliseconds::zero()) {
+    const int batch = std::max(1, options_.retention_batch);
+    for (int round = 0; round < kMaxBatchesPerSweep; ++round) {
+      int deleted = 0;
+      BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
+        auto n = tx.DeleteLogPartsBefore(now - options_.log_retention, batch);
+        if (!n.ok()) return n.status();
+        deleted = *n;
+        return Status::Ok();
+      }));
+      done.log_parts += deleted;
+      if (deleted < batch) break;
+    }
+  }
+  if (options_.job_retention > std::chrono::milliseconds::zero()) {
+    const int batch = std::max(1, options_.auto_delete_batch);
+    for (int round = 0; round < kMaxBatchesPerSweep; ++round) {
+      std::vector<std::string> old;
+      BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
+        auto ids = tx.FinishedJobsCreatedBefore(now - options_.job_retention, batch);
+        if (!ids.ok()) return ids.status();
+        old = std::move(*ids);
+        return Status::Ok();
+      }));
+      for (const std::string& id : old) {
+        Status s = datastore_.DeleteJob(id);
+        if (s.code() == StatusCode::kNotFound) continue;  // another coordinator's
+        if (!s.ok()) return s;
+        ++done.jobs;
+        MutexLock lock(secrets_mu_);
+        job_secrets_.erase(id);
+      }
+      if (static_cast<int>(old.size()) < batch) break;
+    }
+  }
+  return done;
+}
+
+Status Coordinator::DeleteJob(const std::string& job_id) {
+  auto job = datastore_.GetJob(job_id);
+  if (!job.ok()) return job.status();
+  if (!job->parent_id.empty()) {
+    return FailedPrecondition(fmt::format(
+        "job {} is a sub-job (of task {}): delete its top-level job", job_id, job->parent_id));
+  }
+  if (job->state == JobState::kPending || job->state == JobState::kScheduled ||
+      job->state == JobState::kRunning) {
+    return FailedPrecondition(fmt::format("job {} is {}: cancel it first, or wait for its end",
+                                          job_id, ToString(job->state)));
+  }
+  BATON_RETURN_IF_ERROR(datastore_.DeleteJob(job_id));
+  MutexLock lock(secrets_mu_);
+  job_secrets_.erase(job_id);
+  return Status::Ok();
 }
 
 std::vector<std::string> Coordinator::JobSecrets(const std::string& job_id) {

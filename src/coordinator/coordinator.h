@@ -46,6 +46,13 @@ struct CoordinatorOptions {
   // coordinators may sweep at once: a job deleted twice is NotFound the second time.
   std::chrono::milliseconds auto_delete_interval = std::chrono::seconds(60);
   int auto_delete_batch = 100;
+  // Retention (Tork's datastore.retention): at each sweep, log parts older than
+  // `log_retention` and finished top-level jobs created more than `job_retention` ago
+  // (with their tasks, logs, deliveries and sub-jobs) are deleted, `retention_batch`
+  // log parts (jobs: auto_delete_batch) per transaction. Zero: kept for ever.
+  std::chrono::milliseconds log_retention = std::chrono::hours(168);
+  std::chrono::milliseconds job_retention = std::chrono::hours(8760);
+  int retention_batch = 1000;
   // Webhooks: what delivers the outbox (coordinator/webhooks.h). Without a sender (unit
   // tests), deliveries are written and never sent.
   WebhookSender* webhook_sender = nullptr;
@@ -108,6 +115,16 @@ class Coordinator {
   // Deletes the jobs due for deletion now, in batches; returns how many were deleted.
   // Runs every auto_delete_interval once started.
   Result<int> DeleteDueJobs();
+  // One retention pass (see CoordinatorOptions::log_retention), bounded like
+  // DeleteDueJobs: how many log parts and jobs it deleted.
+  struct Retained {
+    int log_parts = 0;
+    int jobs = 0;
+  };
+  Result<Retained> SweepRetention();
+  // Deletes a finished top-level job with everything of it (DELETE /jobs/{id}):
+  // NotFound for an unknown one, FailedPrecondition for an active job or a sub-job.
+  Status DeleteJob(const std::string& job_id);
 
  private:
   // Runs `work` every `interval` (on the timers' thread) until Stop, which cancels

@@ -190,6 +190,14 @@ class CountingDatastore final : public Datastore {
     Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override {
       return tx_.JobWebhookDeliveries(job_id);
     }
+    Result<int> DeleteLogPartsBefore(TimePoint before, int limit) override {
+      wrote_ = true;
+      return tx_.DeleteLogPartsBefore(before, limit);
+    }
+    Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before,
+                                                               int limit) override {
+      return tx_.FinishedJobsCreatedBefore(before, limit);
+    }
 
    private:
     Status Wrote(Status status) {

@@ -167,6 +167,15 @@ class Transaction {
   virtual Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) = 0;
   virtual Status UpdateWebhookDelivery(const WebhookDelivery& delivery) = 0;
   virtual Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) = 0;
+
+  // Retention, in small batches a sweep repeats. DeleteLogPartsBefore deletes at most
+  // `limit` log parts created before `before`, oldest first, and returns how many it
+  // deleted. FinishedJobsCreatedBefore: the ids of top-level jobs (no parent_id) that are
+  // COMPLETED, FAILED or CANCELLED and were created before `before`, oldest first (then
+  // id), at most `limit` (rows not locked): what Datastore::DeleteJob then removes.
+  virtual Result<int> DeleteLogPartsBefore(TimePoint before, int limit) = 0;
+  virtual Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before,
+                                                                     int limit) = 0;
 };
 
 class Datastore {

@@ -22,6 +22,7 @@ constexpr const char* kKeys[] = {
     "runtime.docker.config",
     // Durability and retention.
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
+    "datastore.retention.logs.duration", "datastore.retention.jobs.duration",
     // The API's HTTP server.
     "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout",
     "api.handler_threads", "api.max_buffered_bytes",
@@ -164,6 +165,16 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.sqlite_synchronous = value;
   } else if (key == "coordinator.auto_delete.interval") {
     BATON_RETURN_IF_ERROR(duration(config.auto_delete_interval));
+  } else if (key == "datastore.retention.logs.duration" ||
+             key == "datastore.retention.jobs.duration") {
+    // "0" (or any zero duration) keeps them for ever.
+    auto d = ParseDuration(value);
+    if (!d.ok()) return InvalidArgument(fmt::format("{}: {}", key, d.status().message()));
+    if (*d < std::chrono::milliseconds::zero()) {
+      return InvalidArgument(fmt::format("{}: must not be negative", key));
+    }
+    (key == "datastore.retention.logs.duration" ? config.log_retention : config.job_retention) =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*d);
   } else if (key == "webhooks.max_attempts" || key == "webhooks.concurrency") {
     int n = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);

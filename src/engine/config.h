@@ -64,6 +64,11 @@ struct Config {
   // coordinator.auto_delete.interval: how often the coordinator deletes the jobs whose
   // autoDelete time has come.
   std::chrono::milliseconds auto_delete_interval = std::chrono::seconds(60);
+  // datastore.retention.logs.duration / .jobs.duration (Tork's keys and defaults): log
+  // parts, and finished top-level jobs by their creation, older than this are deleted at
+  // each sweep (coordinator.auto_delete.interval). 0: kept for ever.
+  std::chrono::milliseconds log_retention = std::chrono::hours(168);
+  std::chrono::milliseconds job_retention = std::chrono::hours(8760);
 
   // Webhooks (coordinator/webhooks.h): webhooks.max_attempts, .backoff, .max_backoff,
   // .timeout, .concurrency, .secret, .allowed_hosts (comma-separated hosts).

@@ -111,6 +111,8 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.webhooks = config.webhooks;
+  coordinator.log_retention = config.log_retention;
+  coordinator.job_retention = config.job_retention;
   // The only coordinator: what a killed predecessor was sending is its own to send again.
   coordinator.webhooks.release_claims_at_start = true;
   SqliteDatastore* sqlite_store = datastore.get();
@@ -167,6 +169,8 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.webhooks = config.webhooks;
+  coordinator.log_retention = config.log_retention;
+  coordinator.job_retention = config.job_retention;
   coordinator.node_id = NewId();
   coordinator.hostname = HostName();
   coordinator.version = Version();

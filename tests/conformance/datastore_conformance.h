@@ -1985,5 +1985,69 @@ TEST_P(DatastoreConformanceTest, DeleteJobRemovesItsWebhookDeliveries) {
   EXPECT_EQ(DeliveryIds(*Deliveries(ds(), kept_job.id)), std::vector<std::string>{kept.id});
 }
 
+// ---- Retention ----------------------------------------------------------------------
+
+TEST_P(DatastoreConformanceTest, DeleteLogPartsBeforeDeletesTheOlderOnesOldestFirstInBatches) {
+  // Long before any other test's log parts (a shared database keeps those).
+  const std::int64_t base = -1000LL * 3600 * 24 * 365;
+  auto [job, task_row] = MakeJobWithTask();
+  const TaskRecord task = task_row;
+  LogPart first = NewLogPart(task, 1, At(base + 10));
+  LogPart second = NewLogPart(task, 2, At(base + 20));
+  LogPart exact = NewLogPart(task, 3, At(base + 30));
+  LogPart later = NewLogPart(task, 4, At(base + 40));
+  for (const LogPart& p : {first, second, exact, later}) ASSERT_TRUE(IsOk(ds().CreateLogPart(p)));
+  auto sweep = [&](int limit) {
+    int n = -1;
+    EXPECT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+      BATON_ASSIGN_OR_RETURN_CONFORMANCE(n, tx.DeleteLogPartsBefore(At(base + 30), limit));
+      return Status::Ok();
+    })));
+    return n;
+  };
+  auto numbers = [&] {
+    std::vector<int> out;
+    auto parts = ds().TaskLogParts(task.id, 1, 100);
+    for (const LogPart& p : parts->items) out.push_back(p.number);
+    return out;
+  };
+  EXPECT_EQ(sweep(1), 1);  // the oldest first
+  EXPECT_EQ(numbers(), (std::vector<int>{4, 3, 2}));
+  EXPECT_EQ(sweep(10), 1);
+  EXPECT_EQ(sweep(10), 0);  // created at `before` exactly, or later: kept
+  EXPECT_EQ(numbers(), (std::vector<int>{4, 3}));
+  EXPECT_EQ(sweep(0), 0);
+}
+
+TEST_P(DatastoreConformanceTest, FinishedJobsCreatedBeforeAreTheOldFinishedTopLevelOnes) {
+  const std::int64_t base = -1000LL * 3600 * 24 * 365;
+  std::vector<JobRecord> jobs;
+  auto make = [&](std::int64_t at, JobState state, const std::string& parent = "") {
+    JobRecord job = NewJob(SimpleJob("old " + UniqueWord()), At(base + at), state);
+    job.parent_id = parent;
+    EXPECT_TRUE(IsOk(ds().CreateJob(job)));
+    return job.id;
+  };
+  std::string completed = make(10, JobState::kCompleted);
+  std::string failed = make(20, JobState::kFailed);
+  std::string cancelled = make(5, JobState::kCancelled);
+  std::string running = make(1, JobState::kRunning);
+  std::string pending = make(2, JobState::kPending);
+  std::string sub = make(3, JobState::kCompleted, "0123456789abcdef0123456789abcdef");
+  std::string exact = make(30, JobState::kCompleted);
+  std::vector<std::string> all, one;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(all, tx.FinishedJobsCreatedBefore(At(base + 30), 100));
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(one, tx.FinishedJobsCreatedBefore(At(base + 30), 1));
+    return Status::Ok();
+  })));
+  EXPECT_EQ(all, (std::vector<std::string>{cancelled, completed, failed}));
+  EXPECT_EQ(one, (std::vector<std::string>{cancelled}));
+  // Removed as the sweep does, so that a shared database does not keep them.
+  for (const std::string& id : {completed, failed, cancelled, running, pending, sub, exact}) {
+    EXPECT_TRUE(IsOk(ds().DeleteJob(id)));
+  }
+}
+
 }  // namespace datastore_conformance
 }  // namespace baton::testing

@@ -353,6 +353,15 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("JobWebhookDeliveries", "", job_id));
       return tx_.JobWebhookDeliveries(job_id);
     }
+    Result<int> DeleteLogPartsBefore(TimePoint before, int limit) override {
+      BATON_RETURN_IF_ERROR(Enter("DeleteLogPartsBefore", "", ""));
+      return tx_.DeleteLogPartsBefore(before, limit);
+    }
+    Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before,
+                                                               int limit) override {
+      BATON_RETURN_IF_ERROR(Enter("FinishedJobsCreatedBefore", "", ""));
+      return tx_.FinishedJobsCreatedBefore(before, limit);
+    }
 
    private:
     // Rows a read returned (a job's or a task's row each), for rows_read().

@@ -208,6 +208,13 @@ Statements Build(Dialect d) {
   s.delete_job_webhook_deliveries =
       st("delete_job_webhook_deliveries", "DELETE FROM webhook_deliveries WHERE job_id = $1");
 #undef BATON_SQL_WEBHOOK_COLUMNS
+  s.delete_old_log_parts = st("delete_old_log_parts",
+                              "DELETE FROM log_parts WHERE id IN (SELECT id FROM log_parts "
+                              "WHERE created_at < $1 ORDER BY created_at LIMIT $2)");
+  s.old_finished_jobs =
+      st("old_finished_jobs",
+         "SELECT id FROM jobs WHERE parent_id = '' AND created_at < $1 "
+         "AND state IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY created_at, id LIMIT $2");
 
   s.health = st("health", "SELECT 1");
   s.max_schema_version =

@@ -92,6 +92,9 @@ struct Statements {
   Statement update_webhook_delivery;
   Statement job_webhook_deliveries;
   Statement delete_job_webhook_deliveries;
+  // Retention ($1: the time before which, $2: a limit).
+  Statement delete_old_log_parts;
+  Statement old_finished_jobs;
 
   Statement health;
   Statement max_schema_version;

@@ -437,4 +437,33 @@ Result<std::vector<WebhookDelivery>> SqlTransaction::JobWebhookDeliveries(std::s
   return Deliveries(st_.job_webhook_deliveries, [&](ParamSink& p) { p.Text(job_id); });
 }
 
+Result<int> SqlTransaction::DeleteLogPartsBefore(TimePoint before, int limit) {
+  if (!poison_.ok()) return poison_;
+  if (limit <= 0) return 0;
+  Result<std::int64_t> deleted = session_.Execute(st_.delete_old_log_parts, [&](ParamSink& p) {
+    p.Time(before);
+    p.Int(limit);
+  });
+  if (!deleted.ok()) return Poison(deleted.status());
+  return static_cast<int>(*deleted);
+}
+
+Result<std::vector<std::string>> SqlTransaction::FinishedJobsCreatedBefore(TimePoint before,
+                                                                           int limit) {
+  if (!poison_.ok()) return poison_;
+  std::vector<std::string> ids;
+  if (limit <= 0) return ids;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.old_finished_jobs,
+      [&](ParamSink& p) {
+        p.Time(before);
+        p.Int(limit);
+      },
+      [&](const RowView& row) -> Status {
+        ids.emplace_back(row.Text(0));
+        return Status::Ok();
+      }));
+  return ids;
+}
+
 }  // namespace baton::sql

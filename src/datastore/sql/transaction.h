@@ -50,6 +50,8 @@ class SqlTransaction final : public Transaction {
   Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) override;
   Status UpdateWebhookDelivery(const WebhookDelivery& delivery) override;
   Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override;
+  Result<int> DeleteLogPartsBefore(TimePoint before, int limit) override;
+  Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before, int limit) override;
 
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }

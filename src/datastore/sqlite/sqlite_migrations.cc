@@ -131,12 +131,18 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, id)
 CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, created_at, id);
 )sql";
 
-constexpr std::array<SqliteMigration, 5> kMigrations = {{
+// Retention: log parts by age (Transaction::DeleteLogPartsBefore).
+constexpr std::string_view kLogPartsCreatedAt = R"sql(
+CREATE INDEX log_parts_created_at ON log_parts (created_at);
+)sql";
+
+constexpr std::array<SqliteMigration, 6> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
     {4, "jobs.context_version: raised by every write of the context", kJobContextVersion},
     {5, "webhook_deliveries: the webhook outbox", kWebhookDeliveries},
+    {6, "log_parts_created_at: log retention by age", kLogPartsCreatedAt},
 }};
 
 }  // namespace
