@@ -336,29 +336,8 @@ Response Api::JobWebhooks(const std::string& id) {
     return Status::Ok();
   });
   if (!read.ok()) return ErrorResponse(read);
-  // What was sent and how it went: never the headers, the key or the body.
   nlohmann::json out = nlohmann::json::array();
-  for (const WebhookDelivery& d : deliveries) {
-    nlohmann::json one = {{"id", d.id},
-                          {"event", d.event},
-                          {"url", d.url},
-                          {"state", ToString(d.state)},
-                          {"attempts", d.attempts},
-                          {"createdAt", FormatTime(d.created_at)}};
-    if (!d.task_id.empty()) one["taskId"] = d.task_id;
-    if (d.state == DeliveryState::kPending) one["nextAttemptAt"] = FormatTime(d.next_attempt_at);
-    if (d.completed_at) one["completedAt"] = FormatTime(*d.completed_at);
-    if (!d.error.empty()) one["error"] = d.error;
-    nlohmann::json history = nlohmann::json::array();
-    for (const WebhookAttempt& a : d.history) {
-      nlohmann::json attempt = {
-          {"at", FormatTime(a.at)}, {"statusCode", a.status_code}, {"durationMs", a.duration_ms}};
-      if (!a.error.empty()) attempt["error"] = a.error;
-      history.push_back(std::move(attempt));
-    }
-    one["history"] = std::move(history);
-    out.push_back(std::move(one));
-  }
+  for (const WebhookDelivery& d : deliveries) out.push_back(ToJson(d));
   RedactJson(out, SecretValues(job));
   return Ok(out);
 }

@@ -14,10 +14,9 @@
 namespace baton {
 namespace {
 
-SchedulerOptions WakingWebhooks(SchedulerOptions options, std::unique_ptr<WebhookDeliverer>* d) {
-  options.on_webhooks = [d] {
-    if (*d) (*d)->Wake();
-  };
+// The scheduler's options, waking `deliverer` (if any) after commits that wrote deliveries.
+SchedulerOptions WakingWebhooks(SchedulerOptions options, WebhookDeliverer* deliverer) {
+  if (deliverer != nullptr) options.on_webhooks = [deliverer] { deliverer->Wake(); };
   return options;
 }
 
@@ -39,7 +38,8 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
                                                           ? JobSecrets(d.job_id)
                                                           : SecretsFor(d.job_id, d.task_id));
                           })),
-      scheduler_(datastore, broker, clock, timers, WakingWebhooks(options.scheduler, &webhooks_)) {
+      scheduler_(datastore, broker, clock, timers,
+                 WakingWebhooks(options.scheduler, webhooks_.get())) {
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
     {
       MutexLock lock(mu_);
@@ -224,13 +224,11 @@ Result<int> Coordinator::DeleteDueJobs() {
     auto due = datastore_.JobsDueForDeletion(clock_.Now(), batch);
     if (!due.ok()) return due.status();
     for (const std::string& id : *due) {
-      Status s = datastore_.DeleteJob(id);
+      Status s = DeleteStoredJob(id);
       // NotFound: another coordinator, or its parent's deletion, took it first.
       if (s.code() == StatusCode::kNotFound) continue;
       if (!s.ok()) return s;
       ++deleted;
-      MutexLock lock(secrets_mu_);
-      job_secrets_.erase(id);
     }
     if (static_cast<int>(due->size()) < batch) break;
   }
@@ -266,12 +264,10 @@ Result<Coordinator::Retained> Coordinator::SweepRetention() {
         return Status::Ok();
       }));
       for (const std::string& id : old) {
-        Status s = datastore_.DeleteJob(id);
+        Status s = DeleteStoredJob(id);
         if (s.code() == StatusCode::kNotFound) continue;  // another coordinator's
         if (!s.ok()) return s;
         ++done.jobs;
-        MutexLock lock(secrets_mu_);
-        job_secrets_.erase(id);
       }
       if (static_cast<int>(old.size()) < batch) break;
     }
@@ -280,17 +276,27 @@ Result<Coordinator::Retained> Coordinator::SweepRetention() {
 }
 
 Status Coordinator::DeleteJob(const std::string& job_id) {
-  auto job = datastore_.GetJob(job_id);
-  if (!job.ok()) return job.status();
-  if (!job->parent_id.empty()) {
+  // Its state columns only: a big job's definition and context are not read to be deleted.
+  JobRecord job;
+  BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
+    int version = 0;
+    auto row = tx.GetJobState(job_id, &version);
+    if (!row.ok()) return row.status();
+    job = std::move(*row);
+    return Status::Ok();
+  }));
+  if (!job.parent_id.empty()) {
     return FailedPrecondition(fmt::format(
-        "job {} is a sub-job (of task {}): delete its top-level job", job_id, job->parent_id));
+        "job {} is a sub-job (of task {}): delete its top-level job", job_id, job.parent_id));
   }
-  if (job->state == JobState::kPending || job->state == JobState::kScheduled ||
-      job->state == JobState::kRunning) {
+  if (!IsTerminal(job.state)) {
     return FailedPrecondition(fmt::format("job {} is {}: cancel it first, or wait for its end",
-                                          job_id, ToString(job->state)));
+                                          job_id, ToString(job.state)));
   }
+  return DeleteStoredJob(job_id);
+}
+
+Status Coordinator::DeleteStoredJob(const std::string& job_id) {
   BATON_RETURN_IF_ERROR(datastore_.DeleteJob(job_id));
   MutexLock lock(secrets_mu_);
   job_secrets_.erase(job_id);

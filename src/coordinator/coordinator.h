@@ -135,6 +135,8 @@ class Coordinator {
                         std::chrono::milliseconds interval, void (Coordinator::*work)())
       BATON_EXCLUDES(mu_);
   void CheckLeases();
+  // Datastore::DeleteJob, and the job's secrets forgotten.
+  Status DeleteStoredJob(const std::string& job_id);
   // One autoDelete sweep (DeleteDueJobs), logged.
   void Sweep();
   void Heartbeat(NodeStatus status);

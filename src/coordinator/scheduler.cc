@@ -193,11 +193,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
               using E = std::decay_t<decltype(e)>;
               if constexpr (std::is_same_v<E, flow::CreateJob>) {
                 decided.wrote = true;
-                if (CallsWebhooks(e.row.job, kEventJobStateChange)) {
-                  AddHooks(hooks,
-                           WebhookDeliveriesFor(kEventJobStateChange, e.row, e.row.job,
-                                                e.row.context, nullptr, clock_.Now(), NewId));
-                }
+                AddHooks(hooks, CreatedJobHooks(e.row));
                 decided.created.push_back(e.row);
                 contexts[e.row.id] = std::nullopt;  // read when first decided about
                 return tx.CreateJob(e.row);
@@ -302,6 +298,12 @@ void Scheduler::AddHooks(std::vector<WebhookDelivery>& hooks, std::vector<Webhoo
   for (WebhookDelivery& d : more) hooks.push_back(std::move(d));
 }
 
+std::vector<WebhookDelivery> Scheduler::CreatedJobHooks(const JobRecord& job) {
+  if (!CallsWebhooks(job.job, kEventJobStateChange)) return {};
+  return WebhookDeliveriesFor(kEventJobStateChange, job, job.job, job.context, nullptr,
+                              clock_.Now(), NewId);
+}
+
 Result<Scheduler::HookJob> Scheduler::HookJobOf(Transaction& tx, const std::string& job_id,
                                                 ScopeContexts& contexts) {
   int version = 0;
@@ -318,16 +320,16 @@ Status Scheduler::JobHooks(Transaction& tx, const flow::UpdateJob& e, ScopeConte
   if (!definition.ok()) return definition.status();
   std::string_view event = e.state_changed ? kEventJobStateChange : kEventJobProgress;
   if (!CallsWebhooks(**definition, event)) return Status::Ok();
-  std::shared_ptr<const nlohmann::json> context;
-  if (e.context) {
-    context = std::make_shared<const nlohmann::json>(e.row.context);
-  } else {
+  // A row whose context changed carries it whole; otherwise it is the kept one.
+  std::shared_ptr<const nlohmann::json> kept;
+  if (!e.context) {
     auto job = HookJobOf(tx, e.row.id, contexts);
     if (!job.ok()) return job.status();
-    context = std::move(job->context);
+    kept = std::move(job->context);
   }
-  AddHooks(hooks, WebhookDeliveriesFor(event, e.row, **definition, *context, nullptr, clock_.Now(),
-                                       NewId));
+  const nlohmann::json& context = e.context ? e.row.context : *kept;
+  AddHooks(hooks,
+           WebhookDeliveriesFor(event, e.row, **definition, context, nullptr, clock_.Now(), NewId));
   return Status::Ok();
 }
 
@@ -350,10 +352,14 @@ Status Scheduler::CancelledHooks(Transaction& tx, const std::string& job_id,
   auto definition = DefinitionOf(tx, job_id);
   if (!definition.ok()) return definition.status();
   if (!CallsWebhooks(**definition, kEventTaskStateChange)) return Status::Ok();
+  // The rows were cancelled at once, in one state of their job: read once.
+  auto job = HookJobOf(tx, job_id, contexts);
+  if (!job.ok()) return job.status();
   for (const CancelledTask& c : cancelled) {
     auto row = tx.GetTask(c.id);
     if (!row.ok()) return row.status();
-    BATON_RETURN_IF_ERROR(TaskHooks(tx, *row, kEventTaskStateChange, contexts, hooks));
+    AddHooks(hooks, WebhookDeliveriesFor(kEventTaskStateChange, job->row, **definition,
+                                         *job->context, &*row, clock_.Now(), NewId));
   }
   return Status::Ok();
 }
@@ -713,10 +719,8 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
   if (options_.start_in_background && !runnable_first) {
     // Stored PENDING before the answer; the starter thread decides StartJob. A crash in
     // between leaves it PENDING, and reconciling starts it.
-    if (CallsWebhooks(job, kEventJobStateChange)) {
+    if (auto hooks = CreatedJobHooks(record); !hooks.empty()) {
       // Its PENDING state reported by the outbox, written with the job.
-      auto hooks = WebhookDeliveriesFor(kEventJobStateChange, record, job, record.context, nullptr,
-                                        clock_.Now(), NewId);
       BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
         BATON_RETURN_IF_ERROR(tx.CreateJob(record));
         return tx.CreateWebhookDeliveries(hooks);

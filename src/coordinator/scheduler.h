@@ -154,6 +154,8 @@ class Scheduler {
   };
   Result<HookJob> HookJobOf(Transaction& tx, const std::string& job_id, ScopeContexts& contexts);
   static void AddHooks(std::vector<WebhookDelivery>& hooks, std::vector<WebhookDelivery> more);
+  // What a job stored new (its definition in its row) reports: job.StateChange.
+  std::vector<WebhookDelivery> CreatedJobHooks(const JobRecord& job);
   Status JobHooks(Transaction& tx, const flow::UpdateJob& e, ScopeContexts& contexts,
                   std::vector<WebhookDelivery>& hooks);
   Status TaskHooks(Transaction& tx, const TaskRecord& row, std::string_view event,

@@ -28,10 +28,9 @@ constexpr const char* kTaskRuntimeKeys[] = {"id",          "jobId",     "parentI
                                             "completedAt", "failedAt",  "error",       "result",
                                             "nodeId",      "progress",  "redelivered"};
 
-}  // namespace
-
-json ToJson(const TaskRecord& task) {
-  json out = ToJson(task.task);
+// A row's ids, state, times, result, error, node and progress: what the full task JSON
+// and its summary both show.
+void PutTaskRow(json& out, const TaskRecord& task) {
   out["id"] = task.id;
   out["jobId"] = task.job_id;
   if (!task.parent_id.empty()) out["parentId"] = task.parent_id;
@@ -46,6 +45,13 @@ json ToJson(const TaskRecord& task) {
   if (!task.result.empty()) out["result"] = task.result;
   if (!task.node_id.empty()) out["nodeId"] = task.node_id;
   out["progress"] = task.progress;
+}
+
+}  // namespace
+
+json ToJson(const TaskRecord& task) {
+  json out = ToJson(task.task);
+  PutTaskRow(out, task);
   out["redelivered"] = task.redelivered;
   if (task.task.parallel) out["parallel"]["completions"] = task.completions;
   if (task.task.each) {
@@ -139,24 +145,52 @@ json JobSummaryJson(const JobRecord& record, const Job& definition) {
 
 json TaskSummaryJson(const TaskRecord& task) {
   json out = json::object();
-  out["id"] = task.id;
-  out["jobId"] = task.job_id;
-  if (!task.parent_id.empty()) out["parentId"] = task.parent_id;
-  out["position"] = task.position;
+  PutTaskRow(out, task);
   if (!task.task.name.empty()) out["name"] = task.task.name;
   if (!task.task.description.empty()) out["description"] = task.task.description;
-  out["state"] = ToString(task.state);
-  out["createdAt"] = FormatTime(task.created_at);
-  PutTime(out, "scheduledAt", task.scheduled_at);
-  PutTime(out, "startedAt", task.started_at);
-  PutTime(out, "completedAt", task.completed_at);
-  PutTime(out, "failedAt", task.failed_at);
-  if (!task.error.empty()) out["error"] = task.error;
-  if (!task.result.empty()) out["result"] = task.result;
-  if (!task.node_id.empty()) out["nodeId"] = task.node_id;
   if (!task.task.var.empty()) out["var"] = task.task.var;
   if (!task.task.tags.empty()) out["tags"] = task.task.tags;
-  out["progress"] = task.progress;
+  return out;
+}
+
+json ToJson(const WebhookAttempt& attempt) {
+  json out = {{"at", FormatTime(attempt.at)},
+              {"statusCode", attempt.status_code},
+              {"durationMs", attempt.duration_ms}};
+  if (!attempt.error.empty()) out["error"] = attempt.error;
+  return out;
+}
+
+Result<WebhookAttempt> WebhookAttemptFromJson(const json& in) {
+  if (!in.is_object()) return InvalidArgument("webhook attempt: expected an object");
+  WebhookAttempt attempt;
+  try {
+    auto at = GetTime(in, "at");
+    if (!at.ok()) return at.status();
+    attempt.at = at->value_or(TimePoint{});
+    attempt.status_code = in.value("statusCode", 0);
+    attempt.duration_ms = in.value("durationMs", 0);
+    attempt.error = in.value("error", "");
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("webhook attempt: ") + e.what());
+  }
+  return attempt;
+}
+
+json ToJson(const WebhookDelivery& d) {
+  json out = {{"id", d.id},
+              {"event", d.event},
+              {"url", d.url},
+              {"state", ToString(d.state)},
+              {"attempts", d.attempts},
+              {"createdAt", FormatTime(d.created_at)}};
+  if (!d.task_id.empty()) out["taskId"] = d.task_id;
+  if (d.state == DeliveryState::kPending) out["nextAttemptAt"] = FormatTime(d.next_attempt_at);
+  PutTime(out, "completedAt", d.completed_at);
+  if (!d.error.empty()) out["error"] = d.error;
+  json history = json::array();
+  for (const WebhookAttempt& a : d.history) history.push_back(ToJson(a));
+  out["history"] = std::move(history);
   return out;
 }
 

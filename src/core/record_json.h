@@ -24,4 +24,12 @@ nlohmann::json JobSummaryJson(const JobRecord& job, const Job& definition);
 // state, times, result, error, progress and node, not the definition.
 nlohmann::json TaskSummaryJson(const TaskRecord& task);
 
+// One attempt of a webhook delivery ({at, statusCode, durationMs, error}): as stored in a
+// delivery's history and as GET /jobs/{id}/webhooks shows it.
+nlohmann::json ToJson(const WebhookAttempt& attempt);
+Result<WebhookAttempt> WebhookAttemptFromJson(const nlohmann::json& json);
+// A delivery as GET /jobs/{id}/webhooks shows it: what was sent and how it went, never its
+// headers, key or body.
+nlohmann::json ToJson(const WebhookDelivery& delivery);
+
 }  // namespace baton

@@ -32,6 +32,19 @@ constexpr const char* kKeys[] = {
     "webhooks.max_attempts", "webhooks.backoff", "webhooks.max_backoff", "webhooks.timeout",
     "webhooks.concurrency", "webhooks.secret", "webhooks.allowed_hosts"};
 
+// The items of a comma-separated list, blanks around each trimmed, empty ones left out.
+std::vector<std::string_view> CommaList(std::string_view rest) {
+  std::vector<std::string_view> items;
+  while (!rest.empty()) {
+    std::string_view item = rest.substr(0, rest.find(','));
+    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
 std::string EnvName(std::string_view key) {
   std::string name = "BATON_";
   for (char c : key) name += c == '.' ? '_' : static_cast<char>(std::toupper(c));
@@ -101,13 +114,7 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.docker_allow_binds = value == "true";
   } else if (key == "runtime.docker.binds.sources") {
     config.docker_bind_sources.clear();
-    std::string_view rest = value;
-    while (!rest.empty()) {
-      std::string_view item = rest.substr(0, rest.find(','));
-      rest.remove_prefix(std::min(rest.size(), item.size() + 1));
-      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-      if (item.empty()) continue;
+    for (std::string_view item : CommaList(value)) {
       if (item.front() != '/') {
         return InvalidArgument(fmt::format("{}: \"{}\" is not an absolute path", key, item));
       }
@@ -195,17 +202,11 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.webhooks.secret = value;
   } else if (key == "webhooks.allowed_hosts") {
     config.webhooks.allowed_hosts.clear();
-    std::size_t start = 0;
-    while (start <= value.size()) {
-      std::size_t end = value.find(',', start);
-      if (end == std::string::npos) end = value.size();
-      std::string host = value.substr(start, end - start);
-      host.erase(0, host.find_first_not_of(' '));
-      host.erase(host.find_last_not_of(' ') + 1);
+    for (std::string_view item : CommaList(value)) {
+      std::string host(item);
       std::transform(host.begin(), host.end(), host.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (!host.empty()) config.webhooks.allowed_hosts.push_back(host);
-      start = end + 1;
+      config.webhooks.allowed_hosts.push_back(std::move(host));
     }
   } else {
     return InvalidArgument(fmt::format("unknown configuration key {}", key));

@@ -74,20 +74,16 @@ std::string WebhookSignature(const std::string& key, const std::string& body) {
 }
 
 std::string UrlHost(const std::string& url) {
-  std::size_t start = url.find("://");
-  if (start == std::string::npos) return "";
-  start += 3;
-  std::size_t end = url.find_first_of("/?#", start);
-  std::string authority = url.substr(start, end == std::string::npos ? end : end - start);
-  if (std::size_t at = authority.rfind('@'); at != std::string::npos) {
-    authority = authority.substr(at + 1);
+  std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), curl_url_cleanup);
+  if (!parsed || curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    return "";
   }
-  std::string host;
-  if (authority.starts_with("[")) {
-    std::size_t close = authority.find(']');
-    host = authority.substr(1, close == std::string::npos ? close : close - 1);
-  } else {
-    host = authority.substr(0, authority.find(':'));
+  char* part = nullptr;
+  if (curl_url_get(parsed.get(), CURLUPART_HOST, &part, 0) != CURLUE_OK) return "";
+  std::string host(part);
+  curl_free(part);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
   std::transform(host.begin(), host.end(), host.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });

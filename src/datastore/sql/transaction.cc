@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "core/record_json.h"
+
 namespace baton::sql {
 namespace {
 
@@ -31,12 +33,7 @@ void BindDelivery(ParamSink& p, const WebhookDelivery& d, const std::string& hea
 
 std::string EncodeHistory(const std::vector<WebhookAttempt>& history) {
   json out = json::array();
-  for (const WebhookAttempt& a : history) {
-    json one = {
-        {"at", FormatTime(a.at)}, {"statusCode", a.status_code}, {"durationMs", a.duration_ms}};
-    if (!a.error.empty()) one["error"] = a.error;
-    out.push_back(std::move(one));
-  }
+  for (const WebhookAttempt& a : history) out.push_back(ToJson(a));
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -61,12 +58,10 @@ Result<WebhookDelivery> DeliveryFromRow(const RowView& row) {
     d.completed_at = row.OptTime(12);
     d.error = row.Text(13);
     for (const json& one : json::parse(row.Text(14))) {
-      WebhookAttempt a;
-      a.at = ParseTime(one.at("at").get<std::string>()).value_or(TimePoint{});
-      a.status_code = one.value("statusCode", 0);
-      a.duration_ms = one.value("durationMs", 0);
-      a.error = one.value("error", "");
-      d.history.push_back(std::move(a));
+      Result<WebhookAttempt> a = WebhookAttemptFromJson(one);
+      if (!a.ok())
+        return Internal(fmt::format("webhook delivery {}: {}", d.id, a.status().message()));
+      d.history.push_back(std::move(*a));
     }
   } catch (const json::exception& e) {
     return Internal(fmt::format("webhook delivery {}: {}", d.id, e.what()));
