@@ -187,6 +187,10 @@ class CountingDatastore final : public Datastore {
     Status UpdateWebhookDelivery(const WebhookDelivery& delivery) override {
       return Wrote(tx_.UpdateWebhookDelivery(delivery));
     }
+    Result<int> ReleaseWebhookDeliveries(TimePoint now) override {
+      wrote_ = true;
+      return tx_.ReleaseWebhookDeliveries(now);
+    }
     Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override {
       return tx_.JobWebhookDeliveries(job_id);
     }

@@ -23,22 +23,8 @@ Status WebhookDeliverer::Start() {
     // A predecessor killed mid-call left its claims: this is the only coordinator, so no
     // one else is sending them.
     const TimePoint now = clock_.Now();
-    for (;;) {
-      int released = 0;
-      BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
-        released = 0;
-        auto held = tx.DueWebhookDeliveries(TimePoint::max(), 100);
-        if (!held.ok()) return held.status();
-        for (WebhookDelivery& d : *held) {
-          if (d.next_attempt_at <= now) continue;
-          d.next_attempt_at = now;
-          BATON_RETURN_IF_ERROR(tx.UpdateWebhookDelivery(d));
-          ++released;
-        }
-        return Status::Ok();
-      }));
-      if (released < 100) break;
-    }
+    BATON_RETURN_IF_ERROR(datastore_.Transact(
+        [&](Transaction& tx) { return tx.ReleaseWebhookDeliveries(now).status(); }));
   }
   for (int i = 0; i < std::max(1, options_.concurrency); ++i) {
     threads_.emplace_back([this](std::stop_token stop) { Loop(stop); });

@@ -207,6 +207,23 @@ TEST_F(WebhookDelivererTest, ASoleCoordinatorTakesBackItsPredecessorsClaimsAtSta
   next.Stop();
 }
 
+TEST_F(WebhookDelivererTest, TakingBackClaimsAtStartReachesPastAHundredDueDeliveries) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(Enqueue());
+  // Claimed for an hour by a predecessor, behind the hundred due now.
+  sender_.answers = {{0, "stopped"}, {200, ""}};
+  std::string claimed = Enqueue();
+  WebhookDelivery held = Stored(claimed);
+  held.next_attempt_at = clock_.Now() + 1h;
+  ASSERT_TRUE(ds_->Transact([&](Transaction& tx) { return tx.UpdateWebhookDelivery(held); }).ok());
+  sender_.answers = {{200, ""}};
+  WebhookDeliverer next = Deliverer({.concurrency = 1, .release_claims_at_start = true});
+  ASSERT_TRUE(next.Start().ok());
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return Stored(claimed).state == DeliveryState::kDelivered; }, 10s));
+  next.Stop();
+}
+
 TEST_F(WebhookDelivererTest, AHostNotAllowedIsNeverCalled) {
   std::string id = Enqueue("http://example.com/hook");
   WebhookDeliverer deliverer = Deliverer({.allowed_hosts = {"127.0.0.1"}});

@@ -166,6 +166,9 @@ class Transaction {
   virtual Status CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) = 0;
   virtual Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) = 0;
   virtual Status UpdateWebhookDelivery(const WebhookDelivery& delivery) = 0;
+  // Every PENDING delivery due after `now` (claimed, or in its backoff) becomes due at
+  // `now`, in one write; returns how many. What the only coordinator does at start.
+  virtual Result<int> ReleaseWebhookDeliveries(TimePoint now) = 0;
   virtual Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) = 0;
 
   // Retention, in small batches a sweep repeats. DeleteLogPartsBefore deletes at most

@@ -1922,6 +1922,30 @@ TEST_P(DatastoreConformanceTest, UpdateWebhookDeliveryStoresItsProgressAndNotFou
       StatusCode::kNotFound);
 }
 
+TEST_P(DatastoreConformanceTest, ReleaseWebhookDeliveriesMakesThePendingOnesDueNow) {
+  auto [job, task] = MakeJobWithTask();
+  WebhookDelivery held = NewDelivery(job.id, At(500));
+  WebhookDelivery due = NewDelivery(job.id, At(10));
+  WebhookDelivery done = NewDelivery(job.id, At(900));
+  done.state = DeliveryState::kDelivered;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) {
+    return tx.CreateWebhookDeliveries({held, due, done});
+  })));
+  int released = -1;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(released, tx.ReleaseWebhookDeliveries(At(100)));
+    return Status::Ok();
+  })));
+  EXPECT_GE(released, 1);  // a shared database may hold other tests' pending ones
+  std::map<std::string, TimePoint> at;
+  auto stored = Deliveries(ds(), job.id);
+  ASSERT_TRUE(stored.ok());
+  for (const WebhookDelivery& d : *stored) at[d.id] = d.next_attempt_at;
+  EXPECT_EQ(at[held.id], At(100));
+  EXPECT_EQ(at[due.id], At(10));    // due already: left as it was
+  EXPECT_EQ(at[done.id], At(900));  // delivered: left as it was
+}
+
 TEST_P(DatastoreConformanceTest, ATakenDeliveryIdFailsAlreadyExistsAndTheScopeStoresNothing) {
   auto [job, task] = MakeJobWithTask();
   WebhookDelivery d = NewDelivery(job.id, At(10));

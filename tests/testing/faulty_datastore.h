@@ -349,6 +349,10 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("UpdateWebhookDelivery", delivery.id, delivery.job_id));
       return tx_.UpdateWebhookDelivery(delivery);
     }
+    Result<int> ReleaseWebhookDeliveries(TimePoint now) override {
+      BATON_RETURN_IF_ERROR(Enter("ReleaseWebhookDeliveries", "", ""));
+      return tx_.ReleaseWebhookDeliveries(now);
+    }
     Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override {
       BATON_RETURN_IF_ERROR(Enter("JobWebhookDeliveries", "", job_id));
       return tx_.JobWebhookDeliveries(job_id);

@@ -201,6 +201,9 @@ Statements Build(Dialect d) {
       st("update_webhook_delivery",
          "UPDATE webhook_deliveries SET state = $2, attempts = $3, next_attempt_at = $4, "
          "completed_at = $5, error = $6, history = $7 WHERE id = $1");
+  s.release_webhook_deliveries = st("release_webhook_deliveries",
+                                    "UPDATE webhook_deliveries SET next_attempt_at = $1 "
+                                    "WHERE state = 'PENDING' AND next_attempt_at > $1");
   s.job_webhook_deliveries =
       st("job_webhook_deliveries", "SELECT " BATON_SQL_WEBHOOK_COLUMNS
                                    " FROM webhook_deliveries WHERE job_id = $1 "

@@ -90,6 +90,7 @@ struct Statements {
   Statement insert_webhook_delivery;
   Statement due_webhook_deliveries;  // $1: now, $2: limit
   Statement update_webhook_delivery;
+  Statement release_webhook_deliveries;  // $1: now
   Statement job_webhook_deliveries;
   Statement delete_job_webhook_deliveries;
   // Retention ($1: the time before which, $2: a limit).

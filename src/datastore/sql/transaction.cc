@@ -428,6 +428,14 @@ Status SqlTransaction::UpdateWebhookDelivery(const WebhookDelivery& delivery) {
   return Status::Ok();
 }
 
+Result<int> SqlTransaction::ReleaseWebhookDeliveries(TimePoint now) {
+  if (!poison_.ok()) return poison_;
+  Result<std::int64_t> changed =
+      session_.Execute(st_.release_webhook_deliveries, [&](ParamSink& p) { p.Time(now); });
+  if (!changed.ok()) return Poison(changed.status());
+  return static_cast<int>(*changed);
+}
+
 Result<std::vector<WebhookDelivery>> SqlTransaction::JobWebhookDeliveries(std::string_view job_id) {
   return Deliveries(st_.job_webhook_deliveries, [&](ParamSink& p) { p.Text(job_id); });
 }

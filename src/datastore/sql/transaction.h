@@ -49,6 +49,7 @@ class SqlTransaction final : public Transaction {
   Status CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) override;
   Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) override;
   Status UpdateWebhookDelivery(const WebhookDelivery& delivery) override;
+  Result<int> ReleaseWebhookDeliveries(TimePoint now) override;
   Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override;
   Result<int> DeleteLogPartsBefore(TimePoint before, int limit) override;
   Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before, int limit) override;
