@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <condition_variable>
@@ -394,6 +395,11 @@ class RequestProcessor final : public httplib::Server {
       request.path = req.path;
       for (const auto& [k, v] : req.params) request.query.emplace(k, v);
       request.content_type = req.get_header_value("Content-Type");
+      for (const auto& [name, value] : req.headers) {
+        std::string lower = name;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        request.headers[lower] = value;
+      }
       request.body = req.body;
       request.may_park = park_into != nullptr;
       Response response = api_.Handle(request);
@@ -403,7 +409,8 @@ class RequestProcessor final : public httplib::Server {
         return;
       }
       res.status = response.status;
-      res.set_content(response.body, "application/json");
+      for (const auto& [name, value] : response.headers) res.set_header(name, value);
+      res.set_content(response.body, response.content_type);
     };
     for (const char* pattern : {"/.*", "/"}) {
       Get(pattern, handle);
