@@ -10,14 +10,14 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev libssl-dev
-  libpq-dev librabbitmq-dev libcurl4-openssl-dev
+  libpq-dev librabbitmq-dev libcurl4-openssl-dev prometheus-cpp-dev
 )
 test_pkgs=(
   postgresql rabbitmq-server
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libfuzzer-14-dev clang-format python3 curl
   podman runc busybox-static debootstrap
-  iproute2 socat
+  iproute2 socat python3-prometheus-client
 )
 
 # `make bench`: the micro benchmarks, the load generator, the baselines (make, xargs),

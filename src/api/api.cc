@@ -139,7 +139,7 @@ Response Api::Handle(const Request& request) {
     if (m == "GET" && n == 1 && p[0] == "queues") return Queues("");
     if (m == "GET" && n == 2 && p[0] == "queues") return Queues(p[1]);
     if (m == "GET" && n == 1 && p[0] == "nodes") return Nodes();
-    if (m == "GET" && n == 1 && p[0] == "metrics") return Metrics();
+    if (m == "GET" && n == 1 && p[0] == "metrics") return Metrics(request);
     return ErrorResponse(
         NotFound(fmt::format("no such endpoint: {} {}", m, request.path.substr(0, 200))));
   } catch (const std::exception& e) {
@@ -411,40 +411,84 @@ Response Api::Queues(const std::string& name) {
   return Ok(list);
 }
 
-Response Api::Nodes() {
+Result<std::vector<NodeRecord>> Api::RecentNodes() {
   TimePoint now = Now();
-  BATON_ASSIGN_OR_RETURN(auto nodes, datastore_.ActiveNodes(now - std::chrono::minutes(5)),
-                         ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto nodes, datastore_.ActiveNodes(now - std::chrono::minutes(5)));
+  // A node silent for longer than its lease is down.
+  for (NodeRecord& node : nodes) {
+    if (now - node.last_heartbeat_at > options_.lease) node.status = NodeStatus::kDown;
+  }
+  return nodes;
+}
+
+Response Api::Nodes() {
+  BATON_ASSIGN_OR_RETURN(auto nodes, RecentNodes(), ErrorResponse);
   json list = json::array();
   for (const NodeRecord& node : nodes) {
-    // A node silent for longer than its lease is down.
-    auto silent = now - node.last_heartbeat_at;
-    NodeStatus status = silent > options_.lease ? NodeStatus::kDown : node.status;
     list.push_back({{"id", node.id},
                     {"name", node.name},
                     {"hostname", node.hostname},
                     {"startedAt", FormatTime(node.started_at)},
                     {"lastHeartbeatAt", FormatTime(node.last_heartbeat_at)},
                     {"cpuPercent", node.cpu_percent},
+                    {"memoryBytes", node.memory_bytes},
                     {"taskCount", node.task_count},
-                    {"status", ToString(status)},
+                    {"status", ToString(node.status)},
                     {"queue", node.queue},
                     {"version", node.version}});
   }
   return Ok(list);
 }
 
-Response Api::Metrics() {
-  BATON_ASSIGN_OR_RETURN(auto jobs, datastore_.JobsInState({JobState::kRunning}), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto tasks, datastore_.TasksInState({TaskState::kRunning}), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto nodes, datastore_.ActiveNodes(Now() - std::chrono::seconds(30)),
-                         ErrorResponse);
+namespace {
+
+// Prometheus' text format when the client asks for it: a scraper's Accept names
+// text/plain or OpenMetrics and not JSON (a browser's or curl's does not), or
+// ?format=prometheus.
+bool WantsPrometheus(const Request& request) {
+  if (auto f = request.query.find("format"); f != request.query.end()) {
+    return f->second == "prometheus";
+  }
+  auto a = request.headers.find("accept");
+  if (a == request.headers.end()) return false;
+  const std::string& accept = a->second;
+  return (accept.find("text/plain") != std::string::npos ||
+          accept.find("application/openmetrics-text") != std::string::npos) &&
+         accept.find("application/json") == std::string::npos;
+}
+
+}  // namespace
+
+Response Api::Metrics(const Request& request) {
+  if (auto f = request.query.find("format");
+      f != request.query.end() && f->second != "prometheus" && f->second != "json") {
+    return ErrorResponse(InvalidArgument(
+        fmt::format("format must be prometheus or json, not \"{}\"", f->second.substr(0, 50))));
+  }
+  MetricsSnapshot now;
+  BATON_ASSIGN_OR_RETURN(auto counts, datastore_.CountStates(), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(now.nodes, RecentNodes(), ErrorResponse);
+  if (WantsPrometheus(request)) {
+    now.jobs = std::move(counts.jobs);
+    now.tasks = std::move(counts.tasks);
+    BATON_ASSIGN_OR_RETURN(now.queues, broker_.Queues(), ErrorResponse);
+    Response r;
+    r.body = coordinator_.metrics().Exposition(now);
+    r.content_type = std::string(baton::Metrics::kContentType);
+    return r;
+  }
+  // Tork's shape: running jobs and tasks, nodes up and their mean CPU.
   double cpu = 0;
-  for (const NodeRecord& node : nodes) cpu += node.cpu_percent;
-  if (!nodes.empty()) cpu /= static_cast<double>(nodes.size());
-  return Ok({{"jobs", {{"running", jobs.size()}}},
-             {"tasks", {{"running", tasks.size()}}},
-             {"nodes", {{"online", nodes.size()}, {"cpuPercent", cpu}}}});
+  std::size_t online = 0;
+  for (const NodeRecord& node : now.nodes) {
+    if (node.status != NodeStatus::kUp) continue;
+    cpu += node.cpu_percent;
+    ++online;
+  }
+  if (online > 0) cpu /= static_cast<double>(online);
+  return Ok({{"jobs", {{"running", counts.jobs[JobState::kRunning]}}},
+             {"tasks", {{"running", counts.tasks[TaskState::kRunning]}}},
+             {"nodes", {{"online", online}, {"cpuPercent", cpu}}}});
 }
 
 }  // namespace baton::api

@@ -113,7 +113,10 @@ class Api {
   Response TaskLog(const std::string& id, const Request& request);
   Response Queues(const std::string& name);
   Response Nodes();
-  Response Metrics();
+  // GET /metrics: Tork's JSON, or Prometheus' text format (WantsPrometheus).
+  Response Metrics(const Request& request);
+  // The nodes heard from in the last 5 minutes, DOWN when silent past the lease.
+  Result<std::vector<NodeRecord>> RecentNodes();
   // Coordinator::Wait in slices, so that StopWaiting ends it.
   Result<JobRecord> WaitForJob(const std::string& id, std::chrono::milliseconds timeout);
   Response WaitTimedOut(const PendingWait& wait);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/process.h"
 #include "core/messages.h"
 #include "core/names.h"
 #include "core/redact.h"
@@ -15,8 +16,15 @@ namespace baton {
 namespace {
 
 // The scheduler's options, waking `deliverer` (if any) after commits that wrote deliveries.
-SchedulerOptions WakingWebhooks(SchedulerOptions options, WebhookDeliverer* deliverer) {
+SchedulerOptions WakingWebhooks(SchedulerOptions options, WebhookDeliverer* deliverer,
+                                Metrics* metrics) {
   if (deliverer != nullptr) options.on_webhooks = [deliverer] { deliverer->Wake(); };
+  options.metrics = metrics;
+  return options;
+}
+
+WebhookOptions Counted(WebhookOptions options, Metrics* metrics) {
+  options.metrics = metrics;
   return options;
 }
 
@@ -32,14 +40,15 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
       webhooks_(options.webhook_sender == nullptr
                     ? nullptr
                     : std::make_unique<WebhookDeliverer>(
-                          datastore, *options.webhook_sender, clock, options.webhooks,
+                          datastore, *options.webhook_sender, clock,
+                          Counted(options.webhooks, &metrics_),
                           [this](const WebhookDelivery& d) {
                             return RedactText(d.body, d.task_id.empty()
                                                           ? JobSecrets(d.job_id)
                                                           : SecretsFor(d.job_id, d.task_id));
                           })),
       scheduler_(datastore, broker, clock, timers,
-                 WakingWebhooks(options.scheduler, webhooks_.get())) {
+                 WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_)) {
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
     {
       MutexLock lock(mu_);
@@ -120,6 +129,7 @@ void Coordinator::Heartbeat(NodeStatus status) {
   node.version = options_.version;
   node.started_at = started_at_;
   node.last_heartbeat_at = clock_.Now();
+  node.memory_bytes = ResidentBytes();
   node.status = status;
   Status s = datastore_.UpsertNode(node);
   if (!s.ok()) log::Warn("recording the coordinator's heartbeat failed", {{"error", s.message()}});

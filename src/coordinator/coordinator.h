@@ -99,6 +99,8 @@ class Coordinator {
   void WakeFinishWaiters();
 
   Scheduler& scheduler() { return scheduler_; }
+  // What this coordinator's decisions and webhook deliveries did (GET /metrics).
+  Metrics& metrics() { return metrics_; }
 
   // The values to hide in what task `task_id` of job `job_id` produces (log lines,
   // result, error): the job's (SecretValues of its record) and those of the task's row,
@@ -148,6 +150,8 @@ class Coordinator {
   Clock& clock_;
   Timers& timers_;
   CoordinatorOptions options_;
+  // Before what counts into it: the deliverer and the scheduler.
+  Metrics metrics_;
   // Before the scheduler, which wakes it after commits that wrote deliveries.
   std::unique_ptr<WebhookDeliverer> webhooks_;
   Scheduler scheduler_;

@@ -120,7 +120,23 @@ Result<std::string> Scheduler::RootOf(const std::string& job_id) {
 
 // ---------------------------------------------------------------------------- deciding
 
+namespace {
+
+// An event's name, as the metrics label it.
+std::string_view EventName(const flow::Event& event) {
+  static constexpr std::string_view kNames[] = {
+      "Submit",       "StartJob",   "Started",      "Completed", "Failed", "WorkerCancelled",
+      "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",  "Cancel", "Restart",
+      "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed"};
+  static_assert(std::size(kNames) == std::variant_size_v<flow::Event>,
+                "every flow::Event needs its name here");
+  return kNames[event.index()];
+}
+
+}  // namespace
+
 Status Scheduler::Handle(const std::string& job_id, const flow::Event& event, Decided* out) {
+  const auto began = std::chrono::steady_clock::now();
   Decided decided;
   {
     auto guard = LockTree(job_id);
@@ -153,6 +169,11 @@ Status Scheduler::Handle(const std::string& job_id, const flow::Event& event, De
     }
   }
   Notify(decided.finished);
+  if (options_.metrics != nullptr) {
+    options_.metrics->EventDecided(
+        EventName(event),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  }
   Status s = decided.status;
   if (out != nullptr) *out = std::move(decided);
   return s;
@@ -180,6 +201,8 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
     contexts.clear();
     decided.wrote = false;
     decided.created.clear();
+    decided.ended.clear();
+    decided.retried.clear();
     std::vector<flow::Event> follow;
     // The webhook deliveries the changes call for: written with them (the outbox).
     std::vector<WebhookDelivery> hooks;
@@ -216,6 +239,10 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 return Status::Ok();
               } else if constexpr (std::is_same_v<E, flow::CreateTask>) {
                 decided.wrote = true;
+                if (e.row.task.retry && e.row.task.retry->attempts > 0 &&
+                    KindOf(e.row.task) == TaskKind::kRunnable) {
+                  decided.retried.push_back(e.row.task.queue);
+                }
                 // Moved out and freed once written: an each of 20,000 children does not
                 // hold every row twice until the end of its decision.
                 BATON_RETURN_IF_ERROR(TaskHooks(tx, e.row, kEventTaskStateChange, contexts, hooks));
@@ -224,6 +251,19 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 return tx.CreateTasks(row);
               } else if constexpr (std::is_same_v<E, flow::UpdateTask>) {
                 decided.wrote = true;
+                if (e.state_changed &&
+                    (e.row.state == TaskState::kCompleted || e.row.state == TaskState::kFailed) &&
+                    KindOf(e.row.task) == TaskKind::kRunnable) {
+                  std::optional<double> seconds;
+                  if (e.row.started_at && e.row.completed_at) {
+                    seconds = std::chrono::duration<double>(*e.row.completed_at - *e.row.started_at)
+                                  .count();
+                  } else if (e.row.started_at && e.row.failed_at) {
+                    seconds =
+                        std::chrono::duration<double>(*e.row.failed_at - *e.row.started_at).count();
+                  }
+                  decided.ended.push_back({e.row.task.queue, e.row.state, seconds});
+                }
                 if (e.state_changed || e.progress_changed) {
                   BATON_RETURN_IF_ERROR(TaskHooks(
                       tx, e.row, e.state_changed ? kEventTaskStateChange : kEventTaskProgress,
@@ -280,6 +320,8 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
     // Nothing of the scope was stored.
     decided.wrote = false;
     decided.created.clear();
+    decided.ended.clear();
+    decided.retried.clear();
     return decided;
   }
   // Stored: now what follows from it.
@@ -287,6 +329,11 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   PublishContexts(contexts);
   for (const flow::Effect& e : after) {
     if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);
+  }
+  if (Metrics* m = options_.metrics) {
+    for (const Decided::Ended& e : decided.ended) m->TaskEnded(e.queue, e.state, e.seconds);
+    for (const std::string& queue : decided.retried) m->TaskRetried(queue);
+    for (const JobRecord& job : decided.finished) m->JobEnded(job.state);
   }
   // An ended job's definition is read again if it is restarted.
   ForgetDefinitions(decided.finished);

@@ -44,6 +44,7 @@
 #include "datastore/datastore.h"
 #include "flow/flow.h"
 #include "locker/locker.h"
+#include "metrics/metrics.h"
 
 namespace baton {
 
@@ -73,6 +74,9 @@ struct SchedulerOptions {
   // Called after a commit that wrote webhook deliveries (the coordinator's deliverer
   // wakes up). Not under any lock of the scheduler.
   std::function<void()> on_webhooks;
+  // What the decisions did, counted (ended jobs and task attempts, retries, each
+  // event's decision time). Null: not counted.
+  Metrics* metrics = nullptr;
 };
 
 class Scheduler {
@@ -117,6 +121,14 @@ class Scheduler {
     bool wrote = false;               // it stored at least one row effect
     std::vector<JobRecord> created;   // jobs it created (Submit answers with its own)
     std::vector<JobRecord> finished;  // for the listener, once the tree lock is released
+    // Task attempts it ended, for the metrics once stored: (queue, state, seconds run).
+    struct Ended {
+      std::string queue;
+      TaskState state;
+      std::optional<double> seconds;
+    };
+    std::vector<Ended> ended;
+    std::vector<std::string> retried;  // queues of the retry attempts it created
   };
   // A running job's context as the shell keeps it between decisions (ContextOf): parsed
   // once per version (Transaction::GetJobState), shared by the views that read it.

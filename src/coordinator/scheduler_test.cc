@@ -123,6 +123,7 @@ class CountingDatastore final : public Datastore {
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override {
     return inner_.ActiveNodes(since);
   }
+  Result<StateCounts> CountStates() override { return inner_.CountStates(); }
   Status Health() override { return inner_.Health(); }
 
  private:

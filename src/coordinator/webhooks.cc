@@ -164,6 +164,12 @@ void WebhookDeliverer::Deliver(WebhookDelivery d, const std::function<bool()>& s
     log::Warn("webhook delivery failed",
               {{"job_id", d.job_id}, {"delivery", d.id}, {"error", d.error}});
   }
+  if (s.ok() && options_.metrics != nullptr) {
+    options_.metrics->WebhookAttempted(d.state == DeliveryState::kDelivered ? "delivered"
+                                       : d.state == DeliveryState::kPending ? "retry"
+                                                                            : "failed");
+    if (d.state != DeliveryState::kPending) options_.metrics->WebhookEnded(ToString(d.state));
+  }
 }
 
 }  // namespace baton

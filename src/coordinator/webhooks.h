@@ -32,6 +32,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "datastore/datastore.h"
+#include "metrics/metrics.h"
 #include "webhook/sender.h"
 
 namespace baton {
@@ -51,6 +52,8 @@ struct WebhookOptions {
   // backoff ended (a commit here wakes them at once).
   std::chrono::milliseconds poll = std::chrono::seconds(1);
   bool release_claims_at_start = false;
+  // Counts each attempt's outcome and each delivery's end, once recorded. Null: not counted.
+  Metrics* metrics = nullptr;
 };
 
 class WebhookDeliverer {

@@ -8,6 +8,8 @@
 #include "core/document.h"
 #include "core/expr.h"
 #include "core/job_decode.h"
+#include "core/names.h"
+#include "core/task_kind.h"
 
 namespace baton {
 namespace {
@@ -108,6 +110,8 @@ Status EvaluateTask(Task& task, const expr::Vars& vars) {
   BATON_RETURN_IF_ERROR(EvaluateField(task.queue, vars, "queue"));
   // The engine's own queues would swallow the task (and its job would never end).
   if (auto problem = QueueProblem(task.queue)) return InvalidArgument("queue: " + *problem);
+  // A runnable row says where it goes, as Tork's do.
+  if (task.queue.empty() && KindOf(task) == TaskKind::kRunnable) task.queue = kQueueDefault;
   BATON_RETURN_IF_ERROR(EvaluateField(task.workdir, vars, "workdir"));
   BATON_RETURN_IF_ERROR(EvaluateList(task.cmd, vars, "cmd"));
   BATON_RETURN_IF_ERROR(EvaluateList(task.entrypoint, vars, "entrypoint"));

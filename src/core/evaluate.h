@@ -32,7 +32,7 @@ Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& var
 // Evaluates the templates of a task definition in place (not its children, which are
 // evaluated when they are scheduled). Every evaluated field passes the checks a literal
 // one would (UTF-8, a non-empty name, no engine queue, a valid var). Errors name the
-// field, never its value.
+// field, never its value. A runnable task without a queue gets the default one.
 Status EvaluateTask(Task& task, const expr::Vars& vars);
 
 // The wait before retry attempt `attempt` (1-based): none without initialDelay.

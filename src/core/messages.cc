@@ -67,6 +67,7 @@ std::string Encode(const NodeRecord& m) {
                {"startedAt", FormatTime(m.started_at)},
                {"lastHeartbeatAt", FormatTime(m.last_heartbeat_at)},
                {"cpuPercent", m.cpu_percent},
+               {"memoryBytes", m.memory_bytes},
                {"taskCount", m.task_count},
                {"status", ToString(m.status)}});
 }
@@ -137,6 +138,7 @@ Result<NodeRecord> DecodeNodeRecord(std::string_view body) {
     m.started_at = TimeOf(j, "startedAt");
     m.last_heartbeat_at = TimeOf(j, "lastHeartbeatAt");
     m.cpu_percent = j.value("cpuPercent", 0.0);
+    m.memory_bytes = j.value("memoryBytes", std::int64_t{0});
     m.task_count = j.value("taskCount", 0);
     m.status = ParseNodeStatus(j.value("status", "UP")).value_or(NodeStatus::kUp);
   });

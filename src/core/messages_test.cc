@@ -44,7 +44,8 @@ TEST(MessagesTest, RoundTrip) {
   ASSERT_TRUE(log.ok());
   EXPECT_EQ(*log, part);
 
-  NodeRecord node{"n", "worker", "host", "0.1.0", "default:2", at, at, 12.5, 3, NodeStatus::kUp};
+  NodeRecord node{"n", "worker", "host", "0.1.0",         "default:2", at,
+                  at,  12.5,     3,      NodeStatus::kUp, 5 << 20};
   auto hb = DecodeNodeRecord(Encode(node));
   ASSERT_TRUE(hb.ok());
   EXPECT_EQ(*hb, node);

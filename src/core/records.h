@@ -96,6 +96,8 @@ struct NodeRecord {
   double cpu_percent = 0;
   int task_count = 0;
   NodeStatus status = NodeStatus::kUp;
+  // Resident memory of the node's baton process (0: not reported).
+  std::int64_t memory_bytes = 0;
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };
 

@@ -181,6 +181,12 @@ class Transaction {
                                                                      int limit) = 0;
 };
 
+// How many jobs and task rows are in each state (a state none is in is absent).
+struct StateCounts {
+  std::map<JobState, std::int64_t> jobs;
+  std::map<TaskState, std::int64_t> tasks;
+};
+
 class Datastore {
  public:
   virtual ~Datastore() = default;
@@ -258,6 +264,9 @@ class Datastore {
   virtual Status UpsertNode(const NodeRecord& node) = 0;
   // Nodes whose last heartbeat is at or after `since`, newest heartbeat first.
   virtual Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) = 0;
+
+  // Jobs and task rows by state now (two index-only counts): what the metrics show.
+  virtual Result<StateCounts> CountStates() = 0;
 
   virtual Status Health() = 0;
 

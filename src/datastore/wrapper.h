@@ -89,6 +89,7 @@ class DatastoreWrapper : public Datastore {
     return base_->ActiveNodes(since);
   }
 
+  Result<StateCounts> CountStates() override { return base_->CountStates(); }
   Status Health() override { return base_->Health(); }
   std::size_t MaxJobBytes() const override { return base_->MaxJobBytes(); }
 

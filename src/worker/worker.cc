@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/log.h"
+#include "base/process.h"
 #include "core/messages.h"
 #include "core/names.h"
 #include "core/record_json.h"
@@ -414,6 +415,7 @@ void Worker::Heartbeat() {
   node.last_heartbeat_at = clock_.Now();
   node.task_count = running();
   node.cpu_percent = CpuPercent();
+  node.memory_bytes = ResidentBytes();
   node.status = NodeStatus::kUp;
   (void)broker_.Publish(kQueueHeartbeat, Encode(node));
 }

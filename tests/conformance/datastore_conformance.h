@@ -656,6 +656,34 @@ TEST_P(DatastoreConformanceTest, JobsInStateAreOldestFirst) {
   EXPECT_TRUE(ds().JobsInState({})->empty());
 }
 
+TEST_P(DatastoreConformanceTest, CountStatesCountsJobsAndTaskRowsByState) {
+  // Other tests' rows may share the database: what is counted is what these add.
+  Result<StateCounts> before = ds().CountStates();
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  JobRecord running = NewJob(SimpleJob("r"), At(20), JobState::kRunning);
+  JobRecord failed_a = NewJob(SimpleJob("f1"), At(21), JobState::kFailed);
+  JobRecord failed_b = NewJob(SimpleJob("f2"), At(22), JobState::kFailed);
+  for (const JobRecord& job : {running, failed_a, failed_b}) {
+    ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  }
+  for (TaskState state : {TaskState::kRunning, TaskState::kRunning, TaskState::kCreated}) {
+    TaskRecord task = FullTaskRecord(running.id);
+    task.state = state;
+    ASSERT_TRUE(IsOk(ds().CreateTask(task)));
+  }
+  Reopen();
+  Result<StateCounts> after = ds().CountStates();
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  auto delta_job = [&](JobState s) { return after->jobs[s] - before->jobs[s]; };
+  auto delta_task = [&](TaskState s) { return after->tasks[s] - before->tasks[s]; };
+  EXPECT_EQ(delta_job(JobState::kRunning), 1);
+  EXPECT_EQ(delta_job(JobState::kFailed), 2);
+  EXPECT_EQ(delta_job(JobState::kCompleted), 0);
+  EXPECT_EQ(delta_task(TaskState::kRunning), 2);
+  EXPECT_EQ(delta_task(TaskState::kCreated), 1);
+  EXPECT_EQ(delta_task(TaskState::kFailed), 0);
+}
+
 // ---- Tasks --------------------------------------------------------------------------
 
 TEST_P(DatastoreConformanceTest, TaskRoundTripsEveryField) {
@@ -1655,6 +1683,7 @@ TEST_P(DatastoreConformanceTest, UpsertNodeCreatesThenReplaces) {
   node.cpu_percent = 12.5;
   node.task_count = 3;
   node.status = NodeStatus::kUp;
+  node.memory_bytes = 12'345'678'901;  // past 32 bits
   ASSERT_TRUE(IsOk(ds().UpsertNode(node)));
   Reopen();
   Result<std::vector<NodeRecord>> nodes = ds().ActiveNodes(node.last_heartbeat_at);
@@ -1670,6 +1699,7 @@ TEST_P(DatastoreConformanceTest, UpsertNodeCreatesThenReplaces) {
   changed.cpu_percent = 99;
   changed.task_count = 0;
   changed.status = NodeStatus::kOffline;
+  changed.memory_bytes = 1 << 20;
   ASSERT_TRUE(IsOk(ds().UpsertNode(changed)));
   Reopen();
   nodes = ds().ActiveNodes(node.last_heartbeat_at);

@@ -243,6 +243,11 @@ class FaultyDatastore : public DatastoreWrapper {
     return DatastoreWrapper::ActiveNodes(since);
   }
 
+  Result<StateCounts> CountStates() override {
+    BATON_RETURN_IF_ERROR(Enter({"CountStates", "", ""}));
+    return DatastoreWrapper::CountStates();
+  }
+
   Status Health() override {
     BATON_RETURN_IF_ERROR(Enter({"Health", "", ""}));
     return DatastoreWrapper::Health();

@@ -1114,7 +1114,8 @@ Status PostgresDatastore::UpsertNode(const NodeRecord& node) {
         .Time(node.last_heartbeat_at)
         .Real(node.cpu_percent)
         .Int(node.task_count)
-        .Text(ToString(node.status));
+        .Text(ToString(node.status))
+        .Int(node.memory_bytes);
     return c.Run(S().upsert_node, p).status();
   });
 }
@@ -1125,6 +1126,33 @@ Result<std::vector<NodeRecord>> PostgresDatastore::ActiveNodes(TimePoint since) 
     Status read = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(S().active_nodes, Params().Time(since)));
       return CollectRows<NodeRecord>(rows, NodeFromRow, out);
+    });
+    if (!read.ok()) return read;
+    return out;
+  });
+}
+
+Result<StateCounts> PostgresDatastore::CountStates() {
+  return NoThrow([&]() -> Result<StateCounts> {
+    StateCounts out;
+    Status read = WithConnection([&](Connection& c) -> Status {
+      {
+        BATON_PG_ASSIGN(rows, c.Run(S().count_jobs_by_state, Params()));
+        for (int i = 0; i < rows.size(); ++i) {
+          std::optional<JobState> state = ParseJobState(rows.Text(i, 0));
+          if (!state)
+            return Internal(fmt::format("a job has an unknown state '{}'", rows.Text(i, 0)));
+          out.jobs[*state] = rows.Int(i, 1);
+        }
+      }
+      BATON_PG_ASSIGN(rows, c.Run(S().count_tasks_by_state, Params()));
+      for (int i = 0; i < rows.size(); ++i) {
+        std::optional<TaskState> state = ParseTaskState(rows.Text(i, 0));
+        if (!state)
+          return Internal(fmt::format("a task has an unknown state '{}'", rows.Text(i, 0)));
+        out.tasks[*state] = rows.Int(i, 1);
+      }
+      return Status::Ok();
     });
     if (!read.ok()) return read;
     return out;

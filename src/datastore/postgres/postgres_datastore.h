@@ -92,6 +92,7 @@ class PostgresDatastore final : public Datastore {
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override;
 
   // Runs SELECT 1 on a pooled connection.
+  Result<StateCounts> CountStates() override;
   Status Health() override;
   std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 

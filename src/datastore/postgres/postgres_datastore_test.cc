@@ -195,6 +195,7 @@ class NoDatastore final : public Datastore {
   Result<Page<LogPart>> JobLogParts(std::string_view, int, int) override { return Fail(); }
   Status UpsertNode(const NodeRecord&) override { return Fail(); }
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint) override { return Fail(); }
+  Result<StateCounts> CountStates() override { return Fail(); }
   Status Health() override { return Fail(); }
 };
 

@@ -137,6 +137,7 @@ void BindNode(Sink& p, const NodeRecord& node) {
   p.Real(node.cpu_percent);
   p.Int(node.task_count);
   p.Text(ToString(node.status));
+  p.Int(node.memory_bytes);
 }
 
 // ---- Decoding -----------------------------------------------------------------------
@@ -344,6 +345,7 @@ Result<NodeRecord> NodeFromRow(const Row& s) {
   std::optional<NodeStatus> status = ParseNodeStatus(s.Text(9));
   if (!status) return Corrupt("nodes", node.id, fmt::format("unknown status '{}'", s.Text(9)));
   node.status = *status;
+  node.memory_bytes = s.Int(10);
   return node;
 }
 

@@ -14,4 +14,4 @@
 
 #define BATON_SQL_NODE_COLUMNS                                                       \
   "id, name, hostname, version, queue, started_at, last_heartbeat_at, cpu_percent, " \
-  "task_count, status"
+  "task_count, status, memory_bytes"

@@ -164,11 +164,12 @@ Statements Build(Dialect d) {
   s.upsert_node =
       st("upsert_node",
          "INSERT INTO nodes (" BATON_SQL_NODE_COLUMNS
-         ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO UPDATE SET "
+         ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO UPDATE SET "
          "name = excluded.name, hostname = excluded.hostname, version = excluded.version, "
          "queue = excluded.queue, started_at = excluded.started_at, "
          "last_heartbeat_at = excluded.last_heartbeat_at, cpu_percent = excluded.cpu_percent, "
-         "task_count = excluded.task_count, status = excluded.status");
+         "task_count = excluded.task_count, status = excluded.status, "
+         "memory_bytes = excluded.memory_bytes");
   s.active_nodes = st("active_nodes", "SELECT " BATON_SQL_NODE_COLUMNS
                                       " FROM nodes WHERE last_heartbeat_at >= $1 "
                                       "ORDER BY last_heartbeat_at DESC, id");
@@ -219,6 +220,10 @@ Statements Build(Dialect d) {
          "SELECT id FROM jobs WHERE parent_id = '' AND created_at < $1 "
          "AND state IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY created_at, id LIMIT $2");
 
+  s.count_jobs_by_state =
+      st("count_jobs_by_state", "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  s.count_tasks_by_state =
+      st("count_tasks_by_state", "SELECT state, COUNT(*) FROM tasks GROUP BY state");
   s.health = st("health", "SELECT 1");
   s.max_schema_version =
       st("max_schema_version", "SELECT coalesce(max(version), 0) FROM schema_migrations");

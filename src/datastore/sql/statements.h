@@ -97,6 +97,10 @@ struct Statements {
   Statement delete_old_log_parts;
   Statement old_finished_jobs;
 
+  // Rows by state: (state, count).
+  Statement count_jobs_by_state;
+  Statement count_tasks_by_state;
+
   Statement health;
   Statement max_schema_version;
   Statement record_migration;

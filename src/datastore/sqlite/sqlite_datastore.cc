@@ -1147,6 +1147,35 @@ Result<std::vector<NodeRecord>> SqliteDatastore::ActiveNodes(TimePoint since) {
   });
 }
 
+Result<StateCounts> SqliteDatastore::CountStates() {
+  return NoThrow([&]() -> Result<StateCounts> {
+    StateCounts out;
+    Status read = Read([&](Connection& c) -> Status {
+      {
+        BATON_SQL_ASSIGN(s, c.Prepare(S().count_jobs_by_state));
+        for (;;) {
+          BATON_SQL_ASSIGN(row, s.Step());
+          if (!row) break;
+          std::optional<JobState> state = ParseJobState(s.Text(0));
+          if (!state) return Internal(fmt::format("a job has an unknown state '{}'", s.Text(0)));
+          out.jobs[*state] = s.Int(1);
+        }
+      }
+      BATON_SQL_ASSIGN(s, c.Prepare(S().count_tasks_by_state));
+      for (;;) {
+        BATON_SQL_ASSIGN(row, s.Step());
+        if (!row) break;
+        std::optional<TaskState> state = ParseTaskState(s.Text(0));
+        if (!state) return Internal(fmt::format("a task has an unknown state '{}'", s.Text(0)));
+        out.tasks[*state] = s.Int(1);
+      }
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
+    return out;
+  });
+}
+
 Status SqliteDatastore::Health() {
   return NoThrow([&]() -> Status {
     return Read([](Connection& c) -> Status {

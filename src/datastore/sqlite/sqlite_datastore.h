@@ -126,6 +126,7 @@ class SqliteDatastore final : public Datastore {
   Status UpsertNode(const NodeRecord& node) override;
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override;
 
+  Result<StateCounts> CountStates() override;
   Status Health() override;
   std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 

@@ -136,13 +136,19 @@ constexpr std::string_view kLogPartsCreatedAt = R"sql(
 CREATE INDEX log_parts_created_at ON log_parts (created_at);
 )sql";
 
-constexpr std::array<SqliteMigration, 6> kMigrations = {{
+// A node's resident memory, for the metrics.
+constexpr std::string_view kNodeMemory = R"sql(
+ALTER TABLE nodes ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<SqliteMigration, 7> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
     {4, "jobs.context_version: raised by every write of the context", kJobContextVersion},
     {5, "webhook_deliveries: the webhook outbox", kWebhookDeliveries},
     {6, "log_parts_created_at: log retention by age", kLogPartsCreatedAt},
+    {10, "nodes.memory_bytes: a node's resident memory", kNodeMemory},
 }};
 
 }  // namespace
