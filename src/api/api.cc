@@ -231,6 +231,10 @@ Response Api::SubmitJob(const Request& request) {
     }
     return GetJob(job.id);
   }
+  // The job as accepted, PENDING, as Tork answers; by now the scheduler has moved it on
+  // (SCHEDULED with its first task dispatched, when that task is runnable).
+  job.state = JobState::kPending;
+  job.started_at.reset();
   json body = ToJson(job, /*summary=*/true);
   RedactJson(body, secrets);
   return Ok(body);

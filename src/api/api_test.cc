@@ -635,6 +635,41 @@ TEST_F(LongRetentionTest, DeletesExactlyTheLogPartsAndFinishedJobsPastTheirReten
   EXPECT_EQ(again->jobs, 0);
 }
 
+// Job states and positions as Tork's clients see them, over the same engine.
+using TorkStatesTest = RetentionTest;
+
+TEST_F(TorkStatesTest, PostAnswersPendingAJobIsScheduledUntilATaskStartsThenRunning) {
+  Response r = api_->Handle({"POST",
+                             "/jobs",
+                             {},
+                             "text/yaml",
+                             "name: parked\ntasks:\n  - {name: t, run: ok, queue: nowhere}\n"});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json answer = json::parse(r.body);
+  EXPECT_EQ(answer["state"], "PENDING");
+  EXPECT_FALSE(answer.contains("startedAt"));
+  std::string parked = answer["id"];
+  // No worker reads its queue: started (its task dispatched), none of its tasks running.
+  EXPECT_EQ(StateOf(parked), "SCHEDULED");
+  std::string running = Submit("name: long\ntasks:\n  - {name: t, run: hang}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(running) == "RUNNING"; }));
+  runtime_.Release("t");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(running) == "COMPLETED"; }));
+  json done = json::parse(Get("/jobs/" + running).body);
+  EXPECT_EQ(done["position"], 2);  // taskCount + 1
+  EXPECT_EQ(done["taskCount"], 1);
+}
+
+TEST_F(TorkStatesTest, RestartOfAJobWithNoMoreTasksToRunIs400) {
+  std::string id =
+      Submit("name: bad output\noutput: '{{ nosuch }}'\ntasks:\n  - {name: t, run: ok}\n");
+  ASSERT_TRUE(testing::WaitFor([&] { return StateOf(id) == "FAILED"; }));
+  Response r = api_->Handle({"PUT", "/jobs/" + id + "/restart", {}, "", ""});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body).value("message", ""), "the job has no more tasks to run");
+  EXPECT_EQ(StateOf(id), "FAILED");
+}
+
 TEST_F(RetentionTest, DeleteJobRemovesAFinishedJobAndRefusesAnActiveOneOrASubJob) {
   std::string done = Submit(R"(name: parent
 tasks:

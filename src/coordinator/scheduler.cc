@@ -431,6 +431,25 @@ Result<flow::View> Scheduler::ReadView(Transaction& tx, const flow::Event& event
     job_id = (*task)->job_id;
     if (row_only) {
       view.tasks[task_id] = std::move(**task);
+      // A start moves its job, and the jobs above it through sub-jobs, from SCHEDULED to
+      // RUNNING: their state rows, as far up as they are SCHEDULED (flow.h).
+      if (std::holds_alternative<flow::Started>(event)) {
+        for (int depth = 0; depth < 100; ++depth) {
+          int version = 0;
+          auto job = Optional(tx.GetJobState(job_id, &version));
+          if (!job.ok()) return job.status();
+          if (!*job) break;
+          const bool scheduled = (*job)->state == JobState::kScheduled;
+          std::string parent = (*job)->parent_id;
+          view.jobs[job_id] = std::move(**job);
+          if (!scheduled || parent.empty()) break;
+          auto parent_row = Optional(tx.GetTask(parent));
+          if (!parent_row.ok()) return parent_row.status();
+          if (!*parent_row) break;
+          job_id = (*parent_row)->job_id;
+          view.tasks[parent] = std::move(**parent_row);
+        }
+      }
       return view;
     }
   }

@@ -13,12 +13,13 @@ constexpr std::size_t kTaskStates = 8;  // TaskState::kCreated .. kSkipped
 // PENDING, SCHEDULED, RUNNING, COMPLETED, FAILED, CANCELLED.
 constexpr std::array<std::array<bool, kJobStates>, kJobStates> kJobMoves = {{
     // P      S      R      C      F      X
-    {false, true, true, false, true, true},      // PENDING: started, or failed/cancelled first
-    {false, false, true, false, true, true},     // SCHEDULED
+    {false, true, true, false, true, true},  // PENDING: started, or failed/cancelled first
+    // SCHEDULED: a task started; every task skipped (or none); failed/cancelled first.
+    {false, false, true, true, true, true},
     {false, false, false, true, true, true},     // RUNNING
     {false, false, false, false, false, false},  // COMPLETED: final
-    {false, false, true, false, false, false},   // FAILED: restart
-    {false, false, true, false, false, false},   // CANCELLED: restart
+    {false, true, true, false, false, false},    // FAILED: restart (SCHEDULED; RUNNING as before)
+    {false, true, true, false, false, false},    // CANCELLED: restart
 }};
 
 // kTaskMoves[from][to]; rows and columns in TaskState order:

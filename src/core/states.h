@@ -3,9 +3,11 @@
 // today (src/coordinator/scheduler.cc); a move not in the table is a bug in whoever
 // makes it. No I/O.
 //
-// Jobs:  PENDING -> RUNNING -> COMPLETED (or PENDING -> SCHEDULED -> RUNNING, Tork's way,
-//        as a Tork datastore may hold it); any active state -> FAILED or CANCELLED (a
-//        task failed, a timeout, a cancel); FAILED or CANCELLED -> RUNNING (restart).
+// Jobs:  PENDING -> SCHEDULED (started: its first task dispatched) -> RUNNING (one of its
+//        tasks started) -> COMPLETED, as Tork's; SCHEDULED -> COMPLETED when no task ran
+//        (all skipped, or none); any active state -> FAILED or CANCELLED (a task failed, a
+//        timeout, a cancel); FAILED or CANCELLED -> SCHEDULED (restart). PENDING ->
+//        RUNNING and a restart to RUNNING are kept for rows older engines stored.
 //        COMPLETED is final.
 // Tasks: CREATED (a child stored before its turn) -> PENDING (to be published) ->
 //        SCHEDULED (published) -> RUNNING -> COMPLETED / FAILED / CANCELLED. An outcome

@@ -20,18 +20,21 @@ const std::vector<TaskState> kAllTaskStates = {
 // Every move the engine makes, written out pair by pair (independently of the table in
 // states.cc): every other pair of states must be refused.
 const std::set<std::pair<JobState, JobState>> kJobMoves = {
-    {JobState::kPending, JobState::kScheduled},    // Tork's datastore
-    {JobState::kPending, JobState::kRunning},      // the scheduler starts a submitted job
+    {JobState::kPending, JobState::kScheduled},    // the scheduler starts a submitted job
+    {JobState::kPending, JobState::kRunning},      // rows of engines before SCHEDULED
     {JobState::kPending, JobState::kFailed},       // failed before it started
     {JobState::kPending, JobState::kCancelled},    // cancelled before it started
-    {JobState::kScheduled, JobState::kRunning},    //
+    {JobState::kScheduled, JobState::kRunning},    // one of its tasks started
+    {JobState::kScheduled, JobState::kCompleted},  // no task ran: all skipped, or none
     {JobState::kScheduled, JobState::kFailed},     //
     {JobState::kScheduled, JobState::kCancelled},  //
     {JobState::kRunning, JobState::kCompleted},    // its last step completed
     {JobState::kRunning, JobState::kFailed},       // a task failed, or the job timed out
     {JobState::kRunning, JobState::kCancelled},    // POST /jobs/{id}/cancel
-    {JobState::kFailed, JobState::kRunning},       // restart
-    {JobState::kCancelled, JobState::kRunning},    // restart
+    {JobState::kFailed, JobState::kScheduled},     // restart
+    {JobState::kCancelled, JobState::kScheduled},  // restart
+    {JobState::kFailed, JobState::kRunning},       // restart, by engines before SCHEDULED
+    {JobState::kCancelled, JobState::kRunning},    // restart, by engines before SCHEDULED
 };
 
 const std::set<std::pair<TaskState, TaskState>> kTaskMoves = {
@@ -111,14 +114,17 @@ TEST(StatesTest, ATerminalTaskStateIsFinal) {
   }
 }
 
-TEST(StatesTest, ATerminalJobMovesOnlyByARestartToRunning) {
+TEST(StatesTest, ATerminalJobMovesOnlyByARestartToScheduledOrRunning) {
   for (JobState from : kAllJobStates) {
     if (!IsTerminal(from)) continue;
     for (JobState to : kAllJobStates) {
-      if (CanMove(from, to)) EXPECT_EQ(to, JobState::kRunning) << Name(from);
+      if (CanMove(from, to)) {
+        EXPECT_TRUE(to == JobState::kScheduled || to == JobState::kRunning) << Name(from);
+      }
     }
   }
-  EXPECT_FALSE(CanMove(JobState::kCompleted, JobState::kRunning));  // no restart
+  EXPECT_FALSE(CanMove(JobState::kCompleted, JobState::kScheduled));  // no restart
+  EXPECT_FALSE(CanMove(JobState::kCompleted, JobState::kRunning));
 }
 
 TEST(StatesTest, EveryActiveStateCanEnd) {

@@ -34,6 +34,9 @@ bool IsDone(TaskState s) { return s == TaskState::kCompleted || s == TaskState::
 bool IsActive(JobState s) {
   return s == JobState::kPending || s == JobState::kScheduled || s == JobState::kRunning;
 }
+// Started: its tasks are being run. SCHEDULED until one of them starts, RUNNING after (as
+// Tork's jobs).
+bool Going(JobState s) { return s == JobState::kScheduled || s == JobState::kRunning; }
 
 std::uint64_t Fnv(std::string_view text, std::uint64_t h = 1469598103934665603ULL) {
   for (unsigned char c : text) {
@@ -131,9 +134,11 @@ class Decider {
     t->started_at = e.at;
     if (!t->scheduled_at) t->scheduled_at = e.at;
     t->node_id = e.node_id;
+    Ran(t->job_id);
   }
   void On(const Completed& e) {
     TaskRecord* t = T(e.task_id);
+    if (t != nullptr && !IsTerminal(t->state)) Ran(t->job_id);
     if (t == nullptr || !Finish(*t, TaskState::kCompleted, e.result, "", e.node_id, e.started_at)) {
       return;
     }
@@ -173,7 +178,7 @@ class Decider {
     t->progress = p;
     if (!t->parent_id.empty()) return;
     JobRecord* job = J(t->job_id);
-    if (job == nullptr || job->state != JobState::kRunning || job->position != t->position) return;
+    if (job == nullptr || !Going(job->state) || job->position != t->position) return;
     job->progress = 100.0 * ((t->position - 1) + p / 100.0) / std::max(1, job->task_count);
   }
   void On(const Cancel& e) {
@@ -194,7 +199,11 @@ class Decider {
                               ToString(job->state))});
       return;
     }
-    job->state = JobState::kRunning;
+    if (job->position > job->task_count) {
+      after_.push_back(Refused{"the job has no more tasks to run"});
+      return;
+    }
+    job->state = JobState::kScheduled;
     job->error.clear();
     job->failed_at.reset();
     job->completed_at.reset();
@@ -202,10 +211,6 @@ class Decider {
     // again after a crash (from started_at).
     job->started_at = now_;
     if (Def(*job).timeout) Arm(*job, now_);
-    if (job->task_count == 0) {
-      CompleteJob(job->id);
-      return;
-    }
     int position = std::clamp(job->position, 1, job->task_count);
     DispatchNew(Def(*job).tasks[static_cast<std::size_t>(position - 1)], job->id, "", position,
                 json::object(), 0);
@@ -325,7 +330,7 @@ class Decider {
     // The current top-level step: never created, or finished and not acted on. The rows
     // created above count: a step whose lease expired has its new attempt as its latest
     // row (otherwise its old, FAILED, row read as the step's end and failed the job).
-    if (job->state != JobState::kRunning) return;
+    if (!Going(job->state)) return;
     std::vector<std::string> rows = ids;
     for (const std::string& id : task_order_) {
       if (new_tasks_.contains(id)) rows.push_back(id);
@@ -458,15 +463,25 @@ class Decider {
   }
 
   // ----------------------------------------------------------------- jobs
+  // A task of `job_id` ran: the job, and the jobs whose sub-job it is, as far as the view
+  // holds them, are RUNNING from SCHEDULED.
+  void Ran(const std::string& job_id) {
+    for (JobRecord* job = J(job_id); job != nullptr && job->state == JobState::kScheduled;) {
+      job->state = JobState::kRunning;
+      const TaskRecord* parent = job->parent_id.empty() ? nullptr : T(job->parent_id);
+      job = parent == nullptr ? nullptr : J(parent->job_id);
+    }
+  }
   void Arm(const JobRecord& job, TimePoint from) {
     after_.push_back(ArmJobTimeout{job.id, *Def(job).timeout, from + *Def(job).timeout});
   }
   void StartJobRule(const std::string& job_id) {
     JobRecord& job = *J(job_id);
-    job.state = JobState::kRunning;
+    job.state = JobState::kScheduled;
     job.started_at = now_;
     if (Def(job).timeout) Arm(job, now_);
     if (Def(job).tasks.empty()) {
+      job.position = 1;  // past its (no) tasks
       CompleteJob(job_id);
       return;
     }
@@ -474,8 +489,10 @@ class Decider {
   }
   void Advance(const std::string& job_id, int position) {
     JobRecord* job = J(job_id);
-    if (job == nullptr || job->state != JobState::kRunning || job->position != position) return;
+    if (job == nullptr || !Going(job->state) || job->position != position) return;
     if (position >= job->task_count) {
+      // Past its last task, as Tork counts: a restart then has nothing left to run.
+      job->position = job->task_count + 1;
       CompleteJob(job_id);
       return;
     }
@@ -486,7 +503,7 @@ class Decider {
   }
   void CompleteJob(const std::string& job_id) {
     JobRecord& job = *J(job_id);
-    if (job.state != JobState::kRunning) return;
+    if (!Going(job.state)) return;
     std::string result;
     if (!Def(job).output.empty()) {
       auto value = expr::EvaluateTemplateValue(Def(job).output, Ctx(job));
@@ -840,6 +857,7 @@ class Decider {
   void WorkerFailure(const std::string& task_id, const std::string& node, const std::string& error,
                      std::optional<TimePoint> started_at) {
     TaskRecord* t = T(task_id);
+    if (t != nullptr && !IsTerminal(t->state) && !node.empty()) Ran(t->job_id);
     if (t == nullptr || !Finish(*t, TaskState::kFailed, "", error, node, started_at)) return;
     const auto& retry = t->task.retry;
     JobRecord* job = J(t->job_id);

@@ -49,7 +49,10 @@ struct Submit {
 struct StartJob {
   std::string job_id;
 };
-// A worker took the task. Reads the task row only.
+// A worker took the task. Reads the task row and its job's state row (no definition or
+// context): a SCHEDULED job is RUNNING once one of its tasks starts; while the job is
+// SCHEDULED, also the row of the task that started it as a sub-job and that task's job,
+// up the chain, for the same move.
 struct Started {
   std::string task_id;
   std::string node_id;

@@ -59,7 +59,7 @@ struct SubmitCase {
 
 class SubmitTest : public testing::TestWithParam<SubmitCase> {};
 
-TEST_P(SubmitTest, StoresTheJobRunningWithWhatItsFirstStepStarts) {
+TEST_P(SubmitTest, StoresTheJobScheduledWithWhatItsFirstStepStarts) {
   const SubmitCase& c = GetParam();
   auto effects = SubmitOf(JobOf(c.tasks));
   auto jobs = All<CreateJob>(effects);
@@ -94,12 +94,12 @@ Task Skipped(Task t) {
 INSTANTIATE_TEST_SUITE_P(
     Rules, SubmitTest,
     testing::Values(
-        SubmitCase{"Runnable", {Runnable("a")}, JobState::kRunning, 1, 1},
+        SubmitCase{"Runnable", {Runnable("a")}, JobState::kScheduled, 1, 1},
         SubmitCase{"Empty", {}, JobState::kCompleted, 0, 0},
         SubmitCase{"SkippedOnly", {Skipped(Runnable("a"))}, JobState::kCompleted, 1, 0},
         SubmitCase{"SkippedThenRunnable",
                    {Skipped(Runnable("a")), Runnable("b")},
-                   JobState::kRunning,
+                   JobState::kScheduled,
                    2,
                    1},
         SubmitCase{"BadIfFailsTheJob",
@@ -121,15 +121,15 @@ INSTANTIATE_TEST_SUITE_P(
                    1,
                    0},
         SubmitCase{
-            "Parallel", {ParallelOf({Runnable("a"), Runnable("b")})}, JobState::kRunning, 3, 2},
+            "Parallel", {ParallelOf({Runnable("a"), Runnable("b")})}, JobState::kScheduled, 3, 2},
         SubmitCase{"EachOfThree",
                    {EachOf(Runnable("x"), "{{ sequence(0, 3) }}")},
-                   JobState::kRunning,
+                   JobState::kScheduled,
                    4,
                    3},
         SubmitCase{"EachWithConcurrency",
                    {EachOf(Runnable("x"), "{{ sequence(0, 3) }}", 1)},
-                   JobState::kRunning,
+                   JobState::kScheduled,
                    4,
                    1},
         SubmitCase{"EachOfNothingCompletes",
@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(
                    0},
         SubmitCase{"EachOfParallelsStartsTheirChildren",
                    {EachOf(ParallelOf({Runnable("a")}), "{{ sequence(0, 2) }}")},
-                   JobState::kRunning,
+                   JobState::kScheduled,
                    5,
                    2},
         SubmitCase{
@@ -178,6 +178,57 @@ TEST(FlowTest, ACompletedTaskSetsItsVarAndCompletesTheJobWithItsOutput) {
   // The same report again: nothing more.
   rows.Apply(effects);
   EXPECT_TRUE(Decide(Completed{id, "w1", "hello", kNow}, rows.view, kNow).empty());
+}
+
+TEST(FlowTest, AJobIsScheduledUntilATaskStartsThenRunningAndEndsPastItsLastTask) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")})));
+  EXPECT_EQ(rows.view.jobs.at("job1").state, JobState::kScheduled);
+  EXPECT_EQ(rows.view.jobs.at("job1").position, 1);
+  std::string id = rows.view.tasks.begin()->first;
+  // The start's view: the row and its job's state (what the shell reads for a start).
+  auto started = Decide(Started{id, "w1", kNow}, rows.view, kNow);
+  auto jobs = All<UpdateJob>(started);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].row.state, JobState::kRunning);
+  EXPECT_TRUE(jobs[0].state_changed);
+  EXPECT_FALSE(jobs[0].context);
+  rows.Apply(started);
+  // A second start report changes nothing of the job.
+  EXPECT_TRUE(All<UpdateJob>(Decide(Started{id, "w1", kNow}, rows.view, kNow)).empty());
+  auto done = Decide(Completed{id, "w1", "r", kNow}, rows.view, kNow);
+  jobs = All<UpdateJob>(done);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].row.state, JobState::kCompleted);
+  EXPECT_EQ(jobs[0].row.position, 2);  // taskCount + 1, as Tork's
+}
+
+TEST(FlowTest, AnOutcomeWithoutAStartMovesTheJobToRunning) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a"), Runnable("b")})));
+  std::string a = rows.view.tasks.begin()->first;
+  auto effects = Decide(Completed{a, "w1", "r", kNow}, rows.view, kNow);
+  auto jobs = All<UpdateJob>(effects);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].row.state, JobState::kRunning);
+  EXPECT_EQ(jobs[0].row.position, 2);
+}
+
+TEST(FlowTest, RestartOfAJobThatFailedPastItsLastTaskIsRefused) {
+  JobRecord job = JobOf({Runnable("a")});
+  job.job.output = "{{ nosuch }}";
+  Rows rows;
+  rows.Apply(SubmitOf(job));
+  std::string id = rows.view.tasks.begin()->first;
+  rows.Apply(Decide(Completed{id, "w1", "r", kNow}, rows.view, kNow));
+  ASSERT_EQ(rows.view.jobs.at("job1").state, JobState::kFailed);
+  EXPECT_EQ(rows.view.jobs.at("job1").position, 2);
+  auto restart = Decide(Restart{"job1"}, rows.view, kNow);
+  auto refused = All<Refused>(restart);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].reason, "the job has no more tasks to run");
+  EXPECT_TRUE(All<UpdateJob>(restart).empty());
+  EXPECT_TRUE(All<Start>(restart).empty());
 }
 
 TEST(FlowTest, AFailedTaskWithRetriesLeftIsRetriedAfterItsBackoff) {
@@ -799,7 +850,7 @@ INSTANTIATE_TEST_SUITE_P(
         Scenario{"EachOverSubJobsRunsEachSubJob",
                  {EachOf(SubJobOf({Runnable("a")}), "{{ sequence(0, 2) }}")},
                  {},
-                 JobState::kRunning,
+                 JobState::kScheduled,
                  {"a", "a"},
                  {},
                  "",
@@ -808,6 +859,19 @@ INSTANTIATE_TEST_SUITE_P(
                    int subjobs = 0;
                    for (const auto& [id, j] : s.view.jobs) subjobs += id != "job1";
                    EXPECT_EQ(subjobs, 2);
+                 }},
+        Scenario{"AStartInASubJobMovesItAndItsParentJobToRunning",
+                 {SubJobOf({Runnable("a"), Runnable("b")})},
+                 {{S::kOk, "a"}},
+                 JobState::kRunning,
+                 {"a", "b"},
+                 {},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   for (const auto& [id, j] : s.view.jobs) {
+                     EXPECT_EQ(j.state, JobState::kRunning) << id;
+                   }
                  }},
         Scenario{"EachWithConcurrencyStartsTheNextAsOneEnds",
                  {EachOf(Runnable("x{{ item.index }}"), "{{ sequence(0, 3) }}", 1)},
@@ -824,7 +888,7 @@ INSTANTIATE_TEST_SUITE_P(
         Scenario{"DefaultsApplyToNestedTasks",
                  {ParallelOf({EachOf(Runnable("x"), "{{ sequence(0, 1) }}")})},
                  {},
-                 JobState::kRunning,
+                 JobState::kScheduled,
                  {"x"},
                  {},
                  "",

@@ -318,7 +318,7 @@ for line in open(sys.argv[1]):
 # Sent by several threads: in no fixed order.
 print(json.dumps(sorted(out, key=json.dumps)))' "$hooks/calls.jsonl")
   expect "webhooks: the job's states, signed, with the token; each completed task; no failure" "$got" \
-    '[["/hooks/job", "webhooks", "COMPLETED", "Bearer not-a-real-token", true], ["/hooks/job", "webhooks", "RUNNING", "Bearer not-a-real-token", true], ["/hooks/task", "build", "COMPLETED", null, false], ["/hooks/task", "test", "COMPLETED", null, false]]'
+    '[["/hooks/job", "webhooks", "COMPLETED", "Bearer not-a-real-token", true], ["/hooks/job", "webhooks", "RUNNING", "Bearer not-a-real-token", true], ["/hooks/job", "webhooks", "SCHEDULED", "Bearer not-a-real-token", true], ["/hooks/task", "build", "COMPLETED", null, false], ["/hooks/task", "test", "COMPLETED", null, false]]'
   kill "$receiver" 2>/dev/null
   wait "$receiver" 2>/dev/null
   rm -rf "$hooks"

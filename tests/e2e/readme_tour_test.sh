@@ -170,8 +170,8 @@ while IFS=$'\t' read -r command comment; do
       job_id=$(js "$out" 'j["id"]')
       expect_match "tour: [$command] answers with an id" "$job_id" '^[0-9a-f]+$'
       expect "tour: [$command] name" "$(js "$out" 'j["name"]')" "$(shown name "$comment")"
-      # The README shows the state a job is accepted in: hello's first task runs at once,
-      # so it is stored RUNNING with it (docs/api.md).
+      # The README shows the state a job is accepted in: PENDING, as Tork answers
+      # (docs/api.md).
       expect "tour: [$command] state" "$(js "$out" 'j["state"]')" "$(shown state "$comment")"
       ;;
     "curl localhost:8000/jobs/3f0c...")
