@@ -58,7 +58,8 @@ json PageJson(const Page<T>& page, F&& item) {
   for (const T& t : page.items) items.push_back(item(t));
   return {{"items", std::move(items)},
           {"number", page.number},
-          {"size", page.size},
+          // The items in this page, as Tork's pages say (the last may hold fewer).
+          {"size", page.items.size()},
           {"totalPages", page.total_pages},
           {"totalItems", page.total_items}};
 }

@@ -292,6 +292,10 @@ TEST_F(ApiTest, ListsJobsWithPagingAndSearch) {
   EXPECT_EQ(page["items"].size(), 2u);
   EXPECT_EQ(page["totalItems"], 4);
   EXPECT_EQ(page["totalPages"], 2);
+  json last = Body(client_->Get("/jobs?size=3&page=2"));
+  EXPECT_EQ(last["size"], 1);  // the items in it, as Tork's pages say
+  EXPECT_EQ(last["items"].size(), 1u);
+  EXPECT_EQ(last["number"], 2);
   json tagged = Body(client_->Get("/jobs?q=tag:blue"));
   EXPECT_EQ(tagged["totalItems"], 3);
   json named = Body(client_->Get("/jobs?q=other"));

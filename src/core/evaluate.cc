@@ -127,6 +127,11 @@ Status EvaluateTask(Task& task, const expr::Vars& vars) {
   return Status::Ok();
 }
 
+Result<expr::Value> EvaluateEachList(std::string_view list, const expr::Vars& vars) {
+  if (expr::HasTemplate(list)) return expr::EvaluateTemplateValue(list, vars);
+  return expr::Evaluate(list, vars);
+}
+
 Duration RetryDelay(const Retry& retry, int attempt) {
   if (!retry.initial_delay || attempt < 1) return Duration::zero();
   double factor = retry.scaling_factor.value_or(2.0);

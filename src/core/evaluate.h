@@ -35,6 +35,10 @@ Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& var
 // field, never its value. A runnable task without a queue gets the default one.
 Status EvaluateTask(Task& task, const expr::Vars& vars);
 
+// An each's list: a template ("{{ sequence(1, 3) }}"), or, as Tork takes it, a bare
+// expression without braces ("[1, 2, 3]", "inputs.items").
+Result<expr::Value> EvaluateEachList(std::string_view list, const expr::Vars& vars);
+
 // The wait before retry attempt `attempt` (1-based): none without initialDelay.
 Duration RetryDelay(const Retry& retry, int attempt);
 

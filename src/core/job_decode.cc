@@ -135,6 +135,18 @@ class Decoder {
     return text;
   }
 
+  // An each's list: a template, or (as Tork takes it) a bare expression, checked as one.
+  std::string EachList(const Node& node, const std::string& path) {
+    std::string text = String(node, path);
+    if (!rules_ || expr::HasTemplate(text) || text.find("}}") != std::string::npos) {
+      CheckTemplateText(text, node.mark, path);
+    } else if (!text.empty()) {
+      Status status = expr::CheckExpression(text);
+      if (!status.ok()) Problem(node.mark, path, "malformed expression: " + status.message());
+    }
+    return text;
+  }
+
   void CheckTemplateText(const std::string& text, Mark mark, const std::string& path) {
     if (!rules_) return;
     if (text.find("{{") == std::string::npos && text.find("}}") == std::string::npos) return;
@@ -621,7 +633,7 @@ class Decoder {
     Each each;
     bool has_task = false;
     ForEachField(node, path, kEachFields, [&](const MapEntry& e, const std::string& p) {
-      if (e.key == "list") each.list = Template(e.value, p);
+      if (e.key == "list") each.list = EachList(e.value, p);
       if (e.key == "var") {
         each.var = String(e.value, p);
         if (!IsIdentifier(each.var)) {

@@ -301,6 +301,23 @@ TEST(JobDecodeTest, ChecksTemplates) {
               testing::Contains(testing::StartsWith("2:9: output: malformed template: ")));
 }
 
+TEST(JobDecodeTest, AnEachListWithoutBracesIsCheckedAsAnExpression) {
+  const std::string each =
+      "name: j\ntasks:\n  - name: e\n    each:\n      list: LIST\n      task: {name: t, run: x}\n";
+  auto with = [&](const std::string& list) {
+    std::string yaml = each;
+    yaml.replace(yaml.find("LIST"), 4, list);
+    return Problems(yaml);
+  };
+  EXPECT_THAT(with("\"[1, 2, 3]\""), testing::IsEmpty());
+  EXPECT_THAT(with("inputs.items"), testing::IsEmpty());
+  EXPECT_THAT(with("\"{{ sequence(1, 3) }}\""), testing::IsEmpty());
+  EXPECT_THAT(with("\"[1, 2,\""),
+              ElementsAre(testing::StartsWith("5:13: tasks[0].each.list: malformed expression: ")));
+  EXPECT_THAT(with("\"{{ [1, 2, }}\""),
+              ElementsAre(testing::StartsWith("5:13: tasks[0].each.list: malformed template: ")));
+}
+
 TEST(JobDecodeTest, WebhookNeedsAUrl) {
   EXPECT_THAT(Problems("name: j\nwebhooks:\n  - headers: {a: b}\ntasks:\n  - {name: t, run: x}\n"),
               ElementsAre("3:5: webhooks[0].url: a webhook needs a url"));

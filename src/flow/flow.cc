@@ -694,7 +694,7 @@ class Decider {
     std::string var = each.var.empty() ? "item" : each.var;
     json loop = extra;  // and each child's item, bound in turn
     const expr::Vars vars = VarsFor(job, loop);
-    auto list = expr::EvaluateTemplateValue(each.list, vars);
+    auto list = EvaluateEachList(each.list, vars);
     if (!list.ok()) return FailNow(t, "each.list: " + list.status().message());
     if (!list->is_array()) {
       return FailNow(t, fmt::format("each.list: expected a list, got {}",

@@ -230,7 +230,7 @@ class Interpreter {
         break;
       }
       case TaskKind::kEach: {
-        auto list = expr::EvaluateTemplateValue(t.each->list, Vars(context, scope));
+        auto list = EvaluateEachList(t.each->list, Vars(context, scope));
         if (!list.ok() || !list->is_array()) return Fail();
         std::string var = t.each->var.empty() ? "item" : t.each->var;
         std::vector<std::pair<Task, json>> children;
