@@ -28,12 +28,12 @@ struct Request {
   std::string path;    // without the query
   std::map<std::string, std::string> query;
   std::string content_type;  // the header as sent; empty when absent
-  // Every header as sent, its name in lower case (a repeated one: its last value).
-  std::map<std::string, std::string> headers;
   std::string body;
   // A submission with `wait` may be answered later (Response::wait) instead of blocking
   // Handle: the HTTP server parks its connection, holding no thread.
   bool may_park = false;
+  // Every header as sent, its name in lower case (a repeated one: its last value).
+  std::map<std::string, std::string> headers;
 };
 
 // A submission waiting for its job (Request::may_park). It holds one of api.max_waits
@@ -48,12 +48,12 @@ struct PendingWait {
 struct Response {
   int status = 200;
   std::string body;  // JSON unless content_type says otherwise
-  std::string content_type = "application/json";
-  // Further headers of the answer (name, value), in order.
-  std::vector<std::pair<std::string, std::string>> headers;
   // Set only for a parked submission: status and body are meaningless, and the answer
   // comes from Api::WaitAnswer.
   std::shared_ptr<PendingWait> wait;
+  std::string content_type = "application/json";
+  // Further headers of the answer (name, value), in order.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 struct ApiOptions {
