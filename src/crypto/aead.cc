@@ -140,6 +140,9 @@ Result<std::string> FromBase64(std::string_view text) {
   if (text.back() == '=') ++pad;
   if (text.size() >= 2 && text[text.size() - 2] == '=') ++pad;
   out.resize(static_cast<std::size_t>(n) - pad);
+  // Canonical only: the unused bits of the last character must be zero, so that one value
+  // has one text (a changed character of an envelope is never accepted as the same value).
+  if (Base64(out) != text) return InvalidArgument("not canonical base64");
   return out;
 }
 

@@ -32,7 +32,8 @@ Result<std::string> Open(const Key& key, std::string_view nonce, std::string_vie
 // `n` bytes from OpenSSL's CSPRNG; kInternal if it cannot give them.
 Result<std::string> RandomBytes(std::size_t n);
 
-// Standard base64 (with padding), and its inverse (kInvalidArgument for text that is not).
+// Standard base64 (with padding), and its inverse (kInvalidArgument for text that is not
+// the canonical base64 of some bytes: padding and the last character's unused bits too).
 std::string Base64(std::string_view bytes);
 Result<std::string> FromBase64(std::string_view text);
 

@@ -105,6 +105,7 @@ TEST(AeadTest, Base64RoundTripsEveryLengthAndRefusesOtherText) {
   EXPECT_EQ(Base64("foob"), "Zm9vYg==");
   EXPECT_FALSE(FromBase64("Zm9vY").ok());
   EXPECT_FALSE(FromBase64("Zm9v!!==").ok());
+  EXPECT_FALSE(FromBase64("Zm9vYh==").ok());  // "foob" with an unused bit set
 }
 
 TEST(AeadTest, Sha256HexMatchesTheKnownDigestOfAbc) {
