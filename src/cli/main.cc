@@ -45,6 +45,15 @@ int main(int argc, char** argv) {
   auto* migrate = app.add_subcommand("migrate", "Create or upgrade the datastore schema");
   add_server_flags(migrate);
 
+  auto* secrets = app.add_subcommand("secrets", "Manage the encryption of stored secrets");
+  secrets->require_subcommand(1);
+  int rotate_batch = 100;
+  auto* secrets_rotate = secrets->add_subcommand(
+      "rotate", "Re-encrypt every stored secret under the primary key (docs/security.md)");
+  add_server_flags(secrets_rotate);
+  secrets_rotate->add_option("--batch", rotate_batch, "Rows per transaction (default 100)")
+      ->check(CLI::Range(1, 10000));
+
   // The client commands. Every one takes --url (BATON_URL) and --json.
   baton::cli::ClientOptions client;
   auto add_client_flags = [&](CLI::App* command) {
@@ -113,6 +122,7 @@ int main(int argc, char** argv) {
     return baton::cli::RunServer(role, flags);
   }
   if (migrate->parsed()) return baton::cli::Migrate(flags);
+  if (secrets_rotate->parsed()) return baton::cli::RotateSecrets(flags, rotate_batch);
 
   using std::cerr, std::cout;
   if (submit->parsed()) {

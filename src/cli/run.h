@@ -15,5 +15,7 @@ struct ServerFlags {
 // Runs the role until SIGINT or SIGTERM, then stops gracefully. Returns an exit code.
 int RunServer(const std::string& role, const ServerFlags& flags);
 int Migrate(const ServerFlags& flags);
+// `baton secrets rotate`: every stored secret re-encrypted under the primary key.
+int RotateSecrets(const ServerFlags& flags, int batch);
 
 }  // namespace baton::cli

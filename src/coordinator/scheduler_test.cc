@@ -203,6 +203,10 @@ class CountingDatastore final : public Datastore {
                                                                int limit) override {
       return tx_.FinishedJobsCreatedBefore(before, limit);
     }
+    Result<ReencryptBatch> ReencryptSecrets(SecretTable table, std::string_view after_id,
+                                            int limit) override {
+      return tx_.ReencryptSecrets(table, after_id, limit);
+    }
 
    private:
     Status Wrote(Status status) {

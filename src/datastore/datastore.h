@@ -28,6 +28,18 @@
 
 namespace baton {
 
+// The tables whose rows hold secrets, encrypted at rest (datastore/sql/secrets.h says
+// which values): what Transaction::ReencryptSecrets walks.
+enum class SecretTable { kJobs, kTasks, kWebhookDeliveries };
+
+// What one ReencryptSecrets batch did: rows read, rows written again under the primary
+// key, and the last id read (where the next batch starts; empty when none was read).
+struct ReencryptBatch {
+  int read = 0;
+  int rewritten = 0;
+  std::string last_id;
+};
+
 // A row CancelTasks cancelled: what telling workers and cancelling its sub-job need.
 struct CancelledTask {
   std::string id;
@@ -179,6 +191,16 @@ class Transaction {
   virtual Result<int> DeleteLogPartsBefore(TimePoint before, int limit) = 0;
   virtual Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before,
                                                                      int limit) = 0;
+
+  // Key rotation (`baton secrets rotate`), in batches a caller repeats: reads at most
+  // `limit` rows of `table` with ids after `after_id` (all when empty), in id order,
+  // locked until the scope ends, and writes again, with every secret encrypted under the
+  // primary key, each row holding a secret in plain or under another key (rows already
+  // current are not written). Only the secret values change: a row reads back as before.
+  // kFailedPrecondition when the store has no keys; a secret under a key not configured
+  // fails the batch, naming the key id.
+  virtual Result<ReencryptBatch> ReencryptSecrets(SecretTable table, std::string_view after_id,
+                                                  int limit) = 0;
 };
 
 // How many jobs and task rows are in each state (a state none is in is absent).

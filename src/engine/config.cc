@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/duration.h"
+#include "crypto/keyring.h"
 
 namespace baton {
 namespace {
@@ -30,7 +31,9 @@ constexpr const char* kKeys[] = {
     "api.max_document_bytes", "datastore.max_job_bytes",
     // Webhooks.
     "webhooks.max_attempts", "webhooks.backoff", "webhooks.max_backoff", "webhooks.timeout",
-    "webhooks.concurrency", "webhooks.secret", "webhooks.allowed_hosts"};
+    "webhooks.concurrency", "webhooks.secret", "webhooks.allowed_hosts",
+    // Secrets at rest.
+    "datastore.encryption.key", "datastore.encryption.key_file", "datastore.encryption.old_keys"};
 
 // The items of a comma-separated list, blanks around each trimmed, empty ones left out.
 std::vector<std::string_view> CommaList(std::string_view rest) {
@@ -200,6 +203,27 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.webhooks.claim = std::max(config.webhooks.claim, 3 * config.webhooks.timeout);
   } else if (key == "webhooks.secret") {
     config.webhooks.secret = value;
+  } else if (key == "datastore.encryption.key") {
+    // Checked here, so a malformed key is a start-up error naming the key (never quoting it).
+    if (!value.empty()) {
+      Result<crypto::Key> parsed = crypto::ParseKey(value);
+      if (!parsed.ok())
+        return InvalidArgument(fmt::format("{}: {}", key, parsed.status().message()));
+    }
+    config.encryption_key = value;
+  } else if (key == "datastore.encryption.key_file") {
+    config.encryption_key_file = value;
+  } else if (key == "datastore.encryption.old_keys") {
+    config.encryption_old_keys.clear();
+    int n = 0;
+    for (std::string_view item : CommaList(value)) {
+      ++n;
+      Result<crypto::Key> parsed = crypto::ParseKey(item);
+      if (!parsed.ok()) {
+        return InvalidArgument(fmt::format("{}: item {}: {}", key, n, parsed.status().message()));
+      }
+      config.encryption_old_keys.emplace_back(item);
+    }
   } else if (key == "webhooks.allowed_hosts") {
     config.webhooks.allowed_hosts.clear();
     for (std::string_view item : CommaList(value)) {
@@ -294,6 +318,9 @@ Status MakePathsAbsolute(Config& config) {
   BATON_RETURN_IF_ERROR(absolute("data_dir", config.data_dir));
   if (!config.sqlite_path.empty()) {
     BATON_RETURN_IF_ERROR(absolute("datastore.sqlite.path", config.sqlite_path));
+  }
+  if (!config.encryption_key_file.empty()) {
+    BATON_RETURN_IF_ERROR(absolute("datastore.encryption.key_file", config.encryption_key_file));
   }
   return Status::Ok();
 }

@@ -70,6 +70,16 @@ struct Config {
   std::chrono::milliseconds log_retention = std::chrono::hours(168);
   std::chrono::milliseconds job_retention = std::chrono::hours(8760);
 
+  // Secrets at rest (datastore/sql/secrets.h), AES-256-GCM. datastore.encryption.key: the
+  // primary key (64 hex digits or base64 of 32 bytes); .key_file: a file of keys, one a
+  // line, the primary first (not both); .old_keys: older keys beside `key`, for reading
+  // until `baton secrets rotate` is done. None of them: SQLite uses (creating it on
+  // first start) <data_dir>/secrets.key; PostgreSQL stores secrets in plain, with a
+  // warning at start-up.
+  std::string encryption_key;
+  std::string encryption_key_file;
+  std::vector<std::string> encryption_old_keys;
+
   // Webhooks (coordinator/webhooks.h): webhooks.max_attempts, .backoff, .max_backoff,
   // .timeout, .concurrency, .secret, .allowed_hosts (comma-separated hosts).
   WebhookOptions webhooks;

@@ -280,5 +280,32 @@ TEST(ParseQueuesTest, ParsesNamesAndConcurrency) {
   EXPECT_FALSE(ParseQueues("a:x").ok());
 }
 
+TEST_F(ConfigTest, EncryptionKeysAreCheckedAtLoadWithoutQuotingThem) {
+  env_["BATON_DATASTORE_ENCRYPTION_KEY"] = std::string(64, 'a');
+  env_["BATON_DATASTORE_ENCRYPTION_OLD_KEYS"] =
+      "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=, " + std::string(64, 'b');
+  env_["BATON_DATASTORE_ENCRYPTION_KEY_FILE"] = "keys/baton.key";
+  auto config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->encryption_key, std::string(64, 'a'));
+  EXPECT_EQ(config->encryption_old_keys.size(), 2u);
+  EXPECT_EQ(config->encryption_key_file,
+            (std::filesystem::current_path() / "keys/baton.key").string());
+
+  env_["BATON_DATASTORE_ENCRYPTION_KEY"] = "hunter2-is-not-a-key";
+  auto bad = LoadConfig("", Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("datastore.encryption.key"), std::string::npos);
+  EXPECT_EQ(bad.status().message().find("hunter2"), std::string::npos);
+  env_.erase("BATON_DATASTORE_ENCRYPTION_KEY");
+  env_["BATON_DATASTORE_ENCRYPTION_OLD_KEYS"] = std::string(64, 'c') + ",hunter2";
+  auto bad_old = LoadConfig("", Env());
+  ASSERT_FALSE(bad_old.ok());
+  EXPECT_NE(bad_old.status().message().find("datastore.encryption.old_keys: item 2"),
+            std::string::npos)
+      << bad_old.status().message();
+  EXPECT_EQ(bad_old.status().message().find("hunter2"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace baton

@@ -11,6 +11,7 @@
 #include "broker/inmemory/inmemory_broker.h"
 #include "broker/rabbitmq/rabbitmq_broker.h"
 #include "core/names.h"
+#include "crypto/keyring.h"
 #include "datastore/postgres/postgres_datastore.h"
 #include "datastore/postgres/postgres_locker.h"
 #include "datastore/sqlite/sqlite_datastore.h"
@@ -76,7 +77,96 @@ Result<std::unique_ptr<Runtime>> MakeRuntime(const Config& config) {
   return std::unique_ptr<Runtime>(std::make_unique<ShellRuntime>(shell));
 }
 
+// The key file SQLite uses when none is configured.
+std::string DefaultKeyFile(const Config& config) { return config.data_dir + "/secrets.key"; }
+
+// The keys secrets are encrypted with (config.h's datastore.encryption.*). With none
+// configured: `default_file` (SQLite) reads <data_dir>/secrets.key, creating it first when
+// `create` is set; otherwise null (secrets stored in plain). Errors name the key or file,
+// never a key's text.
+Result<std::shared_ptr<const crypto::Keyring>> KeyringFor(const Config& config, bool default_file,
+                                                          bool create) {
+  if (!config.encryption_key.empty() && !config.encryption_key_file.empty()) {
+    return InvalidArgument(
+        "datastore.encryption.key and datastore.encryption.key_file are both set: give one");
+  }
+  std::vector<crypto::Key> keys;
+  std::string file = config.encryption_key_file;
+  if (!config.encryption_key.empty()) {
+    Result<crypto::Key> key = crypto::ParseKey(config.encryption_key);
+    if (!key.ok()) {
+      return InvalidArgument("datastore.encryption.key: " + key.status().message());
+    }
+    keys.push_back(*key);
+  } else if (file.empty() && default_file) {
+    file = DefaultKeyFile(config);
+    if (create && !std::filesystem::exists(file)) {
+      Status created = crypto::CreateKeyFile(file);
+      if (!created.ok() && created.code() != StatusCode::kAlreadyExists) {
+        return FailedPrecondition("datastore.encryption: " + created.message());
+      }
+      if (created.ok()) {
+        log::Info("Created a key for secrets at rest (keep it with the database).",
+                  {{"key_file", file}});
+      }
+    }
+  }
+  if (keys.empty() && !file.empty()) {
+    Result<std::vector<crypto::Key>> read = crypto::ReadKeyFile(file);
+    if (!read.ok()) {
+      return Status(read.status().code(),
+                    "datastore.encryption.key_file: " + read.status().message());
+    }
+    keys = std::move(*read);
+  }
+  if (keys.empty()) {
+    if (!config.encryption_old_keys.empty()) {
+      return InvalidArgument(
+          "datastore.encryption.old_keys is set without datastore.encryption.key or key_file");
+    }
+    return std::shared_ptr<const crypto::Keyring>();
+  }
+  for (const std::string& text : config.encryption_old_keys) {
+    Result<crypto::Key> key = crypto::ParseKey(text);
+    if (!key.ok()) {
+      return InvalidArgument("datastore.encryption.old_keys: " + key.status().message());
+    }
+    keys.push_back(*key);
+  }
+  Result<crypto::Keyring> ring = crypto::Keyring::Make(std::move(keys));
+  if (!ring.ok()) return InvalidArgument("datastore.encryption: " + ring.status().message());
+  log::Info("Secrets are encrypted at rest (AES-256-GCM).",
+            {{"key_id", ring->primary_id()}, {"keys", std::to_string(ring->ids().size())}});
+  return std::make_shared<const crypto::Keyring>(std::move(*ring));
+}
+
 }  // namespace
+
+Result<RotationReport> Engine::RotateSecrets(
+    const Config& given, int batch,
+    const std::function<void(SecretTable, const RotationReport&)>& progress) {
+  Config config = given;
+  BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
+  const bool sqlite = config.datastore_type != "postgres";
+  BATON_ASSIGN_OR_RETURN(auto keys, KeyringFor(config, sqlite, /*create=*/false));
+  if (!keys) {
+    return FailedPrecondition(
+        "no encryption key is configured (datastore.encryption.key or "
+        "datastore.encryption.key_file): there is nothing to rotate to");
+  }
+  if (!sqlite) {
+    PostgresOptions pg;
+    pg.dsn = config.postgres_dsn;
+    pg.keyring = keys;
+    BATON_ASSIGN_OR_RETURN(auto datastore, PostgresDatastore::Open(pg));
+    return baton::RotateSecrets(*datastore, batch, progress);
+  }
+  SqliteOptions options;
+  options.path = SqlitePath(config);
+  options.keyring = keys;
+  BATON_ASSIGN_OR_RETURN(auto datastore, SqliteDatastore::Open(options));
+  return baton::RotateSecrets(*datastore, batch, progress);
+}
 
 Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   // A library caller may pass a relative data_dir: resolved here as LoadConfig does.
@@ -100,6 +190,8 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   sqlite.path = SqlitePath(config);
   sqlite.synchronous = SqliteSyncOf(config);
   sqlite.max_job_bytes = config.datastore_max_job_bytes;
+  BATON_ASSIGN_OR_RETURN(sqlite.keyring,
+                         KeyringFor(config, /*default_file=*/true, /*create=*/true));
   BATON_ASSIGN_OR_RETURN(auto datastore, SqliteDatastore::Open(sqlite));
   BATON_ASSIGN_OR_RETURN(auto runtime, MakeRuntime(config));
   WorkerOptions worker;
@@ -154,6 +246,13 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   PostgresOptions pg;
   pg.dsn = config.postgres_dsn;
   pg.max_job_bytes = config.datastore_max_job_bytes;
+  // Several coordinators share the database, so the key cannot be made by one of them.
+  BATON_ASSIGN_OR_RETURN(pg.keyring, KeyringFor(config, /*default_file=*/false, /*create=*/false));
+  if (!pg.keyring) {
+    log::Warn(
+        "Secrets are stored unencrypted: set datastore.encryption.key or "
+        "datastore.encryption.key_file (the same on every coordinator) to encrypt them.");
+  }
   BATON_ASSIGN_OR_RETURN(auto datastore, PostgresDatastore::Open(pg));
   CoordinatorOptions coordinator;
   coordinator.lease = config.coordinator_lease;

@@ -16,6 +16,7 @@
 #include "broker/broker.h"
 #include "coordinator/coordinator.h"
 #include "datastore/datastore.h"
+#include "datastore/rotation.h"
 #include "engine/config.h"
 #include "engine/memory_trim.h"
 #include "runtime/runtime.h"
@@ -36,6 +37,14 @@ class Engine {
 
   // Creates or upgrades the configured datastore's schema; returns the schema version.
   static Result<int> Migrate(const Config& config);
+
+  // `baton secrets rotate`: re-encrypts every stored secret of the configured datastore
+  // under the primary key (datastore/rotation.h), `batch` rows per transaction;
+  // `progress` is called after each batch. kFailedPrecondition when no key is configured
+  // (SQLite's default key file counts only if it exists).
+  static Result<RotationReport> RotateSecrets(
+      const Config& config, int batch,
+      const std::function<void(SecretTable, const RotationReport&)>& progress = {});
 
   // Composes an engine from given parts (tests). Without a runtime there is no worker;
   // without a datastore there is no coordinator.

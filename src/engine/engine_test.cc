@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "core/job_decode.h"
+#include "crypto/keyring.h"
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "testing/wait_for.h"
 
@@ -236,6 +240,99 @@ tasks:
   EXPECT_TRUE(testing::WaitFor(joined)) << log.substr(0, 200);
   EXPECT_EQ(log.find("e2e-split-2b9d61c0f7e4a5"), std::string::npos) << log.substr(0, 200);
   EXPECT_TRUE(log.starts_with("[REDACTED]\n...")) << log.substr(0, 200);
+}
+
+std::string FileBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Secure by default: with no key configured, the first start makes one (0600) in the data
+// directory, a job's secrets are stored encrypted under it, and the next start reads them.
+TEST_F(EngineTest, StandaloneMakesAKeyFileOnFirstStartAndKeepsSecretsEncryptedWithIt) {
+  const std::string secret = "plain-engine-secret-" + NewId().substr(20);
+  std::string job_id;
+  {
+    auto engine = Engine::Standalone(config_);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    ASSERT_TRUE((*engine)->Start().ok());
+    auto job = (*engine)->Submit(
+        ParseOrDie("name: secretive\nsecrets: {pw: " + secret +
+                   "}\ntasks:\n  - name: use\n    env: {DB_PASSWORD: \"{{ secrets.pw }}\"}\n"
+                   // The value's digest, not the value: the script is stored as written.
+                   "    run: test \"$(printf %s \"$DB_PASSWORD\" | sha256sum | cut -c1-64)\" = " +
+                   crypto::Sha256Hex(secret) + "\n"));
+    ASSERT_TRUE(job.ok()) << job.status().message();
+    job_id = job->id;
+    auto done = (*engine)->Wait(job_id, seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status().message();
+    EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
+  }
+  const auto key_file = dir_ / "secrets.key";
+  struct stat st {};
+  ASSERT_EQ(::stat(key_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  const std::string raw = FileBytes(dir_ / "baton.db") + FileBytes(dir_ / "baton.db-wal");
+  ASSERT_FALSE(raw.empty());
+  EXPECT_EQ(raw.find(secret), std::string::npos);
+  auto keys = crypto::ReadKeyFile(key_file.string());
+  ASSERT_TRUE(keys.ok());
+  EXPECT_NE(raw.find(std::string(crypto::kEnvelopePrefix) + crypto::KeyId((*keys)[0])),
+            std::string::npos);
+
+  auto again = Engine::Standalone(config_);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  auto job = (*again)->datastore().GetJob(job_id);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->job.secrets.at("pw"), secret);
+  EXPECT_EQ(FileBytes(key_file), FileBytes(key_file));  // not replaced
+}
+
+TEST_F(EngineTest, RotationMovesEverySecretToANewKeyAndTheOldKeyCanThenGo) {
+  const crypto::Key old_key = *crypto::GenerateKey(), new_key = *crypto::GenerateKey();
+  config_.encryption_key = crypto::EncodeKey(old_key);
+  std::string job_id;
+  {
+    auto engine = Engine::Standalone(config_);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    auto job = (*engine)->Submit(
+        ParseOrDie("name: s\nsecrets: {pw: hunter2-rotating}\ntasks: [{name: t, run: 'true'}]\n"));
+    ASSERT_TRUE(job.ok()) << job.status().message();
+    job_id = job->id;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "secrets.key"));  // a configured key is used
+  // The new key alone cannot read what the old one wrote: a clear error naming the key.
+  Config only_new = config_;
+  only_new.encryption_key = crypto::EncodeKey(new_key);
+  auto refused = Engine::RotateSecrets(only_new, 10);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(crypto::KeyId(old_key)), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(refused.status().message().find("hunter2"), std::string::npos);
+
+  Config rotating = only_new;
+  rotating.encryption_old_keys = {crypto::EncodeKey(old_key)};
+  auto report = Engine::RotateSecrets(rotating, 10);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_GE(report->rewritten, 1);
+  auto engine = Engine::Standalone(only_new);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  auto job = (*engine)->datastore().GetJob(job_id);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->job.secrets.at("pw"), "hunter2-rotating");
+}
+
+TEST_F(EngineTest, KeyAndKeyFileTogetherOrABadKeyFileAreStartUpErrors) {
+  config_.encryption_key = crypto::EncodeKey(*crypto::GenerateKey());
+  config_.encryption_key_file = (dir_ / "keys").string();
+  auto both = Engine::Standalone(config_);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("both set"), std::string::npos);
+  config_.encryption_key.clear();
+  auto missing = Engine::Standalone(config_);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("datastore.encryption.key_file"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "keys"));  // a configured file is never made
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 // server, say) with each other and with earlier runs.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,7 +29,9 @@
 
 #include "base/status.h"
 #include "core/records.h"
+#include "crypto/keyring.h"
 #include "datastore/datastore.h"
+#include "datastore/rotation.h"
 #include "testing/wait_for.h"
 
 namespace baton::testing {
@@ -2104,4 +2107,257 @@ TEST_P(DatastoreConformanceTest, FinishedJobsCreatedBeforeAreTheOldFinishedTopLe
 }
 
 }  // namespace datastore_conformance
+
+// ---- Secrets at rest ----------------------------------------------------------------
+
+// A backend's stores opened with keys, over databases of their own, and the bytes it
+// stores, for looking behind the datastore's back:
+//
+//   INSTANTIATE_TEST_SUITE_P(Sqlite, SecretsAtRestConformanceTest,
+//                            ::testing::Values(SecretsFactory{"file", ...}), ...);
+struct SecretsFactory {
+  std::string name;
+  // A new, empty database: its address, for `open` and `raw`.
+  std::function<std::string()> fresh;
+  // A store on the database at `where`, with `keys` (null: none).
+  std::function<std::unique_ptr<Datastore>(const std::string& where,
+                                           std::shared_ptr<const crypto::Keyring> keys)>
+      open;
+  // Everything stored of the database at `where`, as bytes: the SQLite file and its WAL,
+  // or the text of every row of PostgreSQL's tables.
+  std::function<std::string(const std::string& where)> raw;
+};
+
+inline std::string SecretsFactoryName(const ::testing::TestParamInfo<SecretsFactory>& info) {
+  return info.param.name;
+}
+
+class SecretsAtRestConformanceTest : public ::testing::TestWithParam<SecretsFactory> {
+ protected:
+  static std::shared_ptr<const crypto::Keyring> Keys(std::vector<crypto::Key> keys) {
+    Result<crypto::Keyring> ring = crypto::Keyring::Make(std::move(keys));
+    EXPECT_TRUE(ring.ok()) << ring.status().ToString();
+    return std::make_shared<const crypto::Keyring>(std::move(*ring));
+  }
+  static crypto::Key NewKey() { return *crypto::GenerateKey(); }
+
+  std::unique_ptr<Datastore> Open(std::shared_ptr<const crypto::Keyring> keys) {
+    return GetParam().open(where_, std::move(keys));
+  }
+  std::string Raw() { return GetParam().raw(where_); }
+
+  // A unique plain value, to look for in the raw bytes.
+  static std::string Secret(std::string_view what) {
+    return fmt::format("plain-{}-{}", what, NewId().substr(16));
+  }
+
+  // A job with a secret in every place one is stored (secrets.h's list), its task row
+  // (evaluated: the env holds the value) and a webhook delivery; `secrets` gets each
+  // plain value.
+  struct Stored {
+    JobRecord job;
+    TaskRecord task;
+    WebhookDelivery delivery;
+  };
+  static Stored MakeSecretJob(std::vector<std::string>& secrets) {
+    auto add = [&](std::string_view what) {
+      secrets.push_back(Secret(what));
+      return secrets.back();
+    };
+    Job job = datastore_conformance::SimpleJob("secretive");
+    job.secrets = {{"db", add("job-secret")}};
+    Webhook hook;
+    hook.url = "http://127.0.0.1:9/hook";
+    hook.secret = add("hook-secret");
+    job.webhooks = {hook};
+    job.tasks[0].env = {{"API_TOKEN", add("env-token")}, {"WHO", "world"}};
+    job.tasks[0].registry = Registry{"user", add("registry-password")};
+    Task sub;
+    sub.name = "sub";
+    sub.subjob = SubJob{};
+    sub.subjob->name = "inner";
+    sub.subjob->secrets = {{"inner", add("subjob-secret")}};
+    sub.subjob->tasks = {datastore_conformance::RunnableTask("inner-task")};
+    sub.subjob->tasks[0].env = {{"DB_PASSWORD", add("subjob-env-password")}};
+    job.tasks.push_back(sub);
+    Stored s;
+    s.job = datastore_conformance::NewJob(job, datastore_conformance::At(0));
+    s.job.context = {{"inputs", {{"who", "world"}}},
+                     {"secrets", {{"db", job.secrets["db"]}}},
+                     {"tasks", nlohmann::json::object()}};
+    s.task = datastore_conformance::NewTask(s.job.id, 1, datastore_conformance::At(1));
+    s.task.task.env = {{"MY_SECRET", add("task-row-secret")}, {"PLAIN", "visible"}};
+    AuxTask side;
+    side.name = "side";
+    side.image = "nginx";
+    side.env = {{"SIDE_ACCESS_KEY", add("sidecar-access-key")}};
+    s.task.task.sidecars = {side};
+    s.delivery = datastore_conformance::NewDelivery(s.job.id, datastore_conformance::At(2));
+    s.delivery.secret = add("delivery-secret");
+    s.delivery.headers = {{"Authorization", "Bearer " + add("delivery-header")}};
+    return s;
+  }
+
+  static Status Store(Datastore& ds, const Stored& s) {
+    BATON_RETURN_IF_ERROR(ds.CreateJob(s.job));
+    BATON_RETURN_IF_ERROR(ds.CreateTask(s.task));
+    return ds.Transact([&](Transaction& tx) { return tx.CreateWebhookDeliveries({s.delivery}); });
+  }
+
+  // Reads back the three rows through `ds` and compares them with what was stored.
+  static void ExpectReadsBack(Datastore& ds, const Stored& s) {
+    Result<JobRecord> job = ds.GetJob(s.job.id);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    EXPECT_EQ(job->job, s.job.job);
+    EXPECT_EQ(job->context, s.job.context);
+    Result<TaskRecord> task = ds.GetTask(s.task.id);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    EXPECT_EQ(task->task, s.task.task);
+    Result<std::vector<WebhookDelivery>> deliveries =
+        datastore_conformance::Deliveries(ds, s.job.id);
+    ASSERT_TRUE(deliveries.ok()) << deliveries.status().ToString();
+    ASSERT_EQ(deliveries->size(), 1u);
+    EXPECT_EQ(deliveries->front().secret, s.delivery.secret);
+    EXPECT_EQ(deliveries->front().headers, s.delivery.headers);
+    // Through a transaction too (the scheduler's path): the definition, the context.
+    Status read = ds.Transact([&](Transaction& tx) -> Status {
+      BATON_ASSIGN_OR_RETURN_CONFORMANCE(std::shared_ptr<const Job> definition,
+                                         tx.GetJobDefinition(s.job.id));
+      EXPECT_EQ(*definition, s.job.job);
+      std::size_t bytes = 0;
+      BATON_ASSIGN_OR_RETURN_CONFORMANCE(nlohmann::json context,
+                                         tx.GetJobContext(s.job.id, &bytes));
+      EXPECT_EQ(context, s.job.context);
+      BATON_ASSIGN_OR_RETURN_CONFORMANCE(TaskRecord row, tx.GetTask(s.task.id));
+      EXPECT_EQ(row.task, s.task.task);
+      return Status::Ok();
+    });
+    EXPECT_TRUE(read.ok()) << read.ToString();
+  }
+
+  void SetUp() override { where_ = GetParam().fresh(); }
+
+  std::string where_;
+};
+
+// Binaries that include this header for the main suite need not instantiate this one.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SecretsAtRestConformanceTest);
+
+TEST_P(SecretsAtRestConformanceTest, StoredSecretsAreNotInTheRawBytesAndReadBackPlain) {
+  auto keys = Keys({NewKey()});
+  std::vector<std::string> secrets;
+  Stored s = MakeSecretJob(secrets);
+  {
+    auto ds = Open(keys);
+    ASSERT_TRUE(ds);
+    ASSERT_TRUE(Store(*ds, s).ok());
+    // An update of the context (the scheduler's UpdateJobStateAndContext) and of the
+    // task row write them encrypted too.
+    s.job.context["tasks"]["first"] = "done";
+    ASSERT_TRUE(ds->Transact([&](Transaction& tx) -> Status {
+                    BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord row, tx.GetJob(s.job.id));
+                    row.context = s.job.context;
+                    return tx.UpdateJobStateAndContext(row);
+                  }).ok());
+    std::string more = Secret("updated-task-secret");
+    secrets.push_back(more);
+    s.task.task.env["NEW_TOKEN"] = more;
+    ASSERT_TRUE(ds->UpdateTask(s.task.id, [&](TaskRecord& t) {
+                    t.task = s.task.task;
+                    return Status::Ok();
+                  }).ok());
+    ExpectReadsBack(*ds, s);
+  }
+  const std::string raw = Raw();
+  ASSERT_FALSE(raw.empty());
+  for (const std::string& secret : secrets) {
+    EXPECT_EQ(raw.find(secret), std::string::npos) << secret << " is stored in plain";
+  }
+  EXPECT_NE(raw.find(std::string(crypto::kEnvelopePrefix) + keys->primary_id()), std::string::npos);
+  EXPECT_NE(raw.find("visible"), std::string::npos);  // only the secrets are encrypted
+  auto again = Open(keys);
+  ExpectReadsBack(*again, s);
+}
+
+TEST_P(SecretsAtRestConformanceTest, ReadingWithoutTheKeyIsAnErrorNamingItNeverTheSecret) {
+  auto keys = Keys({NewKey()});
+  std::vector<std::string> secrets;
+  Stored s = MakeSecretJob(secrets);
+  {
+    auto ds = Open(keys);
+    ASSERT_TRUE(Store(*ds, s).ok());
+  }
+  for (auto other : {std::shared_ptr<const crypto::Keyring>(), Keys({NewKey()})}) {
+    auto ds = Open(other);
+    Result<JobRecord> job = ds->GetJob(s.job.id);
+    ASSERT_FALSE(job.ok());
+    EXPECT_NE(job.status().message().find(keys->primary_id()), std::string::npos)
+        << job.status().ToString();
+    for (const std::string& secret : secrets) {
+      EXPECT_EQ(job.status().message().find(secret), std::string::npos);
+    }
+    Result<TaskRecord> task = ds->GetTask(s.task.id);
+    ASSERT_FALSE(task.ok());
+    EXPECT_NE(task.status().message().find(keys->primary_id()), std::string::npos);
+    EXPECT_FALSE(datastore_conformance::Deliveries(*ds, s.job.id).ok());
+  }
+}
+
+TEST_P(SecretsAtRestConformanceTest, RotationReencryptsEverySecretUnderThePrimaryKeyOnce) {
+  const crypto::Key old_key = NewKey(), new_key = NewKey();
+  auto old_keys = Keys({old_key});
+  std::vector<std::string> secrets;
+  Stored under_old = MakeSecretJob(secrets);
+  Stored in_plain = MakeSecretJob(secrets);  // stored before encryption was configured
+  {
+    auto ds = Open(old_keys);
+    ASSERT_TRUE(Store(*ds, under_old).ok());
+    auto plain = Open(nullptr);
+    ASSERT_TRUE(Store(*plain, in_plain).ok());
+  }
+  auto rotated = Keys({new_key, old_key});
+  {
+    auto ds = Open(rotated);
+    Result<RotationReport> report = RotateSecrets(*ds, /*batch=*/1);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    // Two jobs, their two task rows and two deliveries: every row held a secret.
+    EXPECT_EQ(report->read, 6);
+    EXPECT_EQ(report->rewritten, 6);
+    // Again: nothing left to do (and a run interrupted half-way just continues so).
+    Result<RotationReport> again = RotateSecrets(*ds, /*batch=*/4);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->read, 6);
+    EXPECT_EQ(again->rewritten, 0);
+  }
+  const std::string raw = Raw();
+  for (const std::string& secret : secrets) {
+    EXPECT_EQ(raw.find(secret), std::string::npos) << secret << " is stored in plain";
+  }
+  EXPECT_EQ(raw.find(std::string(crypto::kEnvelopePrefix) + crypto::KeyId(old_key)),
+            std::string::npos);
+  // The old key can go: everything reads with the new one alone.
+  auto ds = Open(Keys({new_key}));
+  ExpectReadsBack(*ds, under_old);
+  ExpectReadsBack(*ds, in_plain);
+}
+
+TEST_P(SecretsAtRestConformanceTest, RotationWithoutKeysOrWithAMissingKeyFailsClearly) {
+  auto keys = Keys({NewKey()});
+  std::vector<std::string> secrets;
+  Stored s = MakeSecretJob(secrets);
+  {
+    auto ds = Open(keys);
+    ASSERT_TRUE(Store(*ds, s).ok());
+  }
+  Result<RotationReport> none = RotateSecrets(*Open(nullptr), 10);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(none.status().message().find("datastore.encryption.key"), std::string::npos);
+  Result<RotationReport> wrong = RotateSecrets(*Open(Keys({NewKey()})), 10);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find(keys->primary_id()), std::string::npos);
+  // Nothing was changed: the right key still reads everything.
+  ExpectReadsBack(*Open(keys), s);
+}
+
 }  // namespace baton::testing

@@ -77,8 +77,10 @@ fi
 # Secrets that used to slip past redaction (issue 14, item 6), each printed or quoted some
 # way: none may appear in any answer, in the server's log, in any file under the data
 # directory but the database, or in the database's stored log parts. (The database holds
-# each job's definition and its task rows, secrets included, by design: they are what the
-# engine runs. Of the database only the log parts are redacted as stored.)
+# each job's definition and its task rows, which the engine runs: their secrets are
+# encrypted, not redacted (secrets_at_rest_test.sh), and the env value of a key that does
+# not look secret, like S below, is stored as evaluated. Of the database's text only the
+# log parts are redacted as stored.)
 split=e2e-split-2b9d61c0f7e4a5
 b64_plain=e2e-b64-47d0c29ae1
 b64=$(printf '%s' "$b64_plain" | base64)

@@ -371,6 +371,11 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("FinishedJobsCreatedBefore", "", ""));
       return tx_.FinishedJobsCreatedBefore(before, limit);
     }
+    Result<ReencryptBatch> ReencryptSecrets(SecretTable table, std::string_view after_id,
+                                            int limit) override {
+      BATON_RETURN_IF_ERROR(Enter("ReencryptSecrets", "", after_id));
+      return tx_.ReencryptSecrets(table, after_id, limit);
+    }
 
    private:
     // Rows a read returned (a job's or a task's row each), for rows_read().

@@ -383,8 +383,9 @@ constexpr const char* kMigrationsTableExists =
 
 // `max_bytes`: a new job's bound (CheckStoredJobSize); an update is not bounded.
 Result<Params> EncodeJobParams(const JobRecord& job, std::optional<std::string> definition,
+                               const crypto::Keyring* keys,
                                std::size_t max_bytes = std::numeric_limits<std::size_t>::max()) {
-  BATON_PG_ASSIGN(text, sql::EncodeJobText(job, std::move(definition)));
+  BATON_PG_ASSIGN(text, sql::EncodeJobText(job, std::move(definition), keys));
   BATON_RETURN_IF_ERROR(CheckStoredJobSize(text.bytes(), max_bytes));
   Params p;
   sql::BindJob(p, job, text);
@@ -446,9 +447,11 @@ class RowAt final : public sql::RowView {
   int r_;
 };
 
-Result<JobRecord> JobFromRow(const Rows& s, int r) { return sql::JobFromRow(RowAt(s, r), nullptr); }
-Result<TaskRecord> TaskFromRow(const Rows& s, int r) {
-  return sql::TaskFromRow(RowAt(s, r), nullptr);
+Result<JobRecord> JobFromRow(const Rows& s, int r, const crypto::Keyring* keys) {
+  return sql::JobFromRow(RowAt(s, r), nullptr, keys);
+}
+Result<TaskRecord> TaskFromRow(const Rows& s, int r, const crypto::Keyring* keys) {
+  return sql::TaskFromRow(RowAt(s, r), nullptr, keys);
 }
 Result<LogPart> LogPartFromRow(const Rows& s, int r) { return sql::LogPartFromRow(RowAt(s, r)); }
 Result<NodeRecord> NodeFromRow(const Rows& s, int r) { return sql::NodeFromRow(RowAt(s, r)); }
@@ -571,7 +574,7 @@ class ConnectionSession final : public sql::Session {
 };
 
 // The parameters of kInsertTasks: one array per column, one element per row.
-Result<Params> TasksArrayParams(const std::vector<TaskRecord>& tasks) {
+Result<Params> TasksArrayParams(const std::vector<TaskRecord>& tasks, const crypto::Keyring* keys) {
   std::vector<ArrayLiteral> cols(21);
   auto time = [](ArrayLiteral& a, const std::optional<TimePoint>& t) {
     if (t) {
@@ -590,7 +593,7 @@ Result<Params> TasksArrayParams(const std::vector<TaskRecord>& tasks) {
     }
   };
   for (const TaskRecord& t : tasks) {
-    BATON_PG_ASSIGN(definition, EncodeTask(t.task));
+    BATON_PG_ASSIGN(definition, EncodeTask(t.task, keys));
     cols[0].AddText(t.id);
     cols[1].AddText(t.job_id);
     cols[2].AddText(t.parent_id);
@@ -635,25 +638,27 @@ Status InsertTaskArrays(Connection& c, std::size_t count, const Params& params,
 // The read of a read-modify-write (the row locked until the transaction ends) and its
 // modification: the parameters of S().update_job for the modified row.
 Result<Params> ModifiedJobParams(Connection& c, std::string_view id,
-                                 const std::function<Status(JobRecord&)>& modify) {
+                                 const std::function<Status(JobRecord&)>& modify,
+                                 const crypto::Keyring* keys) {
   BATON_PG_ASSIGN(rows, c.Run(S().select_job_for_update, Params().Text(id)));
   if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
-  BATON_PG_ASSIGN(job, JobFromRow(rows, 0));
+  BATON_PG_ASSIGN(job, JobFromRow(rows, 0, keys));
   const Job before = job.job;
   BATON_RETURN_IF_ERROR(CallModifier(modify, job));
   job.id = std::string(id);  // the key is not the modifier's to change
   // Most updates change state, not the definition: keep its stored text then.
   std::optional<std::string> same;
   if (job.job == before) same = std::string(rows.Text(0, 11));
-  return EncodeJobParams(job, std::move(same));
+  return EncodeJobParams(job, std::move(same), keys);
 }
 
 // The same for S().update_task.
 Result<Params> ModifiedTaskParams(Connection& c, std::string_view id,
-                                  const std::function<Status(TaskRecord&)>& modify) {
+                                  const std::function<Status(TaskRecord&)>& modify,
+                                  const crypto::Keyring* keys) {
   BATON_PG_ASSIGN(rows, c.Run(S().select_task_for_update, Params().Text(id)));
   if (rows.size() == 0) return NotFound(fmt::format("task {} not found", id));
-  BATON_PG_ASSIGN(task, TaskFromRow(rows, 0));
+  BATON_PG_ASSIGN(task, TaskFromRow(rows, 0, keys));
   const Task before = task.task;
   BATON_RETURN_IF_ERROR(CallModifier(modify, task));
   task.id = std::string(id);  // the key is not the modifier's to change
@@ -661,7 +666,7 @@ Result<Params> ModifiedTaskParams(Connection& c, std::string_view id,
   if (task.task == before) {
     definition = std::string(rows.Text(0, 10));
   } else {
-    BATON_PG_ASSIGN(encoded, EncodeTask(task.task));
+    BATON_PG_ASSIGN(encoded, EncodeTask(task.task, keys));
     definition = std::move(encoded);
   }
   return TaskParams(task, definition);
@@ -763,7 +768,7 @@ Status PostgresDatastore::InTransaction(const Op& op) {
 Status PostgresDatastore::Transact(const std::function<Status(Transaction&)>& body) {
   return InTransaction([&](Connection& c) -> Status {
     ConnectionSession session(c);
-    return sql::RunScope(session, S(), /*caches=*/nullptr, options_.max_job_bytes, body);
+    return sql::RunScope(session, S(), /*caches=*/nullptr, keys(), options_.max_job_bytes, body);
   });
 }
 
@@ -791,7 +796,7 @@ Result<int> PostgresDatastore::SchemaVersion() {
 
 Status PostgresDatastore::CreateJob(const JobRecord& job) {
   return NoThrow([&]() -> Status {
-    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt, options_.max_job_bytes));
+    BATON_PG_ASSIGN(params, EncodeJobParams(job, std::nullopt, keys(), options_.max_job_bytes));
     return WithConnection([&](Connection& c) -> Status {
       Result<Rows> rows = c.Run(S().insert_job, params);
       if (rows.status().code() == StatusCode::kAlreadyExists) {
@@ -808,7 +813,7 @@ Result<JobRecord> PostgresDatastore::GetJob(std::string_view id) {
     Status read = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(S().select_job, Params().Text(id)));
       if (rows.size() == 0) return NotFound(fmt::format("job {} not found", id));
-      BATON_PG_ASSIGN(job, JobFromRow(rows, 0));
+      BATON_PG_ASSIGN(job, JobFromRow(rows, 0, keys()));
       out = std::move(job);
       return Status::Ok();
     });
@@ -820,7 +825,7 @@ Result<JobRecord> PostgresDatastore::GetJob(std::string_view id) {
 Status PostgresDatastore::UpdateJob(std::string_view id,
                                     const std::function<Status(JobRecord&)>& modify) {
   return InTransaction([&](Connection& c) -> Status {
-    BATON_PG_ASSIGN(params, ModifiedJobParams(c, id, modify));
+    BATON_PG_ASSIGN(params, ModifiedJobParams(c, id, modify, keys()));
     return c.RunAndCommit(S().update_job, params).status();
   });
 }
@@ -856,7 +861,8 @@ Result<Page<JobRecord>> PostgresDatastore::ListJobs(const JobQuery& query) {
       BATON_PG_ASSIGN(total, FirstInt(count_rows));
       BATON_PG_ASSIGN(rows, c.RunOnce(search.list_sql, list_params));
       std::vector<JobRecord> items;
-      BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(rows, JobFromRow, items));
+      BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(
+          rows, [this](const Rows& rs, int r) { return JobFromRow(rs, r, keys()); }, items));
       out = MakePage(spec, total, std::move(items));
       return Status::Ok();
     });
@@ -871,7 +877,8 @@ Result<std::vector<JobRecord>> PostgresDatastore::JobsInState(const std::vector<
     if (states.empty()) return out;
     Status read = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(S().jobs_in_state, Params().Text(StatesArray(states))));
-      return CollectRows<JobRecord>(rows, JobFromRow, out);
+      return CollectRows<JobRecord>(
+          rows, [this](const Rows& rs, int r) { return JobFromRow(rs, r, keys()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -919,7 +926,7 @@ Result<std::vector<std::string>> PostgresDatastore::JobsDueForDeletion(TimePoint
 
 Status PostgresDatastore::CreateTask(const TaskRecord& task) {
   return NoThrow([&]() -> Status {
-    BATON_PG_ASSIGN(definition, EncodeTask(task.task));
+    BATON_PG_ASSIGN(definition, EncodeTask(task.task, keys()));
     return WithConnection([&](Connection& c) { return InsertTask(c, task, definition); });
   });
 }
@@ -929,7 +936,7 @@ Status PostgresDatastore::CreateTasks(const std::vector<TaskRecord>& tasks) {
     if (tasks.empty()) return Status::Ok();
     if (tasks.size() == 1) return CreateTask(tasks.front());
     // One statement of arrays: one round trip, and all rows or none.
-    BATON_PG_ASSIGN(params, TasksArrayParams(tasks));
+    BATON_PG_ASSIGN(params, TasksArrayParams(tasks, keys()));
     return WithConnection([&](Connection& c) { return InsertTaskArrays(c, tasks.size(), params); });
   });
 }
@@ -940,7 +947,7 @@ Result<TaskRecord> PostgresDatastore::GetTask(std::string_view id) {
     Status read = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(S().select_task, Params().Text(id)));
       if (rows.size() == 0) return NotFound(fmt::format("task {} not found", id));
-      BATON_PG_ASSIGN(task, TaskFromRow(rows, 0));
+      BATON_PG_ASSIGN(task, TaskFromRow(rows, 0, keys()));
       out = std::move(task);
       return Status::Ok();
     });
@@ -952,7 +959,7 @@ Result<TaskRecord> PostgresDatastore::GetTask(std::string_view id) {
 Status PostgresDatastore::UpdateTask(std::string_view id,
                                      const std::function<Status(TaskRecord&)>& modify) {
   return InTransaction([&](Connection& c) -> Status {
-    BATON_PG_ASSIGN(params, ModifiedTaskParams(c, id, modify));
+    BATON_PG_ASSIGN(params, ModifiedTaskParams(c, id, modify, keys()));
     return c.RunAndCommit(S().update_task, params).status();
   });
 }
@@ -962,7 +969,8 @@ Result<std::vector<TaskRecord>> PostgresDatastore::JobTasks(std::string_view job
     std::vector<TaskRecord> out;
     Status read = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(S().job_tasks, Params().Text(job_id)));
-      return CollectRows<TaskRecord>(rows, TaskFromRow, out);
+      return CollectRows<TaskRecord>(
+          rows, [this](const Rows& rs, int r) { return TaskFromRow(rs, r, keys()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -974,7 +982,8 @@ Result<std::vector<TaskRecord>> PostgresDatastore::ChildTasks(std::string_view p
     std::vector<TaskRecord> out;
     Status read = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(S().child_tasks, Params().Text(parent_id)));
-      return CollectRows<TaskRecord>(rows, TaskFromRow, out);
+      return CollectRows<TaskRecord>(
+          rows, [this](const Rows& rs, int r) { return TaskFromRow(rs, r, keys()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -988,7 +997,8 @@ Result<std::vector<TaskRecord>> PostgresDatastore::TasksInState(
     if (states.empty()) return out;
     Status read = WithConnection([&](Connection& c) -> Status {
       BATON_PG_ASSIGN(rows, c.Run(S().tasks_in_state, Params().Text(StatesArray(states))));
-      return CollectRows<TaskRecord>(rows, TaskFromRow, out);
+      return CollectRows<TaskRecord>(
+          rows, [this](const Rows& rs, int r) { return TaskFromRow(rs, r, keys()); }, out);
     });
     if (!read.ok()) return read;
     return out;

@@ -14,6 +14,9 @@
 
 namespace baton {
 
+namespace crypto {
+class Keyring;
+}  // namespace crypto
 namespace postgres_internal {
 class Connection;
 }  // namespace postgres_internal
@@ -32,6 +35,9 @@ struct PostgresOptions {
   // The most bytes a job may take as stored (datastore.max_job_bytes; see
   // kDefaultMaxJobBytes): CreateJob (and Transaction::CreateJob) refuse a bigger one.
   std::size_t max_job_bytes = kDefaultMaxJobBytes;
+  // The keys secrets are encrypted with at rest (datastore/sql/secrets.h): null stores
+  // them as they are, and an encrypted secret read without keys is an error.
+  std::shared_ptr<const crypto::Keyring> keyring;
 };
 
 // Thread-safety: all methods may be called from any thread. Each call borrows one
@@ -103,6 +109,8 @@ class PostgresDatastore final : public Datastore {
   using Op = std::function<Status(Connection&)>;
 
   explicit PostgresDatastore(PostgresOptions options);
+
+  const crypto::Keyring* keys() const { return options_.keyring.get(); }
 
   // Runs `op` on a borrowed connection, outside any transaction.
   Status WithConnection(const Op& op);

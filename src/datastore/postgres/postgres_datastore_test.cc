@@ -28,6 +28,9 @@ using conformance::LockerConformanceTest;
 using testing::DatastoreConformanceTest;
 using testing::DatastoreFactory;
 using testing::DatastoreFactoryName;
+using testing::SecretsAtRestConformanceTest;
+using testing::SecretsFactory;
+using testing::SecretsFactoryName;
 using namespace testing::datastore_conformance;
 
 constexpr const char* kNotConfigured =
@@ -212,6 +215,12 @@ std::unique_ptr<PostgresDatastore> OpenStore() {
   return OpenStore(PostgresOptions{.dsn = PostgresServer::test_dsn()});
 }
 
+std::shared_ptr<const crypto::Keyring> TestKeyring() {
+  static const auto keys =
+      std::make_shared<const crypto::Keyring>(*crypto::Keyring::Make({*crypto::GenerateKey()}));
+  return keys;
+}
+
 // The conformance suites' factory: a store on the test database, or (skipping the test)
 // a placeholder.
 std::unique_ptr<Datastore> MakeStore(PostgresOptions options) {
@@ -220,18 +229,58 @@ std::unique_ptr<Datastore> MakeStore(PostgresOptions options) {
   return OpenStore(std::move(options));
 }
 
+// The text of every row of the tables that hold secrets, in the database at `dsn`.
+std::string TablesText(const std::string& dsn) {
+  PGconn* conn = PQconnectdb(dsn.c_str());
+  std::string out;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    ADD_FAILURE() << PQerrorMessage(conn);
+  } else {
+    for (const char* table : {"jobs", "tasks", "webhook_deliveries"}) {
+      PGresult* res = PQexec(conn, fmt::format("SELECT t::text FROM {} t", table).c_str());
+      EXPECT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQresultErrorMessage(res);
+      for (int r = 0; r < PQntuples(res); ++r) {
+        out += PQgetvalue(res, r, 0);
+        out += '\n';
+      }
+      PQclear(res);
+    }
+  }
+  PQfinish(conn);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Postgres, SecretsAtRestConformanceTest,
+                         ::testing::Values(SecretsFactory{
+                             "tables",
+                             []() -> std::string {
+                               if (SkipUnlessConfigured()) return "";
+                               return PostgresServer::FreshDatabaseDsn();
+                             },
+                             [](const std::string& dsn, std::shared_ptr<const crypto::Keyring> keys)
+                                 -> std::unique_ptr<Datastore> {
+                               if (dsn.empty()) return std::make_unique<NoDatastore>();
+                               return OpenStore(
+                                   PostgresOptions{.dsn = dsn, .keyring = std::move(keys)});
+                             },
+                             [](const std::string& dsn) { return TablesText(dsn); }}),
+                         SecretsFactoryName);
+
 INSTANTIATE_TEST_SUITE_P(
     Postgres, DatastoreConformanceTest,
-    ::testing::Values(DatastoreFactory{"pooled", [] { return MakeStore({}); }, nullptr},
-                      DatastoreFactory{"reopened", [] { return MakeStore({}); },
-                                       [](std::unique_ptr<Datastore> store) {
-                                         store.reset();  // closes every connection
-                                         return MakeStore({});
-                                       }},
-                      DatastoreFactory{"one_connection",
-                                       [] { return MakeStore({.dsn = "", .pool_size = 1}); },
-                                       nullptr,
-                                       /*one_writer=*/true}),
+    ::testing::Values(
+        DatastoreFactory{"pooled", [] { return MakeStore({}); }, nullptr},
+        DatastoreFactory{"reopened", [] { return MakeStore({}); },
+                         [](std::unique_ptr<Datastore> store) {
+                           store.reset();  // closes every connection
+                           return MakeStore({});
+                         }},
+        // Every case again with secrets encrypted at rest.
+        DatastoreFactory{"encrypted",
+                         [] { return MakeStore({.dsn = "", .keyring = TestKeyring()}); }, nullptr},
+        DatastoreFactory{"one_connection", [] { return MakeStore({.dsn = "", .pool_size = 1}); },
+                         nullptr,
+                         /*one_writer=*/true}),
     DatastoreFactoryName);
 
 std::string LockerFactoryName(const ::testing::TestParamInfo<conformance::LockerFactory>& param) {

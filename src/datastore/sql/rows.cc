@@ -19,34 +19,63 @@ Result<std::string> Dump(const nlohmann::json& value, std::string_view what) {
   }
 }
 
-Result<std::string> EncodeJob(const Job& job) {
+Result<std::string> EncodeJob(const Job& job, const crypto::Keyring* keys) {
   try {
-    return Dump(ToJson(job), "job definition");
+    if (keys == nullptr || !HasSecrets(job)) return Dump(ToJson(job), "job definition");
+    Job sealed = job;
+    BATON_RETURN_IF_ERROR(EncryptSecrets(sealed, *keys));
+    return Dump(ToJson(sealed), "job definition");
   } catch (const std::exception& e) {
     return InvalidArgument(fmt::format("job definition cannot be stored: {}", e.what()));
   }
 }
 
-Result<std::string> EncodeTask(const Task& task) {
+Result<std::string> EncodeTask(const Task& task, const crypto::Keyring* keys) {
   try {
-    return Dump(ToJson(task), "task definition");
+    if (keys == nullptr || !HasSecrets(task)) return Dump(ToJson(task), "task definition");
+    Task sealed = task;
+    BATON_RETURN_IF_ERROR(EncryptSecrets(sealed, *keys));
+    return Dump(ToJson(sealed), "task definition");
   } catch (const std::exception& e) {
     return InvalidArgument(fmt::format("task definition cannot be stored: {}", e.what()));
   }
 }
 
-Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition) {
+Result<Job> DecodeStoredJob(std::string_view text, const crypto::Keyring* keys) {
+  Result<Job> job = DecodeJobJson(text, DecodeMode::kStored);
+  if (!job.ok()) return job;
+  BATON_RETURN_IF_ERROR(DecryptSecrets(*job, keys));
+  return job;
+}
+
+Result<Task> DecodeStoredTask(std::string_view text, const crypto::Keyring* keys) {
+  Result<Task> task = DecodeTaskJson(text, DecodeMode::kStored);
+  if (!task.ok()) return task;
+  BATON_RETURN_IF_ERROR(DecryptSecrets(*task, keys));
+  return task;
+}
+
+Result<nlohmann::json> DecodeStoredContext(std::string_view text, const crypto::Keyring* keys) {
+  auto context = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (context.is_discarded()) return Internal("context is not JSON");
+  Status decrypted = DecryptContext(context, keys);
+  if (!decrypted.ok()) return Internal("context: " + decrypted.message());
+  return context;
+}
+
+Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition,
+                              const crypto::Keyring* keys) {
   JobText text;
   if (definition) {
     text.definition = std::move(*definition);
   } else {
-    Result<std::string> encoded = EncodeJob(job.job);
+    Result<std::string> encoded = EncodeJob(job.job, keys);
     if (!encoded.ok()) return encoded.status();
     text.definition = std::move(*encoded);
   }
   Result<std::string> tags = Dump(nlohmann::json(job.job.tags), "job tags");
   if (!tags.ok()) return tags.status();
-  Result<std::string> context = Dump(job.context, "job context");
+  Result<std::string> context = EncodeContext(job.context, keys);
   if (!context.ok()) return context.status();
   text.tags = std::move(*tags);
   text.context = std::move(*context);

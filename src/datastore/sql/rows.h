@@ -24,7 +24,9 @@
 #include "core/job_decode.h"
 #include "core/records.h"
 #include "core/states.h"
+#include "crypto/keyring.h"
 #include "datastore/adapter_util.h"
+#include "datastore/sql/secrets.h"
 
 namespace baton::sql {
 
@@ -36,8 +38,16 @@ Status Corrupt(std::string_view table, std::string_view id, std::string_view pro
 // JSON text of a value; kInvalidArgument for one that cannot be stored (text that is
 // not UTF-8).
 Result<std::string> Dump(const nlohmann::json& value, std::string_view what);
-Result<std::string> EncodeJob(const Job& job);
-Result<std::string> EncodeTask(const Task& task);
+
+// The one pair through which a definition is stored and read back (any table that
+// stores one uses them): the JSON text with its secret values encrypted under `keys`
+// (secrets.h; plain when `keys` is null), and the definition of such a text, decrypted.
+Result<std::string> EncodeJob(const Job& job, const crypto::Keyring* keys);
+Result<std::string> EncodeTask(const Task& task, const crypto::Keyring* keys);
+Result<Job> DecodeStoredJob(std::string_view text, const crypto::Keyring* keys);
+Result<Task> DecodeStoredTask(std::string_view text, const crypto::Keyring* keys);
+// A stored context's text, parsed and its secrets decrypted (EncodeContext writes it).
+Result<nlohmann::json> DecodeStoredContext(std::string_view text, const crypto::Keyring* keys);
 
 // What a jobs row stores besides the record's plain fields.
 struct JobText {
@@ -49,7 +59,8 @@ struct JobText {
 
 // `definition`, when given, is the stored text of an unchanged definition (not encoded
 // again).
-Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition);
+Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition,
+                              const crypto::Keyring* keys);
 
 // The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $18).
 template <typename Sink>
@@ -224,7 +235,7 @@ Result<std::shared_ptr<const T>> CachedDecode(DefinitionCache<T>* cache, std::st
 
 // `original`, when given, receives the definition as decoded (before any change).
 template <typename Row>
-Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches,
+Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches, const crypto::Keyring* keys,
                              std::shared_ptr<const Job>* original = nullptr) {
   JobRecord job;
   job.id = std::string(s.Text(0));
@@ -237,10 +248,10 @@ Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches,
   job.completed_at = s.OptTime(8);
   job.failed_at = s.OptTime(9);
   job.delete_at = s.OptTime(10);
-  auto definition = CachedDecode<Job>(
-      caches != nullptr ? &caches->jobs : nullptr, job.id, s.Text(kJobDefinitionColumn),
-      !IsTerminal(job.state),
-      [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
+  auto definition =
+      CachedDecode<Job>(caches != nullptr ? &caches->jobs : nullptr, job.id,
+                        s.Text(kJobDefinitionColumn), !IsTerminal(job.state),
+                        [keys](std::string_view text) { return DecodeStoredJob(text, keys); });
   if (!definition.ok()) {
     return Corrupt("jobs", job.id, "definition: " + definition.status().message());
   }
@@ -251,8 +262,9 @@ Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches,
   job.progress = s.Real(14);
   job.result = std::string(s.Text(15));
   job.error = std::string(s.Text(16));
-  job.context = nlohmann::json::parse(s.Text(17), nullptr, /*allow_exceptions=*/false);
-  if (job.context.is_discarded()) return Corrupt("jobs", job.id, "context is not JSON");
+  Result<nlohmann::json> context = DecodeStoredContext(s.Text(17), keys);
+  if (!context.ok()) return Corrupt("jobs", job.id, context.status().message());
+  job.context = std::move(*context);
   return job;
 }
 
@@ -279,7 +291,7 @@ Result<JobRecord> JobStateFromRow(const Row& s) {
 }
 
 template <typename Row>
-Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches,
+Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches, const crypto::Keyring* keys,
                                std::shared_ptr<const Task>* original = nullptr) {
   TaskRecord task;
   task.id = std::string(s.Text(0));
@@ -294,10 +306,10 @@ Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches,
   task.started_at = s.OptTime(7);
   task.completed_at = s.OptTime(8);
   task.failed_at = s.OptTime(9);
-  auto definition = CachedDecode<Task>(
-      caches != nullptr ? &caches->tasks : nullptr, task.id, s.Text(kTaskDefinitionColumn),
-      !IsTerminal(task.state),
-      [](std::string_view text) { return DecodeTaskJson(text, DecodeMode::kStored); });
+  auto definition =
+      CachedDecode<Task>(caches != nullptr ? &caches->tasks : nullptr, task.id,
+                         s.Text(kTaskDefinitionColumn), !IsTerminal(task.state),
+                         [keys](std::string_view text) { return DecodeStoredTask(text, keys); });
   if (!definition.ok()) {
     return Corrupt("tasks", task.id, "definition: " + definition.status().message());
   }

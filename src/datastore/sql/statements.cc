@@ -224,6 +224,28 @@ Statements Build(Dialect d) {
       st("count_jobs_by_state", "SELECT state, COUNT(*) FROM jobs GROUP BY state");
   s.count_tasks_by_state =
       st("count_tasks_by_state", "SELECT state, COUNT(*) FROM tasks GROUP BY state");
+  s.jobs_secrets_after = st("jobs_secrets_after",
+                            "SELECT id, definition, context FROM jobs WHERE id > $1 "
+                            "ORDER BY id LIMIT $2" +
+                                for_update);
+  // The context's plain values are unchanged: its version (what the scheduler's parsed
+  // copy is keyed by) stays.
+  s.update_job_secrets =
+      st("update_job_secrets", "UPDATE jobs SET definition = $2, context = $3 WHERE id = $1");
+  s.tasks_secrets_after = st("tasks_secrets_after",
+                             "SELECT id, definition FROM tasks WHERE id > $1 "
+                             "ORDER BY id LIMIT $2" +
+                                 for_update);
+  s.update_task_secrets =
+      st("update_task_secrets", "UPDATE tasks SET definition = $2 WHERE id = $1");
+  s.webhook_secrets_after = st("webhook_secrets_after",
+                               "SELECT id, headers, secret FROM webhook_deliveries WHERE id > $1 "
+                               "ORDER BY id LIMIT $2" +
+                                   for_update);
+  s.update_webhook_secrets =
+      st("update_webhook_secrets",
+         "UPDATE webhook_deliveries SET headers = $2, secret = $3 WHERE id = $1");
+
   s.health = st("health", "SELECT 1");
   s.max_schema_version =
       st("max_schema_version", "SELECT coalesce(max(version), 0) FROM schema_migrations");

@@ -96,6 +96,14 @@ struct Statements {
   // Retention ($1: the time before which, $2: a limit).
   Statement delete_old_log_parts;
   Statement old_finished_jobs;
+  // Key rotation (Transaction::ReencryptSecrets): the rows after id $1, at most $2, in id
+  // order, locked, with their secret-holding columns; and the rewrite of those columns.
+  Statement jobs_secrets_after;
+  Statement update_job_secrets;
+  Statement tasks_secrets_after;
+  Statement update_task_secrets;
+  Statement webhook_secrets_after;
+  Statement update_webhook_secrets;
 
   // Rows by state: (state, count).
   Statement count_jobs_by_state;

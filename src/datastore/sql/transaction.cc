@@ -37,7 +37,7 @@ std::string EncodeHistory(const std::vector<WebhookAttempt>& history) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Result<WebhookDelivery> DeliveryFromRow(const RowView& row) {
+Result<WebhookDelivery> DeliveryFromRow(const RowView& row, const crypto::Keyring* keys) {
   WebhookDelivery d;
   d.id = row.Text(0);
   d.job_id = row.Text(1);
@@ -66,6 +66,9 @@ Result<WebhookDelivery> DeliveryFromRow(const RowView& row) {
   } catch (const json::exception& e) {
     return Internal(fmt::format("webhook delivery {}: {}", d.id, e.what()));
   }
+  Status decrypted = DecryptSecrets(d, keys);
+  if (!decrypted.ok())
+    return Internal(fmt::format("webhook delivery {}: {}", d.id, decrypted.message()));
   return d;
 }
 
@@ -83,7 +86,7 @@ Result<JobRecord> SqlTransaction::GetJob(std::string_view id) {
       st_.select_job_for_update, [&](ParamSink& p) { p.Text(id); },
       [&](const RowView& row) -> Status {
         std::shared_ptr<const Job> original;
-        Result<JobRecord> job = JobFromRow(row, caches_, &original);
+        Result<JobRecord> job = JobFromRow(row, caches_, keys_, &original);
         if (!job.ok()) return job.status();
         jobs_[job->id] = {std::move(original), std::string(row.Text(kJobDefinitionColumn)),
                           KeysOf(*job)};
@@ -117,10 +120,10 @@ Result<nlohmann::json> SqlTransaction::GetJobContext(std::string_view id, std::s
       st_.select_job_context, [&](ParamSink& p) { p.Text(id); },
       [&](const RowView& row) -> Status {
         std::string_view text = row.Text(0);
-        auto context = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-        if (context.is_discarded()) return Corrupt("jobs", std::string(id), "context is not JSON");
+        Result<nlohmann::json> context = DecodeStoredContext(text, keys_);
+        if (!context.ok()) return Corrupt("jobs", std::string(id), context.status().message());
         if (bytes != nullptr) *bytes = text.size();
-        out = std::move(context);
+        out = std::move(*context);
         return Status::Ok();
       }));
   if (!out) return NotFound(fmt::format("job {} not found", id));
@@ -138,7 +141,7 @@ Result<std::shared_ptr<const Job>> SqlTransaction::GetJobDefinition(std::string_
             // Not kept in the cache: the caller keeps what it reads once per job (the
             // scheduler does, for as long as the job runs).
             /*active=*/false,
-            [](std::string_view text) { return DecodeJobJson(text, DecodeMode::kStored); });
+            [this](std::string_view text) { return DecodeStoredJob(text, keys_); });
         if (!definition.ok()) {
           return Corrupt("jobs", std::string(id), "definition: " + definition.status().message());
         }
@@ -156,7 +159,7 @@ Result<TaskRecord> SqlTransaction::GetTask(std::string_view id) {
       st_.select_task_for_update, [&](ParamSink& p) { p.Text(id); },
       [&](const RowView& row) -> Status {
         std::shared_ptr<const Task> original;
-        Result<TaskRecord> task = TaskFromRow(row, caches_, &original);
+        Result<TaskRecord> task = TaskFromRow(row, caches_, keys_, &original);
         if (!task.ok()) return task.status();
         tasks_[task->id] = {std::move(original), std::string(row.Text(kTaskDefinitionColumn)),
                             KeysOf(*task)};
@@ -171,7 +174,7 @@ Result<std::vector<TaskRecord>> SqlTransaction::Tasks(const Statement& stmt, con
   if (!poison_.ok()) return poison_;
   std::vector<TaskRecord> out;
   BATON_RETURN_IF_ERROR(session_.Query(stmt, bind, [&](const RowView& row) -> Status {
-    Result<TaskRecord> task = TaskFromRow(row, caches_);
+    Result<TaskRecord> task = TaskFromRow(row, caches_, keys_);
     if (!task.ok()) return task.status();
     out.push_back(std::move(*task));
     return Status::Ok();
@@ -223,7 +226,7 @@ Result<std::map<TaskState, int>> SqlTransaction::CountChildren(
 
 Status SqlTransaction::CreateJob(const JobRecord& job) {
   if (!poison_.ok()) return poison_;
-  Result<JobText> text = EncodeJobText(job, std::nullopt);
+  Result<JobText> text = EncodeJobText(job, std::nullopt, keys_);
   if (!text.ok()) return Poison(text.status());
   BATON_RETURN_IF_ERROR(Poison(CheckStoredJobSize(text->bytes(), max_job_bytes_)));
   Result<std::int64_t> done =
@@ -239,7 +242,7 @@ Status SqlTransaction::UpdateJob(const JobRecord& job) {
     stmt = &JobUpdate(st_, it->second.keys, job);
     if (job.job == *it->second.definition) same = it->second.text;
   }
-  Result<JobText> text = EncodeJobText(job, std::move(same));
+  Result<JobText> text = EncodeJobText(job, std::move(same), keys_);
   if (!text.ok()) return Poison(text.status());
   Result<std::int64_t> changed =
       session_.Execute(*stmt, [&](ParamSink& p) { BindJob(p, job, *text); });
@@ -270,7 +273,7 @@ Status SqlTransaction::UpdateJobState(const JobRecord& job) {
 
 Status SqlTransaction::UpdateJobStateAndContext(const JobRecord& job) {
   if (!poison_.ok()) return poison_;
-  Result<std::string> context = Dump(job.context, "job context");
+  Result<std::string> context = EncodeContext(job.context, keys_);
   if (!context.ok()) return Poison(context.status());
   Result<std::int64_t> changed =
       session_.Execute(st_.update_job_state_and_context, [&](ParamSink& p) {
@@ -290,7 +293,7 @@ Status SqlTransaction::UpdateJobStateAndContext(const JobRecord& job) {
 Status SqlTransaction::CreateTasks(const std::vector<TaskRecord>& tasks) {
   if (!poison_.ok()) return poison_;
   for (const TaskRecord& task : tasks) {
-    Result<std::string> definition = EncodeTask(task.task);
+    Result<std::string> definition = EncodeTask(task.task, keys_);
     if (!definition.ok()) return Poison(definition.status());
     Result<std::int64_t> done =
         session_.Execute(st_.insert_task, [&](ParamSink& p) { BindTask(p, task, *definition); });
@@ -309,7 +312,7 @@ Status SqlTransaction::UpdateTask(const TaskRecord& task) {
     if (task.task == *it->second.definition) definition = it->second.text;
   }
   if (it == tasks_.end() || !(task.task == *it->second.definition)) {
-    Result<std::string> encoded = EncodeTask(task.task);
+    Result<std::string> encoded = EncodeTask(task.task, keys_);
     if (!encoded.ok()) return Poison(encoded.status());
     definition = std::move(*encoded);
   }
@@ -363,8 +366,9 @@ Result<std::vector<CancelledTask>> SqlTransaction::CancelTasks(std::string_view 
 }
 
 Status RunScope(Session& session, const Statements& statements, DefinitionCaches* caches,
-                std::size_t max_job_bytes, const std::function<Status(Transaction&)>& body) {
-  SqlTransaction scope(session, statements, caches, max_job_bytes);
+                const crypto::Keyring* keys, std::size_t max_job_bytes,
+                const std::function<Status(Transaction&)>& body) {
+  SqlTransaction scope(session, statements, caches, keys, max_job_bytes);
   Status status = datastore_util::NoThrow([&] { return body(scope); });
   if (!status.ok()) return status;
   return scope.poison();
@@ -372,7 +376,9 @@ Status RunScope(Session& session, const Statements& statements, DefinitionCaches
 
 Status SqlTransaction::CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) {
   if (!poison_.ok()) return poison_;
-  for (const WebhookDelivery& d : deliveries) {
+  for (const WebhookDelivery& plain : deliveries) {
+    WebhookDelivery d = plain;
+    BATON_RETURN_IF_ERROR(Poison(EncryptSecrets(d, keys_)));
     json headers(d.headers);
     std::string headers_text = headers.dump(-1, ' ', false, json::error_handler_t::replace);
     std::string history = EncodeHistory(d.history);
@@ -392,7 +398,7 @@ Result<std::vector<WebhookDelivery>> SqlTransaction::Deliveries(const Statement&
   if (!poison_.ok()) return poison_;
   std::vector<WebhookDelivery> out;
   BATON_RETURN_IF_ERROR(session_.Query(stmt, bind, [&](const RowView& row) -> Status {
-    Result<WebhookDelivery> d = DeliveryFromRow(row);
+    Result<WebhookDelivery> d = DeliveryFromRow(row, keys_);
     if (!d.ok()) return d.status();
     out.push_back(std::move(*d));
     return Status::Ok();
@@ -467,6 +473,124 @@ Result<std::vector<std::string>> SqlTransaction::FinishedJobsCreatedBefore(TimeP
         return Status::Ok();
       }));
   return ids;
+}
+
+Result<ReencryptBatch> SqlTransaction::ReencryptSecrets(SecretTable table,
+                                                        std::string_view after_id, int limit) {
+  if (!poison_.ok()) return poison_;
+  if (keys_ == nullptr) {
+    return FailedPrecondition(
+        "no encryption key is configured (datastore.encryption.key or "
+        "datastore.encryption.key_file): there is nothing to rotate to");
+  }
+  ReencryptBatch batch;
+  if (limit <= 0) return batch;
+  struct Row {
+    std::string id;
+    std::string a;  // definition, or headers
+    std::string b;  // context, or secret
+  };
+  std::vector<Row> rows;
+  const Statement& select = table == SecretTable::kJobs    ? st_.jobs_secrets_after
+                            : table == SecretTable::kTasks ? st_.tasks_secrets_after
+                                                           : st_.webhook_secrets_after;
+  BATON_RETURN_IF_ERROR(Poison(session_.Query(
+      select,
+      [&](ParamSink& p) {
+        p.Text(after_id);
+        p.Int(limit);
+      },
+      [&](const RowView& row) -> Status {
+        Row r{std::string(row.Text(0)), std::string(row.Text(1)), ""};
+        if (table != SecretTable::kTasks) r.b = std::string(row.Text(2));
+        rows.push_back(std::move(r));
+        return Status::Ok();
+      })));
+  for (Row& row : rows) {
+    ++batch.read;
+    batch.last_id = row.id;
+    SecretsSeen seen;
+    // Each value decoded with its own key and encoded again under the primary; the
+    // decode is the one every read makes, so a row rotates exactly when a read would
+    // find a secret not under the primary key.
+    auto what = [&](std::string_view column, const Status& status) {
+      return Poison(
+          Status(status.code(), fmt::format("{} row {}: {}: {}",
+                                            table == SecretTable::kJobs    ? "jobs"
+                                            : table == SecretTable::kTasks ? "tasks"
+                                                                           : "webhook_deliveries",
+                                            row.id, column, status.message())));
+    };
+    Status write;
+    if (table == SecretTable::kJobs) {
+      Result<Job> job = DecodeJobJson(row.a, DecodeMode::kStored);
+      if (!job.ok()) return what("definition", job.status());
+      Status s = DecryptSecrets(*job, keys_, &seen);
+      if (!s.ok()) return what("definition", s);
+      auto context = nlohmann::json::parse(row.b, nullptr, /*allow_exceptions=*/false);
+      if (context.is_discarded()) return what("context", Internal("not JSON"));
+      s = DecryptContext(context, keys_, &seen);
+      if (!s.ok()) return what("context", s);
+      if (seen.stale == 0) continue;
+      Result<std::string> definition = EncodeJob(*job, keys_);
+      if (!definition.ok()) return what("definition", definition.status());
+      Result<std::string> context_text = EncodeContext(context, keys_);
+      if (!context_text.ok()) return what("context", context_text.status());
+      write = session_
+                  .Execute(st_.update_job_secrets,
+                           [&](ParamSink& p) {
+                             p.Text(row.id);
+                             p.Text(*definition);
+                             p.Text(*context_text);
+                           })
+                  .status();
+      if (caches_ != nullptr) caches_->jobs.Forget(row.id);
+    } else if (table == SecretTable::kTasks) {
+      Result<Task> task = DecodeTaskJson(row.a, DecodeMode::kStored);
+      if (!task.ok()) return what("definition", task.status());
+      Status s = DecryptSecrets(*task, keys_, &seen);
+      if (!s.ok()) return what("definition", s);
+      if (seen.stale == 0) continue;
+      Result<std::string> definition = EncodeTask(*task, keys_);
+      if (!definition.ok()) return what("definition", definition.status());
+      write = session_
+                  .Execute(st_.update_task_secrets,
+                           [&](ParamSink& p) {
+                             p.Text(row.id);
+                             p.Text(*definition);
+                           })
+                  .status();
+      if (caches_ != nullptr) caches_->tasks.Forget(row.id);
+    } else {
+      WebhookDelivery d;
+      d.id = row.id;
+      d.secret = row.b;
+      try {
+        const json headers = json::parse(row.a);
+        for (auto& [k, v] : headers.items()) d.headers[k] = v.get<std::string>();
+      } catch (const json::exception& e) {
+        return what("headers", Internal(e.what()));
+      }
+      Status s = DecryptSecrets(d, keys_, &seen);
+      if (!s.ok()) return what("secret", s);
+      if (seen.stale == 0) continue;
+      s = EncryptSecrets(d, keys_);
+      if (!s.ok()) return what("secret", s);
+      const std::string headers =
+          json(d.headers).dump(-1, ' ', false, json::error_handler_t::replace);
+      write = session_
+                  .Execute(st_.update_webhook_secrets,
+                           [&](ParamSink& p) {
+                             p.Text(row.id);
+                             p.Text(headers);
+                             p.Text(d.secret);
+                           })
+                  .status();
+    }
+    BATON_RETURN_IF_ERROR(Poison(write));
+    ++batch.rewritten;
+  }
+  return batch;
 }
 
 }  // namespace baton::sql

@@ -19,10 +19,15 @@ namespace baton::sql {
 // Not thread-safe: one scope, one thread (the body's).
 class SqlTransaction final : public Transaction {
  public:
-  // `caches` may be null (no definition cache); `max_job_bytes` bounds CreateJob.
+  // `caches` may be null (no definition cache); `keys` may be null (secrets stored as they
+  // are, secrets.h); `max_job_bytes` bounds CreateJob.
   SqlTransaction(Session& session, const Statements& statements, DefinitionCaches* caches,
-                 std::size_t max_job_bytes)
-      : session_(session), st_(statements), caches_(caches), max_job_bytes_(max_job_bytes) {}
+                 const crypto::Keyring* keys, std::size_t max_job_bytes)
+      : session_(session),
+        st_(statements),
+        caches_(caches),
+        keys_(keys),
+        max_job_bytes_(max_job_bytes) {}
 
   Result<JobRecord> GetJob(std::string_view id) override;
   Result<TaskRecord> GetTask(std::string_view id) override;
@@ -53,6 +58,8 @@ class SqlTransaction final : public Transaction {
   Result<std::vector<WebhookDelivery>> JobWebhookDeliveries(std::string_view job_id) override;
   Result<int> DeleteLogPartsBefore(TimePoint before, int limit) override;
   Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before, int limit) override;
+  Result<ReencryptBatch> ReencryptSecrets(SecretTable table, std::string_view after_id,
+                                          int limit) override;
 
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }
@@ -77,6 +84,7 @@ class SqlTransaction final : public Transaction {
   Session& session_;
   const Statements& st_;
   DefinitionCaches* caches_;
+  const crypto::Keyring* keys_;
   const std::size_t max_job_bytes_;
   Status poison_;
   std::unordered_map<std::string, Seen<Job, JobKeys>> jobs_;
@@ -87,6 +95,7 @@ class SqlTransaction final : public Transaction {
 // commit, an error roll back. A write that failed is returned even if the body
 // ignored it.
 Status RunScope(Session& session, const Statements& statements, DefinitionCaches* caches,
-                std::size_t max_job_bytes, const std::function<Status(Transaction&)>& body);
+                const crypto::Keyring* keys, std::size_t max_job_bytes,
+                const std::function<Status(Transaction&)>& body);
 
 }  // namespace baton::sql

@@ -453,8 +453,8 @@ class MigrationSteps final : public sql::MigrationSteps {
 };
 
 // The read-modify-write of UpdateJob, on a connection inside a write transaction.
-Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id,
-                    const std::function<Status(JobRecord&)>& modify) {
+Status UpdateJobRow(Connection& c, DefinitionCaches* caches, const crypto::Keyring* keyring,
+                    std::string_view id, const std::function<Status(JobRecord&)>& modify) {
   std::optional<JobRecord> job;
   std::string definition;
   std::shared_ptr<const Job> before;
@@ -463,7 +463,7 @@ Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id
     s.BindText(1, id);
     BATON_SQL_ASSIGN(row, s.Step());
     if (!row) return NotFound(fmt::format("job {} not found", id));
-    BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches, &before));
+    BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches, keyring, &before));
     job = std::move(decoded);
     definition = std::string(s.Text(sql::kJobDefinitionColumn));
   }
@@ -473,7 +473,7 @@ Status UpdateJobRow(Connection& c, DefinitionCaches* caches, std::string_view id
   // Most updates change state, not the definition: keep its stored text then.
   std::optional<std::string> same;
   if (job->job == *before) same = std::move(definition);
-  BATON_SQL_ASSIGN(text, EncodeJobText(*job, std::move(same)));
+  BATON_SQL_ASSIGN(text, EncodeJobText(*job, std::move(same), keyring));
   BATON_SQL_ASSIGN(s, c.Prepare(sql::JobUpdate(S(), keys, *job)));
   Binder p(s);
   sql::BindJob(p, *job, text);
@@ -506,8 +506,8 @@ Status UpdateJobStateRow(Connection& c, DefinitionCaches* caches, std::string_vi
 }
 
 // The read-modify-write of UpdateTask, on a connection inside a write transaction.
-Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view id,
-                     const std::function<Status(TaskRecord&)>& modify) {
+Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, const crypto::Keyring* keyring,
+                     std::string_view id, const std::function<Status(TaskRecord&)>& modify) {
   std::optional<TaskRecord> task;
   std::string definition;
   std::shared_ptr<const Task> before;
@@ -516,7 +516,7 @@ Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view i
     s.BindText(1, id);
     BATON_SQL_ASSIGN(row, s.Step());
     if (!row) return NotFound(fmt::format("task {} not found", id));
-    BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches, &before));
+    BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches, keyring, &before));
     task = std::move(decoded);
     definition = std::string(s.Text(sql::kTaskDefinitionColumn));
   }
@@ -524,7 +524,7 @@ Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, std::string_view i
   BATON_RETURN_IF_ERROR(CallModifier(modify, *task));
   task->id = std::string(id);  // the key is not the modifier's to change
   if (!(task->task == *before)) {
-    BATON_SQL_ASSIGN(encoded, EncodeTask(task->task));
+    BATON_SQL_ASSIGN(encoded, EncodeTask(task->task, keyring));
     definition = std::move(encoded);
   }
   BATON_SQL_ASSIGN(s, c.Prepare(sql::TaskUpdate(S(), keys, *task)));
@@ -785,7 +785,7 @@ Status SqliteDatastore::Transact(const std::function<Status(Transaction&)>& body
     // when the scope fails, so nothing of it is stored.
     return Write([&](Connection& c) -> Status {
       sqlite_internal::ConnectionSession session(c);
-      return sql::RunScope(session, S(), caches_.get(), options_.max_job_bytes, body);
+      return sql::RunScope(session, S(), caches_.get(), keys(), options_.max_job_bytes, body);
     });
   });
 }
@@ -795,7 +795,7 @@ Status SqliteDatastore::Transact(const std::function<Status(Transaction&)>& body
 Status SqliteDatastore::CreateJob(const JobRecord& job) {
   return NoThrow([&]() -> Status {
     // Encoded here, before queueing: the writes queued behind this one wait for it.
-    BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt));
+    BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt, keys()));
     BATON_RETURN_IF_ERROR(CheckStoredJobSize(text.bytes(), options_.max_job_bytes));
     BATON_RETURN_IF_ERROR(Write([&](Connection& c) { return InsertJob(c, job, text); }));
     RememberDefinition(job, text.definition);
@@ -819,7 +819,7 @@ Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
       s.BindText(1, id);
       BATON_SQL_ASSIGN(row, s.Step());
       if (!row) return NotFound(fmt::format("job {} not found", id));
-      BATON_SQL_ASSIGN(job, JobFromRow(s, caches_.get()));
+      BATON_SQL_ASSIGN(job, JobFromRow(s, caches_.get(), keys()));
       out = std::move(job);
       return Status::Ok();
     });
@@ -831,7 +831,7 @@ Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
 Status SqliteDatastore::UpdateJob(std::string_view id,
                                   const std::function<Status(JobRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) { return UpdateJobRow(c, caches_.get(), id, modify); });
+    return Write([&](Connection& c) { return UpdateJobRow(c, caches_.get(), keys(), id, modify); });
   });
 }
 
@@ -864,7 +864,7 @@ Result<Page<JobRecord>> SqliteDatastore::ListJobs(const JobQuery& query) {
       p.Int(spec.offset);
       std::vector<JobRecord> items;
       BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(
-          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, items));
+          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get(), keys()); }, items));
       out = MakePage(spec, total, std::move(items));
       return Status::Ok();
     });
@@ -882,7 +882,7 @@ Result<std::vector<JobRecord>> SqliteDatastore::JobsInState(const std::vector<Jo
       BATON_SQL_ASSIGN(s, c.Prepare(S().jobs_in_state));
       s.BindText(1, names);
       return CollectRows<JobRecord>(
-          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get()); }, out);
+          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get(), keys()); }, out);
     });
     if (!read.ok()) return read;
     return out;
@@ -947,7 +947,7 @@ Result<std::vector<std::string>> SqliteDatastore::JobsDueForDeletion(TimePoint n
 
 Status SqliteDatastore::CreateTask(const TaskRecord& task) {
   return NoThrow([&]() -> Status {
-    BATON_SQL_ASSIGN(definition, EncodeTask(task.task));
+    BATON_SQL_ASSIGN(definition, EncodeTask(task.task, keys()));
     return Write([&](Connection& c) { return InsertTask(c, task, definition); });
   });
 }
@@ -958,7 +958,7 @@ Status SqliteDatastore::CreateTasks(const std::vector<TaskRecord>& tasks) {
     std::vector<std::string> definitions;
     definitions.reserve(tasks.size());
     for (const TaskRecord& task : tasks) {
-      BATON_SQL_ASSIGN(definition, EncodeTask(task.task));
+      BATON_SQL_ASSIGN(definition, EncodeTask(task.task, keys()));
       definitions.push_back(std::move(definition));
     }
     // One write: all rows or (its savepoint rolled back) none.
@@ -979,7 +979,7 @@ Result<TaskRecord> SqliteDatastore::GetTask(std::string_view id) {
       s.BindText(1, id);
       BATON_SQL_ASSIGN(row, s.Step());
       if (!row) return NotFound(fmt::format("task {} not found", id));
-      BATON_SQL_ASSIGN(task, TaskFromRow(s, caches_.get()));
+      BATON_SQL_ASSIGN(task, TaskFromRow(s, caches_.get(), keys()));
       out = std::move(task);
       return Status::Ok();
     });
@@ -991,7 +991,8 @@ Result<TaskRecord> SqliteDatastore::GetTask(std::string_view id) {
 Status SqliteDatastore::UpdateTask(std::string_view id,
                                    const std::function<Status(TaskRecord&)>& modify) {
   return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) { return UpdateTaskRow(c, caches_.get(), id, modify); });
+    return Write(
+        [&](Connection& c) { return UpdateTaskRow(c, caches_.get(), keys(), id, modify); });
   });
 }
 
@@ -1003,7 +1004,7 @@ Result<std::vector<TaskRecord>> SqliteDatastore::TaskRows(const sql::Statement& 
       BATON_SQL_ASSIGN(s, c.Prepare(stmt));
       s.BindText(1, key);
       return CollectRows<TaskRecord>(
-          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get()); }, out);
+          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get(), keys()); }, out);
     });
     if (!read.ok()) return read;
     return out;

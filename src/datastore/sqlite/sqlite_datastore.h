@@ -20,6 +20,9 @@
 
 namespace baton {
 
+namespace crypto {
+class Keyring;
+}  // namespace crypto
 namespace sqlite_internal {
 class Connection;
 }  // namespace sqlite_internal
@@ -51,6 +54,9 @@ struct SqliteOptions {
   // The most bytes a job may take as stored (datastore.max_job_bytes; see
   // kDefaultMaxJobBytes): CreateJob (and Transaction::CreateJob) refuse a bigger one.
   std::size_t max_job_bytes = kDefaultMaxJobBytes;
+  // The keys secrets are encrypted with at rest (datastore/sql/secrets.h): null stores
+  // them as they are, and an encrypted secret read without keys is an error.
+  std::shared_ptr<const crypto::Keyring> keyring;
 };
 
 // Counters for observing group commit, and what the definition caches hold.
@@ -147,6 +153,8 @@ class SqliteDatastore final : public Datastore {
   };
 
   SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer);
+
+  const crypto::Keyring* keys() const { return options_.keyring.get(); }
 
   // The rows `stmt` selects by one key.
   Result<std::vector<TaskRecord>> TaskRows(const sql::Statement& stmt, std::string_view key);

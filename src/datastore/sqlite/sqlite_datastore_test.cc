@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -24,6 +26,9 @@ namespace fs = std::filesystem;
 using testing::DatastoreConformanceTest;
 using testing::DatastoreFactory;
 using testing::DatastoreFactoryName;
+using testing::SecretsAtRestConformanceTest;
+using testing::SecretsFactory;
+using testing::SecretsFactoryName;
 using namespace testing::datastore_conformance;
 
 // One scratch directory for the whole run, removed at the end.
@@ -68,9 +73,38 @@ std::unique_ptr<SqliteDatastore> OpenStore(const std::string& path) {
   return OpenStore(SqliteOptions{.path = path});
 }
 
+std::shared_ptr<const crypto::Keyring> TestKeyring() {
+  static const auto keys =
+      std::make_shared<const crypto::Keyring>(*crypto::Keyring::Make({*crypto::GenerateKey()}));
+  return keys;
+}
+
+// The bytes of a file, "" when it does not exist.
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sqlite, SecretsAtRestConformanceTest,
+    ::testing::Values(SecretsFactory{
+        "file", [] { return FreshPath(); },
+        [](const std::string& path,
+           std::shared_ptr<const crypto::Keyring> keys) -> std::unique_ptr<Datastore> {
+          return OpenStore(SqliteOptions{.path = path, .keyring = std::move(keys)});
+        },
+        // The database file and its write-ahead log, where a commit lands first.
+        [](const std::string& path) { return FileBytes(path) + FileBytes(path + "-wal"); }}),
+    SecretsFactoryName);
+
 INSTANTIATE_TEST_SUITE_P(
     Sqlite, DatastoreConformanceTest,
     ::testing::Values(
+        // Every case again with secrets encrypted at rest.
+        DatastoreFactory{
+            "file_encrypted",
+            [] { return OpenStore(SqliteOptions{.path = FreshPath(), .keyring = TestKeyring()}); },
+            nullptr, true},
         DatastoreFactory{"file", [] { return OpenStore(FreshPath()); }, nullptr, true},
         DatastoreFactory{"memory", [] { return OpenStore(":memory:"); }, nullptr, true},
         DatastoreFactory{"file_reopened", [] { return OpenStore(FreshPath()); },
