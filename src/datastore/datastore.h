@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "core/document.h"
 #include "core/records.h"
+#include "core/schedule.h"
 
 namespace baton {
 
@@ -179,6 +180,22 @@ class Transaction {
   virtual Result<int> DeleteLogPartsBefore(TimePoint before, int limit) = 0;
   virtual Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before,
                                                                      int limit) = 0;
+
+  // Scheduled jobs. The definition is stored as a job's is (the jobs table's encoding).
+  // CreateScheduledJob fails kAlreadyExists for a taken id. GetScheduledJob locks the row
+  // until the scope ends, as GetJob does: a tick is fired by one scope that reads the row,
+  // creates the tick's job and advances last_tick_at, so two coordinators (or a crash and
+  // a restart) fire it once. UpdateScheduledJob writes every field; it and
+  // DeleteScheduledJob fail kNotFound for an unknown id. ListScheduledJobs: newest first
+  // (created_at descending, then id), pages 1-based. DueScheduledJobs: the ids of ACTIVE
+  // scheduled jobs whose next_tick_at is at or before `now` or which hold a buffered tick,
+  // soonest next_tick_at first (then id), at most `limit` (rows not locked).
+  virtual Status CreateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
+  virtual Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) = 0;
+  virtual Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
+  virtual Status DeleteScheduledJob(std::string_view id) = 0;
+  virtual Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) = 0;
+  virtual Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) = 0;
 };
 
 class Datastore {

@@ -54,6 +54,13 @@ class SqlTransaction final : public Transaction {
   Result<int> DeleteLogPartsBefore(TimePoint before, int limit) override;
   Result<std::vector<std::string>> FinishedJobsCreatedBefore(TimePoint before, int limit) override;
 
+  Status CreateScheduledJob(const ScheduledJobRecord& scheduled) override;
+  Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) override;
+  Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) override;
+  Status DeleteScheduledJob(std::string_view id) override;
+  Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override;
+  Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override;
+
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }
 
