@@ -39,7 +39,8 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
                                                           : SecretsFor(d.job_id, d.task_id));
                           })),
       scheduler_(datastore, broker, clock, timers,
-                 WakingWebhooks(options.scheduler, webhooks_.get())) {
+                 WakingWebhooks(options.scheduler, webhooks_.get())),
+      schedules_(datastore, scheduler_, clock, options.schedules) {
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
     {
       MutexLock lock(mu_);
@@ -109,6 +110,8 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   SchedulePeriodic(&Coordinator::lease_timer_, options_.lease_check_interval,
                    &Coordinator::CheckLeases);
   SchedulePeriodic(&Coordinator::sweep_timer_, options_.auto_delete_interval, &Coordinator::Sweep);
+  SchedulePeriodic(&Coordinator::schedule_timer_, options_.schedules.interval,
+                   &Coordinator::FireSchedules);
   return Status::Ok();
 }
 
@@ -193,6 +196,14 @@ void Coordinator::SchedulePeriodic(std::optional<TimerId> Coordinator::*timer,
     periodic_cv_.notify_all();
     SchedulePeriodic(timer, interval, work);
   });
+}
+
+void Coordinator::FireSchedules() {
+  auto fired = schedules_.FireDue();
+  if (!fired.ok()) {
+    log::Warn("looking for due scheduled jobs failed; trying again at the next look",
+              {{"error", fired.status().message()}});
+  }
 }
 
 void Coordinator::Sweep() {
@@ -377,6 +388,8 @@ void Coordinator::Stop() {
     lease_timer_.reset();
     if (sweep_timer_) timers_.Cancel(*sweep_timer_);
     sweep_timer_.reset();
+    if (schedule_timer_) timers_.Cancel(*schedule_timer_);
+    schedule_timer_.reset();
     // A check or sweep already under way uses this object: wait for it to end.
     periodic_cv_.wait(lock, [&]() BATON_REQUIRES(mu_) { return periodic_running_ == 0; });
   }
