@@ -41,6 +41,7 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
       scheduler_(datastore, broker, clock, timers,
                  WakingWebhooks(options.scheduler, webhooks_.get())),
       schedules_(datastore, scheduler_, clock, options.schedules) {
+  schedules_.SetNextTickListener([this](TimePoint tick) { ArmScheduleLook(tick); });
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
     {
       MutexLock lock(mu_);
@@ -106,12 +107,12 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   {
     MutexLock lock(mu_);
     stopped_ = false;
+    looking_ = true;
   }
   SchedulePeriodic(&Coordinator::lease_timer_, options_.lease_check_interval,
                    &Coordinator::CheckLeases);
   SchedulePeriodic(&Coordinator::sweep_timer_, options_.auto_delete_interval, &Coordinator::Sweep);
-  SchedulePeriodic(&Coordinator::schedule_timer_, options_.schedules.interval,
-                   &Coordinator::FireSchedules);
+  ArmScheduleLook(clock_.Now() + options_.schedules.interval);
   return Status::Ok();
 }
 
@@ -198,12 +199,40 @@ void Coordinator::SchedulePeriodic(std::optional<TimerId> Coordinator::*timer,
   });
 }
 
-void Coordinator::FireSchedules() {
-  auto fired = schedules_.FireDue();
-  if (!fired.ok()) {
-    log::Warn("looking for due scheduled jobs failed; trying again at the next look",
-              {{"error", fired.status().message()}});
+void Coordinator::ArmScheduleLook(TimePoint at) {
+  MutexLock lock(mu_);
+  if (stopped_ || !looking_) return;
+  if (schedule_timer_) {
+    if (schedule_look_at_ <= at) return;
+    timers_.Cancel(*schedule_timer_);
   }
+  schedule_look_at_ = at;
+  schedule_timer_ = timers_.Schedule(at, [this] {
+    {
+      MutexLock inner(mu_);
+      if (stopped_) return;
+      schedule_timer_.reset();
+      ++periodic_running_;
+    }
+    auto look = schedules_.FireDue();
+    {
+      MutexLock inner(mu_);
+      --periodic_running_;
+    }
+    periodic_cv_.notify_all();
+    const TimePoint now = clock_.Now();
+    const ScheduleOptions& o = options_.schedules;
+    // max_idle shorter than interval: every interval.
+    TimePoint next = now + std::max(o.max_idle, o.interval);
+    if (!look.ok()) {
+      log::Warn("looking for due scheduled jobs failed; trying again",
+                {{"error", look.status().message()}});
+      next = now + o.interval;
+    } else if (look->next) {
+      next = std::clamp(*look->next, now + o.interval, next);
+    }
+    ArmScheduleLook(next);
+  });
 }
 
 void Coordinator::Sweep() {
@@ -384,6 +413,7 @@ void Coordinator::Stop() {
   {
     MutexLock lock(mu_);
     stopped_ = true;
+    looking_ = false;
     if (lease_timer_) timers_.Cancel(*lease_timer_);
     lease_timer_.reset();
     if (sweep_timer_) timers_.Cancel(*sweep_timer_);

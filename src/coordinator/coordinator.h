@@ -144,8 +144,9 @@ class Coordinator {
   Status DeleteStoredJob(const std::string& job_id);
   // One autoDelete sweep (DeleteDueJobs), logged.
   void Sweep();
-  // One look for due scheduled ticks (Schedules::FireDue), logged.
-  void FireSchedules();
+  // Arms the next look for due scheduled ticks at `at` unless one is armed at or before
+  // it; the look (Schedules::FireDue, logged) arms the one after it.
+  void ArmScheduleLook(TimePoint at) BATON_EXCLUDES(mu_);
   void Heartbeat(NodeStatus status);
   // Reconciles after another coordinator went silent; true when one did.
   bool TakeOverSilentCoordinators();
@@ -190,6 +191,8 @@ class Coordinator {
   std::optional<TimerId> lease_timer_ BATON_GUARDED_BY(mu_);
   std::optional<TimerId> sweep_timer_ BATON_GUARDED_BY(mu_);
   std::optional<TimerId> schedule_timer_ BATON_GUARDED_BY(mu_);
+  TimePoint schedule_look_at_ BATON_GUARDED_BY(mu_){};  // when schedule_timer_ fires
+  bool looking_ BATON_GUARDED_BY(mu_) = false;          // started: scheduled ticks are looked for
   TimePoint started_at_{};
   std::optional<TimePoint> broker_down_at_;  // lease timer thread only
 };

@@ -52,6 +52,7 @@ Result<ScheduledJobRecord> Schedules::Create(const Job& job, const ScheduleSpec&
                          NextTick(compiled, record.last_tick_at, schedule.cron));
   BATON_RETURN_IF_ERROR(
       datastore_.Transact([&](Transaction& tx) { return tx.CreateScheduledJob(record); }));
+  if (on_next_tick_) on_next_tick_(record.next_tick_at);
   log::Info("scheduled job created", {{"scheduled_job_id", record.id},
                                       {"cron", schedule.cron},
                                       {"next", FormatTime(record.next_tick_at)}});
@@ -62,7 +63,7 @@ Result<ScheduledJobRecord> Schedules::Update(const std::string& id, const Job& j
                                              const ScheduleSpec& schedule) {
   BATON_ASSIGN_OR_RETURN(CompiledSchedule compiled, CompileSchedule(schedule));
   const TimePoint now = clock_.Now();
-  return Modify(datastore_, id, [&](ScheduledJobRecord& s) -> Status {
+  auto updated = Modify(datastore_, id, [&](ScheduledJobRecord& s) -> Status {
     s.job = job;
     s.schedule = schedule;
     s.updated_at = now;
@@ -70,6 +71,10 @@ Result<ScheduledJobRecord> Schedules::Update(const std::string& id, const Job& j
     BATON_ASSIGN_OR_RETURN(s.next_tick_at, NextTick(compiled, now, schedule.cron));
     return Status::Ok();
   });
+  if (updated.ok() && updated->state == ScheduleState::kActive && on_next_tick_) {
+    on_next_tick_(updated->next_tick_at);
+  }
+  return updated;
 }
 
 Result<ScheduledJobRecord> Schedules::Get(const std::string& id) {
@@ -109,21 +114,21 @@ Status Schedules::Pause(const std::string& id) {
 
 Status Schedules::Resume(const std::string& id) {
   const TimePoint now = clock_.Now();
-  return Modify(datastore_, id,
-                [&](ScheduledJobRecord& s) -> Status {
-                  if (s.state != ScheduleState::kPaused) {
-                    return FailedPrecondition(
-                        fmt::format("scheduled job {} is {}: only a PAUSED one can be resumed", id,
-                                    ToString(s.state)));
-                  }
-                  BATON_ASSIGN_OR_RETURN(CompiledSchedule compiled, CompileSchedule(s.schedule));
-                  s.state = ScheduleState::kActive;
-                  s.updated_at = now;
-                  s.last_tick_at = now;
-                  BATON_ASSIGN_OR_RETURN(s.next_tick_at, NextTick(compiled, now, s.schedule.cron));
-                  return Status::Ok();
-                })
-      .status();
+  auto resumed = Modify(datastore_, id, [&](ScheduledJobRecord& s) -> Status {
+    if (s.state != ScheduleState::kPaused) {
+      return FailedPrecondition(fmt::format(
+          "scheduled job {} is {}: only a PAUSED one can be resumed", id, ToString(s.state)));
+    }
+    BATON_ASSIGN_OR_RETURN(CompiledSchedule compiled, CompileSchedule(s.schedule));
+    s.state = ScheduleState::kActive;
+    s.updated_at = now;
+    s.last_tick_at = now;
+    BATON_ASSIGN_OR_RETURN(s.next_tick_at, NextTick(compiled, now, s.schedule.cron));
+    return Status::Ok();
+  });
+  if (!resumed.ok()) return resumed.status();
+  if (on_next_tick_) on_next_tick_(resumed->next_tick_at);
+  return Status::Ok();
 }
 
 Status Schedules::Delete(const std::string& id) {
@@ -133,14 +138,19 @@ Status Schedules::Delete(const std::string& id) {
   return Status::Ok();
 }
 
-Result<int> Schedules::FireDue() {
+Result<Schedules::Look> Schedules::FireDue() {
   const TimePoint now = clock_.Now();
   std::vector<std::string> due;
+  Look look;
+  // Usually nothing is due: then one scope finds that and when the next look is needed.
   BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
     BATON_ASSIGN_OR_RETURN(due, tx.DueScheduledJobs(now, options_.batch));
+    if (due.empty()) {
+      BATON_ASSIGN_OR_RETURN(look.next, tx.NextScheduledTick(now));
+    }
     return Status::Ok();
   }));
-  int created = 0;
+  if (due.empty()) return look;
   for (const std::string& id : due) {
     for (int i = 0; i < options_.ticks_per_look; ++i) {
       Result<Fired> fired = FireNext(id, now);
@@ -149,11 +159,15 @@ Result<int> Schedules::FireDue() {
                   {{"scheduled_job_id", id}, {"error", fired.status().message()}});
         break;
       }
-      created += fired->jobs;
+      look.fired += fired->jobs;
       if (!fired->more) break;
     }
   }
-  return created;
+  BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN(look.next, tx.NextScheduledTick(clock_.Now()));
+    return Status::Ok();
+  }));
+  return look;
 }
 
 Result<Schedules::Fired> Schedules::FireNext(const std::string& id, TimePoint now) {

@@ -20,6 +20,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "base/clock.h"
@@ -30,9 +32,13 @@
 namespace baton {
 
 struct ScheduleOptions {
-  // How often the coordinator looks for due ticks (scheduler.schedules.interval): a tick
-  // fires at most this long after its time.
+  // The coordinator looks for due ticks at the next tick of any ACTIVE scheduled job (and,
+  // while one holds a buffered tick, every `interval`), at least `interval` apart and at
+  // most `max_idle` apart: scheduled jobs another coordinator created are seen within
+  // max_idle. Ticks of the ones this coordinator creates, updates or resumes are looked
+  // for at their time.
   std::chrono::milliseconds interval = std::chrono::seconds(1);
+  std::chrono::milliseconds max_idle = std::chrono::seconds(30);
   // Scheduled jobs handled per look, and ticks per scheduled job per look; the rest wait
   // for the next look.
   int batch = 100;
@@ -60,8 +66,18 @@ class Schedules {
   Status Delete(const std::string& id);
 
   // One look: handles the due ticks of up to `batch` scheduled jobs. Returns the number
-  // of jobs it created.
-  Result<int> FireDue();
+  // of jobs it created and when the next look is needed (NextScheduledTick after it).
+  struct Look {
+    int fired = 0;
+    std::optional<TimePoint> next;
+  };
+  Result<Look> FireDue();
+
+  // Called with the first tick of a scheduled job created, updated or resumed here, after
+  // its commit (the coordinator moves its next look earlier). Set before use.
+  void SetNextTickListener(std::function<void(TimePoint)> listener) {
+    on_next_tick_ = std::move(listener);
+  }
 
  private:
   struct Fired {
@@ -75,6 +91,7 @@ class Schedules {
   Scheduler& scheduler_;
   Clock& clock_;
   const ScheduleOptions options_;
+  std::function<void(TimePoint)> on_next_tick_;
 };
 
 }  // namespace baton

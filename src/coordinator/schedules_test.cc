@@ -61,9 +61,9 @@ class SchedulesTest : public ::testing::Test {
   }
 
   int FireDue() {
-    auto fired = schedules().FireDue();
-    EXPECT_TRUE(fired.ok()) << fired.status().ToString();
-    return fired.ok() ? *fired : -1;
+    auto look = schedules().FireDue();
+    EXPECT_TRUE(look.ok()) << look.status().ToString();
+    return look.ok() ? look->fired : -1;
   }
 
   // The jobs scheduled job `id` fired, oldest first.
@@ -116,9 +116,21 @@ TEST_F(SchedulesTest, EveryMinuteFiresEachTickOnceWithItsSchedule) {
 TEST_F(SchedulesTest, TheStartedCoordinatorFiresTicksOnItsOwn) {
   ScheduledJobRecord s = Create(Every("*/2 * * * *"));
   ASSERT_TRUE(coordinator_->Start({}).ok());
-  clock_.Advance(5min);  // 12:02, 12:04; looks every second
+  clock_.Advance(5min);  // 12:02, 12:04
   EXPECT_EQ(Fired(s.id).size(), 2u);
+  // One created while it runs is looked for at its first tick, not a max_idle later.
+  ScheduledJobRecord hourly = Create(Every("0 13 * * *"));
+  clock_.Advance(At("2026-05-01T13:00:00Z") - clock_.Now());
+  EXPECT_EQ(Fired(hourly.id).size(), 1u);
   coordinator_->Stop();
+}
+
+TEST_F(SchedulesTest, ALookReportsTheEarliestTickAsTheNextLook) {
+  Create(Every("0 0 1 1 *"));  // yearly
+  Create(Every("0 0 * * *"));  // daily
+  auto look = schedules().FireDue();
+  ASSERT_TRUE(look.ok());
+  EXPECT_EQ(look->next, At("2026-05-02T00:00:00Z"));
 }
 
 TEST_F(SchedulesTest, SkipDropsTicksWhileTheLastJobIsActive) {
@@ -249,8 +261,8 @@ TEST_F(SchedulesTest, TwoCoordinatorsOverOneDatastoreFireEachTickOnce) {
     clock_.Advance(1min);
     std::atomic<int> fired{0};
     {
-      std::jthread a([&] { fired += *schedules().FireDue(); });
-      std::jthread b([&] { fired += *other.schedules().FireDue(); });
+      std::jthread a([&] { fired += schedules().FireDue()->fired; });
+      std::jthread b([&] { fired += other.schedules().FireDue()->fired; });
     }
     EXPECT_EQ(fired.load(), 1) << "minute " << minute;
   }

@@ -26,11 +26,15 @@ class ScheduleDecoder {
   std::optional<ScheduleSpec> Decode(const Node& node) {
     ScheduleSpec spec;
     bool has_cron = false;
+    baton::Mark cron_mark = node.mark;
+    baton::Mark zone_mark = node.mark;
     if (!Fields(node, "schedule", kScheduleFields, [&](const MapEntry& e, const std::string& p) {
           if (e.key == "cron") {
             has_cron = String(e.value, p, &spec.cron);
+            cron_mark = e.value.mark;
           } else if (e.key == "timezone") {
             String(e.value, p, &spec.timezone);
+            zone_mark = e.value.mark;
           } else if (e.key == "overlap") {
             std::string text;
             if (!String(e.value, p, &text)) return;
@@ -73,18 +77,15 @@ class ScheduleDecoder {
       return std::nullopt;
     }
     if (Result<CronSchedule> cron = CronSchedule::Parse(spec.cron); !cron.ok()) {
-      Problem(Mark(node), "schedule.cron", cron.status().message());
+      Problem(cron_mark, "schedule.cron", cron.status().message());
     }
     if (Result<TimeZone> zone = TimeZone::Find(spec.timezone); !zone.ok()) {
-      Problem(Mark(node), "schedule.timezone", zone.status().message());
+      Problem(zone_mark, "schedule.timezone", zone.status().message());
     }
     return spec;
   }
 
  private:
-  // Where a field's value is, for the checks made after the walk (cron, timezone).
-  static baton::Mark Mark(const Node& node) { return node.mark; }
-
   void Problem(baton::Mark mark, const std::string& path, std::string message) {
     problems.push_back({mark, path, std::move(message)});
   }

@@ -190,12 +190,17 @@ class Transaction {
   // (created_at descending, then id), pages 1-based. DueScheduledJobs: the ids of ACTIVE
   // scheduled jobs whose next_tick_at is at or before `now` or which hold a buffered tick,
   // soonest next_tick_at first (then id), at most `limit` (rows not locked).
+  // NextScheduledTick: see below.
   virtual Status CreateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
   virtual Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) = 0;
   virtual Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
   virtual Status DeleteScheduledJob(std::string_view id) = 0;
   virtual Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) = 0;
   virtual Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) = 0;
+  // When a look for due ticks is next needed: the earliest next_tick_at of the ACTIVE
+  // scheduled jobs, `now` when one of them holds a buffered tick; nullopt when none is
+  // ACTIVE.
+  virtual Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) = 0;
 };
 
 class Datastore {

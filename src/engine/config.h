@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/status.h"
+#include "coordinator/schedules.h"
 #include "coordinator/webhooks.h"
 
 namespace baton {
@@ -69,6 +70,10 @@ struct Config {
   // each sweep (coordinator.auto_delete.interval). 0: kept for ever.
   std::chrono::milliseconds log_retention = std::chrono::hours(168);
   std::chrono::milliseconds job_retention = std::chrono::hours(8760);
+
+  // Scheduled jobs (coordinator/schedules.h): coordinator.schedules.interval, the
+  // shortest time between two looks for due ticks, and .max_idle, the longest.
+  ScheduleOptions schedules;
 
   // Webhooks (coordinator/webhooks.h): webhooks.max_attempts, .backoff, .max_backoff,
   // .timeout, .concurrency, .secret, .allowed_hosts (comma-separated hosts).

@@ -2214,6 +2214,32 @@ TEST_P(DatastoreConformanceTest, DueScheduledJobsAreTheActiveDueOrBufferedOnes) 
   })));
 }
 
+TEST_P(DatastoreConformanceTest, NextScheduledTickIsTheEarliestActiveTickOrNowWhenOneIsHeld) {
+  // Earlier than any other test's rows, so the answer is this row's in a shared database.
+  const TimePoint early = At(0) - std::chrono::hours(24 * 365 * 20);
+  const TimePoint earlier = early - std::chrono::hours(24 * 365 * 5);
+  ScheduledJobRecord s = NewScheduledJob(early);
+  s.next_tick_at = early;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) { return tx.CreateScheduledJob(s); })));
+  auto next = [&](TimePoint now) {
+    std::optional<TimePoint> out;
+    EXPECT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+      BATON_ASSIGN_OR_RETURN_CONFORMANCE(out, tx.NextScheduledTick(now));
+      return Status::Ok();
+    })));
+    return out;
+  };
+  EXPECT_EQ(next(At(0)), early);
+  s.buffered_tick_at = early;  // held: a look is needed now
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) { return tx.UpdateScheduledJob(s); })));
+  EXPECT_EQ(next(earlier), earlier);
+  s.state = ScheduleState::kPaused;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) { return tx.UpdateScheduledJob(s); })));
+  std::optional<TimePoint> without = next(earlier);
+  EXPECT_TRUE(!without.has_value() || *without > early);
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) { return tx.DeleteScheduledJob(s.id); })));
+}
+
 // What a coordinator's firing does, from many threads at once (coordinators): read the
 // row (locked), create the tick's job unless the tick is taken, advance the row.
 TEST_P(DatastoreConformanceTest, ConcurrentFiresOfOneTickCreateOneJob) {

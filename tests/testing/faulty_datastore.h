@@ -390,6 +390,10 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("DueScheduledJobs", "", ""));
       return tx_.DueScheduledJobs(now, limit);
     }
+    Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override {
+      BATON_RETURN_IF_ERROR(Enter("NextScheduledTick", "", ""));
+      return tx_.NextScheduledTick(now);
+    }
 
    private:
     // Rows a read returned (a job's or a task's row each), for rows_read().

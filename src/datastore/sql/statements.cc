@@ -238,6 +238,10 @@ Statements Build(Dialect d) {
       st("due_scheduled_jobs",
          "SELECT id FROM scheduled_jobs WHERE state = 'ACTIVE' AND (next_tick_at <= $1 OR "
          "buffered_tick_at IS NOT NULL) ORDER BY next_tick_at, id LIMIT $2");
+  s.next_scheduled_tick =
+      st("next_scheduled_tick",
+         "SELECT count(*), min(CASE WHEN buffered_tick_at IS NULL THEN next_tick_at ELSE $1 END) "
+         "FROM scheduled_jobs WHERE state = 'ACTIVE'");
 #undef BATON_SQL_SCHEDULED_JOB_COLUMNS
   s.delete_old_log_parts = st("delete_old_log_parts",
                               "DELETE FROM log_parts WHERE id IN (SELECT id FROM log_parts "

@@ -102,6 +102,7 @@ struct Statements {
   Statement count_scheduled_jobs;
   Statement list_scheduled_jobs;  // $1: limit, $2: offset
   Statement due_scheduled_jobs;   // $1: now, $2: limit
+  Statement next_scheduled_tick;  // $1: now
   // Retention ($1: the time before which, $2: a limit).
   Statement delete_old_log_parts;
   Statement old_finished_jobs;

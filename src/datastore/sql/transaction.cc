@@ -606,4 +606,16 @@ Result<std::vector<std::string>> SqlTransaction::DueScheduledJobs(TimePoint now,
   return ids;
 }
 
+Result<std::optional<TimePoint>> SqlTransaction::NextScheduledTick(TimePoint now) {
+  if (!poison_.ok()) return poison_;
+  std::optional<TimePoint> next;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.next_scheduled_tick, [&](ParamSink& p) { p.Time(now); },
+      [&](const RowView& row) -> Status {
+        if (row.Int(0) > 0) next = row.OptTime(1);
+        return Status::Ok();
+      }));
+  return next;
+}
+
 }  // namespace baton::sql

@@ -60,6 +60,7 @@ class SqlTransaction final : public Transaction {
   Status DeleteScheduledJob(std::string_view id) override;
   Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override;
   Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override;
+  Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override;
 
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }
