@@ -29,7 +29,7 @@ int Validate(const std::vector<std::string>& files, std::ostream& out, std::ostr
     std::vector<Diagnostic> problems =
         scheduled ? ParseScheduledJob(text, format).problems : ParseJob(text, format).problems;
     if (problems.empty()) {
-      out << fmt::format("{}: ok{}\n", file, scheduled ? " (scheduled job)" : "");
+      out << fmt::format("{}: ok\n", file);
       continue;
     }
     for (const Diagnostic& d : problems) err << file << ':' << d.ToString() << '\n';

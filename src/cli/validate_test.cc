@@ -45,7 +45,7 @@ TEST_F(ValidateTest, ADocumentWithAScheduleIsValidatedAsAScheduledJob) {
       "b.yaml", "name: b\nschedule:\n  cron: '61 * * * *'\ntasks:\n  - {name: t, run: echo}\n");
   std::ostringstream out, err;
   EXPECT_EQ(Validate({ok, bad}, out, err), kExitFailure);
-  EXPECT_EQ(out.str(), ok + ": ok (scheduled job)\n");
+  EXPECT_EQ(out.str(), ok + ": ok\n");
   EXPECT_EQ(err.str(), bad + ":3:9: schedule.cron: cron: minute: 61 is out of range 0-59\n");
 }
 

@@ -46,6 +46,26 @@ TEST(ScheduleTest, TorksScheduledJobJsonParsesWithDefaults) {
   EXPECT_EQ(parsed.schedule->catch_up, CatchUpFire::kAll);
 }
 
+// Tork's documentation's scheduled job, as written there.
+TEST(ScheduleTest, TorksDocumentedScheduledJobParses) {
+  ScheduledJobParseResult parsed = ParseScheduledJob(R"(
+name: scheduled job test
+schedule:
+  cron: "0/5 * * * *"   # runs every 5 minutes
+tasks:
+  - name: my first task
+    image: alpine:3.18.3
+    run: echo -n hello world
+)",
+                                                     DocumentFormat::kYaml);
+  ASSERT_TRUE(parsed.ok()) << parsed.Message();
+  EXPECT_EQ(parsed.schedule->cron, "0/5 * * * *");
+  Result<CompiledSchedule> compiled = CompileSchedule(*parsed.schedule);
+  ASSERT_TRUE(compiled.ok());
+  EXPECT_EQ(FormatTime(*compiled->cron.Next(*ParseTime("2026-05-01T10:01:00Z"), compiled->zone)),
+            "2026-05-01T10:05:00.000Z");
+}
+
 TEST(ScheduleTest, BatonsScheduleFieldsParseFromYaml) {
   ScheduledJobParseResult parsed = ParseScheduledJob(R"(
 name: nightly
