@@ -10,6 +10,7 @@
 #include "core/states.h"
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "testing/fake_clock.h"
+#include "testing/faulty_datastore.h"
 
 namespace baton {
 namespace {
@@ -267,6 +268,30 @@ TEST_F(SchedulesTest, TwoCoordinatorsOverOneDatastoreFireEachTickOnce) {
     EXPECT_EQ(fired.load(), 1) << "minute " << minute;
   }
   EXPECT_EQ(Fired(s.id).size(), 5u);
+}
+
+// A fire whose scope fails after writing the job (a crash before the commit, as far as
+// the database knows) stores neither the job nor the tick: the next look fires the tick,
+// once.
+TEST_F(SchedulesTest, AFailedFireStoresNeitherJobNorTickAndTheNextLookFiresItOnce) {
+  testing::FaultyDatastore faulty(*datastore_);
+  InMemoryBroker broker;
+  Coordinator coordinator(faulty, broker, clock_, clock_);
+  auto created = coordinator.schedules().Create(OneTaskJob("tick"), Every("* * * * *"));
+  ASSERT_TRUE(created.ok());
+  clock_.Advance(30s);
+  faulty.FailNthCall(1, Unavailable("connection lost"),
+                     testing::FaultyDatastore::Method("Transaction.UpdateScheduledJob"));
+  auto failed = coordinator.schedules().FireDue();
+  ASSERT_TRUE(failed.ok());  // logged; the next look tries again
+  EXPECT_EQ(failed->fired, 0);
+  EXPECT_TRUE(Fired(created->id).empty());
+  EXPECT_EQ(Row(created->id).next_tick_at, At("2026-05-01T12:01:00Z"));
+  auto again = coordinator.schedules().FireDue();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->fired, 1);
+  EXPECT_EQ(Fired(created->id).size(), 1u);
+  EXPECT_EQ(coordinator.schedules().FireDue()->fired, 0);
 }
 
 TEST_F(SchedulesTest, PauseAndResumeGuardTheirStatesAndResumeOwesNoTicks) {
