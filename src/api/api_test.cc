@@ -499,6 +499,9 @@ class RetentionTest : public ::testing::Test {
     options.lease = std::chrono::hours(24);  // the fake hours that pass kill no worker
     options.auto_delete_interval = sweep_interval_;
     options.lease_check_interval = sweep_interval_;
+    // Looks for scheduled ticks at most this far apart too (ticks of scheduled jobs made
+    // through this coordinator are looked for at their time).
+    options.schedules.max_idle = sweep_interval_;
     coordinator_ = std::make_unique<Coordinator>(*datastore_, broker_, clock_, clock_, options);
     WorkerOptions worker;
     worker.queues = {{"default", 2}};
