@@ -6,12 +6,14 @@
 #include <charconv>
 #include <set>
 
+#include "api/detail.h"
 #include "core/job_decode.h"
 #include "core/record_json.h"
 #include "core/redact.h"
 
 namespace baton::api {
-namespace {
+// Shared with the handlers in other files of the API (detail.h).
+namespace detail {
 
 using nlohmann::json;
 
@@ -80,7 +82,8 @@ std::string MediaType(std::string_view content_type) {
   return lower;
 }
 
-}  // namespace
+}  // namespace detail
+using namespace detail;
 
 int HttpStatus(StatusCode code) {
   switch (code) {
@@ -136,6 +139,15 @@ Response Api::Handle(const Request& request) {
     if (n >= 2 && p[0] == "tasks") {
       if (n == 2 && m == "GET") return GetTask(p[1]);
       if (n == 3 && m == "GET" && p[2] == "log") return TaskLog(p[1], request);
+    }
+    if (n >= 1 && p[0] == "scheduled-jobs") {
+      if (n == 1 && m == "POST") return CreateScheduledJob(request);
+      if (n == 1 && m == "GET") return ListScheduledJobs(request);
+      if (n == 2 && m == "GET") return GetScheduledJob(p[1]);
+      if (n == 2 && m == "PUT") return UpdateScheduledJob(p[1], request);
+      if (n == 2 && m == "DELETE") return DeleteScheduledJob(p[1]);
+      if (n == 3 && m == "PUT" && p[2] == "pause") return PauseScheduledJob(p[1]);
+      if (n == 3 && m == "PUT" && p[2] == "resume") return ResumeScheduledJob(p[1]);
     }
     if (m == "GET" && n == 1 && p[0] == "queues") return Queues("");
     if (m == "GET" && n == 2 && p[0] == "queues") return Queues(p[1]);

@@ -111,6 +111,14 @@ class Api {
   Response RestartJob(const std::string& id);
   Response GetTask(const std::string& id);
   Response TaskLog(const std::string& id, const Request& request);
+  // /scheduled-jobs (scheduled_jobs.cc): Tork's routes, and PUT /scheduled-jobs/{id}.
+  Response CreateScheduledJob(const Request& request);
+  Response ListScheduledJobs(const Request& request);
+  Response GetScheduledJob(const std::string& id);
+  Response UpdateScheduledJob(const std::string& id, const Request& request);
+  Response DeleteScheduledJob(const std::string& id);
+  Response PauseScheduledJob(const std::string& id);
+  Response ResumeScheduledJob(const std::string& id);
   Response Queues(const std::string& name);
   Response Nodes();
   // GET /metrics: Tork's JSON, or Prometheus' text format (WantsPrometheus).

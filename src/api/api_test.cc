@@ -503,6 +503,9 @@ class RetentionTest : public ::testing::Test {
     options.lease = std::chrono::hours(24);  // the fake hours that pass kill no worker
     options.auto_delete_interval = sweep_interval_;
     options.lease_check_interval = sweep_interval_;
+    // Looks for scheduled ticks at most this far apart too (ticks of scheduled jobs made
+    // through this coordinator are looked for at their time).
+    options.schedules.max_idle = sweep_interval_;
     coordinator_ = std::make_unique<Coordinator>(*datastore_, broker_, clock_, clock_, options);
     WorkerOptions worker;
     worker.queues = {{"default", 2}};
@@ -707,6 +710,145 @@ tasks:
   EXPECT_EQ(Delete("/jobs/" + done).status, 404);
   EXPECT_EQ(Delete("/jobs/0123456789abcdef0123456789abcdef").status, 404);
   EXPECT_EQ(Get("/jobs/" + running).status, 200);
+}
+
+// /scheduled-jobs over the API with a fake clock: Tork's shapes and states, firing through
+// the coordinator's loop into jobs a worker runs, secrets hidden.
+class ScheduledJobsApiTest : public RetentionTest {
+ protected:
+  Response Call(const std::string& method, const std::string& path, const std::string& body = "",
+                const std::string& type = "") {
+    Request request;
+    request.method = method;
+    request.path = path;
+    request.content_type = type;
+    request.body = body;
+    return api_->Handle(request);
+  }
+  json Parsed(const Response& r) { return json::parse(r.body, nullptr, false); }
+};
+
+constexpr const char* kTorkScheduledJob = R"({
+  "name": "every minute",
+  "schedule": {"cron": "* * * * *"},
+  "secrets": {"token": "s3cr3t-value"},
+  "inputs": {"shown": "s3cr3t-value"},
+  "tasks": [{"name": "say", "image": "alpine", "run": "echo hi"}]
+})";
+
+TEST_F(ScheduledJobsApiTest, TorksRoutesCreateListGetPauseResumeAndDelete) {
+  Response created = Call("POST", "/scheduled-jobs", kTorkScheduledJob, "application/json");
+  ASSERT_EQ(created.status, 200) << created.body;
+  json summary = Parsed(created);
+  std::string id = summary.value("id", "");
+  EXPECT_EQ(summary["state"], "ACTIVE");
+  EXPECT_EQ(summary["cron"], "* * * * *");
+  EXPECT_EQ(summary["name"], "every minute");
+  EXPECT_FALSE(summary.contains("tasks"));
+  EXPECT_EQ(summary["inputs"]["shown"], "[REDACTED]");
+
+  json page = Parsed(Call("GET", "/scheduled-jobs"));
+  ASSERT_EQ(page["items"].size(), 1u);
+  EXPECT_EQ(page["items"][0]["id"], id);
+  EXPECT_EQ(page["totalItems"], 1);
+
+  json full = Parsed(Call("GET", "/scheduled-jobs/" + id));
+  EXPECT_EQ(full["tasks"].size(), 1u);
+  EXPECT_EQ(full["secrets"]["token"], "[REDACTED]");
+  EXPECT_EQ(full["schedule"]["timezone"], "UTC");
+  EXPECT_EQ(Call("GET", "/scheduled-jobs/" + id).body.find("s3cr3t-value"), std::string::npos);
+
+  EXPECT_EQ(Call("PUT", "/scheduled-jobs/" + id + "/resume").status, 400);  // ACTIVE
+  Response paused = Call("PUT", "/scheduled-jobs/" + id + "/pause");
+  EXPECT_EQ(paused.status, 200);
+  EXPECT_EQ(paused.body, R"({"status":"OK"})");
+  EXPECT_EQ(Parsed(Call("GET", "/scheduled-jobs/" + id))["state"], "PAUSED");
+  Response again = Call("PUT", "/scheduled-jobs/" + id + "/pause");
+  EXPECT_EQ(again.status, 400);
+  EXPECT_THAT(Parsed(again).value("message", ""), HasSubstr("only an ACTIVE one can be paused"));
+  EXPECT_EQ(Call("PUT", "/scheduled-jobs/" + id + "/resume").status, 200);
+
+  EXPECT_EQ(Call("DELETE", "/scheduled-jobs/" + id).status, 200);
+  EXPECT_EQ(Call("GET", "/scheduled-jobs/" + id).status, 404);
+  EXPECT_EQ(Call("DELETE", "/scheduled-jobs/" + id).status, 404);
+  EXPECT_EQ(Call("PUT", "/scheduled-jobs/0123456789abcdef0123456789abcdef/pause").status, 404);
+  EXPECT_EQ(Call("GET", "/scheduled-jobs/not-an-id").status, 404);
+}
+
+TEST_F(ScheduledJobsApiTest, EachFiredJobCarriesTheScheduleAndRuns) {
+  Response created = Call("POST", "/scheduled-jobs", R"(
+name: yaml schedule
+schedule:
+  cron: "* * * * *"
+tasks:
+  - name: say
+    image: alpine
+    run: echo hi
+)",
+                          "text/yaml");
+  ASSERT_EQ(created.status, 200) << created.body;
+  std::string id = Parsed(created).value("id", "");
+  clock_.Advance(std::chrono::minutes(1));
+  json jobs;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        jobs = Parsed(Get("/jobs"));
+        return jobs["items"].size() == 1 && jobs["items"][0]["state"] == "COMPLETED";
+      },
+      std::chrono::seconds(10)))
+      << jobs.dump();
+  EXPECT_EQ(jobs["items"][0]["schedule"], (json{{"id", id}, {"cron", "* * * * *"}}));
+  std::string job_id = jobs["items"][0].value("id", "");
+  EXPECT_EQ(Parsed(Get("/jobs/" + job_id))["schedule"]["id"], id);
+  EXPECT_EQ(Parsed(Call("GET", "/scheduled-jobs/" + id))["lastJobId"], job_id);
+}
+
+TEST_F(ScheduledJobsApiTest, UpdateReplacesTheJobAndItsSchedule) {
+  std::string id = Parsed(Call("POST", "/scheduled-jobs", kTorkScheduledJob, "application/json"))
+                       .value("id", "");
+  Response updated = Call("PUT", "/scheduled-jobs/" + id, R"({
+    "name": "renamed",
+    "schedule": {"cron": "0 9 * * MON-FRI", "timezone": "Europe/Paris", "overlap": "skip",
+                 "catchUp": {"window": "2h", "fire": "latest"}},
+    "tasks": [{"name": "say", "run": "echo hi"}]
+  })",
+                          "application/json");
+  ASSERT_EQ(updated.status, 200) << updated.body;
+  json full = Parsed(Call("GET", "/scheduled-jobs/" + id));
+  EXPECT_EQ(full["name"], "renamed");
+  EXPECT_EQ(full["cron"], "0 9 * * MON-FRI");
+  EXPECT_EQ(full["schedule"], (json{{"cron", "0 9 * * MON-FRI"},
+                                    {"timezone", "Europe/Paris"},
+                                    {"overlap", "skip"},
+                                    {"catchUp", {{"window", "2h0m0s"}, {"fire", "latest"}}}}));
+  EXPECT_FALSE(full.contains("secrets"));
+  EXPECT_EQ(Call("PUT", "/scheduled-jobs/0123456789abcdef0123456789abcdef", kTorkScheduledJob,
+                 "application/json")
+                .status,
+            404);
+}
+
+TEST_F(ScheduledJobsApiTest, BadSchedulesAre400NamingTheField) {
+  Response zone = Call("POST", "/scheduled-jobs",
+                       R"({"name": "n", "schedule": {"cron": "* * * * *", "timezone": "Mars/X"},
+                           "tasks": [{"name": "t", "run": "echo"}]})",
+                       "application/json");
+  EXPECT_EQ(zone.status, 400);
+  json body = Parsed(zone);
+  EXPECT_EQ(body["errors"][0]["path"], "schedule.timezone");
+  EXPECT_THAT(body.value("message", ""), HasSubstr("unknown time zone \"Mars/X\""));
+  Response cron = Call("POST", "/scheduled-jobs",
+                       R"({"name": "n", "schedule": {"cron": "* * *"},
+                           "tasks": [{"name": "t", "run": "echo"}]})",
+                       "application/json");
+  EXPECT_EQ(cron.status, 400);
+  EXPECT_EQ(Parsed(cron)["errors"][0]["path"], "schedule.cron");
+  Response none =
+      Call("POST", "/scheduled-jobs", R"({"name": "n", "tasks": [{"name": "t", "run": "echo"}]})",
+           "application/json");
+  EXPECT_EQ(none.status, 400);
+  EXPECT_EQ(Call("POST", "/scheduled-jobs", "x", "text/plain").status, 415);
+  EXPECT_EQ(Parsed(Call("GET", "/scheduled-jobs"))["totalItems"], 0);
 }
 
 TEST(ParseAddressTest, SplitsHostAndPort) {

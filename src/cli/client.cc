@@ -83,6 +83,7 @@ class Api {
   std::optional<Reply> Put(const std::string& path) {
     return Done(client_.Put(path, std::string(), "application/json"));
   }
+  std::optional<Reply> Delete(const std::string& path) { return Done(client_.Delete(path)); }
   std::optional<Reply> Post(const std::string& path, const std::string& body,
                             const std::string& content_type) {
     client_.set_read_timeout(kSubmitReadTimeout);
@@ -322,6 +323,15 @@ int WaitForJob(Api& api, const ClientOptions& options, const SubmitOptions& subm
 
 int Submit(const ClientOptions& options, const SubmitOptions& submit, std::ostream& out,
            std::ostream& err) {
+  if (submit.schedule.empty() && !submit.timezone.empty()) {
+    err << "baton: --timezone needs --schedule\n";
+    return kExitUsage;
+  }
+  if (!submit.schedule.empty() && (submit.wait || submit.follow)) {
+    err << "baton: --schedule cannot be combined with --wait or --follow: a scheduled job runs "
+           "at its ticks\n";
+    return kExitUsage;
+  }
   std::string text;
   std::string error;
   if (!ReadJobFile(submit.file, text, error)) {
@@ -330,7 +340,7 @@ int Submit(const ClientOptions& options, const SubmitOptions& submit, std::ostre
   }
   DocumentFormat format = JobFileFormat(submit.file, text);
   std::string content_type = format == DocumentFormat::kJson ? "application/json" : "text/yaml";
-  if (!submit.inputs.empty()) {
+  if (!submit.inputs.empty() || !submit.schedule.empty()) {
     StringMap inputs;
     for (const std::string& input : submit.inputs) {
       auto eq = input.find('=');
@@ -347,12 +357,25 @@ int Submit(const ClientOptions& options, const SubmitOptions& submit, std::ostre
       return kExitFailure;
     }
     for (auto& [key, value] : inputs) parsed.job->inputs[key] = value;
-    text = ToJson(*parsed.job).dump();
+    json body = ToJson(*parsed.job);
+    if (!submit.schedule.empty()) {
+      body["schedule"] = {{"cron", submit.schedule}};
+      if (!submit.timezone.empty()) body["schedule"]["timezone"] = submit.timezone;
+    }
+    text = body.dump();
     content_type = "application/json";
   }
 
   Api api(options, err);
   if (!api.Valid()) return kExitUsage;
+  if (!submit.schedule.empty()) {
+    auto reply = api.Post("/scheduled-jobs", text, content_type);
+    if (!reply) return kExitFailure;
+    if (!reply->ok()) return ReportError(*reply, err);
+    json scheduled = ParseBody(reply->body);
+    out << (options.json ? scheduled.dump(2) : Text(scheduled, "id")) << '\n';
+    return kExitOk;
+  }
   auto reply = api.Post("/jobs", text, content_type);
   if (!reply) return kExitFailure;
   if (!reply->ok()) return ReportError(*reply, err);
@@ -543,6 +566,110 @@ int Health(const ClientOptions& options, std::ostream& out, std::ostream& err) {
   if (reply->ok() && status == "UP") return kExitOk;
   if (status.empty() && !options.json) return ReportError(*reply, err);
   return kExitFailure;
+}
+
+// ---- baton schedules ---------------------------------------------------------------
+
+namespace {
+
+std::string SchedulePath(const std::string& id) { return "/scheduled-jobs/" + PercentEncode(id); }
+
+// PUT .../pause, PUT .../resume or DELETE: "scheduled job ID paused" or the server's JSON.
+int ChangeSchedule(const ClientOptions& options, const std::string& id, const char* action,
+                   const char* done, std::ostream& out, std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = std::string_view(action) == "delete" ? api.Delete(SchedulePath(id))
+                                                    : api.Put(SchedulePath(id) + "/" + action);
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  if (options.json) {
+    out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
+  } else {
+    out << fmt::format("scheduled job {} {}\n", id, done);
+  }
+  return kExitOk;
+}
+
+std::string Zone(const json& scheduled) {
+  if (!scheduled.is_object() || !scheduled.contains("schedule")) return "";
+  return Text(scheduled["schedule"], "timezone");
+}
+
+}  // namespace
+
+int ListSchedules(const ClientOptions& options, const PageOptions& page, std::ostream& out,
+                  std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  std::vector<std::pair<std::string, std::string>> params;
+  if (page.page) params.emplace_back("page", std::to_string(*page.page));
+  if (page.size) params.emplace_back("size", std::to_string(*page.size));
+  auto reply = api.Get("/scheduled-jobs" + Query(params));
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json body = ParseBody(reply->body);
+  if (options.json) {
+    out << (body.is_discarded() ? reply->body : body.dump(2)) << '\n';
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  if (body.is_object() && body["items"].is_array()) {
+    for (const json& s : body["items"]) {
+      rows.push_back({Text(s, "id"), Cell(Text(s, "name")), Text(s, "state"), Text(s, "cron"),
+                      Zone(s), Time(s, "nextRunAt")});
+    }
+  }
+  PrintTable({"ID", "NAME", "STATE", "CRON", "TIMEZONE", "NEXT RUN"}, rows, out);
+  out << fmt::format("page {} of {}, {} scheduled jobs\n", Text(body, "number"),
+                     Text(body, "totalPages"), Text(body, "totalItems"));
+  return kExitOk;
+}
+
+int GetSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = api.Get(SchedulePath(id));
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json s = ParseBody(reply->body);
+  if (options.json || !s.is_object()) {
+    out << (s.is_discarded() ? reply->body : s.dump(2)) << '\n';
+    return kExitOk;
+  }
+  json schedule = s.value("schedule", json::object());
+  json catch_up = schedule.value("catchUp", json::object());
+  auto field = [&](const char* label, const std::string& value) {
+    if (!value.empty()) out << fmt::format("{:<11} {}\n", label, value);
+  };
+  field("ID:", Text(s, "id"));
+  field("Name:", Text(s, "name"));
+  field("State:", Text(s, "state"));
+  field("Cron:", Text(s, "cron"));
+  field("Timezone:", Text(schedule, "timezone"));
+  field("Overlap:", Text(schedule, "overlap"));
+  field("Catch-up:", Text(catch_up, "fire") + " within " + Text(catch_up, "window"));
+  field("Next run:", Time(s, "nextRunAt"));
+  field("Last job:", Text(s, "lastJobId"));
+  field("Created:", Time(s, "createdAt"));
+  field("Updated:", Time(s, "updatedAt"));
+  return kExitOk;
+}
+
+int PauseSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                  std::ostream& err) {
+  return ChangeSchedule(options, id, "pause", "paused", out, err);
+}
+
+int ResumeSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                   std::ostream& err) {
+  return ChangeSchedule(options, id, "resume", "resumed", out, err);
+}
+
+int DeleteSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                   std::ostream& err) {
+  return ChangeSchedule(options, id, "delete", "deleted", out, err);
 }
 
 }  // namespace baton::cli

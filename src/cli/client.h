@@ -31,6 +31,10 @@ struct SubmitOptions {
   bool wait = false;
   bool follow = false;
   bool tty = false;  // `--follow` draws a live progress line with "\r" on a terminal
+  // `--schedule CRON [--timezone ZONE]`: the job becomes a scheduled job (POST
+  // /scheduled-jobs) instead of running once; prints the scheduled job's id.
+  std::string schedule;
+  std::string timezone;
 };
 
 struct PageOptions {
@@ -61,6 +65,19 @@ int RestartJob(const ClientOptions& options, const std::string& id, std::ostream
 // `baton jobs log ID [--page N] [--size N]`: without a page, the whole log oldest first.
 int JobLog(const ClientOptions& options, const std::string& id, const PageOptions& page,
            std::ostream& out, std::ostream& err);
+
+// `baton schedules list [--page N] [--size N]`, `get ID`, `pause ID`, `resume ID`,
+// `delete ID`: /scheduled-jobs from the shell.
+int ListSchedules(const ClientOptions& options, const PageOptions& page, std::ostream& out,
+                  std::ostream& err);
+int GetSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                std::ostream& err);
+int PauseSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                  std::ostream& err);
+int ResumeSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                   std::ostream& err);
+int DeleteSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
+                   std::ostream& err);
 
 // `baton health`: succeeds when the server answers UP.
 int Health(const ClientOptions& options, std::ostream& out, std::ostream& err);

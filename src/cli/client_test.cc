@@ -410,6 +410,114 @@ TEST_F(FakeServerTest, GetJobOfAnUnknownIdPrintsTheServersMessage) {
   EXPECT_EQ(err_.str(), "baton: job nope not found (HTTP 404)\n");
 }
 
+TEST_F(FakeServerTest, SubmitWithScheduleSendsTheJobAndItsCronToScheduledJobs) {
+  server_.Post("/scheduled-jobs", [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"id", kId}, {"state", "ACTIVE"}, {"cron", "0 * * * *"}});
+  });
+  Start();
+  std::string file = WriteFile("scheduled.yaml", kHelloYaml);
+
+  int status = Submit(options_,
+                      SubmitOf(file,
+                               [](auto& o) {
+                                 o.schedule = "0 * * * *";
+                                 o.timezone = "Europe/Paris";
+                                 o.inputs = {"who=you"};
+                               }),
+                      out_, err_);
+
+  EXPECT_EQ(status, kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), std::string(kId) + "\n");
+  auto request = Requests().at(0);
+  EXPECT_EQ(request.path, "/scheduled-jobs");
+  EXPECT_EQ(request.content_type, "application/json");
+  json body = json::parse(request.body);
+  EXPECT_EQ(body["name"], "hello job");
+  EXPECT_EQ(body["inputs"]["who"], "you");
+  EXPECT_EQ(body["schedule"], (json{{"cron", "0 * * * *"}, {"timezone", "Europe/Paris"}}));
+}
+
+TEST_F(FakeServerTest, ScheduleFlagsThatCannotWorkAreUsageErrors) {
+  Start();
+  std::string file = WriteFile("scheduled.yaml", kHelloYaml);
+  EXPECT_EQ(Submit(options_, SubmitOf(file, [](auto& o) { o.timezone = "UTC"; }), out_, err_),
+            kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--timezone needs --schedule"));
+  EXPECT_EQ(Submit(options_,
+                   SubmitOf(file,
+                            [](auto& o) {
+                              o.schedule = "* * * * *";
+                              o.wait = true;
+                            }),
+                   out_, err_),
+            kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--schedule cannot be combined with --wait"));
+  EXPECT_TRUE(Requests().empty());
+}
+
+TEST_F(FakeServerTest, SchedulesListPrintsATableAndGetPrintsTheSchedule) {
+  json scheduled = {{"id", kId},
+                    {"name", "hourly"},
+                    {"state", "ACTIVE"},
+                    {"cron", "0 * * * *"},
+                    {"schedule",
+                     {{"cron", "0 * * * *"},
+                      {"timezone", "Europe/Paris"},
+                      {"overlap", "skip"},
+                      {"catchUp", {{"window", "1m0s"}, {"fire", "all"}}}}},
+                    {"nextRunAt", "2026-05-01T10:00:00.000Z"},
+                    {"createdAt", "2026-05-01T09:12:00.000Z"}};
+  server_.Get("/scheduled-jobs", [&](const httplib::Request&, httplib::Response& res) {
+    Json(
+        res,
+        {{"items", {scheduled}}, {"number", 1}, {"size", 1}, {"totalPages", 1}, {"totalItems", 1}});
+  });
+  server_.Get(std::string("/scheduled-jobs/") + kId,
+              [&](const httplib::Request&, httplib::Response& res) { Json(res, scheduled); });
+  Start();
+
+  EXPECT_EQ(ListSchedules(options_, Page(2, 5), out_, err_), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("ID"));
+  EXPECT_THAT(out_.str(), HasSubstr("NEXT RUN"));
+  EXPECT_THAT(out_.str(), HasSubstr(std::string(kId) + "  hourly  ACTIVE  0 * * * *  Europe/Paris  "
+                                                       "2026-05-01 10:00:00"));
+  EXPECT_THAT(out_.str(), HasSubstr("page 1 of 1, 1 scheduled jobs"));
+  EXPECT_EQ(Requests().at(0).query, "page=2&size=5");
+
+  out_.str("");
+  EXPECT_EQ(GetSchedule(options_, kId, out_, err_), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("Overlap:    skip\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("Catch-up:   all within 1m0s\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("Timezone:   Europe/Paris\n"));
+}
+
+TEST_F(FakeServerTest, SchedulesPauseResumeAndDeleteCallTheirRoutes) {
+  const std::string path = std::string("/scheduled-jobs/") + kId;
+  server_.Put(path + "/pause", [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"status", "OK"}});
+  });
+  server_.Put(path + "/resume", [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"message", "scheduled job is ACTIVE: only a PAUSED one can be resumed"}}, 400);
+  });
+  server_.Delete(path, [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"status", "OK"}});
+  });
+  Start();
+
+  EXPECT_EQ(PauseSchedule(options_, kId, out_, err_), kExitOk);
+  EXPECT_EQ(ResumeSchedule(options_, kId, out_, err_), kExitFailure);
+  EXPECT_EQ(DeleteSchedule(options_, kId, out_, err_), kExitOk);
+
+  EXPECT_EQ(out_.str(), "scheduled job " + std::string(kId) + " paused\nscheduled job " +
+                            std::string(kId) + " deleted\n");
+  EXPECT_THAT(err_.str(), HasSubstr("only a PAUSED one can be resumed (HTTP 400)"));
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].method, "PUT");
+  EXPECT_EQ(requests[2].method, "DELETE");
+  EXPECT_EQ(requests[2].path, path);
+}
+
 TEST_F(FakeServerTest, CancelAndRestartPutToTheJob) {
   server_.Put(std::string("/jobs/") + kId + "/cancel",
               [](const httplib::Request&, httplib::Response& res) {

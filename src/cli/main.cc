@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
                    "Wait for the job to end; print its state and result");
   submit->add_flag("--follow", submit_options.follow,
                    "Stream the job's log and progress until it ends");
+  submit->add_option("--schedule", submit_options.schedule,
+                     "Make it a scheduled job fired on this 5-field cron (e.g. \"0 * * * *\")");
+  submit->add_option("--timezone", submit_options.timezone,
+                     "IANA time zone of --schedule (default UTC)");
   add_client_flags(submit);
 
   auto* jobs = app.add_subcommand("jobs", "List and manage jobs");
@@ -97,6 +101,24 @@ int main(int argc, char** argv) {
   auto* jobs_restart = add_id_command("restart", "Restart a failed or cancelled job");
   auto* jobs_log = add_id_command("log", "Print a job's log, oldest first");
   add_page_flags(jobs_log);
+
+  auto* schedules = app.add_subcommand("schedules", "List and manage scheduled jobs");
+  schedules->require_subcommand(1);
+  std::string schedule_id;
+  auto* schedules_list = schedules->add_subcommand("list", "List scheduled jobs, newest first");
+  add_page_flags(schedules_list);
+  add_client_flags(schedules_list);
+  auto add_schedule_command = [&](const char* name, const char* help) {
+    auto* command = schedules->add_subcommand(name, help);
+    command->add_option("id", schedule_id, "Scheduled job id")->required();
+    add_client_flags(command);
+    return command;
+  };
+  auto* schedules_get = add_schedule_command("get", "Show a scheduled job");
+  auto* schedules_pause = add_schedule_command("pause", "Pause an active scheduled job");
+  auto* schedules_resume = add_schedule_command("resume", "Resume a paused scheduled job");
+  auto* schedules_delete =
+      add_schedule_command("delete", "Delete a scheduled job (the jobs it fired stay)");
 
   auto* health = app.add_subcommand("health", "Check that the server is up");
   add_client_flags(health);
@@ -134,6 +156,15 @@ int main(int argc, char** argv) {
   if (jobs_cancel->parsed()) return baton::cli::CancelJob(client, job_id, cout, cerr);
   if (jobs_restart->parsed()) return baton::cli::RestartJob(client, job_id, cout, cerr);
   if (jobs_log->parsed()) return baton::cli::JobLog(client, job_id, page, cout, cerr);
+  if (schedules_list->parsed()) return baton::cli::ListSchedules(client, page, cout, cerr);
+  if (schedules_get->parsed()) return baton::cli::GetSchedule(client, schedule_id, cout, cerr);
+  if (schedules_pause->parsed()) return baton::cli::PauseSchedule(client, schedule_id, cout, cerr);
+  if (schedules_resume->parsed()) {
+    return baton::cli::ResumeSchedule(client, schedule_id, cout, cerr);
+  }
+  if (schedules_delete->parsed()) {
+    return baton::cli::DeleteSchedule(client, schedule_id, cout, cerr);
+  }
   if (health->parsed()) return baton::cli::Health(client, cout, cerr);
   return baton::cli::kExitUsage;
 }

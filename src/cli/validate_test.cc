@@ -38,6 +38,17 @@ TEST_F(ValidateTest, ValidFilesExitZero) {
   EXPECT_EQ(err.str(), "");
 }
 
+TEST_F(ValidateTest, ADocumentWithAScheduleIsValidatedAsAScheduledJob) {
+  std::string ok =
+      Write("s.yaml", "name: s\nschedule: {cron: '@hourly'}\ntasks:\n  - {name: t, run: echo}\n");
+  std::string bad = Write(
+      "b.yaml", "name: b\nschedule:\n  cron: '61 * * * *'\ntasks:\n  - {name: t, run: echo}\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(Validate({ok, bad}, out, err), kExitFailure);
+  EXPECT_EQ(out.str(), ok + ": ok\n");
+  EXPECT_EQ(err.str(), bad + ":3:9: schedule.cron: cron: minute: 61 is out of range 0-59\n");
+}
+
 TEST_F(ValidateTest, ProblemsArePrintedWithFileLineAndColumn) {
   std::string bad =
       Write("bad.yml", "name: bad\ntasks:\n  - name: t\n    run: x\n    priority: 10\n");

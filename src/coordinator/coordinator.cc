@@ -48,7 +48,9 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
                                                           : SecretsFor(d.job_id, d.task_id));
                           })),
       scheduler_(datastore, broker, clock, timers,
-                 WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_)) {
+                 WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_)),
+      schedules_(datastore, scheduler_, clock, options.schedules) {
+  schedules_.SetNextTickListener([this](TimePoint tick) { ArmScheduleLook(tick); });
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
     {
       MutexLock lock(mu_);
@@ -114,10 +116,12 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   {
     MutexLock lock(mu_);
     stopped_ = false;
+    looking_ = true;
   }
   SchedulePeriodic(&Coordinator::lease_timer_, options_.lease_check_interval,
                    &Coordinator::CheckLeases);
   SchedulePeriodic(&Coordinator::sweep_timer_, options_.auto_delete_interval, &Coordinator::Sweep);
+  ArmScheduleLook(clock_.Now() + options_.schedules.interval);
   return Status::Ok();
 }
 
@@ -202,6 +206,42 @@ void Coordinator::SchedulePeriodic(std::optional<TimerId> Coordinator::*timer,
     }
     periodic_cv_.notify_all();
     SchedulePeriodic(timer, interval, work);
+  });
+}
+
+void Coordinator::ArmScheduleLook(TimePoint at) {
+  MutexLock lock(mu_);
+  if (stopped_ || !looking_) return;
+  if (schedule_timer_) {
+    if (schedule_look_at_ <= at) return;
+    timers_.Cancel(*schedule_timer_);
+  }
+  schedule_look_at_ = at;
+  schedule_timer_ = timers_.Schedule(at, [this] {
+    {
+      MutexLock inner(mu_);
+      if (stopped_) return;
+      schedule_timer_.reset();
+      ++periodic_running_;
+    }
+    auto look = schedules_.FireDue();
+    {
+      MutexLock inner(mu_);
+      --periodic_running_;
+    }
+    periodic_cv_.notify_all();
+    const TimePoint now = clock_.Now();
+    const ScheduleOptions& o = options_.schedules;
+    // max_idle shorter than interval: every interval.
+    TimePoint next = now + std::max(o.max_idle, o.interval);
+    if (!look.ok()) {
+      log::Warn("looking for due scheduled jobs failed; trying again",
+                {{"error", look.status().message()}});
+      next = now + o.interval;
+    } else if (look->next) {
+      next = std::clamp(*look->next, now + o.interval, next);
+    }
+    ArmScheduleLook(next);
   });
 }
 
@@ -383,10 +423,13 @@ void Coordinator::Stop() {
   {
     MutexLock lock(mu_);
     stopped_ = true;
+    looking_ = false;
     if (lease_timer_) timers_.Cancel(*lease_timer_);
     lease_timer_.reset();
     if (sweep_timer_) timers_.Cancel(*sweep_timer_);
     sweep_timer_.reset();
+    if (schedule_timer_) timers_.Cancel(*schedule_timer_);
+    schedule_timer_.reset();
     // A check or sweep already under way uses this object: wait for it to end.
     periodic_cv_.wait(lock, [&]() BATON_REQUIRES(mu_) { return periodic_running_ == 0; });
   }

@@ -21,6 +21,7 @@
 #include "base/mutex.h"
 #include "broker/broker.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/schedules.h"
 #include "coordinator/webhooks.h"
 #include "core/redact.h"
 #include "datastore/datastore.h"
@@ -57,6 +58,8 @@ struct CoordinatorOptions {
   // tests), deliveries are written and never sent.
   WebhookSender* webhook_sender = nullptr;
   WebhookOptions webhooks;
+  // Scheduled jobs: how often due ticks are looked for (coordinator/schedules.h).
+  ScheduleOptions schedules;
 };
 
 class Coordinator {
@@ -101,6 +104,8 @@ class Coordinator {
   Scheduler& scheduler() { return scheduler_; }
   // What this coordinator's decisions and webhook deliveries did (GET /metrics).
   Metrics& metrics() { return metrics_; }
+  // /scheduled-jobs; their ticks fire every options.schedules.interval once started.
+  Schedules& schedules() { return schedules_; }
 
   // The values to hide in what task `task_id` of job `job_id` produces (log lines,
   // result, error): the job's (SecretValues of its record) and those of the task's row,
@@ -141,6 +146,9 @@ class Coordinator {
   Status DeleteStoredJob(const std::string& job_id);
   // One autoDelete sweep (DeleteDueJobs), logged.
   void Sweep();
+  // Arms the next look for due scheduled ticks at `at` unless one is armed at or before
+  // it; the look (Schedules::FireDue, logged) arms the one after it.
+  void ArmScheduleLook(TimePoint at) BATON_EXCLUDES(mu_);
   void Heartbeat(NodeStatus status);
   // Reconciles after another coordinator went silent; true when one did.
   bool TakeOverSilentCoordinators();
@@ -155,6 +163,7 @@ class Coordinator {
   // Before the scheduler, which wakes it after commits that wrote deliveries.
   std::unique_ptr<WebhookDeliverer> webhooks_;
   Scheduler scheduler_;
+  Schedules schedules_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
 
   std::vector<std::string> JobSecrets(const std::string& job_id);
@@ -185,6 +194,9 @@ class Coordinator {
   std::condition_variable_any periodic_cv_;         // signalled when periodic_running_ drops
   std::optional<TimerId> lease_timer_ BATON_GUARDED_BY(mu_);
   std::optional<TimerId> sweep_timer_ BATON_GUARDED_BY(mu_);
+  std::optional<TimerId> schedule_timer_ BATON_GUARDED_BY(mu_);
+  TimePoint schedule_look_at_ BATON_GUARDED_BY(mu_){};  // when schedule_timer_ fires
+  bool looking_ BATON_GUARDED_BY(mu_) = false;          // started: scheduled ticks are looked for
   TimePoint started_at_{};
   std::optional<TimePoint> broker_down_at_;  // lease timer thread only
 };

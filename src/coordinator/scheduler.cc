@@ -813,6 +813,42 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
   return record;
 }
 
+Result<std::vector<JobRecord>> Scheduler::CreateJobsWith(const CreateJobsBody& body) {
+  std::vector<JobRecord> jobs;
+  bool wrote_hooks = false;
+  BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN(jobs, body(tx));
+    for (const JobRecord& job : jobs) {
+      BATON_RETURN_IF_ERROR(tx.CreateJob(job));
+      if (auto hooks = CreatedJobHooks(job); !hooks.empty()) {
+        BATON_RETURN_IF_ERROR(tx.CreateWebhookDeliveries(hooks));
+        wrote_hooks = true;
+      }
+    }
+    return Status::Ok();
+  }));
+  if (wrote_hooks && options_.on_webhooks) options_.on_webhooks();
+  for (const JobRecord& job : jobs) {
+    {
+      MutexLock lock(roots_mu_);
+      if (roots_.size() >= 100000) roots_.clear();
+      roots_[job.id] = job.id;
+    }
+    StartCreated(job.id);
+  }
+  return jobs;
+}
+
+void Scheduler::StartCreated(const std::string& id) {
+  Status s = Handle(id, flow::StartJob{id});
+  if (MayPass(s)) {
+    log::Error("starting a job failed; trying again", {{"job_id", id}, {"error", s.message()}});
+    Schedule(clock_.Now() + std::chrono::seconds(1), [this, id] { StartCreated(id); });
+  } else if (!s.ok() && s.code() != StatusCode::kNotFound) {
+    log::Error("starting a job failed", {{"job_id", id}, {"error", s.message()}});
+  }
+}
+
 void Scheduler::StarterLoop(std::stop_token stop) {
   for (;;) {
     std::deque<std::string> batch;

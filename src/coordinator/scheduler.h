@@ -92,6 +92,15 @@ class Scheduler {
   // a thread of the scheduler starts it). Returns the record as stored.
   Result<JobRecord> Submit(const Job& job);
 
+  // Runs `body` in one datastore scope and stores there the PENDING jobs it returns
+  // (flow::NewJobRecord, top-level), each with the webhook deliveries of its creation; a
+  // job exists exactly when the body's own writes do (a scheduled tick and the job it
+  // fires). Then starts each as Submit does; a start that fails leaves the job PENDING
+  // (tried again after a second when it may pass, else for reconciling). Returns the
+  // jobs as stored.
+  using CreateJobsBody = std::function<Result<std::vector<JobRecord>>(Transaction&)>;
+  Result<std::vector<JobRecord>> CreateJobsWith(const CreateJobsBody& body);
+
   // Events from workers. Unavailable / DeadlineExceeded: deliver the event again; other
   // errors are logged here and the event is done with.
   Status OnStarted(const TaskStarted& event);
@@ -209,6 +218,8 @@ class Scheduler {
   void DisarmJobTimeout(const std::string& job_id) BATON_EXCLUDES(timers_mu_);
 
   void StarterLoop(std::stop_token stop) BATON_EXCLUDES(start_mu_);
+  // Decides StartJob for a job CreateJobsWith stored, again a second later if that may pass.
+  void StartCreated(const std::string& id);
 
   flow::Policy Policy() const;
 

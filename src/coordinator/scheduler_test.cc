@@ -33,8 +33,9 @@ using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
 constexpr auto kWait = std::chrono::seconds(10);
-// The coordinator keeps two timers armed: its lease checks and its autoDelete sweeps.
-constexpr std::size_t kLeaseTimers = 2;
+// The coordinator keeps three timers armed: its lease checks, its autoDelete sweeps and its
+// next look for due scheduled ticks.
+constexpr std::size_t kLeaseTimers = 3;
 
 Job ParseOrDie(const std::string& yaml) {
   auto result = ParseJob(yaml, DocumentFormat::kYaml);
@@ -206,6 +207,27 @@ class CountingDatastore final : public Datastore {
     Result<ReencryptBatch> ReencryptSecrets(SecretTable table, std::string_view after_id,
                                             int limit) override {
       return tx_.ReencryptSecrets(table, after_id, limit);
+    }
+    Status CreateScheduledJob(const ScheduledJobRecord& scheduled) override {
+      return Wrote(tx_.CreateScheduledJob(scheduled));
+    }
+    Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) override {
+      return tx_.GetScheduledJob(id);
+    }
+    Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) override {
+      return Wrote(tx_.UpdateScheduledJob(scheduled));
+    }
+    Status DeleteScheduledJob(std::string_view id) override {
+      return Wrote(tx_.DeleteScheduledJob(id));
+    }
+    Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override {
+      return tx_.ListScheduledJobs(page, size);
+    }
+    Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override {
+      return tx_.DueScheduledJobs(now, limit);
+    }
+    Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override {
+      return tx_.NextScheduledTick(now);
     }
 
    private:

@@ -119,6 +119,14 @@ struct AutoDelete {
   friend bool operator==(const AutoDelete&, const AutoDelete&) = default;
 };
 
+// The schedule a job was fired by (Tork's `schedule: {id, cron}`): set by the engine on
+// the jobs a scheduled job creates, never accepted in a submission.
+struct JobSchedule {
+  std::string id;    // the scheduled job's
+  std::string cron;  // its expression when it fired
+  friend bool operator==(const JobSchedule&, const JobSchedule&) = default;
+};
+
 struct Task;
 
 struct Parallel {
@@ -205,6 +213,7 @@ struct Job {
   std::optional<Duration> timeout;       // beyond Tork: deadline for the whole job
   std::vector<Permission> permissions;
   std::vector<Task> tasks;
+  std::optional<JobSchedule> schedule;  // set by the engine only (see JobSchedule)
   friend bool operator==(const Job&, const Job&) = default;
 };
 

@@ -21,6 +21,11 @@ using Fields = std::span<const std::string_view>;
 constexpr std::string_view kJobFields[] = {
     "name",     "description", "tags", "inputs",  "secrets", "defaults",   "output",
     "webhooks", "autoDelete",  "wait", "timeout", "tasks",   "permissions"};
+// A stored job may also carry what the engine set: the schedule that fired it.
+constexpr std::string_view kStoredJobFields[] = {
+    "name",     "description", "tags", "inputs",  "secrets", "defaults",    "output",
+    "webhooks", "autoDelete",  "wait", "timeout", "tasks",   "permissions", "schedule"};
+constexpr std::string_view kJobScheduleFields[] = {"id", "cron"};
 constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "entrypoint", "env",
                                                 "files", "queue",  "pre",    "post",       "mounts",
                                                 "retry", "limits", "timeout"};
@@ -703,9 +708,16 @@ class Decoder {
   Job DecodeJobRoot(const Node& node) {
     Job job;
     bool has_tasks = false;
-    bool ok = ForEachField(node, "", kJobFields, [&](const MapEntry& e, const std::string& p) {
+    Fields fields = rules_ ? Fields(kJobFields) : Fields(kStoredJobFields);
+    bool ok = ForEachField(node, "", fields, [&](const MapEntry& e, const std::string& p) {
       const Node& v = e.value;
-      if (e.key == "name")
+      if (e.key == "schedule") {
+        JobSchedule schedule;
+        ForEachField(v, p, kJobScheduleFields, [&](const MapEntry& f, const std::string& q) {
+          (f.key == "id" ? schedule.id : schedule.cron) = String(f.value, q);
+        });
+        job.schedule = std::move(schedule);
+      } else if (e.key == "name")
         job.name = String(v, p);
       else if (e.key == "description")
         job.description = String(v, p);

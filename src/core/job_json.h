@@ -1,5 +1,6 @@
 // The API's JSON shape of a job definition (camelCase, empty fields left out). The output
-// parses back with ParseJob(..., DocumentFormat::kJson) into an equal Job.
+// parses back with ParseJob(..., DocumentFormat::kJson) into an equal Job, and one the
+// engine gave a `schedule` with DecodeJobJson(..., DecodeMode::kStored).
 #pragma once
 
 #include <nlohmann/json.hpp>

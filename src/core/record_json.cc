@@ -140,6 +140,9 @@ json JobSummaryJson(const JobRecord& record, const Job& definition) {
   out["progress"] = record.progress;
   if (!record.result.empty()) out["result"] = record.result;
   if (!record.error.empty()) out["error"] = record.error;
+  if (definition.schedule) {
+    out["schedule"] = {{"id", definition.schedule->id}, {"cron", definition.schedule->cron}};
+  }
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "core/document.h"
 #include "core/records.h"
+#include "core/schedule.h"
 
 namespace baton {
 
@@ -201,6 +202,27 @@ class Transaction {
   // fails the batch, naming the key id.
   virtual Result<ReencryptBatch> ReencryptSecrets(SecretTable table, std::string_view after_id,
                                                   int limit) = 0;
+
+  // Scheduled jobs. The definition is stored as a job's is (the jobs table's encoding).
+  // CreateScheduledJob fails kAlreadyExists for a taken id. GetScheduledJob locks the row
+  // until the scope ends, as GetJob does: a tick is fired by one scope that reads the row,
+  // creates the tick's job and advances last_tick_at, so two coordinators (or a crash and
+  // a restart) fire it once. UpdateScheduledJob writes every field; it and
+  // DeleteScheduledJob fail kNotFound for an unknown id. ListScheduledJobs: newest first
+  // (created_at descending, then id), pages 1-based. DueScheduledJobs: the ids of ACTIVE
+  // scheduled jobs whose next_tick_at is at or before `now` or which hold a buffered tick,
+  // soonest next_tick_at first (then id), at most `limit` (rows not locked).
+  // NextScheduledTick: see below.
+  virtual Status CreateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
+  virtual Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) = 0;
+  virtual Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
+  virtual Status DeleteScheduledJob(std::string_view id) = 0;
+  virtual Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) = 0;
+  virtual Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) = 0;
+  // When a look for due ticks is next needed: the earliest next_tick_at of the ACTIVE
+  // scheduled jobs, `now` when one of them holds a buffered tick; nullopt when none is
+  // ACTIVE.
+  virtual Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) = 0;
 };
 
 // How many jobs and task rows are in each state (a state none is in is absent).

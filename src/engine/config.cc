@@ -24,6 +24,8 @@ constexpr const char* kKeys[] = {
     // Durability and retention.
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
     "datastore.retention.logs.duration", "datastore.retention.jobs.duration",
+    // Scheduled jobs.
+    "coordinator.schedules.interval", "coordinator.schedules.max_idle",
     // The API's HTTP server.
     "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout",
     "api.handler_threads", "api.max_buffered_bytes",
@@ -175,6 +177,10 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.sqlite_synchronous = value;
   } else if (key == "coordinator.auto_delete.interval") {
     BATON_RETURN_IF_ERROR(duration(config.auto_delete_interval));
+  } else if (key == "coordinator.schedules.interval") {
+    BATON_RETURN_IF_ERROR(duration(config.schedules.interval));
+  } else if (key == "coordinator.schedules.max_idle") {
+    BATON_RETURN_IF_ERROR(duration(config.schedules.max_idle));
   } else if (key == "datastore.retention.logs.duration" ||
              key == "datastore.retention.jobs.duration") {
     // "0" (or any zero duration) keeps them for ever.

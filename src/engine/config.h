@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/status.h"
+#include "coordinator/schedules.h"
 #include "coordinator/webhooks.h"
 
 namespace baton {
@@ -79,6 +80,9 @@ struct Config {
   std::string encryption_key;
   std::string encryption_key_file;
   std::vector<std::string> encryption_old_keys;
+  // Scheduled jobs (coordinator/schedules.h): coordinator.schedules.interval, the
+  // shortest time between two looks for due ticks, and .max_idle, the longest.
+  ScheduleOptions schedules;
 
   // Webhooks (coordinator/webhooks.h): webhooks.max_attempts, .backoff, .max_backoff,
   // .timeout, .concurrency, .secret, .allowed_hosts (comma-separated hosts).

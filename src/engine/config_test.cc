@@ -214,6 +214,22 @@ TEST_F(ConfigTest, AutoDeleteIntervalIsADuration) {
             "more than 0");
 }
 
+TEST_F(ConfigTest, ScheduleLookIntervalsAreDurations) {
+  auto config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->schedules.interval, std::chrono::seconds(1));
+  EXPECT_EQ(config->schedules.max_idle, std::chrono::seconds(30));
+  config = LoadConfig(Write("[coordinator.schedules]\ninterval = \"250ms\"\nmax_idle = \"2m\"\n"),
+                      Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->schedules.interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(config->schedules.max_idle, std::chrono::minutes(2));
+  env_["BATON_COORDINATOR_SCHEDULES_MAX_IDLE"] = "0s";
+  EXPECT_EQ(LoadConfig("", Env()).status().message(),
+            "BATON_COORDINATOR_SCHEDULES_MAX_IDLE: coordinator.schedules.max_idle: must be "
+            "more than 0");
+}
+
 // The API server's keys (api.*), and the one rule between them.
 TEST_F(ConfigTest, ReadsTheApiServerKeys) {
   auto config = LoadConfig(Write(R"(

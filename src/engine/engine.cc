@@ -202,6 +202,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
+  coordinator.schedules = config.schedules;
   coordinator.webhooks = config.webhooks;
   coordinator.log_retention = config.log_retention;
   coordinator.job_retention = config.job_retention;
@@ -267,6 +268,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.scheduler.node_lease = config.coordinator_lease;
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
+  coordinator.schedules = config.schedules;
   coordinator.webhooks = config.webhooks;
   coordinator.log_retention = config.log_retention;
   coordinator.job_retention = config.job_retention;

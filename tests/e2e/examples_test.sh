@@ -284,6 +284,30 @@ case_webhooks_autodelete() {
     '["http://localhost:9999/hooks/baton", "Bearer {{ secrets.apiToken }}"]'
 }
 
+case_scheduled() {
+  # A scheduled job, not a job: POST /scheduled-jobs, then its first tick (within a minute)
+  # fires a job that carries its schedule and completes with the documented result.
+  http POST /scheduled-jobs -H "Content-Type: text/yaml" --data-binary "@$examples/scheduled.yaml"
+  expect "scheduled: accepted" "$status" 200
+  local sid
+  sid=$(js "$body" 'j["id"]')
+  expect "scheduled: ACTIVE with Tork's cron" "$(js "$body" '[j["state"], j["cron"]]')" '["ACTIVE", "* * * * *"]'
+  local deadline=$((SECONDS + 75)) fired=""
+  while [[ -z $fired ]] && ((SECONDS < deadline)); do
+    http GET "/jobs?q=scheduled"
+    fired=$(js "$body" '([x["id"] for x in j["items"] if x.get("schedule", {}).get("id") == "'"$sid"'"] + [""])[0]')
+    [[ -n $fired ]] || sleep 0.5
+  done
+  [[ -n $fired ]] || { fail "scheduled: no job fired within 75s"; return; }
+  wait_done "$fired" || fail "scheduled: the fired job did not finish"
+  expect "scheduled: state" "$(state)" COMPLETED
+  expect "scheduled: result" "$(js "$body" 'j["result"]')" "report daily done"
+  expect "scheduled: the job carries {id, cron}" \
+    "$(js "$body" 'j["schedule"] == {"id": "'"$sid"'", "cron": "* * * * *"}')" true
+  http DELETE "/scheduled-jobs/$sid"
+  expect "scheduled: deleted" "$status" 200
+}
+
 case_webhooks() {
   # Against a receiver on loopback: the example as written, its localhost:9999 swapped for
   # the receiver's address.

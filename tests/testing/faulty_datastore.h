@@ -376,6 +376,34 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("ReencryptSecrets", "", after_id));
       return tx_.ReencryptSecrets(table, after_id, limit);
     }
+    Status CreateScheduledJob(const ScheduledJobRecord& scheduled) override {
+      BATON_RETURN_IF_ERROR(Enter("CreateScheduledJob", scheduled.id, ""));
+      return tx_.CreateScheduledJob(scheduled);
+    }
+    Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) override {
+      BATON_RETURN_IF_ERROR(Enter("GetScheduledJob", id, ""));
+      return tx_.GetScheduledJob(id);
+    }
+    Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) override {
+      BATON_RETURN_IF_ERROR(Enter("UpdateScheduledJob", scheduled.id, ""));
+      return tx_.UpdateScheduledJob(scheduled);
+    }
+    Status DeleteScheduledJob(std::string_view id) override {
+      BATON_RETURN_IF_ERROR(Enter("DeleteScheduledJob", id, ""));
+      return tx_.DeleteScheduledJob(id);
+    }
+    Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override {
+      BATON_RETURN_IF_ERROR(Enter("ListScheduledJobs", "", ""));
+      return tx_.ListScheduledJobs(page, size);
+    }
+    Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override {
+      BATON_RETURN_IF_ERROR(Enter("DueScheduledJobs", "", ""));
+      return tx_.DueScheduledJobs(now, limit);
+    }
+    Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override {
+      BATON_RETURN_IF_ERROR(Enter("NextScheduledTick", "", ""));
+      return tx_.NextScheduledTick(now);
+    }
 
    private:
     // Rows a read returned (a job's or a task's row each), for rows_read().

@@ -139,19 +139,46 @@ constexpr std::string_view kLogPartsCreatedAt = R"sql(
 CREATE INDEX log_parts_created_at ON log_parts (created_at);
 )sql";
 
+// Scheduled jobs: a job definition (stored as the jobs table stores one) fired on a cron
+// schedule. last_tick_at / next_tick_at record the ticks handled, advanced in the
+// transaction that creates a tick's job, under the row's lock: each tick fires once. Due
+// ones are found through a partial index on the active.
+constexpr std::string_view kScheduledJobs = R"sql(
+CREATE TABLE scheduled_jobs (
+  id                 TEXT COLLATE "C" PRIMARY KEY,
+  state              TEXT NOT NULL,
+  cron               TEXT NOT NULL,
+  timezone           TEXT NOT NULL,
+  overlap            TEXT NOT NULL,
+  catch_up_window_ms BIGINT NOT NULL,
+  catch_up           TEXT NOT NULL,
+  definition         TEXT NOT NULL,
+  created_by         TEXT NOT NULL,
+  created_at         BIGINT NOT NULL,
+  updated_at         BIGINT NOT NULL,
+  last_tick_at       BIGINT NOT NULL,
+  next_tick_at       BIGINT NOT NULL,
+  buffered_tick_at   BIGINT,
+  last_job_id        TEXT NOT NULL
+);
+CREATE INDEX scheduled_jobs_due ON scheduled_jobs (next_tick_at, id) WHERE state = 'ACTIVE';
+CREATE INDEX scheduled_jobs_created ON scheduled_jobs (created_at, id);
+)sql";
+
 // A node's resident memory, for the metrics.
 constexpr std::string_view kNodeMemory = R"sql(
 ALTER TABLE nodes ADD COLUMN memory_bytes BIGINT NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<PostgresMigration, 7> kMigrations = {{
+constexpr std::array<PostgresMigration, 8> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
     {4, "jobs.context_version: raised by every write of the context", kJobContextVersion},
     {5, "webhook_deliveries: the webhook outbox", kWebhookDeliveries},
     {6, "log_parts_created_at: log retention by age", kLogPartsCreatedAt},
-    {10, "nodes.memory_bytes: a node's resident memory", kNodeMemory},
+    {7, "scheduled_jobs: jobs fired on a cron schedule", kScheduledJobs},
+    {9, "nodes.memory_bytes: a node's resident memory", kNodeMemory},
 }};
 
 }  // namespace

@@ -93,6 +93,16 @@ struct Statements {
   Statement release_webhook_deliveries;  // $1: now
   Statement job_webhook_deliveries;
   Statement delete_job_webhook_deliveries;
+  // Scheduled jobs (Transaction::CreateScheduledJob, ...): columns in the order
+  // BindScheduledJob binds them.
+  Statement insert_scheduled_job;
+  Statement select_scheduled_job_for_update;
+  Statement update_scheduled_job;
+  Statement delete_scheduled_job;
+  Statement count_scheduled_jobs;
+  Statement list_scheduled_jobs;  // $1: limit, $2: offset
+  Statement due_scheduled_jobs;   // $1: now, $2: limit
+  Statement next_scheduled_tick;  // $1: now
   // Retention ($1: the time before which, $2: a limit).
   Statement delete_old_log_parts;
   Statement old_finished_jobs;

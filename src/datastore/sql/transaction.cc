@@ -72,6 +72,54 @@ Result<WebhookDelivery> DeliveryFromRow(const RowView& row, const crypto::Keyrin
   return d;
 }
 
+// A scheduled job's columns in BATON_SQL_SCHEDULED_JOB_COLUMNS order (statements.cc).
+void BindScheduledJob(ParamSink& p, const ScheduledJobRecord& s, const std::string& definition) {
+  p.Text(s.id);
+  p.Text(ToString(s.state));
+  p.Text(s.schedule.cron);
+  p.Text(s.schedule.timezone);
+  p.Text(ToString(s.schedule.overlap));
+  p.Int(s.schedule.catch_up_window.count());
+  p.Text(ToString(s.schedule.catch_up));
+  p.Text(definition);
+  p.Text(s.created_by);
+  p.Time(s.created_at);
+  p.Time(s.updated_at);
+  p.Time(s.last_tick_at);
+  p.Time(s.next_tick_at);
+  p.Time(s.buffered_tick_at);
+  p.Text(s.last_job_id);
+}
+
+Result<ScheduledJobRecord> ScheduledJobFromRow(const RowView& row, const crypto::Keyring* keys) {
+  ScheduledJobRecord s;
+  s.id = row.Text(0);
+  auto state = ParseScheduleState(row.Text(1));
+  if (!state) return Corrupt("scheduled_jobs", s.id, "unknown state");
+  s.state = *state;
+  s.schedule.cron = row.Text(2);
+  s.schedule.timezone = row.Text(3);
+  auto overlap = ParseOverlapPolicy(row.Text(4));
+  if (!overlap) return Corrupt("scheduled_jobs", s.id, "unknown overlap policy");
+  s.schedule.overlap = *overlap;
+  s.schedule.catch_up_window = Duration(row.Int(5));
+  auto fire = ParseCatchUpFire(row.Text(6));
+  if (!fire) return Corrupt("scheduled_jobs", s.id, "unknown catch-up");
+  s.schedule.catch_up = *fire;
+  // Decoded as the jobs table's definitions are, its secrets decrypted.
+  Result<Job> job = DecodeStoredJob(row.Text(7), keys);
+  if (!job.ok()) return Corrupt("scheduled_jobs", s.id, "definition: " + job.status().message());
+  s.job = std::move(*job);
+  s.created_by = row.Text(8);
+  s.created_at = row.Time(9);
+  s.updated_at = row.Time(10);
+  s.last_tick_at = row.Time(11);
+  s.next_tick_at = row.Time(12);
+  s.buffered_tick_at = row.OptTime(13);
+  s.last_job_id = row.Text(14);
+  return s;
+}
+
 }  // namespace
 
 Status SqlTransaction::Poison(Status status) {
@@ -591,6 +639,107 @@ Result<ReencryptBatch> SqlTransaction::ReencryptSecrets(SecretTable table,
     ++batch.rewritten;
   }
   return batch;
+}
+
+Status SqlTransaction::CreateScheduledJob(const ScheduledJobRecord& scheduled) {
+  if (!poison_.ok()) return poison_;
+  Result<std::string> definition = EncodeJob(scheduled.job, keys_);
+  if (!definition.ok()) return Poison(definition.status());
+  BATON_RETURN_IF_ERROR(Poison(CheckStoredJobSize(definition->size(), max_job_bytes_)));
+  Result<std::int64_t> done = session_.Execute(
+      st_.insert_scheduled_job, [&](ParamSink& p) { BindScheduledJob(p, scheduled, *definition); });
+  if (!done.ok() && done.status().code() == StatusCode::kAlreadyExists) {
+    return Poison(AlreadyExists(fmt::format("scheduled job {} already exists", scheduled.id)));
+  }
+  return Poison(done.status());
+}
+
+Result<ScheduledJobRecord> SqlTransaction::GetScheduledJob(std::string_view id) {
+  if (!poison_.ok()) return poison_;
+  std::optional<ScheduledJobRecord> found;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.select_scheduled_job_for_update, [&](ParamSink& p) { p.Text(id); },
+      [&](const RowView& row) -> Status {
+        BATON_ASSIGN_OR_RETURN(found, ScheduledJobFromRow(row, keys_));
+        return Status::Ok();
+      }));
+  if (!found) return NotFound(fmt::format("no scheduled job {}", id));
+  return std::move(*found);
+}
+
+Status SqlTransaction::UpdateScheduledJob(const ScheduledJobRecord& scheduled) {
+  if (!poison_.ok()) return poison_;
+  Result<std::string> definition = EncodeJob(scheduled.job, keys_);
+  if (!definition.ok()) return Poison(definition.status());
+  BATON_RETURN_IF_ERROR(Poison(CheckStoredJobSize(definition->size(), max_job_bytes_)));
+  Result<std::int64_t> changed = session_.Execute(
+      st_.update_scheduled_job, [&](ParamSink& p) { BindScheduledJob(p, scheduled, *definition); });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) return Poison(NotFound(fmt::format("no scheduled job {}", scheduled.id)));
+  return Status::Ok();
+}
+
+Status SqlTransaction::DeleteScheduledJob(std::string_view id) {
+  if (!poison_.ok()) return poison_;
+  Result<std::int64_t> changed =
+      session_.Execute(st_.delete_scheduled_job, [&](ParamSink& p) { p.Text(id); });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) return Poison(NotFound(fmt::format("no scheduled job {}", id)));
+  return Status::Ok();
+}
+
+Result<Page<ScheduledJobRecord>> SqlTransaction::ListScheduledJobs(int page, int size) {
+  if (!poison_.ok()) return poison_;
+  datastore_util::PageSpec spec = datastore_util::ClampPage(page, size);
+  std::int64_t total = 0;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.count_scheduled_jobs, [](ParamSink&) {},
+      [&](const RowView& row) -> Status {
+        total = row.Int(0);
+        return Status::Ok();
+      }));
+  std::vector<ScheduledJobRecord> items;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.list_scheduled_jobs,
+      [&](ParamSink& p) {
+        p.Int(spec.size);
+        p.Int(spec.offset);
+      },
+      [&](const RowView& row) -> Status {
+        BATON_ASSIGN_OR_RETURN(auto s, ScheduledJobFromRow(row, keys_));
+        items.push_back(std::move(s));
+        return Status::Ok();
+      }));
+  return datastore_util::MakePage(spec, total, std::move(items));
+}
+
+Result<std::vector<std::string>> SqlTransaction::DueScheduledJobs(TimePoint now, int limit) {
+  if (!poison_.ok()) return poison_;
+  std::vector<std::string> ids;
+  if (limit <= 0) return ids;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.due_scheduled_jobs,
+      [&](ParamSink& p) {
+        p.Time(now);
+        p.Int(limit);
+      },
+      [&](const RowView& row) -> Status {
+        ids.emplace_back(row.Text(0));
+        return Status::Ok();
+      }));
+  return ids;
+}
+
+Result<std::optional<TimePoint>> SqlTransaction::NextScheduledTick(TimePoint now) {
+  if (!poison_.ok()) return poison_;
+  std::optional<TimePoint> next;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.next_scheduled_tick, [&](ParamSink& p) { p.Time(now); },
+      [&](const RowView& row) -> Status {
+        if (row.Int(0) > 0) next = row.OptTime(1);
+        return Status::Ok();
+      }));
+  return next;
 }
 
 }  // namespace baton::sql

@@ -61,6 +61,14 @@ class SqlTransaction final : public Transaction {
   Result<ReencryptBatch> ReencryptSecrets(SecretTable table, std::string_view after_id,
                                           int limit) override;
 
+  Status CreateScheduledJob(const ScheduledJobRecord& scheduled) override;
+  Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) override;
+  Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) override;
+  Status DeleteScheduledJob(std::string_view id) override;
+  Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override;
+  Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override;
+  Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override;
+
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }
 

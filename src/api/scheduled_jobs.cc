@@ -1,0 +1,125 @@
+// /scheduled-jobs: Tork's routes (POST, GET list and one, PUT pause and resume, DELETE)
+// and, beyond Tork, PUT /scheduled-jobs/{id} to replace one. Bodies are a job document
+// with a `schedule` (core/schedule.h), JSON or YAML as for POST /jobs.
+#include <fmt/format.h>
+
+#include "api/api.h"
+#include "api/detail.h"
+#include "core/redact.h"
+#include "core/schedule.h"
+
+namespace baton::api {
+namespace {
+
+using nlohmann::json;
+using namespace detail;
+
+Response NoSuchScheduledJob(const std::string& id) {
+  return ErrorResponse(NotFound(fmt::format("no scheduled job {}", id.substr(0, 64))));
+}
+
+// The job's own secret values hidden, as GET /jobs/{id} hides them.
+json Redacted(const ScheduledJobRecord& record, bool summary) {
+  json body = ToJson(record, summary);
+  RedactJson(body, SecretValues(record.job));
+  return body;
+}
+
+// The body parsed, or the answer refusing it (413, 415 or 400 with every problem).
+std::variant<ScheduledJobParseResult, Response> ParseBody(const Request& request,
+                                                          const ApiOptions& options) {
+  if (request.body.size() > options.max_body_bytes) {
+    return Json(413, {{"message", fmt::format("the scheduled job is {} bytes; the limit is {}",
+                                              request.body.size(), options.max_body_bytes)},
+                      {"code", "INVALID_ARGUMENT"}});
+  }
+  std::string type = MediaType(request.content_type);
+  DocumentFormat format;
+  if (type == "application/json") {
+    format = DocumentFormat::kJson;
+  } else if (type == "text/yaml" || type == "application/x-yaml" || type == "application/yaml" ||
+             type == "text/x-yaml") {
+    format = DocumentFormat::kYaml;
+  } else if (type.empty()) {
+    format = SniffFormat(request.body);
+  } else {
+    return Json(415, {{"message", fmt::format("unsupported content type \"{}\": send "
+                                              "application/json, text/yaml or application/x-yaml",
+                                              type.substr(0, 100))},
+                      {"code", "INVALID_ARGUMENT"}});
+  }
+  ScheduledJobParseResult parsed =
+      ParseScheduledJob(request.body, format, options.max_document_bytes);
+  if (!parsed.ok()) {
+    json errors = json::array();
+    for (const Diagnostic& d : parsed.problems) {
+      errors.push_back({{"line", d.mark.line},
+                        {"column", d.mark.column},
+                        {"path", d.path},
+                        {"message", d.message}});
+    }
+    return Json(parsed.too_large ? 413 : 400,
+                {{"message", parsed.Message()}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+  }
+  return parsed;
+}
+
+}  // namespace
+
+Response Api::CreateScheduledJob(const Request& request) {
+  auto parsed = ParseBody(request, options_);
+  if (auto* refused = std::get_if<Response>(&parsed)) return *refused;
+  auto& body = std::get<ScheduledJobParseResult>(parsed);
+  BATON_ASSIGN_OR_RETURN(auto record, coordinator_.schedules().Create(*body.job, *body.schedule),
+                         ErrorResponse);
+  return Ok(Redacted(record, /*summary=*/true));
+}
+
+Response Api::UpdateScheduledJob(const std::string& id, const Request& request) {
+  if (!IsId(id)) return NoSuchScheduledJob(id);
+  auto parsed = ParseBody(request, options_);
+  if (auto* refused = std::get_if<Response>(&parsed)) return *refused;
+  auto& body = std::get<ScheduledJobParseResult>(parsed);
+  BATON_ASSIGN_OR_RETURN(
+      auto record, coordinator_.schedules().Update(id, *body.job, *body.schedule), ErrorResponse);
+  return Ok(Redacted(record, /*summary=*/true));
+}
+
+Response Api::ListScheduledJobs(const Request& request) {
+  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 10, 1, 100), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto list, coordinator_.schedules().List(page, size), ErrorResponse);
+  json items = json::array();
+  for (const ScheduledJobRecord& record : list.items) items.push_back(Redacted(record, true));
+  return Ok({{"items", std::move(items)},
+             {"number", list.number},
+             {"size", list.size},
+             {"totalPages", list.total_pages},
+             {"totalItems", list.total_items}});
+}
+
+Response Api::GetScheduledJob(const std::string& id) {
+  if (!IsId(id)) return NoSuchScheduledJob(id);
+  BATON_ASSIGN_OR_RETURN(auto record, coordinator_.schedules().Get(id), ErrorResponse);
+  return Ok(Redacted(record, /*summary=*/false));
+}
+
+Response Api::DeleteScheduledJob(const std::string& id) {
+  if (!IsId(id)) return NoSuchScheduledJob(id);
+  if (Status s = coordinator_.schedules().Delete(id); !s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
+Response Api::PauseScheduledJob(const std::string& id) {
+  if (!IsId(id)) return NoSuchScheduledJob(id);
+  if (Status s = coordinator_.schedules().Pause(id); !s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
+Response Api::ResumeScheduledJob(const std::string& id) {
+  if (!IsId(id)) return NoSuchScheduledJob(id);
+  if (Status s = coordinator_.schedules().Resume(id); !s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
+}  // namespace baton::api
