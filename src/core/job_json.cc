@@ -189,6 +189,7 @@ json ToJson(const Job& job) {
   if (job.wait_timeout) out["wait"] = {{"timeout", FormatDuration(*job.wait_timeout)}};
   Put(out, "timeout", job.timeout);
   PutList(out, "permissions", job.permissions);
+  Put(out, "createdBy", job.created_by);
   PutList(out, "tasks", job.tasks);
   return out;
 }
