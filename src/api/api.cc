@@ -116,7 +116,7 @@ Response ErrorResponse(const Status& status) {
 Api::Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options)
     : coordinator_(coordinator),
       datastore_(datastore),
-      authenticator_(std::make_unique<auth::Authenticator>(datastore)),
+      authenticator_(std::make_unique<auth::Authenticator>(datastore, options.auth.bcrypt_cost)),
       broker_(broker),
       options_(std::move(options)) {}
 

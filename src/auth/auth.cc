@@ -181,8 +181,14 @@ Result<Principal> Authenticator::Authenticate(const Credentials& credentials) {
   }
   Result<UserRecord> user = datastore_.GetUser(credentials.username);
   if (!user.ok()) {
-    if (user.status().code() == StatusCode::kNotFound) return NotFound("wrong credentials");
-    return user.status();
+    if (user.status().code() != StatusCode::kNotFound) return user.status();
+    // As long as a wrong password takes: the answer's time does not tell which users exist.
+    std::call_once(decoy_once_, [this] {
+      Result<std::string> decoy = HashPassword("decoy password", bcrypt_cost_);
+      if (decoy.ok()) decoy_hash_ = std::move(*decoy);
+    });
+    if (!decoy_hash_.empty()) (void)VerifyPassword(credentials.secret, decoy_hash_);
+    return NotFound("wrong credentials");
   }
   if (!Verified(credentials.username, credentials.secret, user->password_hash)) {
     return NotFound("wrong credentials");

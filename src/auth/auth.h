@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <list>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,7 +57,10 @@ Credentials ParseAuthorization(std::string_view header);
 // Checks credentials against the datastore's users and API keys.
 class Authenticator {
  public:
-  explicit Authenticator(Datastore& datastore) : datastore_(datastore) {}
+  // `bcrypt_cost`: the cost of the hash an unknown user's password is checked against,
+  // so that a wrong username takes as long to refuse as a wrong password.
+  explicit Authenticator(Datastore& datastore, int bcrypt_cost = kDefaultBcryptCost)
+      : datastore_(datastore), bcrypt_cost_(bcrypt_cost) {}
 
   // The user the credentials name. kNotFound when they are wrong (an unknown user, a
   // wrong password, an unknown or revoked key: the API answers 401 without saying
@@ -69,6 +73,9 @@ class Authenticator {
   bool Verified(const std::string& username, const std::string& password, const std::string& hash);
 
   Datastore& datastore_;
+  const int bcrypt_cost_;
+  std::once_flag decoy_once_;
+  std::string decoy_hash_;  // set once, under decoy_once_
   Mutex mu_;
   // Digests of (username, password, hash) verified, oldest first, at most kCacheSize.
   static constexpr std::size_t kCacheSize = 1024;

@@ -60,7 +60,7 @@ TEST(AuthTest, ASubmissionMayNotNameItsCreatorButAStoredJobKeepsIt) {
   auto submitted =
       DecodeJobJson(R"({"name":"j","createdBy":"eve","tasks":[{"name":"t","run":"x"}]})");
   ASSERT_FALSE(submitted.ok());
-  EXPECT_THAT(submitted.status().message(), HasSubstr("createdBy is set by the server"));
+  EXPECT_THAT(submitted.status().message(), HasSubstr("createdBy: is set by the server"));
   auto stored = DecodeJobJson(R"({"name":"j","createdBy":"ann","tasks":[{"name":"t","run":"x"}]})",
                               DecodeMode::kStored);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();

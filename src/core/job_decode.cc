@@ -733,7 +733,7 @@ class Decoder {
       } else if (e.key == "createdBy") {
         // Stored jobs carry it; a submission may not name its own creator.
         if (rules_) {
-          Problem(v.mark, p, "createdBy is set by the server from the credentials");
+          Problem(v.mark, p, "is set by the server from the credentials, not by a job file");
         } else {
           job.created_by = String(v, p);
         }
