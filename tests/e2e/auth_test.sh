@@ -43,6 +43,11 @@ out=$(BATON_USER=ann:ann-pw-1 BATON_NEW_PASSWORD=x "$baton" users create eve 2>&
 expect "a user who is not admin cannot create users (exit 1)" "$?" 1
 expect_match "  403, naming the role" "$out" 'needs the admin role.*HTTP 403'
 unset BATON_USER
+# As Tork's documentation shows it: curl -d, whatever content type that sends.
+http POST /users -u "admin:$admin_pw" -d '{"username":"frank","name":"Frank","password":"frank-pw-5"}'
+expect "POST /users as Tork's curl example sends it" "$(js "$body" '[j["username"], j["name"], "password" in j]')" '["frank", "Frank", false]'
+http GET /jobs -u frank:frank-pw-5
+expect "the new user's password works" "$status" 200
 
 # ---- ann submits the example; who sees it
 id=$(BATON_USER=ann:ann-pw-1 "$baton" submit "$src/examples/permissions.yaml" 2>&1)
@@ -109,7 +114,7 @@ expect "a revoked key is 401" "$status" 401
 
 # ---- secrets stay out of the log
 log=$(<"$work_dir/server.log")
-for s in "$admin_pw" ann-pw-1 bob-pw-2 carl-pw-3 dora-pw-4 "$secret"; do
+for s in "$admin_pw" ann-pw-1 bob-pw-2 carl-pw-3 dora-pw-4 frank-pw-5 "$secret"; do
   [[ $log == *"$s"* ]] && fail "the server log holds a secret ($s)" || pass "no ${s:0:8}… in the server log"
 done
 expect_match "the admin was created at start" "$log" 'created the first admin user'
@@ -127,4 +132,4 @@ wait "$open_pid" 2>/dev/null
 expect "auth off on 0.0.0.0 warns once" "$(grep -c 'AUTHENTICATION IS OFF' "$scratch/log")" 1
 rm -rf "$scratch"
 
-finish 68
+finish 71
