@@ -142,7 +142,7 @@ struct Api::Route {
 };
 
 // The API's routes, and who may call each (docs/auth.md, "Adding a route"). A route is
-// reachable only through this table, so none escapes its access check; api_test checks
+// reachable only through this table, so none escapes its access check; auth_api_test checks
 // every one of them against each kind of caller.
 const std::vector<Api::Route>& Api::RouteTable() {
   static const std::vector<Route> routes = {

@@ -194,7 +194,8 @@ std::string Key(const RouteInfo& route) {
 TEST_F(AuthApiTest, EveryRouteHasARule) {
   for (const RouteInfo& route : Api::Routes()) {
     auto it = Rules().find(Key(route));
-    ASSERT_NE(it, Rules().end()) << Key(route) << " has no rule in auth_api_test.cc";
+    ASSERT_NE(it, Rules().end()) << Key(route) << " (access " << ToString(route.access)
+                                 << ") has no rule in auth_api_test.cc";
     EXPECT_EQ(it->second.access, route.access) << Key(route);
   }
   EXPECT_EQ(Rules().size(), Api::Routes().size());
