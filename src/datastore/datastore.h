@@ -283,21 +283,23 @@ class Datastore {
   // sub-job's task fails with the reason rather than the step.
   virtual std::size_t MaxJobBytes() const { return kDefaultMaxJobBytes; }
 
-  // Users and API keys, each in a scope of its own (Transaction's contract). Not
-  // virtual: a wrapper sees them through Transact.
+  // Users and API keys, each in a scope of its own (Transaction's contract). The writes
+  // are not virtual: a wrapper sees them through Transact. The reads, made with every
+  // authenticated request, are: a backend may serve them without its writer (SQLite
+  // reads them on a read connection, beside the writes).
   Status CreateUser(const UserRecord& user) {
     return Transact([&](Transaction& tx) { return tx.CreateUser(user); });
   }
-  Result<UserRecord> GetUser(std::string_view username) {
+  virtual Result<UserRecord> GetUser(std::string_view username) {
     return ReadInScope<UserRecord>([&](Transaction& tx) { return tx.GetUser(username); });
   }
   Status CreateApiKey(const ApiKeyRecord& key) {
     return Transact([&](Transaction& tx) { return tx.CreateApiKey(key); });
   }
-  Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) {
+  virtual Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) {
     return ReadInScope<ApiKeyRecord>([&](Transaction& tx) { return tx.GetApiKeyByHash(key_hash); });
   }
-  Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) {
+  virtual Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) {
     return ReadInScope<std::vector<ApiKeyRecord>>(
         [&](Transaction& tx) { return tx.ApiKeys(username); });
   }
@@ -305,7 +307,8 @@ class Datastore {
     return Transact([&](Transaction& tx) { return tx.RevokeApiKey(id, at); });
   }
 
- private:
+ protected:
+  // What `read` returns, read in a scope of Transact.
   template <typename T, typename F>
   Result<T> ReadInScope(F&& read) {
     std::optional<T> out;
