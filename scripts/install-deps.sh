@@ -10,7 +10,7 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev libssl-dev
-  libpq-dev librabbitmq-dev libcurl4-openssl-dev prometheus-cpp-dev
+  libpq-dev librabbitmq-dev libcurl4-openssl-dev prometheus-cpp-dev libcrypt-dev
   libhowardhinnant-date-dev tzdata
 )
 test_pkgs=(

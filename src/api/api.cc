@@ -18,7 +18,10 @@ namespace detail {
 using nlohmann::json;
 
 Response Json(int status, const json& body) {
-  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace), nullptr};
+  Response response;
+  response.status = status;
+  response.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return response;
 }
 
 Response Ok(const json& body) { return Json(200, body); }
@@ -117,47 +120,198 @@ Response ErrorResponse(const Status& status) {
 Api::Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options)
     : coordinator_(coordinator),
       datastore_(datastore),
+      authenticator_(std::make_unique<auth::Authenticator>(datastore, options.auth.bcrypt_cost)),
       broker_(broker),
       options_(std::move(options)) {}
 
+std::string_view ToString(Access access) {
+  switch (access) {
+    case Access::kOpen:
+      return "open";
+    case Access::kUser:
+      return "user";
+    case Access::kJob:
+      return "job";
+    case Access::kTask:
+      return "task";
+    case Access::kAdmin:
+      return "admin";
+  }
+  return "?";
+}
+
+struct Api::Route {
+  RouteInfo info;
+  Response (*handle)(Api& api, const Call& call);
+};
+
+// The API's routes, and who may call each (docs/auth.md, "Adding a route"). A route is
+// reachable only through this table, so none escapes its access check; auth_api_test checks
+// every one of them against each kind of caller.
+const std::vector<Api::Route>& Api::RouteTable() {
+  static const std::vector<Route> routes = {
+      {{"GET", "/health", Access::kOpen}, [](Api& a, const Call&) { return a.Health(); }},
+      {{"POST", "/jobs", Access::kUser},
+       [](Api& a, const Call& c) { return a.SubmitJob(c.request, c.who); }},
+      {{"GET", "/jobs", Access::kUser},
+       [](Api& a, const Call& c) { return a.ListJobs(c.request, c.who); }},
+      {{"GET", "/jobs/{id}", Access::kJob}, [](Api& a, const Call& c) { return a.GetJob(c.id); }},
+      {{"GET", "/jobs/{id}/log", Access::kJob},
+       [](Api& a, const Call& c) { return a.JobLog(c.id, c.request); }},
+      {{"GET", "/jobs/{id}/webhooks", Access::kJob},
+       [](Api& a, const Call& c) { return a.JobWebhooks(c.id); }},
+      {{"DELETE", "/jobs/{id}", Access::kJob},
+       [](Api& a, const Call& c) { return a.DeleteJob(c.id); }},
+      {{"PUT", "/jobs/{id}/cancel", Access::kJob},
+       [](Api& a, const Call& c) { return a.CancelJob(c.id); }},
+      {{"PUT", "/jobs/{id}/restart", Access::kJob},
+       [](Api& a, const Call& c) { return a.RestartJob(c.id); }},
+      {{"GET", "/tasks/{id}", Access::kTask},
+       [](Api& a, const Call& c) { return a.GetTask(c.id); }},
+      {{"GET", "/tasks/{id}/log", Access::kTask},
+       [](Api& a, const Call& c) { return a.TaskLog(c.id, c.request); }},
+      {{"GET", "/queues", Access::kUser}, [](Api& a, const Call&) { return a.Queues(""); }},
+      {{"GET", "/queues/{id}", Access::kUser},
+       [](Api& a, const Call& c) { return a.Queues(c.id); }},
+      {{"GET", "/nodes", Access::kUser}, [](Api& a, const Call&) { return a.Nodes(); }},
+      {{"GET", "/metrics", Access::kUser},
+       [](Api& a, const Call& c) { return a.Metrics(c.request); }},
+      // Scheduled jobs: any signed-in user; the jobs they fire carry their definition's
+      // permissions and its creator.
+      {{"POST", "/scheduled-jobs", Access::kUser},
+       [](Api& a, const Call& c) { return a.CreateScheduledJob(c.request, c.who); }},
+      {{"GET", "/scheduled-jobs", Access::kUser},
+       [](Api& a, const Call& c) { return a.ListScheduledJobs(c.request); }},
+      {{"GET", "/scheduled-jobs/{id}", Access::kUser},
+       [](Api& a, const Call& c) { return a.GetScheduledJob(c.id); }},
+      {{"PUT", "/scheduled-jobs/{id}", Access::kUser},
+       [](Api& a, const Call& c) { return a.UpdateScheduledJob(c.id, c.request, c.who); }},
+      {{"DELETE", "/scheduled-jobs/{id}", Access::kUser},
+       [](Api& a, const Call& c) { return a.DeleteScheduledJob(c.id); }},
+      {{"PUT", "/scheduled-jobs/{id}/pause", Access::kUser},
+       [](Api& a, const Call& c) { return a.PauseScheduledJob(c.id); }},
+      {{"PUT", "/scheduled-jobs/{id}/resume", Access::kUser},
+       [](Api& a, const Call& c) { return a.ResumeScheduledJob(c.id); }},
+      {{"POST", "/users", Access::kAdmin},
+       [](Api& a, const Call& c) { return a.CreateUser(c.request); }},
+      {{"POST", "/keys", Access::kUser}, [](Api& a, const Call& c) { return a.CreateKey(c); }},
+      {{"GET", "/keys", Access::kUser}, [](Api& a, const Call& c) { return a.ListKeys(c); }},
+      {{"DELETE", "/keys/{id}", Access::kUser},
+       [](Api& a, const Call& c) { return a.RevokeKey(c); }},
+  };
+  return routes;
+}
+
+std::vector<RouteInfo> Api::Routes() {
+  std::vector<RouteInfo> out;
+  for (const Route& route : RouteTable()) out.push_back(route.info);
+  return out;
+}
+
+Api::~Api() = default;
+
+namespace {
+
+// Whether `parts` (a request's path) match `pattern`; `{id}` takes one part into `*id`.
+bool Matches(std::string_view pattern, const std::vector<std::string>& parts, std::string* id) {
+  std::vector<std::string> want = Split(pattern);
+  if (want.size() != parts.size()) return false;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == "{id}") {
+      *id = parts[i];
+    } else if (want[i] != parts[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Response Unauthenticated(const std::string& why) {
+  Response r = Json(401, {{"message", "authentication required: " + why +
+                                          "; send HTTP basic credentials (a user's name and "
+                                          "password) or an API key (Authorization: Bearer KEY)"},
+                          {"code", "UNAUTHENTICATED"}});
+  r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"baton\", charset=\"UTF-8\"");
+  return r;
+}
+
+}  // namespace
+
 Response Api::Handle(const Request& request) {
   try {
-    std::vector<std::string> p = Split(request.path);
-    const std::string& m = request.method;
-    auto n = p.size();
-    if (m == "GET" && n == 1 && p[0] == "health") return Health();
-    if (n >= 1 && p[0] == "jobs") {
-      if (n == 1 && m == "POST") return SubmitJob(request);
-      if (n == 1 && m == "GET") return ListJobs(request);
-      if (n == 2 && m == "GET") return GetJob(p[1]);
-      if (n == 3 && m == "GET" && p[2] == "log") return JobLog(p[1], request);
-      if (n == 3 && m == "GET" && p[2] == "webhooks") return JobWebhooks(p[1]);
-      if (n == 2 && m == "DELETE") return DeleteJob(p[1]);
-      if (n == 3 && m == "PUT" && p[2] == "cancel") return CancelJob(p[1]);
-      if (n == 3 && m == "PUT" && p[2] == "restart") return RestartJob(p[1]);
+    std::vector<std::string> parts = Split(request.path);
+    for (const Route& route : RouteTable()) {
+      if (route.info.method != request.method) continue;
+      Call call{request, "", std::nullopt};
+      if (!Matches(route.info.path, parts, &call.id)) continue;
+      if (std::optional<Response> refused = Authorize(route.info.access, call)) return *refused;
+      return route.handle(*this, call);
     }
-    if (n >= 2 && p[0] == "tasks") {
-      if (n == 2 && m == "GET") return GetTask(p[1]);
-      if (n == 3 && m == "GET" && p[2] == "log") return TaskLog(p[1], request);
-    }
-    if (n >= 1 && p[0] == "scheduled-jobs") {
-      if (n == 1 && m == "POST") return CreateScheduledJob(request);
-      if (n == 1 && m == "GET") return ListScheduledJobs(request);
-      if (n == 2 && m == "GET") return GetScheduledJob(p[1]);
-      if (n == 2 && m == "PUT") return UpdateScheduledJob(p[1], request);
-      if (n == 2 && m == "DELETE") return DeleteScheduledJob(p[1]);
-      if (n == 3 && m == "PUT" && p[2] == "pause") return PauseScheduledJob(p[1]);
-      if (n == 3 && m == "PUT" && p[2] == "resume") return ResumeScheduledJob(p[1]);
-    }
-    if (m == "GET" && n == 1 && p[0] == "queues") return Queues("");
-    if (m == "GET" && n == 2 && p[0] == "queues") return Queues(p[1]);
-    if (m == "GET" && n == 1 && p[0] == "nodes") return Nodes();
-    if (m == "GET" && n == 1 && p[0] == "metrics") return Metrics(request);
-    return ErrorResponse(
-        NotFound(fmt::format("no such endpoint: {} {}", m, request.path.substr(0, 200))));
+    return ErrorResponse(NotFound(
+        fmt::format("no such endpoint: {} {}", request.method, request.path.substr(0, 200))));
   } catch (const std::exception& e) {
     return ErrorResponse(Internal(std::string("unexpected error: ") + e.what()));
   }
+}
+
+std::optional<Response> Api::Authorize(Access access, Call& call) {
+  if (!options_.auth.enabled || access == Access::kOpen) return std::nullopt;
+  std::string header;
+  if (auto it = call.request.headers.find("authorization"); it != call.request.headers.end()) {
+    header = it->second;
+  }
+  auth::Credentials credentials = auth::ParseAuthorization(header);
+  Result<Principal> who = authenticator_->Authenticate(credentials);
+  if (!who.ok()) {
+    if (who.status().code() == StatusCode::kNotFound) {
+      return Unauthenticated(credentials.kind == auth::Credentials::Kind::kNone
+                                 ? "no credentials sent"
+                                 : who.status().message());
+    }
+    return ErrorResponse(who.status());
+  }
+  call.who = std::move(*who);
+  switch (access) {
+    case Access::kOpen:
+    case Access::kUser:
+      return std::nullopt;
+    case Access::kAdmin:
+      if (call.who->admin()) return std::nullopt;
+      return Json(403,
+                  {{"message",
+                    fmt::format("{} {} needs the {} role; {} does not have it", call.request.method,
+                                call.request.path.substr(0, 200), kAdminRole, call.who->username)},
+                   {"code", "PERMISSION_DENIED"}});
+    case Access::kJob:
+      if (Status s = MaySeeJob(call, call.id); !s.ok()) return ErrorResponse(s);
+      return std::nullopt;
+    case Access::kTask: {
+      if (!IsId(call.id)) {
+        return ErrorResponse(NotFound(fmt::format("no task {}", call.id.substr(0, 64))));
+      }
+      Result<TaskRecord> task = datastore_.GetTask(call.id);
+      if (!task.ok()) return ErrorResponse(task.status());
+      Status s = MaySeeJob(call, task->job_id);
+      if (s.code() == StatusCode::kNotFound) {
+        return ErrorResponse(NotFound(fmt::format("no task {}", call.id)));
+      }
+      if (!s.ok()) return ErrorResponse(s);
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+Status Api::MaySeeJob(const Call& call, const std::string& id) {
+  Status unknown = NotFound(fmt::format("no job {}", id.substr(0, 64)));
+  if (!IsId(id)) return unknown;
+  if (call.who && call.who->admin()) return Status::Ok();
+  Result<JobRecord> job = datastore_.GetJob(id);
+  if (!job.ok()) return job.status().code() == StatusCode::kNotFound ? unknown : job.status();
+  // The same answer as for an unknown id: a job's existence is not told to whom it is
+  // hidden.
+  if (call.who && !MayAccess(*call.who, job->job)) return unknown;
+  return Status::Ok();
 }
 
 Response Api::Health() {
@@ -170,7 +324,7 @@ Response Api::Health() {
   return Json(up ? 200 : 503, body);
 }
 
-Response Api::SubmitJob(const Request& request) {
+Response Api::SubmitJob(const Request& request, const std::optional<Principal>& who) {
   if (request.body.size() > options_.max_body_bytes) {
     return Json(413, {{"message", fmt::format("the job is {} bytes; the limit is {}",
                                               request.body.size(), options_.max_body_bytes)},
@@ -224,6 +378,7 @@ Response Api::SubmitJob(const Request& request) {
     }
     slot = std::shared_ptr<void>(nullptr, [this](void*) { --waiting_; });
   }
+  if (who) parsed.job->created_by = who->username;
   BATON_ASSIGN_OR_RETURN(auto job, coordinator_.Submit(*parsed.job), ErrorResponse);
   std::vector<std::string> secrets = SecretValues(job);
   if (job.job.wait_timeout) {
@@ -290,13 +445,14 @@ Result<JobRecord> Api::WaitForJob(const std::string& id, std::chrono::millisecon
   }
 }
 
-Response Api::ListJobs(const Request& request) {
+Response Api::ListJobs(const Request& request, const std::optional<Principal>& who) {
   BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
   BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 10, 1, 100), ErrorResponse);
   JobQuery query;
   if (auto it = request.query.find("q"); it != request.query.end()) query.q = it->second;
   query.page = page;
   query.size = size;
+  query.viewer = who;
   // Bounded here, before the datastore, so that a long search is a 400 stating the limit.
   if (Status valid = ValidateJobQuery(query); !valid.ok()) return ErrorResponse(valid);
   BATON_ASSIGN_OR_RETURN(auto jobs, datastore_.ListJobs(query), ErrorResponse);
@@ -506,6 +662,164 @@ Response Api::Metrics(const Request& request) {
   return Ok({{"jobs", {{"running", counts.jobs[JobState::kRunning]}}},
              {"tasks", {{"running", counts.tasks[TaskState::kRunning]}}},
              {"nodes", {{"online", online}, {"cpuPercent", cpu}}}});
+}
+
+// ---------------------------------------------------------------------- users, keys
+
+namespace {
+
+json UserJson(const UserRecord& user) {
+  json out = {{"id", user.id},
+              {"username", user.username},
+              {"createdAt", FormatTime(user.created_at)},
+              {"roles", user.roles}};
+  if (!user.name.empty()) out["name"] = user.name;
+  return out;
+}
+
+json KeyJson(const ApiKeyRecord& key) {
+  json out = {
+      {"id", key.id}, {"username", key.username}, {"createdAt", FormatTime(key.created_at)}};
+  if (!key.name.empty()) out["name"] = key.name;
+  if (key.revoked_at) out["revokedAt"] = FormatTime(*key.revoked_at);
+  return out;
+}
+
+// The JSON object body of a request, with only `fields`, each a string (or, for
+// `lists`, a list of strings): a 400 naming what is wrong otherwise. Read as JSON whatever
+// its content type says, as Tork reads POST /users (curl -d sends form encoding).
+Result<json> ObjectBody(const Request& request, std::initializer_list<std::string_view> fields,
+                        std::initializer_list<std::string_view> lists = {}) {
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (request.body.empty()) body = json::object();
+  if (body.is_discarded() || !body.is_object()) {
+    return InvalidArgument("the body must be a JSON object");
+  }
+  for (const auto& [key, value] : body.items()) {
+    bool is_list = std::find(lists.begin(), lists.end(), key) != lists.end();
+    bool known = is_list || std::find(fields.begin(), fields.end(), key) != fields.end();
+    if (!known) return InvalidArgument(fmt::format("unknown field \"{}\"", key.substr(0, 64)));
+    if (value.is_null()) continue;
+    if (is_list) {
+      if (!value.is_array()) return InvalidArgument(fmt::format("{}: expected a list", key));
+      for (const json& item : value) {
+        if (!item.is_string()) {
+          return InvalidArgument(fmt::format("{}: expected a list of strings", key));
+        }
+      }
+    } else if (!value.is_string()) {
+      return InvalidArgument(fmt::format("{}: expected a string", key));
+    }
+  }
+  return body;
+}
+
+std::string Field(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || !it->is_string() ? "" : it->get<std::string>();
+}
+
+}  // namespace
+
+Response Api::CreateUser(const Request& request) {
+  BATON_ASSIGN_OR_RETURN(
+      json body, ObjectBody(request, {"username", "name", "password"}, {"roles"}), ErrorResponse);
+  UserRecord user;
+  user.username = Field(body, "username");
+  // As Tork: blanks around the username are not part of it.
+  while (!user.username.empty() && user.username.front() == ' ') user.username.erase(0, 1);
+  while (!user.username.empty() && user.username.back() == ' ') user.username.pop_back();
+  if (user.username.empty()) return ErrorResponse(InvalidArgument("must provide username"));
+  if (Status s = ValidateName("username", user.username); !s.ok()) return ErrorResponse(s);
+  std::string password = Field(body, "password");
+  if (password.empty()) return ErrorResponse(InvalidArgument("must provide password"));
+  user.name = Field(body, "name");
+  if (body.contains("roles") && body["roles"].is_array()) {
+    for (const json& role : body["roles"]) {
+      std::string name = role.get<std::string>();
+      if (Status s = ValidateName("roles", name); !s.ok()) return ErrorResponse(s);
+      if (std::find(user.roles.begin(), user.roles.end(), name) == user.roles.end()) {
+        user.roles.push_back(name);
+      }
+    }
+  }
+  BATON_ASSIGN_OR_RETURN(user.password_hash,
+                         auth::HashPassword(password, options_.auth.bcrypt_cost), ErrorResponse);
+  user.id = NewId();
+  user.created_at = Now();
+  if (Status s = datastore_.CreateUser(user); !s.ok()) {
+    // Tork answers 400 for a taken username.
+    if (s.code() == StatusCode::kAlreadyExists) {
+      return ErrorResponse(InvalidArgument(fmt::format("user {} already exists", user.username)));
+    }
+    return ErrorResponse(s);
+  }
+  return Ok(UserJson(user));
+}
+
+Response Api::CreateKey(const Call& call) {
+  BATON_ASSIGN_OR_RETURN(json body, ObjectBody(call.request, {"name", "username"}), ErrorResponse);
+  std::string username = Field(body, "username");
+  if (call.who) {
+    if (username.empty()) username = call.who->username;
+    if (username != call.who->username && !call.who->admin()) {
+      return Json(403, {{"message", fmt::format("only an admin may create a key for another user "
+                                                "({}); leave out username for your own",
+                                                username.substr(0, 64))},
+                        {"code", "PERMISSION_DENIED"}});
+    }
+  } else if (username.empty()) {
+    return ErrorResponse(InvalidArgument(
+        "must provide username: authentication is off, so the key's user is not the caller"));
+  }
+  // The key acts as its user: that user must exist.
+  BATON_ASSIGN_OR_RETURN(auto user, datastore_.GetUser(username), ErrorResponse);
+  ApiKeyRecord key;
+  key.id = NewId();
+  key.username = user.username;
+  key.name = Field(body, "name");
+  if (key.name.size() > 200) {
+    return ErrorResponse(InvalidArgument("name: over 200 characters"));
+  }
+  key.created_at = Now();
+  BATON_ASSIGN_OR_RETURN(auto made, auth::MakeApiKey(), ErrorResponse);
+  key.key_hash = made.hash;
+  if (Status s = datastore_.CreateApiKey(key); !s.ok()) return ErrorResponse(s);
+  json out = KeyJson(key);
+  out["key"] = made.key;  // the only time it is shown
+  return Ok(out);
+}
+
+Response Api::ListKeys(const Call& call) {
+  std::string username;
+  if (auto it = call.request.query.find("username"); it != call.request.query.end()) {
+    username = it->second;
+  }
+  if (call.who && !call.who->admin()) {
+    if (!username.empty() && username != call.who->username) {
+      return Json(403, {{"message", "only an admin may list another user's keys"},
+                        {"code", "PERMISSION_DENIED"}});
+    }
+    username = call.who->username;
+  }
+  BATON_ASSIGN_OR_RETURN(auto keys, datastore_.ApiKeys(username), ErrorResponse);
+  json list = json::array();
+  for (const ApiKeyRecord& key : keys) list.push_back(KeyJson(key));
+  return Ok(list);
+}
+
+Response Api::RevokeKey(const Call& call) {
+  Status unknown = NotFound(fmt::format("no API key {}", call.id.substr(0, 64)));
+  if (!IsId(call.id)) return ErrorResponse(unknown);
+  // Another user's key is as unknown as a missing one, unless the caller is an admin.
+  bool all = !call.who || call.who->admin();
+  BATON_ASSIGN_OR_RETURN(auto keys, datastore_.ApiKeys(all ? "" : call.who->username),
+                         ErrorResponse);
+  auto it = std::find_if(keys.begin(), keys.end(),
+                         [&](const ApiKeyRecord& k) { return k.id == call.id; });
+  if (it == keys.end()) return ErrorResponse(unknown);
+  if (Status s = datastore_.RevokeApiKey(call.id, Now()); !s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
 }
 
 }  // namespace baton::api

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "auth/auth.h"
 #include "base/status.h"
 #include "broker/broker.h"
 #include "coordinator/coordinator.h"
@@ -56,6 +57,33 @@ struct Response {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+// Who may call a route once authentication is on (docs/auth.md). Off, every route is open.
+enum class Access {
+  kOpen,   // anyone, without credentials (GET /health)
+  kUser,   // any authenticated user; a list shows only what they may see
+  kJob,    // a user the job's permissions admit (MayAccess); to others the job is 404
+  kTask,   // as kJob, for the task's job
+  kAdmin,  // a user with the admin role; others get 403
+};
+std::string_view ToString(Access access);
+
+// One route of the API: its method, its path with `{id}` for a path parameter, and who
+// may call it. Api::Handle dispatches through this table, and checks `access` before the
+// handler runs: a new route is guarded by its line in the table (api.cc kRoutes).
+struct RouteInfo {
+  std::string_view method;
+  std::string_view path;
+  Access access;
+};
+
+struct AuthOptions {
+  // api.auth.enabled: require credentials (HTTP basic or an API key) on every route
+  // but GET /health.
+  bool enabled = false;
+  // bcrypt's cost for passwords set through POST /users (tests use the lowest, 4).
+  int bcrypt_cost = 10;
+};
+
 struct ApiOptions {
   std::string version;
   std::size_t max_body_bytes = 4 << 20;
@@ -67,6 +95,7 @@ struct ApiOptions {
   // Submissions with `wait` waiting at once; more are refused with 503 before they are
   // submitted, so waits can never take every connection the server has.
   int max_waits = 1000;
+  AuthOptions auth;
 };
 
 // The HTTP status for an error code: the API's single mapping table.
@@ -77,8 +106,21 @@ Response ErrorResponse(const Status& status);
 class Api {
  public:
   Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options);
+  ~Api();
+
+  // Every route, in the order Handle matches them.
+  static std::vector<RouteInfo> Routes();
 
   Response Handle(const Request& request);
+
+  // A request matched to its route: the path's `{id}` (empty when it has none) and the
+  // caller (unset when authentication is off, or for an open route).
+  struct Call {
+    const Request& request;
+    std::string id;
+    std::optional<Principal> who;
+  };
+
   // Ends the submissions waiting now and refuses new waits (503): the server is stopping.
   void StopWaiting() { stopping_ = true; }
   // The answer to a parked submission: its job once terminal, 408 once its timeout has
@@ -98,9 +140,26 @@ class Api {
   void WakeFinishWaiters() { coordinator_.WakeFinishWaiters(); }
 
  private:
+  struct Route;
+  static const std::vector<Route>& RouteTable();
+  // Checks `access` for `call` (authenticating it first, unless open); an answer is a
+  // refusal (401, 403, 404), nullopt lets the handler run.
+  std::optional<Response> Authorize(Access access, Call& call);
+  // Whether the caller may see job `id` (reads it). NotFound for an unknown job and
+  // for one they may not see, alike.
+  Status MaySeeJob(const Call& call, const std::string& id);
+
   Response Health();
-  Response SubmitJob(const Request& request);
-  Response ListJobs(const Request& request);
+  Response SubmitJob(const Request& request, const std::optional<Principal>& who);
+  Response ListJobs(const Request& request, const std::optional<Principal>& who);
+  // POST /users (Tork's): {"username", "name", "password", "roles"}; the answer never
+  // holds the password or its hash.
+  Response CreateUser(const Request& request);
+  // (beyond Tork) API keys: POST /keys {"name", "username"?} answers the key once;
+  // GET /keys lists the caller's (an admin's: everyone's); DELETE /keys/{id} revokes.
+  Response CreateKey(const Call& call);
+  Response ListKeys(const Call& call);
+  Response RevokeKey(const Call& call);
   Response GetJob(const std::string& id);
   Response JobLog(const std::string& id, const Request& request);
   // (beyond Tork) the job's webhook deliveries, oldest first, with their attempts.
@@ -112,10 +171,11 @@ class Api {
   Response GetTask(const std::string& id);
   Response TaskLog(const std::string& id, const Request& request);
   // /scheduled-jobs (scheduled_jobs.cc): Tork's routes, and PUT /scheduled-jobs/{id}.
-  Response CreateScheduledJob(const Request& request);
+  Response CreateScheduledJob(const Request& request, const std::optional<Principal>& who);
   Response ListScheduledJobs(const Request& request);
   Response GetScheduledJob(const std::string& id);
-  Response UpdateScheduledJob(const std::string& id, const Request& request);
+  Response UpdateScheduledJob(const std::string& id, const Request& request,
+                              const std::optional<Principal>& who);
   Response DeleteScheduledJob(const std::string& id);
   Response PauseScheduledJob(const std::string& id);
   Response ResumeScheduledJob(const std::string& id);
@@ -132,6 +192,7 @@ class Api {
 
   Coordinator& coordinator_;
   Datastore& datastore_;
+  std::unique_ptr<auth::Authenticator> authenticator_;
   Broker& broker_;
   ApiOptions options_;
   std::atomic<int> waiting_ = 0;  // submissions waiting (blocked in Handle, or parked)

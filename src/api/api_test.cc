@@ -456,7 +456,7 @@ TEST_F(ApiTest, HostileSearchesArePagedOr400NeverA5xx) {
       "abc",      "1e3",     " 1",      "+1",         "0x10",       "1.5",
       "\xd9\xa1", "%00"};
   auto check = [&](const std::string& q, const std::string& page, const std::string& size) {
-    Request request{"GET", "/jobs", {}, "", ""};
+    Request request{.method = "GET", .path = "/jobs"};
     request.query["q"] = q;
     if (!page.empty()) request.query["page"] = page;
     if (!size.empty()) request.query["size"] = size;
@@ -519,9 +519,10 @@ class RetentionTest : public ::testing::Test {
     coordinator_->Stop();
   }
 
-  Response Get(const std::string& path) { return api_->Handle({"GET", path, {}, "", ""}); }
+  Response Get(const std::string& path) { return api_->Handle({.method = "GET", .path = path}); }
   std::string Submit(const std::string& yaml) {
-    Response r = api_->Handle({"POST", "/jobs", {}, "text/yaml", yaml});
+    Response r = api_->Handle(
+        {.method = "POST", .path = "/jobs", .content_type = "text/yaml", .body = yaml});
     EXPECT_EQ(r.status, 200) << r.body;
     return json::parse(r.body).value("id", "");
   }
@@ -529,7 +530,9 @@ class RetentionTest : public ::testing::Test {
     return json::parse(Get("/jobs/" + id).body).value("state", "");
   }
 
-  Response Delete(const std::string& path) { return api_->Handle({"DELETE", path, {}, "", ""}); }
+  Response Delete(const std::string& path) {
+    return api_->Handle({.method = "DELETE", .path = path});
+  }
 
   std::chrono::milliseconds sweep_interval_ = std::chrono::minutes(1);
   testing::FakeClock clock_;

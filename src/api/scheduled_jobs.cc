@@ -66,20 +66,24 @@ std::variant<ScheduledJobParseResult, Response> ParseBody(const Request& request
 
 }  // namespace
 
-Response Api::CreateScheduledJob(const Request& request) {
+Response Api::CreateScheduledJob(const Request& request, const std::optional<Principal>& who) {
   auto parsed = ParseBody(request, options_);
   if (auto* refused = std::get_if<Response>(&parsed)) return *refused;
   auto& body = std::get<ScheduledJobParseResult>(parsed);
+  // The jobs it fires are its creator's, as a job submitted by them would be.
+  if (who) body.job->created_by = who->username;
   BATON_ASSIGN_OR_RETURN(auto record, coordinator_.schedules().Create(*body.job, *body.schedule),
                          ErrorResponse);
   return Ok(Redacted(record, /*summary=*/true));
 }
 
-Response Api::UpdateScheduledJob(const std::string& id, const Request& request) {
+Response Api::UpdateScheduledJob(const std::string& id, const Request& request,
+                                 const std::optional<Principal>& who) {
   if (!IsId(id)) return NoSuchScheduledJob(id);
   auto parsed = ParseBody(request, options_);
   if (auto* refused = std::get_if<Response>(&parsed)) return *refused;
   auto& body = std::get<ScheduledJobParseResult>(parsed);
+  if (who) body.job->created_by = who->username;
   BATON_ASSIGN_OR_RETURN(
       auto record, coordinator_.schedules().Update(id, *body.job, *body.schedule), ErrorResponse);
   return Ok(Redacted(record, /*summary=*/true));

@@ -66,6 +66,13 @@ class Api {
     client_.set_connection_timeout(std::chrono::seconds(5));
     client_.set_read_timeout(options.request_timeout);
     client_.set_write_timeout(options.request_timeout);
+    if (!options.token.empty()) {
+      client_.set_bearer_token_auth(options.token);
+    } else if (!options.user.empty()) {
+      auto colon = options.user.find(':');
+      client_.set_basic_auth(options.user.substr(0, colon),
+                             colon == std::string::npos ? "" : options.user.substr(colon + 1));
+    }
   }
 
   // False (with a message) when the URL is not scheme://host[:port].
@@ -670,6 +677,93 @@ int ResumeSchedule(const ClientOptions& options, const std::string& id, std::ost
 int DeleteSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
                    std::ostream& err) {
   return ChangeSchedule(options, id, "delete", "deleted", out, err);
+}
+
+int CreateUser(const ClientOptions& options, const NewUser& user, std::ostream& out,
+               std::ostream& err) {
+  if (user.password.empty()) {
+    err << "baton: no password: pipe it to --password-stdin, or set BATON_NEW_PASSWORD\n";
+    return kExitUsage;
+  }
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  json body = {{"username", user.username}, {"password", user.password}};
+  if (!user.name.empty()) body["name"] = user.name;
+  if (!user.roles.empty()) body["roles"] = user.roles;
+  auto reply = api.Post("/users", body.dump(), "application/json");
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json created = ParseBody(reply->body);
+  if (options.json) {
+    out << created.dump(2) << '\n';
+  } else {
+    std::string roles;
+    for (const json& r : created.value("roles", json::array())) {
+      roles += (roles.empty() ? "" : ",") + r.get<std::string>();
+    }
+    out << fmt::format("created user {}{}\n", Text(created, "username"),
+                       roles.empty() ? "" : " (roles " + roles + ")");
+  }
+  return kExitOk;
+}
+
+int CreateKey(const ClientOptions& options, const std::string& name, const std::string& for_user,
+              std::ostream& out, std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  json body = json::object();
+  if (!name.empty()) body["name"] = name;
+  if (!for_user.empty()) body["username"] = for_user;
+  auto reply = api.Post("/keys", body.dump(), "application/json");
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json key = ParseBody(reply->body);
+  if (options.json) {
+    out << key.dump(2) << '\n';
+  } else {
+    out << fmt::format("id:  {}\nkey: {}\n", Text(key, "id"), Text(key, "key"));
+    err << "baton: the key is shown this once; keep it (send it as --token or BATON_TOKEN)\n";
+  }
+  return kExitOk;
+}
+
+int ListKeys(const ClientOptions& options, const std::string& for_user, std::ostream& out,
+             std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  std::vector<std::pair<std::string, std::string>> params;
+  if (!for_user.empty()) params.emplace_back("username", for_user);
+  auto reply = api.Get("/keys" + Query(params));
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  json keys = ParseBody(reply->body);
+  if (options.json) {
+    out << keys.dump(2) << '\n';
+    return kExitOk;
+  }
+  out << fmt::format("{:<32}  {:<16}  {:<16}  {:<24}  {}\n", "ID", "USER", "NAME", "CREATED",
+                     "REVOKED");
+  for (const json& key : keys) {
+    out << fmt::format("{:<32}  {:<16}  {:<16}  {:<24}  {}\n", Text(key, "id"),
+                       Text(key, "username"), Text(key, "name"), Text(key, "createdAt"),
+                       Text(key, "revokedAt"));
+  }
+  return kExitOk;
+}
+
+int RevokeKey(const ClientOptions& options, const std::string& id, std::ostream& out,
+              std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = api.Delete("/keys/" + PercentEncode(id));
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  if (options.json) {
+    out << reply->body << '\n';
+  } else {
+    out << fmt::format("revoked key {}\n", id);
+  }
+  return kExitOk;
 }
 
 }  // namespace baton::cli

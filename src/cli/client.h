@@ -23,6 +23,18 @@ struct ClientOptions {
   std::chrono::milliseconds poll_initial{50};
   std::chrono::milliseconds poll_max{1000};
   std::chrono::seconds request_timeout{30};
+  // Credentials sent with every request (docs/auth.md): `token` an API key (Authorization:
+  // Bearer; --token, BATON_TOKEN), else `user` as NAME:PASSWORD (HTTP basic; --user,
+  // BATON_USER). Neither: none sent.
+  std::string user;
+  std::string token;
+};
+
+struct NewUser {
+  std::string username;
+  std::string name;
+  std::string password;
+  std::vector<std::string> roles;  // --role, repeatable; --admin adds "admin"
 };
 
 struct SubmitOptions {
@@ -78,6 +90,21 @@ int ResumeSchedule(const ClientOptions& options, const std::string& id, std::ost
                    std::ostream& err);
 int DeleteSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
                    std::ostream& err);
+
+// `baton users create USERNAME [--name N] [--role R]... [--admin]` (POST /users; the
+// password from --password-stdin or BATON_NEW_PASSWORD, never an argument).
+int CreateUser(const ClientOptions& options, const NewUser& user, std::ostream& out,
+               std::ostream& err);
+
+// `baton keys create [--name N] [--for USER]`: prints the key id and the key, once.
+int CreateKey(const ClientOptions& options, const std::string& name, const std::string& for_user,
+              std::ostream& out, std::ostream& err);
+// `baton keys list [--for USER]`: the caller's keys (an admin's: anyone's), never a key.
+int ListKeys(const ClientOptions& options, const std::string& for_user, std::ostream& out,
+             std::ostream& err);
+// `baton keys revoke ID`.
+int RevokeKey(const ClientOptions& options, const std::string& id, std::ostream& out,
+              std::ostream& err);
 
 // `baton health`: succeeds when the server answers UP.
 int Health(const ClientOptions& options, std::ostream& out, std::ostream& err);

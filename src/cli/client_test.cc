@@ -31,6 +31,7 @@ struct Recorded {
   std::string query;  // "k=v&..." as the handler saw the params, sorted by key
   std::string content_type;
   std::string body;
+  std::string authorization;
 };
 
 // A fake API on a free loopback port: tests register handlers, then Start() it; every
@@ -51,8 +52,8 @@ class FakeServerTest : public ::testing::Test {
         query += (query.empty() ? "" : "&") + key + "=" + value;
       }
       std::lock_guard lock(mutex_);
-      requests_.push_back(
-          {req.method, req.path, query, req.get_header_value("Content-Type"), req.body});
+      requests_.push_back({req.method, req.path, query, req.get_header_value("Content-Type"),
+                           req.body, req.get_header_value("Authorization")});
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
@@ -572,6 +573,99 @@ TEST_F(FakeServerTest, HealthSucceedsWhenUpAndFailsWhenDown) {
   EXPECT_EQ(Health(options_, out_, err_), kExitFailure);
 
   EXPECT_EQ(out_.str(), "UP (baton 0.1.0)\nDOWN (baton 0.1.0)\n");
+}
+
+// ---- Credentials, users and keys (docs/auth.md) -------------------------------------
+
+TEST_F(FakeServerTest, EveryCommandSendsBasicCredentialsOrTheToken) {
+  server_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"status", "UP"}, {"version", "1"}});
+  });
+  server_.Get("/jobs", [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"items", json::array()},
+               {"number", 1},
+               {"size", 0},
+               {"totalPages", 0},
+               {"totalItems", 0}});
+  });
+  Start();
+  std::ostringstream out, err;
+  options_.user = "ann:pa:ss";  // a password may hold a colon
+  EXPECT_EQ(Health(options_, out, err), kExitOk);
+  options_.token = "baton_abc";  // the token wins over the user
+  EXPECT_EQ(ListJobs(options_, "", {}, out, err), kExitOk);
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].authorization, "Basic YW5uOnBhOnNz");  // base64("ann:pa:ss")
+  EXPECT_EQ(requests[1].authorization, "Bearer baton_abc");
+}
+
+TEST_F(FakeServerTest, UsersCreatePostsTheUserAndNeverPrintsThePassword) {
+  server_.Post("/users", [](const httplib::Request& req, httplib::Response& res) {
+    json in = json::parse(req.body);
+    Json(res, {{"id", kId}, {"username", in["username"]}, {"roles", in["roles"]}});
+  });
+  Start();
+  std::ostringstream out, err;
+  NewUser user{
+      .username = "erin", .name = "Erin", .password = "s3cret-pw", .roles = {"ops", "admin"}};
+  EXPECT_EQ(CreateUser(options_, user, out, err), kExitOk) << err.str();
+  EXPECT_EQ(out.str(), "created user erin (roles ops,admin)\n");
+  EXPECT_THAT(out.str() + err.str(), ::testing::Not(HasSubstr("s3cret-pw")));
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(json::parse(requests[0].body), (json{{"username", "erin"},
+                                                 {"name", "Erin"},
+                                                 {"password", "s3cret-pw"},
+                                                 {"roles", {"ops", "admin"}}}));
+  user.password.clear();
+  std::ostringstream err2;
+  EXPECT_EQ(CreateUser(options_, user, out, err2), kExitUsage);
+  EXPECT_THAT(err2.str(), HasSubstr("--password-stdin"));
+}
+
+TEST_F(FakeServerTest, KeysCreateListAndRevokeDriveTheKeysRoutes) {
+  server_.Post("/keys", [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"id", kId}, {"username", "ann"}, {"key", "baton_secret"}});
+  });
+  server_.Get("/keys", [](const httplib::Request&, httplib::Response& res) {
+    Json(res, json::array({{{"id", kId},
+                            {"username", "ann"},
+                            {"name", "ci"},
+                            {"createdAt", "2026-01-01T00:00:00.000Z"}}}));
+  });
+  server_.Delete("/keys/" + std::string(kId), [](const httplib::Request&, httplib::Response& res) {
+    Json(res, {{"status", "OK"}});
+  });
+  Start();
+  std::ostringstream out, err;
+  EXPECT_EQ(CreateKey(options_, "ci", "ann", out, err), kExitOk);
+  EXPECT_THAT(out.str(), HasSubstr("key: baton_secret"));
+  EXPECT_THAT(err.str(), HasSubstr("shown this once"));
+  out.str("");
+  EXPECT_EQ(ListKeys(options_, "ann", out, err), kExitOk);
+  EXPECT_THAT(out.str(), HasSubstr(kId));
+  EXPECT_THAT(out.str(), HasSubstr("ci"));
+  out.str("");
+  EXPECT_EQ(RevokeKey(options_, kId, out, err), kExitOk);
+  EXPECT_EQ(out.str(), "revoked key " + std::string(kId) + "\n");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(json::parse(requests[0].body), (json{{"name", "ci"}, {"username", "ann"}}));
+  EXPECT_EQ(requests[1].query, "username=ann");
+  EXPECT_EQ(requests[2].method, "DELETE");
+}
+
+TEST_F(FakeServerTest, A401IsReportedWithTheServersMessage) {
+  server_.Get("/keys", [](const httplib::Request&, httplib::Response& res) {
+    Json(res,
+         {{"message", "authentication required: no credentials sent"}, {"code", "UNAUTHENTICATED"}},
+         401);
+  });
+  Start();
+  std::ostringstream out, err;
+  EXPECT_EQ(ListKeys(options_, "", out, err), kExitFailure);
+  EXPECT_THAT(err.str(), HasSubstr("authentication required: no credentials sent (HTTP 401)"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/client.h"
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
     command->add_option("--url", client.url, "API address (default http://localhost:8000)")
         ->envname("BATON_URL");
     command->add_flag("--json", client.json, "Print the server's JSON");
+    command->add_option("--user", client.user, "Credentials NAME:PASSWORD (HTTP basic)")
+        ->envname("BATON_USER");
+    command->add_option("--token", client.token, "An API key (sent as a bearer token)")
+        ->envname("BATON_TOKEN");
   };
 
   baton::cli::SubmitOptions submit_options;
@@ -123,6 +128,34 @@ int main(int argc, char** argv) {
   auto* health = app.add_subcommand("health", "Check that the server is up");
   add_client_flags(health);
 
+  auto* users = app.add_subcommand("users", "Manage users (needs an admin's credentials)");
+  users->require_subcommand(1);
+  baton::cli::NewUser new_user;
+  bool new_admin = false;
+  bool password_stdin = false;
+  auto* users_create = users->add_subcommand("create", "Create a user");
+  users_create->add_option("username", new_user.username, "The user's login name")->required();
+  users_create->add_option("--name", new_user.name, "The user's full name");
+  users_create->add_option("--role", new_user.roles, "A role (repeatable)");
+  users_create->add_flag("--admin", new_admin, "Give the admin role");
+  users_create->add_flag("--password-stdin", password_stdin,
+                         "Read the password from standard input (else BATON_NEW_PASSWORD)");
+  add_client_flags(users_create);
+
+  auto* keys = app.add_subcommand("keys", "Manage API keys");
+  keys->require_subcommand(1);
+  std::string key_name, key_user, key_id;
+  auto* keys_create = keys->add_subcommand("create", "Create an API key; print it once");
+  keys_create->add_option("--name", key_name, "What the key is for");
+  keys_create->add_option("--for", key_user, "Another user's key (admins only)");
+  add_client_flags(keys_create);
+  auto* keys_list = keys->add_subcommand("list", "List API keys (never the keys themselves)");
+  keys_list->add_option("--for", key_user, "Another user's keys (admins only)");
+  add_client_flags(keys_list);
+  auto* keys_revoke = keys->add_subcommand("revoke", "Revoke an API key");
+  keys_revoke->add_option("id", key_id, "The key's id")->required();
+  add_client_flags(keys_revoke);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -166,5 +199,20 @@ int main(int argc, char** argv) {
     return baton::cli::DeleteSchedule(client, schedule_id, cout, cerr);
   }
   if (health->parsed()) return baton::cli::Health(client, cout, cerr);
+  if (users_create->parsed()) {
+    if (new_admin) new_user.roles.emplace_back("admin");
+    if (password_stdin) {
+      std::getline(std::cin, new_user.password);
+      if (!new_user.password.empty() && new_user.password.back() == '\r') {
+        new_user.password.pop_back();
+      }
+    } else if (const char* env = std::getenv("BATON_NEW_PASSWORD"); env != nullptr) {
+      new_user.password = env;
+    }
+    return baton::cli::CreateUser(client, new_user, cout, cerr);
+  }
+  if (keys_create->parsed()) return baton::cli::CreateKey(client, key_name, key_user, cout, cerr);
+  if (keys_list->parsed()) return baton::cli::ListKeys(client, key_user, cout, cerr);
+  if (keys_revoke->parsed()) return baton::cli::RevokeKey(client, key_id, cout, cerr);
   return baton::cli::kExitUsage;
 }

@@ -229,6 +229,18 @@ class CountingDatastore final : public Datastore {
     Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override {
       return tx_.NextScheduledTick(now);
     }
+    Status CreateUser(const UserRecord& user) override { return tx_.CreateUser(user); }
+    Result<UserRecord> GetUser(std::string_view username) override { return tx_.GetUser(username); }
+    Status CreateApiKey(const ApiKeyRecord& key) override { return tx_.CreateApiKey(key); }
+    Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) override {
+      return tx_.GetApiKeyByHash(key_hash);
+    }
+    Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) override {
+      return tx_.ApiKeys(username);
+    }
+    Status RevokeApiKey(std::string_view id, TimePoint at) override {
+      return tx_.RevokeApiKey(id, at);
+    }
 
    private:
     Status Wrote(Status status) {

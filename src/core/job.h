@@ -212,6 +212,10 @@ struct Job {
   std::optional<Duration> wait_timeout;  // `wait: {timeout}`
   std::optional<Duration> timeout;       // beyond Tork: deadline for the whole job
   std::vector<Permission> permissions;
+  // The user who submitted it (Tork's `createdBy`), set by the API from the credentials,
+  // never by the job file; a sub-job keeps its parent's, and its permissions. Empty when
+  // authentication is off.
+  std::string created_by;
   std::vector<Task> tasks;
   std::optional<JobSchedule> schedule;  // set by the engine only (see JobSchedule)
   friend bool operator==(const Job&, const Job&) = default;

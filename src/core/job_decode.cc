@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 
+#include "core/auth.h"
 #include "core/expr.h"
 #include "core/names.h"
 
@@ -19,12 +20,13 @@ using Fields = std::span<const std::string_view>;
 
 // Field names of each object, as the spec spells them.
 constexpr std::string_view kJobFields[] = {
-    "name",     "description", "tags", "inputs",  "secrets", "defaults",   "output",
-    "webhooks", "autoDelete",  "wait", "timeout", "tasks",   "permissions"};
+    "name",     "description", "tags", "inputs",  "secrets", "defaults",    "output",
+    "webhooks", "autoDelete",  "wait", "timeout", "tasks",   "permissions", "createdBy"};
 // A stored job may also carry what the engine set: the schedule that fired it.
 constexpr std::string_view kStoredJobFields[] = {
-    "name",     "description", "tags", "inputs",  "secrets", "defaults",    "output",
-    "webhooks", "autoDelete",  "wait", "timeout", "tasks",   "permissions", "schedule"};
+    "name",     "description", "tags",        "inputs",     "secrets",
+    "defaults", "output",      "webhooks",    "autoDelete", "wait",
+    "timeout",  "tasks",       "permissions", "createdBy",  "schedule"};
 constexpr std::string_view kJobScheduleFields[] = {"id", "cron"};
 constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "entrypoint", "env",
                                                 "files", "queue",  "pre",    "post",       "mounts",
@@ -697,7 +699,14 @@ class Decoder {
   Permission DecodePermission(const Node& node, const std::string& path) {
     Permission perm;
     ForEachField(node, path, kPermissionFields, [&](const MapEntry& e, const std::string& p) {
-      (e.key == "role" ? perm.role : perm.user) = String(e.value, p);
+      std::string& name = e.key == "role" ? perm.role : perm.user;
+      name = String(e.value, p);
+      // Matched as text in the datastore's list of a user's jobs (AccessText).
+      if (rules_ && !name.empty()) {
+        if (Status valid = ValidateName(p, name); !valid.ok()) {
+          Problem(e.value.mark, p, valid.message().substr(p.size() + 2));
+        }
+      }
     });
     if (node.kind == Node::Kind::kMap && perm.role.empty() == perm.user.empty()) {
       Problem(node.mark, path, "a permission names either a role or a user");
@@ -746,6 +755,13 @@ class Decoder {
       else if (e.key == "permissions") {
         job.permissions = List<Permission>(
             v, p, [&](const Node& n, const std::string& q) { return DecodePermission(n, q); });
+      } else if (e.key == "createdBy") {
+        // Stored jobs carry it; a submission may not name its own creator.
+        if (rules_) {
+          Problem(v.mark, p, "is set by the server from the credentials, not by a job file");
+        } else {
+          job.created_by = String(v, p);
+        }
       } else if (e.key == "tasks") {
         has_tasks = true;
         job.tasks = Tasks(v, p, 0, "a job");

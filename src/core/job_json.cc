@@ -190,6 +190,7 @@ json ToJson(const Job& job) {
   Put(out, "timeout", job.timeout);
   PutList(out, "permissions", job.permissions);
   if (job.schedule) out["schedule"] = {{"id", job.schedule->id}, {"cron", job.schedule->cron}};
+  Put(out, "createdBy", job.created_by);
   PutList(out, "tasks", job.tasks);
   return out;
 }

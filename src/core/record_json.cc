@@ -143,6 +143,8 @@ json JobSummaryJson(const JobRecord& record, const Job& definition) {
   if (definition.schedule) {
     out["schedule"] = {{"id", definition.schedule->id}, {"cron", definition.schedule->cron}};
   }
+  // Tork's shape: the user, of whom only the username is kept with the job.
+  if (!definition.created_by.empty()) out["createdBy"] = {{"username", definition.created_by}};
   return out;
 }
 
@@ -201,7 +203,7 @@ json ToJson(const JobRecord& record, bool summary) {
   if (summary) return JobSummaryJson(record, record.job);
   json definition = ToJson(record.job);
   json out = JobSummaryJson(record, record.job);
-  for (const char* key : {"tasks", "secrets", "defaults", "webhooks"}) {
+  for (const char* key : {"tasks", "secrets", "defaults", "webhooks", "permissions"}) {
     if (definition.contains(key)) out[key] = definition[key];
   }
   out["context"] = record.context;

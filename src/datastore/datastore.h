@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "core/auth.h"
 #include "core/document.h"
 #include "core/records.h"
 #include "core/schedule.h"
@@ -56,6 +57,9 @@ struct JobQuery {
   std::string q;
   int page = 1;
   int size = 10;
+  // Set: only the jobs this user may see (MayAccess), filtered in the query so that
+  // pages and totals count only those. Unset (authentication off) or an admin: all.
+  std::optional<Principal> viewer;
 };
 
 // A search has at most this many words and bytes. Each word is one more condition of the
@@ -223,6 +227,19 @@ class Transaction {
   // scheduled jobs, `now` when one of them holds a buffered tick; nullopt when none is
   // ACTIVE.
   virtual Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) = 0;
+
+  // Users and API keys (docs/auth.md). CreateUser fails kAlreadyExists for a taken id or
+  // username; GetUser finds one by username (kNotFound). CreateApiKey fails kAlreadyExists
+  // for a taken id or hash; GetApiKeyByHash finds a key, revoked or not, by the SHA-256
+  // of its text (kNotFound). ApiKeys: a user's keys (every user's for an empty
+  // `username`), oldest first (created_at, then id). RevokeApiKey sets revoked_at of an
+  // unrevoked key (a revoked one keeps its first time; kNotFound for an unknown id).
+  virtual Status CreateUser(const UserRecord& user) = 0;
+  virtual Result<UserRecord> GetUser(std::string_view username) = 0;
+  virtual Status CreateApiKey(const ApiKeyRecord& key) = 0;
+  virtual Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) = 0;
+  virtual Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) = 0;
+  virtual Status RevokeApiKey(std::string_view id, TimePoint at) = 0;
 };
 
 // How many jobs and task rows are in each state (a state none is in is absent).
@@ -318,6 +335,45 @@ class Datastore {
   // refuses beyond, and what a decision checks a new sub-job against first, so that the
   // sub-job's task fails with the reason rather than the step.
   virtual std::size_t MaxJobBytes() const { return kDefaultMaxJobBytes; }
+
+  // Users and API keys, each in a scope of its own (Transaction's contract). The writes
+  // are not virtual: a wrapper sees them through Transact. The reads, made with every
+  // authenticated request, are: a backend may serve them without its writer (SQLite
+  // reads them on a read connection, beside the writes).
+  Status CreateUser(const UserRecord& user) {
+    return Transact([&](Transaction& tx) { return tx.CreateUser(user); });
+  }
+  virtual Result<UserRecord> GetUser(std::string_view username) {
+    return ReadInScope<UserRecord>([&](Transaction& tx) { return tx.GetUser(username); });
+  }
+  Status CreateApiKey(const ApiKeyRecord& key) {
+    return Transact([&](Transaction& tx) { return tx.CreateApiKey(key); });
+  }
+  virtual Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) {
+    return ReadInScope<ApiKeyRecord>([&](Transaction& tx) { return tx.GetApiKeyByHash(key_hash); });
+  }
+  virtual Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) {
+    return ReadInScope<std::vector<ApiKeyRecord>>(
+        [&](Transaction& tx) { return tx.ApiKeys(username); });
+  }
+  Status RevokeApiKey(std::string_view id, TimePoint at) {
+    return Transact([&](Transaction& tx) { return tx.RevokeApiKey(id, at); });
+  }
+
+ protected:
+  // What `read` returns, read in a scope of Transact.
+  template <typename T, typename F>
+  Result<T> ReadInScope(F&& read) {
+    std::optional<T> out;
+    Status s = Transact([&](Transaction& tx) -> Status {
+      Result<T> r = read(tx);
+      if (!r.ok()) return r.status();
+      out = std::move(*r);
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    return std::move(*out);
+  }
 };
 
 }  // namespace baton

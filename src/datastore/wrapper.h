@@ -89,6 +89,16 @@ class DatastoreWrapper : public Datastore {
     return base_->ActiveNodes(since);
   }
 
+  Result<UserRecord> GetUser(std::string_view username) override {
+    return base_->GetUser(username);
+  }
+  Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) override {
+    return base_->GetApiKeyByHash(key_hash);
+  }
+  Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) override {
+    return base_->ApiKeys(username);
+  }
+
   Result<StateCounts> CountStates() override { return base_->CountStates(); }
   Status Health() override { return base_->Health(); }
   std::size_t MaxJobBytes() const override { return base_->MaxJobBytes(); }

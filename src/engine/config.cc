@@ -7,6 +7,7 @@
 #include <charconv>
 #include <filesystem>
 
+#include "core/auth.h"
 #include "core/duration.h"
 #include "crypto/keyring.h"
 
@@ -35,7 +36,10 @@ constexpr const char* kKeys[] = {
     "webhooks.max_attempts", "webhooks.backoff", "webhooks.max_backoff", "webhooks.timeout",
     "webhooks.concurrency", "webhooks.secret", "webhooks.allowed_hosts",
     // Secrets at rest.
-    "datastore.encryption.key", "datastore.encryption.key_file", "datastore.encryption.old_keys"};
+    "datastore.encryption.key", "datastore.encryption.key_file", "datastore.encryption.old_keys",
+    // Authentication.
+    "api.auth.enabled", "middleware.web.basicauth.enabled", "api.auth.admin_user",
+    "api.auth.admin_password", "api.auth.bcrypt_cost"};
 
 // The items of a comma-separated list, blanks around each trimmed, empty ones left out.
 std::vector<std::string_view> CommaList(std::string_view rest) {
@@ -238,6 +242,26 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       config.webhooks.allowed_hosts.push_back(std::move(host));
     }
+  } else if (key == "api.auth.enabled" || key == "middleware.web.basicauth.enabled") {
+    BATON_RETURN_IF_ERROR(one_of({"true", "false"}));
+    (key == "api.auth.enabled" ? config.api_auth_enabled : config.tork_basicauth_enabled) =
+        value == "true";
+  } else if (key == "api.auth.admin_user") {
+    if (Status s = ValidateName(key, value); !s.ok()) return s;
+    config.api_auth_admin_user = value;
+  } else if (key == "api.auth.admin_password") {
+    // Never echoed back, not even in an error.
+    if (value.size() > 72) {
+      return InvalidArgument(fmt::format("{}: over 72 bytes (bcrypt reads no further)", key));
+    }
+    config.api_auth_admin_password = value;
+  } else if (key == "api.auth.bcrypt_cost") {
+    int n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 4 || n > 15) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a cost 4..15", key, value));
+    }
+    config.api_auth_bcrypt_cost = n;
   } else {
     return InvalidArgument(fmt::format("unknown configuration key {}", key));
   }

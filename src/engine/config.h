@@ -55,6 +55,18 @@ struct Config {
   std::size_t api_max_document_bytes = 8 << 20;
   std::size_t datastore_max_job_bytes = 32 << 20;
 
+  // Authentication (docs/auth.md). api.auth.enabled (or Tork's
+  // middleware.web.basicauth.enabled): credentials on every route but GET /health.
+  // api.auth.admin_user / .admin_password: a user with the admin role created at start
+  // when none of that name exists (the first admin). api.auth.bcrypt_cost: 4..15.
+  bool api_auth_enabled = false;
+  bool tork_basicauth_enabled = false;
+  // Either key set true turns authentication on.
+  bool AuthEnabled() const { return api_auth_enabled || tork_basicauth_enabled; }
+  std::string api_auth_admin_user = "admin";
+  std::string api_auth_admin_password;
+  int api_auth_bcrypt_cost = 10;
+
   log::Level log_level = log::Level::kInfo;
   log::Format log_format = log::Format::kText;
 

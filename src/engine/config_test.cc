@@ -1,13 +1,18 @@
 #include "engine/config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "engine/engine.h"
+
 namespace baton {
 namespace {
+
+using ::testing::HasSubstr;
 
 class ConfigTest : public ::testing::Test {
  protected:
@@ -321,6 +326,67 @@ TEST_F(ConfigTest, EncryptionKeysAreCheckedAtLoadWithoutQuotingThem) {
             std::string::npos)
       << bad_old.status().message();
   EXPECT_EQ(bad_old.status().message().find("hunter2"), std::string::npos);
+}
+
+TEST_F(ConfigTest, AuthKeysLoadFromTheFileAndFromVariablesOfKeysWithUnderscores) {
+  auto defaults = LoadConfig("", Env());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->AuthEnabled());
+  EXPECT_EQ(defaults->api_auth_admin_user, "admin");
+  EXPECT_EQ(defaults->api_auth_bcrypt_cost, 10);
+  std::string path = Write("[api.auth]\nenabled = true\nadmin_user = \"root\"\nbcrypt_cost = 4\n");
+  auto config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_TRUE(config->AuthEnabled());
+  EXPECT_EQ(config->api_auth_admin_user, "root");
+  EXPECT_EQ(config->api_auth_bcrypt_cost, 4);
+  // admin_user and admin_password contain "_": their variables resolve against the known
+  // keys (Tork's cannot set such keys).
+  env_["BATON_API_AUTH_ADMIN_PASSWORD"] = "from-env";
+  env_["BATON_API_AUTH_ADMIN_USER"] = "boss";
+  env_["BATON_API_AUTH_BCRYPT_COST"] = "5";
+  env_["BATON_API_AUTH_ENABLED"] = "false";
+  config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->api_auth_admin_password, "from-env");
+  EXPECT_EQ(config->api_auth_admin_user, "boss");
+  EXPECT_EQ(config->api_auth_bcrypt_cost, 5);
+  EXPECT_FALSE(config->AuthEnabled());
+  // Tork's key turns it on as well.
+  env_["BATON_MIDDLEWARE_WEB_BASICAUTH_ENABLED"] = "true";
+  config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(config->AuthEnabled());
+}
+
+TEST_F(ConfigTest, BadAuthValuesNameTheKeyAndNeverTheAdminPassword) {
+  env_["BATON_API_AUTH_BCRYPT_COST"] = "31";
+  EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("api.auth.bcrypt_cost"));
+  env_.erase("BATON_API_AUTH_BCRYPT_COST");
+  env_["BATON_API_AUTH_ADMIN_USER"] = "no spaces";
+  EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("api.auth.admin_user"));
+  env_.erase("BATON_API_AUTH_ADMIN_USER");
+  std::string long_password(80, 'q');
+  env_["BATON_API_AUTH_ADMIN_PASSWORD"] = long_password.c_str();
+  auto bad = LoadConfig("", Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("api.auth.admin_password"));
+  EXPECT_THAT(bad.status().message(), ::testing::Not(HasSubstr(long_password)));
+  env_["BATON_API_AUTH_ENABLED"] = "yes";
+  env_.erase("BATON_API_AUTH_ADMIN_PASSWORD");
+  EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("api.auth.enabled"));
+}
+
+TEST(EngineAddressTest, OnlyLocalhostAnd127AndIpv6LoopbackAreLoopback) {
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("127.1.2.3"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_TRUE(IsLoopbackHost("[::1]"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackHost("::"));
+  EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
+  EXPECT_FALSE(IsLoopbackHost("example.com"));
 }
 
 }  // namespace

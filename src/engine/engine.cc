@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "auth/auth.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "broker/inmemory/inmemory_broker.h"
 #include "broker/rabbitmq/rabbitmq_broker.h"
+#include "core/auth.h"
 #include "core/names.h"
 #include "crypto/keyring.h"
 #include "datastore/postgres/postgres_datastore.h"
@@ -327,6 +329,38 @@ Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> bro
 
 Engine::~Engine() { Stop(std::chrono::milliseconds(0)); }
 
+bool IsLoopbackHost(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+Status Engine::BootstrapAdmin(const Config& config) {
+  if (config.api_auth_admin_password.empty()) return Status::Ok();
+  const std::string& name = config.api_auth_admin_user;
+  Result<UserRecord> existing = datastore_->GetUser(name);
+  if (existing.ok()) return Status::Ok();  // its password is the one it was created with
+  if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+  UserRecord admin;
+  admin.id = NewId();
+  admin.username = name;
+  admin.name = "Administrator";
+  admin.roles = {std::string(kAdminRole)};
+  admin.created_at = Now();
+  Result<std::string> hash =
+      auth::HashPassword(config.api_auth_admin_password, config.api_auth_bcrypt_cost);
+  if (!hash.ok()) return InvalidArgument("api.auth.admin_password: " + hash.status().message());
+  admin.password_hash = std::move(*hash);
+  Status created = datastore_->CreateUser(admin);
+  // Another coordinator may have created it meanwhile: as good.
+  if (!created.ok() && created.code() != StatusCode::kAlreadyExists) return created;
+  if (created.ok()) {
+    log::Info("created the first admin user from api.auth.admin_password", {{"user", name}});
+  }
+  return Status::Ok();
+}
+
 Status Engine::ServeApi(const std::string& address, const std::string& version,
                         const Config& config) {
   if (!coordinator_) return FailedPrecondition("only a coordinator serves the API");
@@ -336,6 +370,16 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
   options.lease = lease_;
   options.max_waits = config.api_max_waits;
   options.max_document_bytes = config.api_max_document_bytes;
+  options.auth.enabled = config.AuthEnabled();
+  options.auth.bcrypt_cost = config.api_auth_bcrypt_cost;
+  BATON_RETURN_IF_ERROR(BootstrapAdmin(config));
+  if (!options.auth.enabled && !IsLoopbackHost(parsed.first)) {
+    log::Warn(
+        "AUTHENTICATION IS OFF on an API that listens beyond this host: anyone who reaches it "
+        "can run commands here through jobs. Set api.auth.enabled = true (docs/auth.md), or "
+        "listen on localhost",
+        {{"address", address}});
+  }
   api_ = std::make_unique<api::Api>(*coordinator_, *datastore_, *broker_, options);
   server_ = std::make_unique<api::Server>(
       *api_,

@@ -59,6 +59,9 @@ class Engine {
   // Takes `address` ("HOST:PORT"; port 0 picks a free one) now, so a taken address fails
   // here, before Start touches any job, and serves the REST API there from Start.
   // `config` gives the api.* limits.
+  // With api.auth.admin_password set, first creates that admin user when none of its
+  // name exists; with authentication off on a host other than loopback, logs a loud
+  // warning.
   Status ServeApi(const std::string& address, const std::string& version,
                   const Config& config = {});
 
@@ -81,6 +84,7 @@ class Engine {
   int api_port() const { return server_ ? server_->port() : 0; }
 
  private:
+  Status BootstrapAdmin(const Config& config);
   std::unique_ptr<Datastore> datastore_;
   std::unique_ptr<Broker> broker_;
   std::unique_ptr<Runtime> runtime_;
@@ -106,5 +110,9 @@ class Engine {
   std::string coordinator_node_id_;
   bool started_ = false;
 };
+
+// Whether the API listening on `host` is reachable from this host only (localhost,
+// 127.0.0.0/8, ::1).
+bool IsLoopbackHost(std::string_view host);
 
 }  // namespace baton

@@ -335,5 +335,29 @@ TEST_F(EngineTest, KeyAndKeyFileTogetherOrABadKeyFileAreStartUpErrors) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "keys"));  // a configured file is never made
 }
 
+TEST_F(EngineTest, AnAdminPasswordCreatesTheFirstAdminOnceAndNeverChangesIt) {
+  config_.api_auth_enabled = true;
+  config_.api_auth_admin_user = "boss";
+  config_.api_auth_admin_password = "first-password";
+  config_.api_auth_bcrypt_cost = 4;
+  std::string hash;
+  {
+    auto engine = Engine::Standalone(config_);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    ASSERT_TRUE((*engine)->ServeApi("127.0.0.1:0", "test", config_).ok());
+    auto admin = (*engine)->datastore().GetUser("boss");
+    ASSERT_TRUE(admin.ok()) << admin.status().message();
+    EXPECT_EQ(admin->roles, std::vector<std::string>{"admin"});
+    EXPECT_TRUE(admin->password_hash.starts_with("$2b$04$"));
+    hash = admin->password_hash;
+  }
+  // A restart with another password leaves the user as it was.
+  config_.api_auth_admin_password = "second-password";
+  auto engine = Engine::Standalone(config_);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  ASSERT_TRUE((*engine)->ServeApi("127.0.0.1:0", "test", config_).ok());
+  EXPECT_EQ((*engine)->datastore().GetUser("boss")->password_hash, hash);
+}
+
 }  // namespace
 }  // namespace baton

@@ -803,6 +803,12 @@ class Decider {
     child.output = def.output;
     child.auto_delete = def.auto_delete;
     child.webhooks = def.webhooks;
+    // A sub-job is its parent's: the same users see it, and it has the same creator.
+    if (auto parent = view_.jobs.find(t.job_id); parent != view_.jobs.end()) {
+      const Job& parent_def = Def(parent->second);
+      child.permissions = parent_def.permissions;
+      child.created_by = parent_def.created_by;
+    }
     bool detached = def.detached;
     JobRecord row = NewJobRecord(child, detached ? "" : id, MakeId(), now_);
     Result<std::size_t> bytes = StoredJobBytes(row);

@@ -185,6 +185,7 @@ inline Job FullJob() {
   job.wait_timeout = std::chrono::seconds(30);
   job.auto_delete = AutoDelete{std::chrono::hours(24)};
   job.permissions = {{"admins", ""}, {"", "ann"}};
+  job.created_by = "ann";
   Defaults defaults;
   defaults.retry = Retry();
   defaults.retry->limit = 2;
@@ -2311,6 +2312,106 @@ TEST_P(DatastoreConformanceTest, ConcurrentFiresOfOneTickCreateOneJob) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->last_tick_at, At(60000));
   EXPECT_TRUE(ds().GetJob(got->last_job_id).ok());
+}
+
+// ---- Users, API keys and who sees a job (docs/auth.md) ------------------------------
+
+TEST_P(DatastoreConformanceTest, UserRoundTripsAndATakenUsernameIsAlreadyExists) {
+  std::string name = "u" + UniqueWord();
+  UserRecord user{.id = NewId(),
+                  .username = name,
+                  .name = "Ann Example",
+                  .password_hash = "$2b$04$abcdefghijklmnopqrstuuOPQRSTUVWXYZ0123456789abcdefghi",
+                  .roles = {"admin", "ops"},
+                  .created_at = At(5)};
+  ASSERT_TRUE(IsOk(ds().CreateUser(user)));
+  Reopen();
+  Result<UserRecord> read = ds().GetUser(name);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, user);
+  UserRecord again = user;
+  again.id = NewId();
+  EXPECT_EQ(ds().CreateUser(again).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(ds().GetUser("u" + UniqueWord()).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, ApiKeysAreFoundByHashListedPerUserAndRevokedOnce) {
+  std::string ann = "u" + UniqueWord(), bob = "u" + UniqueWord();
+  ApiKeyRecord a1{.id = NewId(),
+                  .username = ann,
+                  .name = "ci",
+                  .key_hash = NewId() + NewId(),
+                  .created_at = At(1)};
+  ApiKeyRecord a2{.id = NewId(),
+                  .username = ann,
+                  .name = "laptop",
+                  .key_hash = NewId() + NewId(),
+                  .created_at = At(2)};
+  ApiKeyRecord b1{.id = NewId(),
+                  .username = bob,
+                  .name = "",
+                  .key_hash = NewId() + NewId(),
+                  .created_at = At(3)};
+  for (const ApiKeyRecord& k : {a2, a1, b1}) ASSERT_TRUE(IsOk(ds().CreateApiKey(k)));
+  ApiKeyRecord same_hash = b1;
+  same_hash.id = NewId();
+  EXPECT_EQ(ds().CreateApiKey(same_hash).code(), StatusCode::kAlreadyExists);
+  Reopen();
+  Result<ApiKeyRecord> found = ds().GetApiKeyByHash(a2.key_hash);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, a2);
+  EXPECT_EQ(ds().GetApiKeyByHash(NewId()).status().code(), StatusCode::kNotFound);
+  Result<std::vector<ApiKeyRecord>> anns = ds().ApiKeys(ann);
+  ASSERT_TRUE(anns.ok());
+  EXPECT_EQ(*anns, (std::vector<ApiKeyRecord>{a1, a2}));  // oldest first
+  Result<std::vector<ApiKeyRecord>> all = ds().ApiKeys("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_GE(all->size(), 3u);
+
+  ASSERT_TRUE(IsOk(ds().RevokeApiKey(a1.id, At(10))));
+  ASSERT_TRUE(IsOk(ds().RevokeApiKey(a1.id, At(20))));  // keeps the first time
+  Result<ApiKeyRecord> revoked = ds().GetApiKeyByHash(a1.key_hash);
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_EQ(revoked->revoked_at, std::optional<TimePoint>(At(10)));
+  EXPECT_EQ(ds().RevokeApiKey(NewId(), At(1)).code(), StatusCode::kNotFound);
+}
+
+TEST_P(DatastoreConformanceTest, ListJobsShowsAViewerOnlyTheJobsTheyMaySeeWithRightPages) {
+  std::string word = UniqueWord();
+  int at = 0;
+  auto make = [&](std::vector<Permission> permissions, std::string created_by) {
+    Job def = SimpleJob("perm " + word);
+    def.permissions = std::move(permissions);
+    def.created_by = std::move(created_by);
+    JobRecord job = NewJob(def, At(++at));
+    EXPECT_TRUE(IsOk(ds().CreateJob(job)));
+    return job.id;
+  };
+  std::string open = make({}, "zed");
+  std::string anns = make({{"", "zed"}}, "ann");                   // created by ann
+  std::string named = make({{"", "ann"}}, "zed");                  // names ann
+  std::string ops = make({{"ops", ""}}, "zed");                    // ann's role
+  std::string hidden = make({{"dev", ""}, {"", "annie"}}, "zed");  // neither
+  std::string hidden2 = make({{"", "zed"}}, "zed");
+  Reopen();
+  Principal ann{"ann", {"ops"}};
+  Result<Page<JobRecord>> page = ds().ListJobs({.q = word, .page = 1, .size = 3, .viewer = ann});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->total_items, 4);
+  EXPECT_EQ(page->total_pages, 2);
+  EXPECT_EQ(Ids(page->items), (std::vector<std::string>{ops, named, anns}));
+  page = ds().ListJobs({.q = word, .page = 2, .size = 3, .viewer = ann});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(Ids(page->items), (std::vector<std::string>{open}));
+  // An admin, and no viewer (authentication off), see all six.
+  page = ds().ListJobs({.q = word, .size = 10, .viewer = Principal{"root", {"admin"}}});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->total_items, 6);
+  page = ds().ListJobs({.q = word, .size = 10});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(Ids(page->items), (std::vector<std::string>{hidden2, hidden, ops, named, anns, open}));
+  // The definition keeps its creator.
+  EXPECT_EQ(ds().GetJob(anns)->job.created_by, "ann");
 }
 
 }  // namespace datastore_conformance

@@ -308,6 +308,20 @@ case_scheduled() {
   expect "scheduled: deleted" "$status" 200
 }
 
+case_permissions() {
+  # Authentication is off on this server: the job runs and keeps its permissions, shown
+  # as written, with no creator. tests/e2e/auth_test.sh runs it with authentication on.
+  post_file "$examples/permissions.yaml"
+  expect "permissions: accepted" "$status" 200
+  local id
+  id=$(js "$body" 'j["id"]')
+  wait_done "$id" || fail "permissions: the job did not finish"
+  expect "permissions: completed, its permissions kept as written, no creator" \
+    "$(js "$body" '[j["state"], j["permissions"], "createdBy" in j]')" \
+    '["COMPLETED", [{"role": "ops"}, {"user": "carl"}], false]'
+  expect "permissions: its log" "$(job_log "$id")" "report ready"
+}
+
 case_webhooks() {
   # Against a receiver on loopback: the example as written, its localhost:9999 swapped for
   # the receiver's address.

@@ -404,6 +404,30 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("NextScheduledTick", "", ""));
       return tx_.NextScheduledTick(now);
     }
+    Status CreateUser(const UserRecord& user) override {
+      BATON_RETURN_IF_ERROR(Enter("CreateUser", "", ""));
+      return tx_.CreateUser(user);
+    }
+    Result<UserRecord> GetUser(std::string_view username) override {
+      BATON_RETURN_IF_ERROR(Enter("GetUser", "", ""));
+      return tx_.GetUser(username);
+    }
+    Status CreateApiKey(const ApiKeyRecord& key) override {
+      BATON_RETURN_IF_ERROR(Enter("CreateApiKey", "", ""));
+      return tx_.CreateApiKey(key);
+    }
+    Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) override {
+      BATON_RETURN_IF_ERROR(Enter("GetApiKeyByHash", "", ""));
+      return tx_.GetApiKeyByHash(key_hash);
+    }
+    Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) override {
+      BATON_RETURN_IF_ERROR(Enter("ApiKeys", "", ""));
+      return tx_.ApiKeys(username);
+    }
+    Status RevokeApiKey(std::string_view id, TimePoint at) override {
+      BATON_RETURN_IF_ERROR(Enter("RevokeApiKey", "", ""));
+      return tx_.RevokeApiKey(id, at);
+    }
 
    private:
     // Rows a read returned (a job's or a task's row each), for rows_read().

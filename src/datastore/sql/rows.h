@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "base/status.h"
+#include "core/auth.h"
 #include "core/job_decode.h"
 #include "core/records.h"
 #include "core/states.h"
@@ -62,7 +63,7 @@ struct JobText {
 Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition,
                               const crypto::Keyring* keys);
 
-// The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $18).
+// The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $20).
 template <typename Sink>
 void BindJob(Sink& p, const JobRecord& job, const JobText& text) {
   p.Text(job.id);
@@ -83,6 +84,8 @@ void BindJob(Sink& p, const JobRecord& job, const JobText& text) {
   p.Text(job.result);
   p.Text(job.error);
   p.Text(text.context);
+  p.Text(job.job.created_by);
+  p.Text(AccessText(job.job));
 }
 
 // The parameters of update_job_state_only ($1 .. $10): the key and the state columns.

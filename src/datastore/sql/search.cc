@@ -27,6 +27,20 @@ JobSearch BuildJobSearch(Dialect dialect, const JobQuery& query) {
                            Contains(dialect, "jobs.description", pattern));
     }
   }
+  // Only the jobs the viewer may see (MayAccess): those without permissions, their own,
+  // and those naming them or one of their roles. In the query, so that pages and counts
+  // hold only visible jobs.
+  if (query.viewer && !query.viewer->admin()) {
+    where += where.empty() ? " WHERE " : " AND ";
+    search.params.push_back(query.viewer->username);
+    std::string visible = fmt::format("(jobs.access = '' OR jobs.created_by = ${}", next());
+    for (const std::string& term : AccessTerms(*query.viewer)) {
+      search.params.push_back(term);
+      visible += fmt::format(" OR {}(jobs.access, ${}) > 0",
+                             dialect == Dialect::kPostgres ? "strpos" : "instr", next());
+    }
+    where += visible + ")";
+  }
   search.count_sql = Placeholders(dialect, "SELECT count(*) FROM jobs" + where);
   search.list_sql = Placeholders(
       dialect, fmt::format("SELECT " BATON_SQL_JOB_COLUMNS

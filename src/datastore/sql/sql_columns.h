@@ -1,9 +1,10 @@
 // The column lists of the tables, in the order rows.h reads and binds them.
 #pragma once
 
-#define BATON_SQL_JOB_COLUMNS                                                             \
-  "id, parent_id, state, name, description, tags, created_at, started_at, completed_at, " \
-  "failed_at, delete_at, definition, position, task_count, progress, result, error, context"
+#define BATON_SQL_JOB_COLUMNS                                                                  \
+  "id, parent_id, state, name, description, tags, created_at, started_at, completed_at, "      \
+  "failed_at, delete_at, definition, position, task_count, progress, result, error, context, " \
+  "created_by, access"
 
 #define BATON_SQL_TASK_COLUMNS                                                           \
   "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
@@ -15,3 +16,7 @@
 #define BATON_SQL_NODE_COLUMNS                                                       \
   "id, name, hostname, version, queue, started_at, last_heartbeat_at, cpu_percent, " \
   "task_count, status, memory_bytes"
+
+#define BATON_SQL_USER_COLUMNS "id, username, name, password_hash, roles, created_at"
+
+#define BATON_SQL_API_KEY_COLUMNS "id, username, name, key_hash, created_at, revoked_at"

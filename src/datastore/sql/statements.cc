@@ -17,27 +17,27 @@ Statements Build(Dialect d) {
 
   s.insert_job = st("insert_job", "INSERT INTO jobs (" BATON_SQL_JOB_COLUMNS
                                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-                                  "$13, $14, $15, $16, $17, $18)");
+                                  "$13, $14, $15, $16, $17, $18, $19, $20)");
   s.update_job = st("update_job",
                     "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, "
                     "tags = $6, created_at = $7, started_at = $8, completed_at = $9, "
                     "failed_at = $10, delete_at = $11, definition = $12, position = $13, "
                     "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
-                    "context_version = context_version + 1 "
+                    "context_version = context_version + 1, created_by = $19, access = $20 "
                     "WHERE id = $1");
   s.update_job_keep_times =
       st("update_job_keep_times",
          "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
          "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
-         "context_version = context_version + 1 "
+         "context_version = context_version + 1, created_by = $19, access = $20 "
          "WHERE id = $1");
   s.update_job_fields =
       st("update_job_fields",
          "UPDATE jobs SET parent_id = $2, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
          "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
-         "context_version = context_version + 1 "
+         "context_version = context_version + 1, created_by = $19, access = $20 "
          "WHERE id = $1");
   s.select_job = st("select_job", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE id = $1");
   s.select_job_for_update =
@@ -277,6 +277,19 @@ Statements Build(Dialect d) {
   s.update_webhook_secrets =
       st("update_webhook_secrets",
          "UPDATE webhook_deliveries SET headers = $2, secret = $3 WHERE id = $1");
+  s.insert_user = st("insert_user", "INSERT INTO users (" BATON_SQL_USER_COLUMNS
+                                    ") VALUES ($1, $2, $3, $4, $5, $6)");
+  s.select_user =
+      st("select_user", "SELECT " BATON_SQL_USER_COLUMNS " FROM users WHERE username = $1");
+  s.insert_api_key = st("insert_api_key", "INSERT INTO api_keys (" BATON_SQL_API_KEY_COLUMNS
+                                          ") VALUES ($1, $2, $3, $4, $5, $6)");
+  s.select_api_key_by_hash = st("select_api_key_by_hash", "SELECT " BATON_SQL_API_KEY_COLUMNS
+                                                          " FROM api_keys WHERE key_hash = $1");
+  s.user_api_keys = st("user_api_keys", "SELECT " BATON_SQL_API_KEY_COLUMNS
+                                        " FROM api_keys WHERE ($1 = '' OR username = $1) "
+                                        "ORDER BY created_at, id");
+  s.revoke_api_key = st("revoke_api_key",
+                        "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1");
 
   s.health = st("health", "SELECT 1");
   s.max_schema_version =

@@ -23,9 +23,11 @@ struct Statements {
   Dialect dialect;  // for the text of list parameters (EncodeList)
 
   // Jobs. Parameter numbers follow column order, so one binder (BindJob) serves the
-  // insert and every update. An UPDATE rewrites the index entries of every column it
-  // sets, changed or not (SQLite): update_job_keep_times leaves out created_at and
-  // delete_at, update_job_fields the state too, for updates that did not change them.
+  // insert and every update (each rewrites created_by and access, $19 and $20, which
+  // never change: every statement must use every parameter the binder gives). An UPDATE rewrites
+  // the index entries of every column it sets, changed or not (SQLite): update_job_keep_times
+  // leaves out created_at and delete_at, update_job_fields the state too, for updates that did not
+  // change them.
   Statement insert_job;
   Statement update_job;
   Statement update_job_keep_times;
@@ -118,6 +120,14 @@ struct Statements {
   // Rows by state: (state, count).
   Statement count_jobs_by_state;
   Statement count_tasks_by_state;
+
+  // Users and API keys.
+  Statement insert_user;
+  Statement select_user;  // $1: username
+  Statement insert_api_key;
+  Statement select_api_key_by_hash;
+  Statement user_api_keys;   // $1: a username, or '' for all
+  Statement revoke_api_key;  // $1: id, $2: at
 
   Statement health;
   Statement max_schema_version;

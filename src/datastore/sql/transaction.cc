@@ -742,4 +742,102 @@ Result<std::optional<TimePoint>> SqlTransaction::NextScheduledTick(TimePoint now
   return next;
 }
 
+// ---- Users and API keys ----------------------------------------------------------
+
+Status SqlTransaction::CreateUser(const UserRecord& user) {
+  if (!poison_.ok()) return poison_;
+  std::string roles = nlohmann::json(user.roles).dump();
+  Result<std::int64_t> done = session_.Execute(st_.insert_user, [&](ParamSink& p) {
+    p.Text(user.id);
+    p.Text(user.username);
+    p.Text(user.name);
+    p.Text(user.password_hash);
+    p.Text(roles);
+    p.Time(user.created_at);
+  });
+  if (!done.ok() && done.status().code() == StatusCode::kAlreadyExists) {
+    return Poison(AlreadyExists(fmt::format("user {} already exists", user.username)));
+  }
+  return Poison(done.status());
+}
+
+Result<UserRecord> SqlTransaction::GetUser(std::string_view username) {
+  if (!poison_.ok()) return poison_;
+  std::optional<UserRecord> found;
+  BATON_RETURN_IF_ERROR(session_.Query(
+      st_.select_user, [&](ParamSink& p) { p.Text(username); },
+      [&](const RowView& row) -> Status {
+        UserRecord user;
+        user.id = std::string(row.Text(0));
+        user.username = std::string(row.Text(1));
+        user.name = std::string(row.Text(2));
+        user.password_hash = std::string(row.Text(3));
+        nlohmann::json roles = nlohmann::json::parse(row.Text(4), nullptr, false);
+        if (!roles.is_array()) return Internal("users row " + user.id + ": roles is not a list");
+        for (const auto& role : roles) {
+          if (role.is_string()) user.roles.push_back(role.get<std::string>());
+        }
+        user.created_at = row.Time(5);
+        found = std::move(user);
+        return Status::Ok();
+      }));
+  if (!found) return NotFound(fmt::format("no user {}", username.substr(0, 64)));
+  return std::move(*found);
+}
+
+Status SqlTransaction::CreateApiKey(const ApiKeyRecord& key) {
+  if (!poison_.ok()) return poison_;
+  Result<std::int64_t> done = session_.Execute(st_.insert_api_key, [&](ParamSink& p) {
+    p.Text(key.id);
+    p.Text(key.username);
+    p.Text(key.name);
+    p.Text(key.key_hash);
+    p.Time(key.created_at);
+    p.Time(key.revoked_at);
+  });
+  if (!done.ok() && done.status().code() == StatusCode::kAlreadyExists) {
+    return Poison(AlreadyExists(fmt::format("API key {} already exists", key.id)));
+  }
+  return Poison(done.status());
+}
+
+Result<std::vector<ApiKeyRecord>> SqlTransaction::Keys(const Statement& stmt, const Bind& bind) {
+  if (!poison_.ok()) return poison_;
+  std::vector<ApiKeyRecord> keys;
+  BATON_RETURN_IF_ERROR(session_.Query(stmt, bind, [&](const RowView& row) -> Status {
+    ApiKeyRecord key;
+    key.id = std::string(row.Text(0));
+    key.username = std::string(row.Text(1));
+    key.name = std::string(row.Text(2));
+    key.key_hash = std::string(row.Text(3));
+    key.created_at = row.Time(4);
+    key.revoked_at = row.OptTime(5);
+    keys.push_back(std::move(key));
+    return Status::Ok();
+  }));
+  return keys;
+}
+
+Result<ApiKeyRecord> SqlTransaction::GetApiKeyByHash(std::string_view key_hash) {
+  BATON_ASSIGN_OR_RETURN(auto keys,
+                         Keys(st_.select_api_key_by_hash, [&](ParamSink& p) { p.Text(key_hash); }));
+  if (keys.empty()) return NotFound("no such API key");
+  return std::move(keys.front());
+}
+
+Result<std::vector<ApiKeyRecord>> SqlTransaction::ApiKeys(std::string_view username) {
+  return Keys(st_.user_api_keys, [&](ParamSink& p) { p.Text(username); });
+}
+
+Status SqlTransaction::RevokeApiKey(std::string_view id, TimePoint at) {
+  if (!poison_.ok()) return poison_;
+  Result<std::int64_t> changed = session_.Execute(st_.revoke_api_key, [&](ParamSink& p) {
+    p.Text(id);
+    p.Time(at);
+  });
+  if (!changed.ok()) return Poison(changed.status());
+  if (*changed == 0) return NotFound(fmt::format("no API key {}", id.substr(0, 64)));
+  return Status::Ok();
+}
+
 }  // namespace baton::sql

@@ -69,6 +69,13 @@ class SqlTransaction final : public Transaction {
   Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override;
   Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override;
 
+  Status CreateUser(const UserRecord& user) override;
+  Result<UserRecord> GetUser(std::string_view username) override;
+  Status CreateApiKey(const ApiKeyRecord& key) override;
+  Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) override;
+  Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) override;
+  Status RevokeApiKey(std::string_view id, TimePoint at) override;
+
   // The first failed write (Ok when none): what Transact returns instead of committing.
   const Status& poison() const { return poison_; }
 
@@ -86,6 +93,8 @@ class SqlTransaction final : public Transaction {
   Status Poison(Status status);
   // The deliveries `stmt` returns with the parameters `bind` gives it.
   Result<std::vector<WebhookDelivery>> Deliveries(const Statement& stmt, const Bind& bind);
+  // The API keys `stmt` returns with the parameters `bind` gives it.
+  Result<std::vector<ApiKeyRecord>> Keys(const Statement& stmt, const Bind& bind);
   // The task rows `stmt` returns with the parameters `bind` gives it.
   Result<std::vector<TaskRecord>> Tasks(const Statement& stmt, const Bind& bind);
 

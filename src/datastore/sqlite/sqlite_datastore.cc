@@ -790,6 +790,36 @@ Status SqliteDatastore::Transact(const std::function<Status(Transaction&)>& body
   });
 }
 
+template <typename T>
+Result<T> SqliteDatastore::ReadScope(const std::function<Result<T>(Transaction&)>& read) {
+  return NoThrow([&]() -> Result<T> {
+    std::optional<T> out;
+    Status status = Read([&](Connection& c) -> Status {
+      sqlite_internal::ConnectionSession session(c);
+      sql::SqlTransaction tx(session, S(), nullptr, keys(), options_.max_job_bytes);
+      Result<T> r = read(tx);
+      if (!r.ok()) return r.status();
+      out = std::move(*r);
+      return Status::Ok();
+    });
+    if (!status.ok()) return status;
+    return std::move(*out);
+  });
+}
+
+Result<UserRecord> SqliteDatastore::GetUser(std::string_view username) {
+  return ReadScope<UserRecord>([&](Transaction& tx) { return tx.GetUser(username); });
+}
+
+Result<ApiKeyRecord> SqliteDatastore::GetApiKeyByHash(std::string_view key_hash) {
+  return ReadScope<ApiKeyRecord>([&](Transaction& tx) { return tx.GetApiKeyByHash(key_hash); });
+}
+
+Result<std::vector<ApiKeyRecord>> SqliteDatastore::ApiKeys(std::string_view username) {
+  return ReadScope<std::vector<ApiKeyRecord>>(
+      [&](Transaction& tx) { return tx.ApiKeys(username); });
+}
+
 // ---- Jobs ---------------------------------------------------------------------------
 
 Status SqliteDatastore::CreateJob(const JobRecord& job) {

@@ -137,6 +137,10 @@ class SqliteDatastore final : public Datastore {
   std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 
   Status Transact(const std::function<Status(Transaction&)>& body) override;
+  // On a read connection, beside the writes (Datastore's default queues them on the writer).
+  Result<UserRecord> GetUser(std::string_view username) override;
+  Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) override;
+  Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) override;
 
  private:
   using Connection = sqlite_internal::Connection;
@@ -172,6 +176,9 @@ class SqliteDatastore final : public Datastore {
   // Runs `op` in a read transaction on a pooled read connection (or, for an in-memory
   // database, queued with the writes).
   Status Read(const Op& op);
+  // What `read` returns from the shared SQL's reads, on a read connection.
+  template <typename T>
+  Result<T> ReadScope(const std::function<Result<T>(Transaction&)>& read);
 
   void RunBatch(const std::vector<PendingOp*>& batch);
   static void Complete(PendingOp* pending, Status status);

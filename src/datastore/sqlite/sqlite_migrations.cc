@@ -167,7 +167,33 @@ constexpr std::string_view kNodeMemory = R"sql(
 ALTER TABLE nodes ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<SqliteMigration, 8> kMigrations = {{
+// Users, API keys and who may see a job (docs/auth.md). A job keeps its creator and its
+// permissions as text ("|u:ann|r:ops|", core/auth.h AccessText) beside its definition, so
+// that a user's list of jobs is filtered in its query. Roles are a JSON array of names;
+// API keys are kept as the SHA-256 of their text.
+constexpr std::string_view kUsers = R"sql(
+ALTER TABLE jobs ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN access TEXT NOT NULL DEFAULT '';
+CREATE TABLE users (
+  id            TEXT PRIMARY KEY,
+  username      TEXT NOT NULL UNIQUE,
+  name          TEXT NOT NULL,
+  password_hash TEXT NOT NULL,
+  roles         TEXT NOT NULL,
+  created_at    INTEGER NOT NULL
+);
+CREATE TABLE api_keys (
+  id         TEXT PRIMARY KEY,
+  username   TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  key_hash   TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+CREATE INDEX api_keys_user ON api_keys (username, created_at, id);
+)sql";
+
+constexpr std::array<SqliteMigration, 9> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
@@ -175,6 +201,7 @@ constexpr std::array<SqliteMigration, 8> kMigrations = {{
     {5, "webhook_deliveries: the webhook outbox", kWebhookDeliveries},
     {6, "log_parts_created_at: log retention by age", kLogPartsCreatedAt},
     {7, "scheduled_jobs: jobs fired on a cron schedule", kScheduledJobs},
+    {8, "users, api_keys, jobs.created_by and jobs.access: authentication", kUsers},
     {9, "nodes.memory_bytes: a node's resident memory", kNodeMemory},
 }};
 
