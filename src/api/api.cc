@@ -173,6 +173,8 @@ const std::vector<Api::Route>& Api::RouteTable() {
       {{"GET", "/queues", Access::kUser}, [](Api& a, const Call&) { return a.Queues(""); }},
       {{"GET", "/queues/{id}", Access::kUser},
        [](Api& a, const Call& c) { return a.Queues(c.id); }},
+      {{"DELETE", "/queues/{id}", Access::kAdmin},
+       [](Api& a, const Call& c) { return a.DeleteQueue(c.id); }},
       {{"GET", "/nodes", Access::kUser}, [](Api& a, const Call&) { return a.Nodes(); }},
       {{"GET", "/metrics", Access::kUser},
        [](Api& a, const Call& c) { return a.Metrics(c.request); }},
@@ -592,6 +594,19 @@ Result<std::vector<NodeRecord>> Api::RecentNodes() {
     if (now - node.last_heartbeat_at > options_.lease) node.status = NodeStatus::kDown;
   }
   return nodes;
+}
+
+Response Api::DeleteQueue(const std::string& name) {
+  // The engine's own queues (x-…, and the bare names Tork gives them) carry its events:
+  // deleting one would lose them.
+  if (IsReservedQueueName(name)) {
+    return ErrorResponse(InvalidArgument(
+        fmt::format("queue {} is the engine's own (x-… and its bare names are reserved); only task "
+                    "queues can be deleted",
+                    name.substr(0, 100))));
+  }
+  if (Status deleted = broker_.DeleteQueue(name); !deleted.ok()) return ErrorResponse(deleted);
+  return Ok({{"status", "OK"}});
 }
 
 Response Api::Nodes() {

@@ -180,6 +180,9 @@ class Api {
   Response PauseScheduledJob(const std::string& id);
   Response ResumeScheduledJob(const std::string& id);
   Response Queues(const std::string& name);
+  // DELETE /queues/{name}: a task queue and its waiting messages; 400 for the engine's own
+  // queues and while workers read it, 404 for an unknown one.
+  Response DeleteQueue(const std::string& name);
   Response Nodes();
   // GET /metrics: Tork's JSON, or Prometheus' text format (WantsPrometheus).
   Response Metrics(const Request& request);

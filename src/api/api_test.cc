@@ -670,6 +670,24 @@ TEST_F(TorkStatesTest, PostAnswersPendingAJobIsScheduledUntilATaskStartsThenRunn
   EXPECT_EQ(done["taskCount"], 1);
 }
 
+TEST_F(TorkStatesTest, DeleteQueueDeletesAnIdleTaskQueueAndRefusesTheRest) {
+  ASSERT_TRUE(broker_.Publish("idle", "waiting").ok());
+  Response ok = Delete("/queues/idle");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(broker_.Queue("idle").status().code(), StatusCode::kNotFound);
+  for (const char* engine : {"x-jobs", "x-completed", "jobs", "x-anything"}) {
+    Response r = Delete(std::string("/queues/") + engine);
+    EXPECT_EQ(r.status, 400) << engine << ": " << r.body;
+    EXPECT_NE(r.body.find("the engine's own"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(Delete("/queues/nowhere").status, 404);
+  // The worker reads it.
+  Response busy = Delete("/queues/default");
+  EXPECT_EQ(busy.status, 400) << busy.body;
+  EXPECT_NE(busy.body.find("stop the workers that read it first"), std::string::npos);
+  EXPECT_TRUE(broker_.Queue("default").ok());
+}
+
 TEST_F(TorkStatesTest, RestartOfAJobWithNoMoreTasksToRunIs400) {
   std::string id =
       Submit("name: bad output\noutput: '{{ nosuch }}'\ntasks:\n  - {name: t, run: ok}\n");

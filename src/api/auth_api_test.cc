@@ -177,6 +177,8 @@ const std::map<std::string, Rule>& Rules() {
       {"GET /tasks/{id}/log", {Access::kTask, {200}, 404}},
       {"GET /queues", {Access::kUser, {200}, 200}},
       {"GET /queues/{id}", {Access::kUser, {200}, 200}},
+      // Read by the worker: 400 for the admin, after the access check.
+      {"DELETE /queues/{id}", {Access::kAdmin, {400}, 403}},
       {"GET /nodes", {Access::kUser, {200}, 200}},
       {"GET /metrics", {Access::kUser, {200}, 200}},
       {"POST /users", {Access::kAdmin, {200}, 403}},

@@ -2,8 +2,11 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <time.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -35,6 +38,20 @@ spdlog::level::level_enum ToSpd(Level level) {
   return spdlog::level::info;
 }
 
+// Now, as RFC 3339 UTC with milliseconds (what the text format's lines start with).
+std::string Timestamp() {
+  auto now = std::chrono::system_clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                static_cast<int>(ms % 1000));
+  return text;
+}
+
 }  // namespace
 
 void Configure(Level level, Format format) {
@@ -55,6 +72,7 @@ void Write(Level level, std::string_view message, Fields fields) {
   std::string line;
   if (g_format == Format::kJson) {
     nlohmann::json j;
+    j["time"] = Timestamp();
     j["level"] = std::string(spdlog::level::to_string_view(spd_level).data());
     j["msg"] = message;
     for (const auto& [k, v] : fields) j[std::string(k)] = v;

@@ -96,6 +96,11 @@ class Broker {
   // Every queue the broker knows, sorted by name.
   virtual Result<std::vector<QueueInfo>> Queues() = 0;
   virtual Result<QueueInfo> Queue(std::string_view name) = 0;
+  // Deletes a queue with the messages waiting in it. kNotFound when there is no such
+  // queue; kFailedPrecondition while it has consumers or unacked messages (stop the
+  // workers that read it first), and then nothing is deleted. A later Publish to the
+  // name creates it again.
+  virtual Status DeleteQueue(std::string_view name) = 0;
 
   // Ok when the broker can accept and deliver messages.
   virtual Status Health() = 0;

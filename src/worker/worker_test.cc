@@ -42,6 +42,7 @@ class CountingBroker final : public Broker {
   }
   Result<std::vector<QueueInfo>> Queues() override { return inner_.Queues(); }
   Result<QueueInfo> Queue(std::string_view name) override { return inner_.Queue(name); }
+  Status DeleteQueue(std::string_view name) override { return inner_.DeleteQueue(name); }
   Status Health() override { return inner_.Health(); }
 
   int subscribed() {

@@ -940,6 +940,44 @@ TEST_P(BrokerConformanceTest, UnknownQueueIsNotFound) {
   EXPECT_EQ(info.status().code(), StatusCode::kNotFound) << info.status().ToString();
 }
 
+TEST_P(BrokerConformanceTest, DeleteQueueRemovesItWithItsMessagesAndAPublishMakesItAgain) {
+  const std::string q = QueueName("doomed");
+  Publish(q, "one");
+  Publish(q, "two");
+  ASSERT_TRUE(QueueReaches({.name = q, .size = 2, .subscribers = 0, .unacked = 0}));
+  Status deleted = broker().DeleteQueue(q);
+  ASSERT_TRUE(deleted.ok()) << deleted.ToString();
+  auto gone = broker().Queue(q);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+  auto listed = broker().Queues();
+  ASSERT_TRUE(listed.ok());
+  for (const QueueInfo& info : *listed) EXPECT_NE(info.name, q);
+  // Its messages went with it: published again, it holds only the new one.
+  Publish(q, "three");
+  Inbox inbox;
+  auto sub = Subscribe(q, 1, inbox.Handler());
+  ASSERT_TRUE(inbox.WaitForSize(1));
+  EXPECT_EQ(inbox.bodies(), std::vector<std::string>{"three"});
+}
+
+TEST_P(BrokerConformanceTest, DeleteOfAnUnknownQueueIsNotFound) {
+  Status deleted = broker().DeleteQueue(QueueName("never-used"));
+  EXPECT_EQ(deleted.code(), StatusCode::kNotFound) << deleted.ToString();
+}
+
+TEST_P(BrokerConformanceTest, DeleteOfAQueueWithAConsumerIsRefusedAndDeletesNothing) {
+  const std::string q = QueueName("busy");
+  Inbox inbox;
+  auto sub = Subscribe(q, 1, inbox.Handler());
+  ASSERT_TRUE(QueueReaches({.name = q, .size = 0, .subscribers = 1, .unacked = 0}));
+  Status deleted = broker().DeleteQueue(q);
+  EXPECT_EQ(deleted.code(), StatusCode::kFailedPrecondition) << deleted.ToString();
+  Publish(q, "still here");
+  ASSERT_TRUE(inbox.WaitForSize(1));
+  EXPECT_EQ(inbox.bodies(), std::vector<std::string>{"still here"});
+}
+
 TEST_P(BrokerConformanceTest, IsHealthy) {
   Status health = broker().Health();
   EXPECT_TRUE(health.ok()) << health.ToString();

@@ -115,6 +115,7 @@ class Core : public std::enable_shared_from_this<Core> {
                                                   DeliveryHandler handler) BATON_EXCLUDES(mu_);
   Result<std::vector<QueueInfo>> Queues() BATON_EXCLUDES(mu_);
   Result<QueueInfo> Queue(std::string_view name) BATON_EXCLUDES(mu_);
+  Status DeleteQueue(std::string_view name) BATON_EXCLUDES(mu_);
   Status Health() BATON_EXCLUDES(mu_);
 
   Status Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settlement) BATON_EXCLUDES(mu_);
@@ -302,6 +303,21 @@ Result<QueueInfo> Core::Queue(std::string_view name) {
   auto it = queues_.find(name);
   if (it == queues_.end()) return NotFound("no queue named '" + std::string(name) + "'");
   return InfoOf(it->second);
+}
+
+Status Core::DeleteQueue(std::string_view name) {
+  BATON_RETURN_IF_ERROR(CheckQueueName(name));
+  MutexLock lock(mu_);
+  auto it = queues_.find(name);
+  if (it == queues_.end()) return NotFound("no queue named '" + std::string(name) + "'");
+  if (it->second.subscribers > 0 || it->second.unacked > 0) {
+    return FailedPrecondition("queue '" + std::string(name) + "' has " +
+                              std::to_string(it->second.subscribers) + " consumer(s) and " +
+                              std::to_string(it->second.unacked) +
+                              " unacked message(s): stop the workers that read it first");
+  }
+  queues_.erase(it);
+  return Status::Ok();
 }
 
 Status Core::Health() {
@@ -546,6 +562,8 @@ Result<std::unique_ptr<Subscription>> InMemoryBroker::Subscribe(std::string_view
 Result<std::vector<QueueInfo>> InMemoryBroker::Queues() { return core_->Queues(); }
 
 Result<QueueInfo> InMemoryBroker::Queue(std::string_view name) { return core_->Queue(name); }
+
+Status InMemoryBroker::DeleteQueue(std::string_view name) { return core_->DeleteQueue(name); }
 
 Status InMemoryBroker::Health() { return core_->Health(); }
 

@@ -47,6 +47,7 @@ class InMemoryBroker : public Broker {
   Result<std::vector<QueueInfo>> Queues() override;
   // NotFound for a queue nobody has published to or subscribed to.
   Result<QueueInfo> Queue(std::string_view name) override;
+  Status DeleteQueue(std::string_view name) override;
   Status Health() override;
 
   // Fault injection. The next `count` calls to Publish (every call when `count` is

@@ -369,6 +369,7 @@ class Core : public std::enable_shared_from_this<Core> {
                                                   DeliveryHandler handler);
   Result<std::vector<QueueInfo>> Queues();
   Result<QueueInfo> Queue(std::string_view name);
+  Status DeleteQueue(std::string_view name);
   Status Health();
 
   void CloseSubscription(std::uint64_t id);
@@ -656,6 +657,38 @@ Result<QueueInfo> Core::InspectLocked(std::string_view name) {
     }
     if (attempt >= 1) return status;
   }
+}
+
+Status Core::DeleteQueue(std::string_view name) {
+  BATON_RETURN_IF_ERROR(CheckQueueName(name));
+  {
+    MutexLock lock(pub_mu_);
+    BATON_ASSIGN_OR_RETURN(QueueInfo info, InspectLocked(name));
+    if (info.subscribers > 0) {
+      return FailedPrecondition("queue '" + std::string(name) + "' has " +
+                                std::to_string(info.subscribers) +
+                                " consumer(s): stop the workers that read it first");
+    }
+    // if-unused: RabbitMQ refuses it too should a consumer come in between.
+    Connection& c = *pub_;
+    amqp_queue_delete_ok_t* ok =
+        amqp_queue_delete(c.state(), kInspectChannel, Bytes(name), /*if_unused=*/1, 0);
+    if (ok == nullptr) {
+      Status status = c.Check(amqp_get_rpc_reply(c.state()), kInspectChannel,
+                              "deleting queue '" + std::string(name) + "'");
+      inspect_open_ = false;  // a refused delete closes the channel
+      if (status.code() == StatusCode::kFailedPrecondition) {
+        return FailedPrecondition("queue '" + std::string(name) +
+                                  "' is in use: stop the workers that read it first");
+      }
+      return status.ok() ? Internal("deleting queue '" + std::string(name) + "' failed") : status;
+    }
+    amqp_maybe_release_buffers(c.state());
+    declared_.erase(std::string(name));
+  }
+  MutexLock lock(mu_);
+  known_.erase(std::string(name));
+  return Status::Ok();
 }
 
 Result<QueueInfo> Core::Queue(std::string_view name) {
@@ -1212,6 +1245,8 @@ Result<std::unique_ptr<Subscription>> RabbitMqBroker::Subscribe(std::string_view
 Result<std::vector<QueueInfo>> RabbitMqBroker::Queues() { return core_->Queues(); }
 
 Result<QueueInfo> RabbitMqBroker::Queue(std::string_view name) { return core_->Queue(name); }
+
+Status RabbitMqBroker::DeleteQueue(std::string_view name) { return core_->DeleteQueue(name); }
 
 Status RabbitMqBroker::Health() { return core_->Health(); }
 

@@ -85,6 +85,7 @@ class RabbitMqBroker : public Broker {
                                                   DeliveryHandler handler) override;
   Result<std::vector<QueueInfo>> Queues() override;
   Result<QueueInfo> Queue(std::string_view name) override;
+  Status DeleteQueue(std::string_view name) override;
   // Ok when RabbitMQ answers on the publisher connection (reopened if needed): a
   // passive queue.declare round trip.
   Status Health() override;

@@ -39,6 +39,7 @@ class UnconfiguredBroker : public Broker {
   }
   Result<std::vector<QueueInfo>> Queues() override { return Unavailable("skipped"); }
   Result<QueueInfo> Queue(std::string_view) override { return Unavailable("skipped"); }
+  Status DeleteQueue(std::string_view) override { return Unavailable("skipped"); }
   Status Health() override { return Unavailable("skipped"); }
 };
 
