@@ -240,6 +240,79 @@ Response Unauthenticated(const std::string& why) {
 }  // namespace
 
 Response Api::Handle(const Request& request) {
+  const std::string* origin = nullptr;
+  if (options_.cors.enabled) {
+    if (auto it = request.headers.find("origin"); it != request.headers.end()) origin = &it->second;
+  }
+  // A browser's preflight: answered here, before any route or credentials.
+  if (origin != nullptr && request.method == "OPTIONS" &&
+      request.headers.contains("access-control-request-method")) {
+    Response r;
+    r.status = 204;
+    r.headers = CorsHeaders(*origin);
+    if (!r.headers.empty()) {
+      r.headers.emplace_back("Access-Control-Allow-Methods",
+                             options_.cors.methods == "*" ? "GET, POST, PUT, DELETE, PATCH, OPTIONS"
+                                                          : options_.cors.methods);
+      std::string allowed = options_.cors.headers;
+      if (allowed == "*") {
+        auto h = request.headers.find("access-control-request-headers");
+        allowed = h == request.headers.end() ? "Content-Type, Authorization" : h->second;
+      }
+      r.headers.emplace_back("Access-Control-Allow-Headers", allowed);
+      r.headers.emplace_back("Access-Control-Max-Age", "600");
+    }
+    return r;
+  }
+  Response response;
+  if (options_.rate_limit_rps > 0 && request.path != "/health" && !TakeToken(request.remote_addr)) {
+    response = Json(429, {{"message", fmt::format("too many requests: the limit is {} a second "
+                                                  "for each client (middleware.web.ratelimit.rps)",
+                                                  options_.rate_limit_rps)},
+                          {"code", "UNAVAILABLE"}});
+    response.headers.emplace_back("Retry-After", "1");
+  } else {
+    response = Dispatch(request);
+  }
+  if (origin != nullptr) {
+    for (auto& header : CorsHeaders(*origin)) response.headers.push_back(std::move(header));
+  }
+  return response;
+}
+
+bool Api::TakeToken(const std::string& remote) {
+  const auto now = std::chrono::steady_clock::now();
+  const double rate = options_.rate_limit_rps;
+  MutexLock lock(rate_mu_);
+  // Bounded: clients quiet for a second have full buckets again, and are forgotten.
+  if (buckets_.size() > 10000) {
+    std::erase_if(buckets_,
+                  [&](const auto& b) { return now - b.second.at > std::chrono::seconds(1); });
+  }
+  auto [it, fresh] = buckets_.try_emplace(remote, Bucket{rate, now});
+  Bucket& b = it->second;
+  if (!fresh) {
+    b.tokens = std::min(rate, b.tokens + rate * std::chrono::duration<double>(now - b.at).count());
+    b.at = now;
+  }
+  if (b.tokens < 1) return false;
+  b.tokens -= 1;
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> Api::CorsHeaders(const std::string& origin) const {
+  const std::vector<std::string>& allowed = options_.cors.origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return {};
+  std::vector<std::pair<std::string, std::string>> out;
+  // With credentials, a browser wants the origin itself, never *.
+  out.emplace_back("Access-Control-Allow-Origin", any && !options_.cors.credentials ? "*" : origin);
+  out.emplace_back("Vary", "Origin");
+  if (options_.cors.credentials) out.emplace_back("Access-Control-Allow-Credentials", "true");
+  return out;
+}
+
+Response Api::Dispatch(const Request& request) {
   try {
     std::vector<std::string> parts = Split(request.path);
     for (const Route& route : RouteTable()) {

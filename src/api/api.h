@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "auth/auth.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "broker/broker.h"
 #include "coordinator/coordinator.h"
@@ -35,6 +36,8 @@ struct Request {
   bool may_park = false;
   // Every header as sent, its name in lower case (a repeated one: its last value).
   std::map<std::string, std::string> headers;
+  // The client's address (empty when not known), for the rate limit.
+  std::string remote_addr;
 };
 
 // A submission waiting for its job (Request::may_park). It holds one of api.max_waits
@@ -84,9 +87,25 @@ struct AuthOptions {
   int bcrypt_cost = 10;
 };
 
+// CORS (Tork's middleware.web.cors): with `enabled`, a request whose Origin is allowed
+// gets Access-Control-Allow-Origin (the origin, or * when any is and credentials are
+// not sent) and a preflight (OPTIONS with Access-Control-Request-Method) gets 204 with the
+// allowed methods and headers.
+struct CorsOptions {
+  bool enabled = false;
+  std::vector<std::string> origins = {"*"};
+  std::string methods = "*";
+  std::string headers = "*";
+  bool credentials = false;
+};
+
 struct ApiOptions {
   std::string version;
   std::size_t max_body_bytes = 4 << 20;
+  CorsOptions cors;
+  // Requests a second each client address may make (a token bucket of as many); more get
+  // 429. GET /health is not counted. 0: no limit (Tork's middleware.web.ratelimit).
+  int rate_limit_rps = 0;
   // A submitted document may expand to this many bytes of text, YAML aliases counted at
   // each use (api.max_document_bytes); more is refused with 413 before the job is built.
   std::size_t max_document_bytes = kMaxDocumentBytes;
@@ -200,6 +219,20 @@ class Api {
   ApiOptions options_;
   std::atomic<int> waiting_ = 0;  // submissions waiting (blocked in Handle, or parked)
   std::atomic<bool> stopping_ = false;
+
+  // The route's answer, before CORS and the rate limit (Handle).
+  Response Dispatch(const Request& request);
+  // Takes one of `remote`'s tokens; false when it has none left (ApiOptions::rate_limit_rps).
+  bool TakeToken(const std::string& remote) BATON_EXCLUDES(rate_mu_);
+  // The CORS headers for a request from `origin` (none when it is not allowed).
+  std::vector<std::pair<std::string, std::string>> CorsHeaders(const std::string& origin) const;
+
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  Mutex rate_mu_;
+  std::map<std::string, Bucket> buckets_ BATON_GUARDED_BY(rate_mu_);
 };
 
 }  // namespace baton::api

@@ -688,6 +688,70 @@ TEST_F(TorkStatesTest, DeleteQueueDeletesAnIdleTaskQueueAndRefusesTheRest) {
   EXPECT_TRUE(broker_.Queue("default").ok());
 }
 
+TEST_F(TorkStatesTest, CorsAnswersAPreflightAndMarksAnswersToAllowedOriginsOnly) {
+  ApiOptions options{.version = "1"};
+  options.cors.enabled = true;
+  options.cors.origins = {"https://ui.example"};
+  Api api(*coordinator_, *datastore_, broker_, options);
+  auto header = [](const Response& r, const std::string& name) -> std::string {
+    for (const auto& [k, v] : r.headers) {
+      if (k == name) return v;
+    }
+    return "<none>";
+  };
+  Request preflight{"OPTIONS", "/jobs", {}, "", ""};
+  preflight.headers = {{"origin", "https://ui.example"},
+                       {"access-control-request-method", "POST"},
+                       {"access-control-request-headers", "content-type"}};
+  Response pre = api.Handle(preflight);
+  EXPECT_EQ(pre.status, 204);
+  EXPECT_EQ(header(pre, "Access-Control-Allow-Origin"), "https://ui.example");
+  EXPECT_EQ(header(pre, "Access-Control-Allow-Methods"), "GET, POST, PUT, DELETE, PATCH, OPTIONS");
+  EXPECT_EQ(header(pre, "Access-Control-Allow-Headers"), "content-type");
+  Request get{"GET", "/health", {}, "", ""};
+  get.headers = {{"origin", "https://ui.example"}};
+  Response allowed = api.Handle(get);
+  EXPECT_EQ(allowed.status, 200);
+  EXPECT_EQ(header(allowed, "Access-Control-Allow-Origin"), "https://ui.example");
+  EXPECT_EQ(header(allowed, "Vary"), "Origin");
+  get.headers = {{"origin", "https://evil.example"}};
+  EXPECT_EQ(header(api.Handle(get), "Access-Control-Allow-Origin"), "<none>");
+  // Off (the default): no CORS header, and OPTIONS is no route.
+  Request plain{"GET", "/health", {}, "", ""};
+  plain.headers = {{"origin", "https://ui.example"}};
+  EXPECT_TRUE(api_->Handle(plain).headers.empty());
+  EXPECT_EQ(api_->Handle(preflight).status, 404);
+}
+
+TEST_F(TorkStatesTest, TheRateLimitAnswers429PastEachClientsRateAndSparesHealth) {
+  ApiOptions options{.version = "1"};
+  options.rate_limit_rps = 3;
+  Api api(*coordinator_, *datastore_, broker_, options);
+  auto from = [](const std::string& path, const std::string& remote) {
+    Request r{"GET", path, {}, "", ""};
+    r.remote_addr = remote;
+    return r;
+  };
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 10; ++i) {
+    Response r = api.Handle(from("/queues", "10.0.0.1"));
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++limited;
+      EXPECT_EQ(r.headers.at(0), (std::pair<std::string, std::string>{"Retry-After", "1"}));
+      EXPECT_NE(r.body.find("middleware.web.ratelimit.rps"), std::string::npos) << r.body;
+    }
+  }
+  // The bucket holds 3 and refills 3 a second: 10 requests at once pass 3 (4 on a slow
+  // machine), never all.
+  EXPECT_GE(ok, 3);
+  EXPECT_LE(ok, 5);
+  EXPECT_EQ(ok + limited, 10);
+  // Another client has a bucket of its own; /health is not counted.
+  EXPECT_EQ(api.Handle(from("/queues", "10.0.0.2")).status, 200);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(api.Handle(from("/health", "10.0.0.1")).status, 200);
+}
+
 TEST_F(TorkStatesTest, RestartOfAJobWithNoMoreTasksToRunIs400) {
   std::string id =
       Submit("name: bad output\noutput: '{{ nosuch }}'\ntasks:\n  - {name: t, run: ok}\n");

@@ -401,6 +401,7 @@ class RequestProcessor final : public httplib::Server {
         request.headers[lower] = value;
       }
       request.body = req.body;
+      request.remote_addr = req.remote_addr;
       request.may_park = park_into != nullptr;
       Response response = api_.Handle(request);
       if (response.wait != nullptr && park_into != nullptr) {
@@ -418,6 +419,7 @@ class RequestProcessor final : public httplib::Server {
       Put(pattern, handle);
       Delete(pattern, handle);
       Patch(pattern, handle);
+      Options(pattern, handle);
     }
     set_error_handler([](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;

@@ -39,7 +39,11 @@ constexpr const char* kKeys[] = {
     "datastore.encryption.key", "datastore.encryption.key_file", "datastore.encryption.old_keys",
     // Authentication.
     "api.auth.enabled", "middleware.web.basicauth.enabled", "api.auth.admin_user",
-    "api.auth.admin_password", "api.auth.bcrypt_cost"};
+    "api.auth.admin_password", "api.auth.bcrypt_cost",
+    // Tork's web middleware.
+    "middleware.web.bodylimit", "middleware.web.cors.enabled", "middleware.web.cors.origins",
+    "middleware.web.cors.methods", "middleware.web.cors.headers", "middleware.web.cors.credentials",
+    "middleware.web.ratelimit.enabled", "middleware.web.ratelimit.rps"};
 
 // The items of a comma-separated list, blanks around each trimmed, empty ones left out.
 std::vector<std::string_view> CommaList(std::string_view rest) {
@@ -262,6 +266,37 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
       return InvalidArgument(fmt::format("{}: \"{}\" is not a cost 4..15", key, value));
     }
     config.api_auth_bcrypt_cost = n;
+  } else if (key == "middleware.web.bodylimit") {
+    auto bytes = ParseMemory(value);
+    if (!bytes.ok() || *bytes < 1024 || *bytes > (std::int64_t{1} << 30)) {
+      return InvalidArgument(fmt::format(
+          "{}: \"{}\" is not a size from 1K to 1G (use e.g. 500K, 4M)", key, value.substr(0, 50)));
+    }
+    config.api_max_body_bytes = static_cast<std::size_t>(*bytes);
+  } else if (key == "middleware.web.cors.enabled" || key == "middleware.web.cors.credentials" ||
+             key == "middleware.web.ratelimit.enabled") {
+    BATON_RETURN_IF_ERROR(one_of({"true", "false"}));
+    (key == "middleware.web.cors.enabled"       ? config.cors_enabled
+     : key == "middleware.web.cors.credentials" ? config.cors_credentials
+                                                : config.rate_limit_enabled) = value == "true";
+  } else if (key == "middleware.web.cors.origins" || key == "middleware.web.cors.methods" ||
+             key == "middleware.web.cors.headers") {
+    if (value.empty())
+      return InvalidArgument(fmt::format("{}: must not be empty (* for any)", key));
+    if (key == "middleware.web.cors.origins") {
+      config.cors_origins.clear();
+      for (std::string_view origin : CommaList(value)) config.cors_origins.emplace_back(origin);
+    } else {
+      (key == "middleware.web.cors.methods" ? config.cors_methods : config.cors_headers) = value;
+    }
+  } else if (key == "middleware.web.ratelimit.rps") {
+    int n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > 1000000) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a rate 1..1000000 (requests a second)",
+                                         key, value.substr(0, 50)));
+    }
+    config.rate_limit_rps = n;
   } else {
     return InvalidArgument(fmt::format("unknown configuration key {}", key));
   }
@@ -390,6 +425,12 @@ Result<Config> LoadConfig(const std::string& file,
         fmt::format("api.max_waits ({}) must be less than api.max_connections ({}), or waiting "
                     "submissions could take every connection",
                     config.api_max_waits, config.api_max_connections));
+  }
+  // Room for two requests of the largest body at least, or one could never be served.
+  if (config.api_max_buffered_bytes < 2 * config.api_max_body_bytes) {
+    return InvalidArgument(fmt::format(
+        "api.max_buffered_bytes ({}) must be at least twice middleware.web.bodylimit ({})",
+        config.api_max_buffered_bytes, config.api_max_body_bytes));
   }
   BATON_RETURN_IF_ERROR(MakePathsAbsolute(config));
   return config;

@@ -66,6 +66,18 @@ struct Config {
   std::string api_auth_admin_user = "admin";
   std::string api_auth_admin_password;
   int api_auth_bcrypt_cost = 10;
+  // Tork's web middleware keys. middleware.web.bodylimit: the largest request body
+  // (a size: "500K", "4M"; 4M by default); middleware.web.cors.*: CORS answers for the
+  // browsers of other origins; middleware.web.ratelimit.*: requests a second per client
+  // address (GET /health aside).
+  std::size_t api_max_body_bytes = 4 << 20;
+  bool cors_enabled = false;
+  std::vector<std::string> cors_origins = {"*"};  // from a comma-separated list; * for any
+  std::string cors_methods = "*";
+  std::string cors_headers = "*";
+  bool cors_credentials = false;
+  bool rate_limit_enabled = false;
+  int rate_limit_rps = 20;
 
   log::Level log_level = log::Level::kInfo;
   log::Format log_format = log::Format::kText;

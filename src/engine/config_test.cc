@@ -377,6 +377,56 @@ TEST_F(ConfigTest, BadAuthValuesNameTheKeyAndNeverTheAdminPassword) {
   EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("api.auth.enabled"));
 }
 
+TEST_F(ConfigTest, TorksWebMiddlewareKeysLoadFromTheFileAndVariables) {
+  auto config = LoadConfig(Write(R"(
+[middleware.web]
+bodylimit = "500K"
+[middleware.web.cors]
+enabled = true
+origins = "https://a.example, https://b.example"
+credentials = true
+[middleware.web.ratelimit]
+enabled = true
+rps = 7
+)"),
+                           Env());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->api_max_body_bytes, 500u << 10);
+  EXPECT_TRUE(config->cors_enabled);
+  EXPECT_EQ(config->cors_origins,
+            (std::vector<std::string>{"https://a.example", "https://b.example"}));
+  EXPECT_EQ(config->cors_methods, "*");
+  EXPECT_TRUE(config->cors_credentials);
+  EXPECT_TRUE(config->rate_limit_enabled);
+  EXPECT_EQ(config->rate_limit_rps, 7);
+  // Keys with `_`-less parts and dots, as variables too.
+  env_["BATON_MIDDLEWARE_WEB_BODYLIMIT"] = "2M";
+  env_["BATON_MIDDLEWARE_WEB_RATELIMIT_RPS"] = "3";
+  auto from_env = LoadConfig("", Env());
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ(from_env->api_max_body_bytes, 2u << 20);
+  EXPECT_EQ(from_env->rate_limit_rps, 3);
+  EXPECT_FALSE(from_env->rate_limit_enabled);
+  auto defaults = LoadConfig("", [](const char*) -> const char* { return nullptr; });
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->api_max_body_bytes, 4u << 20);
+  EXPECT_FALSE(defaults->cors_enabled);
+}
+
+TEST_F(ConfigTest, BadWebMiddlewareValuesNameTheKey) {
+  env_["BATON_MIDDLEWARE_WEB_BODYLIMIT"] = "lots";
+  EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("middleware.web.bodylimit"));
+  env_["BATON_MIDDLEWARE_WEB_BODYLIMIT"] = "200M";  // api.max_buffered_bytes is 256 MiB
+  EXPECT_THAT(LoadConfig("", Env()).status().message(),
+              HasSubstr("must be at least twice middleware.web.bodylimit"));
+  env_.erase("BATON_MIDDLEWARE_WEB_BODYLIMIT");
+  env_["BATON_MIDDLEWARE_WEB_RATELIMIT_RPS"] = "0";
+  EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("middleware.web.ratelimit.rps"));
+  env_.erase("BATON_MIDDLEWARE_WEB_RATELIMIT_RPS");
+  env_["BATON_MIDDLEWARE_WEB_CORS_ENABLED"] = "maybe";
+  EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("middleware.web.cors.enabled"));
+}
+
 TEST(EngineAddressTest, OnlyLocalhostAnd127AndIpv6LoopbackAreLoopback) {
   EXPECT_TRUE(IsLoopbackHost("localhost"));
   EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));

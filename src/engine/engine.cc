@@ -370,6 +370,13 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
   options.lease = lease_;
   options.max_waits = config.api_max_waits;
   options.max_document_bytes = config.api_max_document_bytes;
+  options.max_body_bytes = config.api_max_body_bytes;
+  options.cors.enabled = config.cors_enabled;
+  options.cors.origins = config.cors_origins;
+  options.cors.methods = config.cors_methods;
+  options.cors.headers = config.cors_headers;
+  options.cors.credentials = config.cors_credentials;
+  options.rate_limit_rps = config.rate_limit_enabled ? config.rate_limit_rps : 0;
   options.auth.enabled = config.AuthEnabled();
   options.auth.bcrypt_cost = config.api_auth_bcrypt_cost;
   BATON_RETURN_IF_ERROR(BootstrapAdmin(config));
