@@ -364,6 +364,19 @@ class Decoder {
     return limits;
   }
 
+  // What Tork lets a mount's source and target hold: letters, digits, space and - . _ / =
+  // (nothing a shell, a Docker mount option or a path walk could read more into).
+  static bool MountPathCharsOk(std::string_view path) {
+    return std::all_of(path.begin(), path.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '-' || c == '/' || c == '.' || c == '_' || c == '=' || c == ' ';
+    });
+  }
+  static std::string MountCharsProblem(const std::string& path) {
+    return fmt::format("{} may hold only letters, digits, space and - . _ / = (as Tork's mounts)",
+                       Quoted(path));
+  }
+
   Mount DecodeMount(const Node& node, const std::string& path) {
     Mount mount;
     bool has_type = false;
@@ -403,8 +416,12 @@ class Decoder {
     } else if (mount.type != MountType::kBind && !mount.source.empty()) {
       Problem(source_mark, Join(path, "source"),
               fmt::format("a {} mount cannot have a source", ToString(mount.type)));
+    } else if (!MountPathCharsOk(mount.source)) {
+      Problem(source_mark, Join(path, "source"), MountCharsProblem(mount.source));
     }
-    if (mount.target.empty()) {
+    if (!mount.target.empty() && !MountPathCharsOk(mount.target)) {
+      Problem(target_mark, Join(path, "target"), MountCharsProblem(mount.target));
+    } else if (mount.target.empty()) {
       Problem(node.mark, Join(path, "target"), "is required");
     } else if (mount.target[0] != '/') {
       Problem(target_mark, Join(path, "target"),

@@ -279,6 +279,15 @@ TEST(JobDecodeTest, ChecksMounts) {
       Problems(WithTask("    run: x\n    mounts:\n      - {type: volume, target: /baton/x}\n")),
       ElementsAre("6:32: tasks[0].mounts[0].target: \"/baton/x\" is reserved for the "
                   "engine's own files"));
+  // Tork's character set for sources and targets.
+  EXPECT_THAT(Problems(WithTask("    run: x\n    mounts:\n"
+                                "      - {type: bind, source: \"/a;rm -rf\", target: /data}\n"
+                                "      - {type: volume, target: \"/data,ro\"}\n"
+                                "      - {type: bind, source: /srv/a_b-c.d, target: /x=y z}\n")),
+              ElementsAre("6:30: tasks[0].mounts[0].source: \"/a;rm -rf\" may hold only letters, "
+                          "digits, space and - . _ / = (as Tork's mounts)",
+                          "7:32: tasks[0].mounts[1].target: \"/data,ro\" may hold only letters, "
+                          "digits, space and - . _ / = (as Tork's mounts)"));
 }
 
 TEST(JobDecodeTest, ChecksDurationsAndMemorySizes) {
