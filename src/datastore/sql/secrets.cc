@@ -15,11 +15,11 @@ using nlohmann::json;
 
 // Calls fn(value) on every secret value of the model, const or not; stops at the first
 // error. One walk for encrypting, decrypting and finding secrets, so the three agree.
+// Every env value, whatever its key: env is how a job's secrets reach its tasks
+// (`DB: "{{ secrets.db }}"`, evaluated into the row), and a key need not look secret.
 template <typename M, typename Fn>
 Status VisitEnv(M& env, Fn& fn) {
-  for (auto& [key, value] : env) {
-    if (IsSecretKey(key)) BATON_RETURN_IF_ERROR(fn(value));
-  }
+  for (auto& [key, value] : env) BATON_RETURN_IF_ERROR(fn(value));
   return Status::Ok();
 }
 

@@ -6,9 +6,9 @@
 //
 // The secret values are:
 // - a job's and a sub-job's `secrets` (values), and each webhook's `secret`;
-// - in every task (at any depth, and its pre/post steps and sidecars): the values of env
-//   keys that look secret (IsSecretKey: *SECRET*, *PASSWORD*, *TOKEN*, *ACCESS_KEY*, the
-//   rule redaction uses) and registry passwords;
+// - in every task (at any depth, and its pre/post steps and sidecars): every env value
+//   (env is how secrets reach a task, `DB: "{{ secrets.db }}"`, whatever the key's name)
+//   and registry passwords;
 // - the members of a context's top-level `secrets`;
 // - a webhook delivery's `secret` and its header values (an Authorization header is
 //   usually a credential).

@@ -15,7 +15,7 @@ crypto::Keyring Ring() { return *crypto::Keyring::Make({*crypto::GenerateKey()})
 // A job with a secret in every place secrets.h lists, at every depth (parallel, each,
 // sub-job, steps and sidecars), each a distinct value pushed onto `values`.
 Job EverySecret(std::vector<std::string>& values) {
-  auto v = [&](const char* what) {
+  auto v = [&](const std::string& what) {
     values.push_back(std::string("plain-") + what);
     return values.back();
   };
@@ -23,7 +23,8 @@ Job EverySecret(std::vector<std::string>& values) {
     Task t;
     t.name = name;
     t.run = "true";
-    t.env = {{"API_TOKEN", v(name)}, {"VISIBLE", "shown"}};
+    // A key that does not look secret holds one too (`DB: "{{ secrets.db }}"`).
+    t.env = {{"API_TOKEN", v(name)}, {"DB", v(std::string("db-") + name)}};
     return t;
   };
   Job job;
@@ -75,7 +76,7 @@ TEST(SecretsTest, EveryListedValueIsSealedInTheStoredTextAndDecodesBack) {
   for (const std::string& value : values) {
     EXPECT_EQ(text->find(value), std::string::npos) << value << " in " << *text;
   }
-  EXPECT_NE(text->find("shown"), std::string::npos);  // only secrets are sealed
+  EXPECT_NE(text->find("every secret"), std::string::npos);  // only secret values are sealed
   Result<Job> back = DecodeStoredJob(*text, &keys);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, job);
@@ -100,7 +101,7 @@ TEST(SecretsTest, WithoutKeysValuesAreStoredAsTheyAreAndAJobWithoutSecretsIsUnch
   Task t;
   t.name = "t";
   t.run = "true";
-  t.env = {{"WHO", "world"}, {"EMPTY_TOKEN", ""}};
+  t.env = {{"EMPTY_TOKEN", ""}};
   none.tasks = {t};
   EXPECT_FALSE(HasSecrets(none));  // empty values stay empty
   const crypto::Keyring keys = Ring();
