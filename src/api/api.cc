@@ -85,6 +85,47 @@ std::string MediaType(std::string_view content_type) {
   return lower;
 }
 
+std::variant<DocumentFormat, Response> BodyFormat(const Request& request,
+                                                  std::size_t max_body_bytes,
+                                                  std::string_view what) {
+  if (request.body.size() > max_body_bytes) {
+    return Json(413, {{"message", fmt::format("{} is {} bytes; the limit is {}", what,
+                                              request.body.size(), max_body_bytes)},
+                      {"code", "INVALID_ARGUMENT"}});
+  }
+  std::string type = MediaType(request.content_type);
+  if (type == "application/json") return DocumentFormat::kJson;
+  if (type == "text/yaml" || type == "application/x-yaml" || type == "application/yaml" ||
+      type == "text/x-yaml") {
+    return DocumentFormat::kYaml;
+  }
+  if (type.empty()) return SniffFormat(request.body);
+  return Json(415, {{"message", fmt::format("unsupported content type \"{}\": send "
+                                            "application/json, text/yaml or application/x-yaml",
+                                            type.substr(0, 100))},
+                    {"code", "INVALID_ARGUMENT"}});
+}
+
+Response DocumentProblems(const std::vector<Diagnostic>& problems, std::string message,
+                          bool too_large, std::size_t max_document_bytes) {
+  json errors = json::array();
+  for (const Diagnostic& d : problems) {
+    errors.push_back({{"line", d.mark.line},
+                      {"column", d.mark.column},
+                      {"path", d.path},
+                      {"message", d.message}});
+  }
+  // Too large to build (an alias bomb, say): 413, naming the setting that bounds it.
+  if (too_large) {
+    if (!problems.empty() &&
+        problems.front().message == DocumentTooLargeMessage(max_document_bytes)) {
+      message += "; the limit is api.max_document_bytes";
+    }
+    return Json(413, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+  }
+  return Json(400, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+}
+
 }  // namespace detail
 using namespace detail;
 
@@ -400,44 +441,13 @@ Response Api::Health() {
 }
 
 Response Api::SubmitJob(const Request& request, const std::optional<Principal>& who) {
-  if (request.body.size() > options_.max_body_bytes) {
-    return Json(413, {{"message", fmt::format("the job is {} bytes; the limit is {}",
-                                              request.body.size(), options_.max_body_bytes)},
-                      {"code", "INVALID_ARGUMENT"}});
-  }
-  std::string type = MediaType(request.content_type);
-  DocumentFormat format;
-  if (type == "application/json") {
-    format = DocumentFormat::kJson;
-  } else if (type == "text/yaml" || type == "application/x-yaml" || type == "application/yaml" ||
-             type == "text/x-yaml") {
-    format = DocumentFormat::kYaml;
-  } else if (type.empty()) {
-    format = SniffFormat(request.body);
-  } else {
-    return Json(415, {{"message", fmt::format("unsupported content type \"{}\": send "
-                                              "application/json, text/yaml or application/x-yaml",
-                                              type.substr(0, 100))},
-                      {"code", "INVALID_ARGUMENT"}});
-  }
-  JobParseResult parsed = ParseJob(request.body, format, options_.max_document_bytes);
+  auto format = BodyFormat(request, options_.max_body_bytes, "the job");
+  if (auto* refused = std::get_if<Response>(&format)) return *refused;
+  JobParseResult parsed =
+      ParseJob(request.body, std::get<DocumentFormat>(format), options_.max_document_bytes);
   if (!parsed.ok()) {
-    json errors = json::array();
-    for (const Diagnostic& d : parsed.problems) {
-      errors.push_back({{"line", d.mark.line},
-                        {"column", d.mark.column},
-                        {"path", d.path},
-                        {"message", d.message}});
-    }
-    std::string message = parsed.Message();
-    // Too large to build (an alias bomb, say): 413, naming the setting that bounds it.
-    if (parsed.too_large) {
-      if (parsed.problems.front().message == DocumentTooLargeMessage(options_.max_document_bytes)) {
-        message += "; the limit is api.max_document_bytes";
-      }
-      return Json(413, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
-    }
-    return Json(400, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+    return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
+                            options_.max_document_bytes);
   }
   // A wait holds a slot (and, unless parked, this thread): take one before submitting,
   // or refuse.

@@ -5,9 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 #include "api/api.h"
 #include "base/status.h"
+#include "core/document.h"
 
 namespace baton::api::detail {
 
@@ -20,5 +23,15 @@ bool IsId(std::string_view id);
 Result<int> IntParam(const Request& request, const std::string& name, int fallback, int lo, int hi);
 // The media type of a Content-Type header, lower case, without parameters.
 std::string MediaType(std::string_view content_type);
+// The format of a submitted document (JSON, YAML, or sniffed without a Content-Type), or
+// the answer refusing it: 413 over `max_body_bytes` (the message says "`what` is N
+// bytes"), 415 for another content type.
+std::variant<DocumentFormat, Response> BodyFormat(const Request& request,
+                                                  std::size_t max_body_bytes,
+                                                  std::string_view what);
+// 400 listing every problem of a document (`errors`: line, column, path, message); 413
+// when it was too large to build, naming api.max_document_bytes when that was the limit.
+Response DocumentProblems(const std::vector<Diagnostic>& problems, std::string message,
+                          bool too_large, std::size_t max_document_bytes);
 
 }  // namespace baton::api::detail

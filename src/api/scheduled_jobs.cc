@@ -28,38 +28,13 @@ json Redacted(const ScheduledJobRecord& record, bool summary) {
 // The body parsed, or the answer refusing it (413, 415 or 400 with every problem).
 std::variant<ScheduledJobParseResult, Response> ParseBody(const Request& request,
                                                           const ApiOptions& options) {
-  if (request.body.size() > options.max_body_bytes) {
-    return Json(413, {{"message", fmt::format("the scheduled job is {} bytes; the limit is {}",
-                                              request.body.size(), options.max_body_bytes)},
-                      {"code", "INVALID_ARGUMENT"}});
-  }
-  std::string type = MediaType(request.content_type);
-  DocumentFormat format;
-  if (type == "application/json") {
-    format = DocumentFormat::kJson;
-  } else if (type == "text/yaml" || type == "application/x-yaml" || type == "application/yaml" ||
-             type == "text/x-yaml") {
-    format = DocumentFormat::kYaml;
-  } else if (type.empty()) {
-    format = SniffFormat(request.body);
-  } else {
-    return Json(415, {{"message", fmt::format("unsupported content type \"{}\": send "
-                                              "application/json, text/yaml or application/x-yaml",
-                                              type.substr(0, 100))},
-                      {"code", "INVALID_ARGUMENT"}});
-  }
+  auto format = BodyFormat(request, options.max_body_bytes, "the scheduled job");
+  if (auto* refused = std::get_if<Response>(&format)) return *refused;
   ScheduledJobParseResult parsed =
-      ParseScheduledJob(request.body, format, options.max_document_bytes);
+      ParseScheduledJob(request.body, std::get<DocumentFormat>(format), options.max_document_bytes);
   if (!parsed.ok()) {
-    json errors = json::array();
-    for (const Diagnostic& d : parsed.problems) {
-      errors.push_back({{"line", d.mark.line},
-                        {"column", d.mark.column},
-                        {"path", d.path},
-                        {"message", d.message}});
-    }
-    return Json(parsed.too_large ? 413 : 400,
-                {{"message", parsed.Message()}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+    return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
+                            options.max_document_bytes);
   }
   return parsed;
 }
