@@ -479,19 +479,27 @@ int GetJob(const ClientOptions& options, const std::string& id, std::ostream& ou
 
 namespace {
 
-int PutJob(const ClientOptions& options, const std::string& id, const char* action,
-           const char* done, std::ostream& out, std::ostream& err) {
+// A PUT or DELETE of `path` that changes something: prints `done` (with --json, the
+// answer as it came).
+int Change(const ClientOptions& options, std::string_view method, const std::string& path,
+           const std::string& done, std::ostream& out, std::ostream& err) {
   Api api(options, err);
   if (!api.Valid()) return kExitUsage;
-  auto reply = api.Put(JobPath(id) + "/" + action);
+  auto reply = method == "DELETE" ? api.Delete(path) : api.Put(path);
   if (!reply) return kExitFailure;
   if (!reply->ok()) return ReportError(*reply, err);
   if (options.json) {
     out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
   } else {
-    out << fmt::format("job {} {}\n", id, done);
+    out << done << '\n';
   }
   return kExitOk;
+}
+
+int PutJob(const ClientOptions& options, const std::string& id, const char* action,
+           const char* done, std::ostream& out, std::ostream& err) {
+  return Change(options, "PUT", JobPath(id) + "/" + action, fmt::format("job {} {}", id, done), out,
+                err);
 }
 
 }  // namespace
@@ -584,18 +592,10 @@ std::string SchedulePath(const std::string& id) { return "/scheduled-jobs/" + Pe
 // PUT .../pause, PUT .../resume or DELETE: "scheduled job ID paused" or the server's JSON.
 int ChangeSchedule(const ClientOptions& options, const std::string& id, const char* action,
                    const char* done, std::ostream& out, std::ostream& err) {
-  Api api(options, err);
-  if (!api.Valid()) return kExitUsage;
-  auto reply = std::string_view(action) == "delete" ? api.Delete(SchedulePath(id))
-                                                    : api.Put(SchedulePath(id) + "/" + action);
-  if (!reply) return kExitFailure;
-  if (!reply->ok()) return ReportError(*reply, err);
-  if (options.json) {
-    out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
-  } else {
-    out << fmt::format("scheduled job {} {}\n", id, done);
-  }
-  return kExitOk;
+  const bool remove = std::string_view(action) == "delete";
+  return Change(options, remove ? "DELETE" : "PUT",
+                remove ? SchedulePath(id) : SchedulePath(id) + "/" + action,
+                fmt::format("scheduled job {} {}", id, done), out, err);
 }
 
 std::string Zone(const json& scheduled) {
@@ -753,17 +753,8 @@ int ListKeys(const ClientOptions& options, const std::string& for_user, std::ost
 
 int RevokeKey(const ClientOptions& options, const std::string& id, std::ostream& out,
               std::ostream& err) {
-  Api api(options, err);
-  if (!api.Valid()) return kExitUsage;
-  auto reply = api.Delete("/keys/" + PercentEncode(id));
-  if (!reply) return kExitFailure;
-  if (!reply->ok()) return ReportError(*reply, err);
-  if (options.json) {
-    out << reply->body << '\n';
-  } else {
-    out << fmt::format("revoked key {}\n", id);
-  }
-  return kExitOk;
+  return Change(options, "DELETE", "/keys/" + PercentEncode(id), fmt::format("revoked key {}", id),
+                out, err);
 }
 
 }  // namespace baton::cli
