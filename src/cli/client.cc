@@ -400,22 +400,42 @@ int Submit(const ClientOptions& options, const SubmitOptions& submit, std::ostre
   return WaitForJob(api, options, submit, id, out, err);
 }
 
+namespace {
+
+// What a GET gave a command that shows it: the answer's JSON to show, or, in `done`, the
+// exit code once there is nothing left to do (a usage or transport error, an error answer
+// reported; or the answer printed as it is: with --json, or when `object` and it is no
+// JSON object).
+struct Fetched {
+  std::optional<int> done;
+  json body;
+};
+Fetched Fetch(const ClientOptions& options, const std::string& path, bool object, std::ostream& out,
+              std::ostream& err) {
+  Api api(options, err);
+  if (!api.Valid()) return {kExitUsage, {}};
+  auto reply = api.Get(path);
+  if (!reply) return {kExitFailure, {}};
+  if (!reply->ok()) return {ReportError(*reply, err), {}};
+  json body = ParseBody(reply->body);
+  if (options.json || (object && !body.is_object())) {
+    out << (body.is_discarded() ? reply->body : body.dump(2)) << '\n';
+    return {kExitOk, {}};
+  }
+  return {std::nullopt, std::move(body)};
+}
+
+}  // namespace
+
 int ListJobs(const ClientOptions& options, const std::string& query, const PageOptions& page,
              std::ostream& out, std::ostream& err) {
-  Api api(options, err);
-  if (!api.Valid()) return kExitUsage;
   std::vector<std::pair<std::string, std::string>> params;
   if (!query.empty()) params.emplace_back("q", query);
   if (page.page) params.emplace_back("page", std::to_string(*page.page));
   if (page.size) params.emplace_back("size", std::to_string(*page.size));
-  auto reply = api.Get("/jobs" + Query(params));
-  if (!reply) return kExitFailure;
-  if (!reply->ok()) return ReportError(*reply, err);
-  json body = ParseBody(reply->body);
-  if (options.json) {
-    out << (body.is_discarded() ? reply->body : body.dump(2)) << '\n';
-    return kExitOk;
-  }
+  Fetched fetched = Fetch(options, "/jobs" + Query(params), /*object=*/false, out, err);
+  if (fetched.done) return *fetched.done;
+  json& body = fetched.body;
   std::vector<std::vector<std::string>> rows;
   if (body.is_object() && body["items"].is_array()) {
     for (const json& job : body["items"]) {
@@ -431,16 +451,9 @@ int ListJobs(const ClientOptions& options, const std::string& query, const PageO
 
 int GetJob(const ClientOptions& options, const std::string& id, std::ostream& out,
            std::ostream& err) {
-  Api api(options, err);
-  if (!api.Valid()) return kExitUsage;
-  auto reply = api.Get(JobPath(id));
-  if (!reply) return kExitFailure;
-  if (!reply->ok()) return ReportError(*reply, err);
-  json job = ParseBody(reply->body);
-  if (options.json || !job.is_object()) {
-    out << (job.is_discarded() ? reply->body : job.dump(2)) << '\n';
-    return kExitOk;
-  }
+  Fetched fetched = Fetch(options, JobPath(id), /*object=*/true, out, err);
+  if (fetched.done) return *fetched.done;
+  json& job = fetched.body;
   auto field = [&](const char* label, std::string value) {
     if (value.empty()) return;
     while (value.ends_with('\n')) value.pop_back();
@@ -607,19 +620,12 @@ std::string Zone(const json& scheduled) {
 
 int ListSchedules(const ClientOptions& options, const PageOptions& page, std::ostream& out,
                   std::ostream& err) {
-  Api api(options, err);
-  if (!api.Valid()) return kExitUsage;
   std::vector<std::pair<std::string, std::string>> params;
   if (page.page) params.emplace_back("page", std::to_string(*page.page));
   if (page.size) params.emplace_back("size", std::to_string(*page.size));
-  auto reply = api.Get("/scheduled-jobs" + Query(params));
-  if (!reply) return kExitFailure;
-  if (!reply->ok()) return ReportError(*reply, err);
-  json body = ParseBody(reply->body);
-  if (options.json) {
-    out << (body.is_discarded() ? reply->body : body.dump(2)) << '\n';
-    return kExitOk;
-  }
+  Fetched fetched = Fetch(options, "/scheduled-jobs" + Query(params), /*object=*/false, out, err);
+  if (fetched.done) return *fetched.done;
+  json& body = fetched.body;
   std::vector<std::vector<std::string>> rows;
   if (body.is_object() && body["items"].is_array()) {
     for (const json& s : body["items"]) {
@@ -635,16 +641,9 @@ int ListSchedules(const ClientOptions& options, const PageOptions& page, std::os
 
 int GetSchedule(const ClientOptions& options, const std::string& id, std::ostream& out,
                 std::ostream& err) {
-  Api api(options, err);
-  if (!api.Valid()) return kExitUsage;
-  auto reply = api.Get(SchedulePath(id));
-  if (!reply) return kExitFailure;
-  if (!reply->ok()) return ReportError(*reply, err);
-  json s = ParseBody(reply->body);
-  if (options.json || !s.is_object()) {
-    out << (s.is_discarded() ? reply->body : s.dump(2)) << '\n';
-    return kExitOk;
-  }
+  Fetched fetched = Fetch(options, SchedulePath(id), /*object=*/true, out, err);
+  if (fetched.done) return *fetched.done;
+  json& s = fetched.body;
   json schedule = s.value("schedule", json::object());
   json catch_up = schedule.value("catchUp", json::object());
   auto field = [&](const char* label, const std::string& value) {
