@@ -1,0 +1,86 @@
+// Live updates: GET /events (docs/api.md), read with fetch so that the credentials go in
+// the Authorization header (EventSource cannot send one). When the stream drops, the
+// subscriber is told to poll (`onPoll`, every `pollMs`) until it is back.
+import { authHeader } from "./api";
+
+export interface JobEvent { type: "job"; jobId: string; state: string; position?: number;
+                            progress?: number; taskCount?: number }
+export interface TaskEvent { type: "task"; jobId: string; taskId: string; state: string;
+                             parentId?: string; progress?: number; nodeId?: string }
+export interface LogEvent { type: "log"; jobId: string; taskId: string; number: number;
+                            contents: string }
+export type BatonEvent = JobEvent | TaskEvent | LogEvent;
+
+export interface Subscription { close(): void }
+
+// Parses the text of an event stream; returns the events complete in `buffer` and the
+// rest (an incomplete event) to keep.
+export function parseSse(buffer: string): { events: { event: string; data: string }[]; rest: string } {
+  const events: { event: string; data: string }[] = [];
+  const blocks = buffer.split(/\r?\n\r?\n/);
+  const rest = blocks.pop() ?? "";
+  for (const block of blocks) {
+    let event = "message";
+    const data: string[] = [];
+    for (const line of block.split(/\r?\n/)) {
+      if (line.startsWith(":")) continue;
+      const i = line.indexOf(":");
+      const field = i < 0 ? line : line.slice(0, i);
+      const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+      if (field === "event") event = value;
+      else if (field === "data") data.push(value);
+    }
+    if (data.length) events.push({ event, data: data.join("\n") });
+  }
+  return { events, rest };
+}
+
+// Subscribes to the events of one job (`jobId`) or of every job (no jobId: job and task
+// state changes only, no log parts).
+export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: BatonEvent) => void;
+                                  onPoll?: () => void; onLive?: (live: boolean) => void;
+                                  pollMs?: number }): Subscription {
+  let closed = false;
+  let controller: AbortController | null = null;
+  let pollTimer: ReturnType<typeof setInterval> | null = null;
+  const startPolling = () => {
+    if (pollTimer || !opts.onPoll) return;
+    pollTimer = setInterval(() => opts.onPoll?.(), opts.pollMs ?? 3000);
+  };
+  const stopPolling = () => { if (pollTimer) clearInterval(pollTimer); pollTimer = null; };
+  const connect = async () => {
+    while (!closed) {
+      controller = new AbortController();
+      try {
+        const q = new URLSearchParams();
+        if (opts.jobId) q.set("job", opts.jobId);
+        if (opts.logs === false) q.set("logs", "false");
+        const res = await fetch(`/events?${q}`, {
+          headers: { Accept: "text/event-stream", ...authHeader() }, signal: controller.signal });
+        if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
+        stopPolling();
+        opts.onLive?.(true);
+        // Whatever changed while we were away is read once.
+        opts.onPoll?.();
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          const parsed = parseSse(buffer);
+          buffer = parsed.rest;
+          for (const e of parsed.events) {
+            try { opts.onEvent({ type: e.event, ...JSON.parse(e.data) } as BatonEvent); } catch { /* a bad event is skipped */ }
+          }
+        }
+      } catch { /* dropped: poll until back */ }
+      if (closed) break;
+      opts.onLive?.(false);
+      startPolling();
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+  };
+  void connect();
+  return { close() { closed = true; controller?.abort(); stopPolling(); } };
+}

@@ -1,0 +1,1 @@
+export function NodesPage() { return <h1>Nodes</h1>; }

@@ -1,0 +1,1 @@
+export function QueuesPage() { return <h1>Queues</h1>; }
