@@ -4,7 +4,7 @@
 /// <reference types="vitest/config" />
 import { defineConfig } from "vite";
 
-const api = "http://127.0.0.1:8000";
+const api = process.env.BATON_API ?? "http://127.0.0.1:8000";
 const apiPaths = ["/jobs", "/tasks", "/queues", "/nodes", "/metrics", "/health", "/events",
   "/scheduled-jobs", "/users", "/keys"];
 
