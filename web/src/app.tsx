@@ -1,39 +1,115 @@
-// The shell: navigation, the theme, global keys, and the view the URL names.
-import { useRoute } from "./router";
+// The shell: navigation, the live indicator, sign-in, global keys, the help overlay, and
+// the view the URL names.
+import { useEffect, useState } from "preact/hooks";
+import { navigate, useRoute } from "./router";
+import { onUnauthorized } from "./api";
+import { onStreamStatus, streamStatus, type StreamStatus } from "./events";
+import { checkAuth, logout, requireLogin, useAuth } from "./auth";
+import { installKeys, KEY_HELP, useKeys } from "./keys";
 import { JobsPage } from "./pages/JobsPage";
 import { JobPage } from "./job/JobPage";
 import { EditorPage } from "./pages/EditorPage";
 import { ScheduledPage } from "./pages/ScheduledPage";
 import { QueuesPage } from "./pages/QueuesPage";
 import { NodesPage } from "./pages/NodesPage";
+import { LoginPage } from "./pages/LoginPage";
+import "./pages/pages.css";
+
+function LiveIndicator() {
+  const [status, setStatus] = useState<StreamStatus>(streamStatus());
+  useEffect(() => onStreamStatus(setStatus), []);
+  const text = status === "live" ? "Live" : status === "polling" ? "Polling" : "Idle";
+  const title = status === "live" ? "Updates arrive as they happen (event stream connected)"
+    : status === "polling" ? "The event stream is not connected: this page polls the server every few seconds"
+    : "This page does not follow live updates";
+  return (
+    <span class={`ui-live ui-live-${status}`} title={title} role="status" aria-live="polite">
+      <span class="ui-live-dot" aria-hidden="true" />{text}
+    </span>
+  );
+}
+
+function HelpOverlay({ onClose }: { onClose: () => void }) {
+  useKeys({ escape: () => { onClose(); }, help: () => { onClose(); } });
+  return (
+    <div class="ui-overlay" onClick={(e) => { if (e.target === e.currentTarget) onClose(); }}>
+      <div class="ui-dialog" role="dialog" aria-modal="true" aria-labelledby="ui-help-title">
+        <h2 id="ui-help-title">Keyboard shortcuts</h2>
+        <table class="ui-keys">
+          <tbody>
+            {KEY_HELP.map((k) => (
+              <tr key={k.keys}><td>{k.keys.split(" ").map((p, i) => <>{i > 0 && " "}<kbd>{p}</kbd></>)}</td><td>{k.what}</td></tr>
+            ))}
+          </tbody>
+        </table>
+        <p class="ui-muted">Keys other than Esc are ignored while you type in a field or the editor.</p>
+        <div class="ui-dialog-actions"><button type="button" class="primary" autoFocus onClick={onClose}>Close</button></div>
+      </div>
+    </div>
+  );
+}
 
 export function App() {
   const route = useRoute();
-  const [top, id] = route.path;
+  const auth = useAuth();
+  const [help, setHelp] = useState(false);
+  useEffect(() => {
+    void checkAuth();
+    const off = onUnauthorized(requireLogin);
+    const offKeys = installKeys();
+    return () => { off(); offKeys(); };
+  }, []);
+  useKeys({
+    help: () => { setHelp(true); },
+    "new-job": () => { navigate("editor"); },
+    "go-jobs": () => { navigate("jobs"); },
+    "go-scheduled": () => { navigate("scheduled"); },
+    "go-queues": () => { navigate("queues"); },
+    "go-nodes": () => { navigate("nodes"); },
+  });
+  const [top, id, sub] = route.path;
   let view;
-  switch (top) {
+  if (auth.kind === "checking") view = <p class="ui-muted">Connecting…</p>;
+  else if (auth.kind === "login") view = <LoginPage error={auth.error} />;
+  else switch (top) {
     case "jobs":
       view = id ? <JobPage id={id} params={route.params} /> : <JobsPage params={route.params} />;
       break;
     case "editor": view = <EditorPage params={route.params} />; break;
-    case "scheduled": view = <ScheduledPage id={id} params={route.params} />; break;
+    case "scheduled":
+      view = id && sub === "edit" ? <EditorPage params={{ ...route.params, schedule: "1", edit: id }} />
+        : <ScheduledPage id={id} params={route.params} />;
+      break;
     case "queues": view = <QueuesPage />; break;
     case "nodes": view = <NodesPage />; break;
     default: view = <JobsPage params={route.params} />;
   }
+  const identity = auth.kind === "ready" ? auth.identity : undefined;
   return (
     <div class="shell">
       <header class="topbar">
         <a class="brand" href="#/jobs">Baton</a>
-        <nav>
+        <nav aria-label="Main">
           <a href="#/jobs" aria-current={top === "jobs" ? "page" : undefined}>Jobs</a>
           <a href="#/scheduled" aria-current={top === "scheduled" ? "page" : undefined}>Scheduled</a>
           <a href="#/queues" aria-current={top === "queues" ? "page" : undefined}>Queues</a>
           <a href="#/nodes" aria-current={top === "nodes" ? "page" : undefined}>Nodes</a>
           <a class="button primary" href="#/editor">New job</a>
         </nav>
+        <div class="ui-topbar-right">
+          <LiveIndicator />
+          <button type="button" class="ui-icon-button" aria-label="Keyboard shortcuts" title="Keyboard shortcuts (?)"
+                  onClick={() => setHelp(true)}>?</button>
+          {identity?.authEnabled && (
+            <span class="ui-user">
+              <span title={identity.roles.length ? `roles: ${identity.roles.join(", ")}` : "no roles"}>{identity.username}</span>
+              <button type="button" onClick={logout}>Sign out</button>
+            </span>
+          )}
+        </div>
       </header>
       <main>{view}</main>
+      {help && <HelpOverlay onClose={() => setHelp(false)} />}
     </div>
   );
 }

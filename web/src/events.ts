@@ -13,6 +13,25 @@ export type BatonEvent = JobEvent | TaskEvent | LogEvent;
 
 export interface Subscription { close(): void }
 
+// Whether the open subscriptions are on the stream ("live") or polling, for the shell's
+// indicator; "idle" when no page subscribes.
+export type StreamStatus = "idle" | "live" | "polling";
+const statusOf = new Map<object, boolean>();
+const statusListeners = new Set<(s: StreamStatus) => void>();
+export function streamStatus(): StreamStatus {
+  if (statusOf.size === 0) return "idle";
+  return [...statusOf.values()].every(Boolean) ? "live" : "polling";
+}
+export function onStreamStatus(f: (s: StreamStatus) => void): () => void {
+  statusListeners.add(f);
+  return () => { statusListeners.delete(f); };
+}
+function reportStatus(key: object, live: boolean | null) {
+  if (live === null) statusOf.delete(key); else statusOf.set(key, live);
+  const s = streamStatus();
+  statusListeners.forEach((f) => f(s));
+}
+
 // Parses the text of an event stream; returns the events complete in `buffer` and the
 // rest (an incomplete event) to keep.
 export function parseSse(buffer: string): { events: { event: string; data: string }[]; rest: string } {
@@ -41,6 +60,8 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
                                   onPoll?: () => void; onLive?: (live: boolean) => void;
                                   pollMs?: number }): Subscription {
   let closed = false;
+  const key = {};
+  reportStatus(key, false);
   let controller: AbortController | null = null;
   let pollTimer: ReturnType<typeof setInterval> | null = null;
   const startPolling = () => {
@@ -60,6 +81,7 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
         if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
         stopPolling();
         opts.onLive?.(true);
+        reportStatus(key, true);
         // Whatever changed while we were away is read once.
         opts.onPoll?.();
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -77,10 +99,11 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
       } catch { /* dropped: poll until back */ }
       if (closed) break;
       opts.onLive?.(false);
+      reportStatus(key, false);
       startPolling();
       await new Promise((r) => setTimeout(r, 2000));
     }
   };
   void connect();
-  return { close() { closed = true; controller?.abort(); stopPolling(); } };
+  return { close() { closed = true; controller?.abort(); stopPolling(); reportStatus(key, null); } };
 }
