@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { jobToYaml, readBlockMap, scalar, setBlockValue, toYaml } from "./yaml";
+import { jobToYaml, minimalChange, readBlockMap, removeBlock, scalar, setBlockValue, toYaml } from "./yaml";
 import type { Job } from "../api";
 
 describe("scalar", () => {
@@ -91,5 +91,18 @@ describe("readBlockMap and setBlockValue", () => {
   });
   it("says a flow-style map is not editable line by line", () => {
     expect(readBlockMap("inputs: {a: b}\n", "inputs").editable).toBe(false);
+  });
+});
+
+describe("removeBlock and minimalChange", () => {
+  it("removes a top-level block and keeps the rest", () => {
+    const doc = "name: x\nschedule:\n  cron: \"* * * * *\"\n  # note\n  timezone: UTC\n\ntasks:\n  - name: a\n";
+    expect(removeBlock(doc, "schedule")).toBe("name: x\n\ntasks:\n  - name: a\n");
+    expect(removeBlock(doc, "inputs")).toBe(doc);
+  });
+  it("finds the one replacement between two texts", () => {
+    expect(minimalChange("who: world\n", "who: moon\n")).toEqual({ from: 5, to: 10, insert: "moon" });
+    expect(minimalChange("ab", "ab")).toBeNull();
+    expect(minimalChange("a", "abc")).toEqual({ from: 1, to: 1, insert: "bc" });
   });
 });

@@ -203,3 +203,29 @@ export function setBlockValue(text: string, name: string, k: string, value: stri
   ls.splice(at, 0, `${name}:`, newLine);
   return ls.join("\n");
 }
+
+// Removes the top-level block `name:` and its indented lines (comments and blank lines
+// inside it included).
+export function removeBlock(text: string, name: string): string {
+  const ls = text.split("\n");
+  const start = ls.findIndex((l) => l.startsWith(`${name}:`));
+  if (start < 0) return text;
+  let end = start + 1;
+  while (end < ls.length && (/^\s/.test(ls[end]) || ls[end] === "") && !(ls[end] === "" && end === ls.length - 1)) end++;
+  // Blank lines before the next top-level key stay.
+  while (end > start + 1 && ls[end - 1].trim() === "") end--;
+  ls.splice(start, end - start);
+  return ls.join("\n");
+}
+
+// The smallest single replacement turning `a` into `b`, so that an edit made by a form
+// field keeps the editor's cursor and undo history around it.
+export function minimalChange(a: string, b: string): { from: number; to: number; insert: string } | null {
+  if (a === b) return null;
+  let start = 0;
+  const max = Math.min(a.length, b.length);
+  while (start < max && a[start] === b[start]) start++;
+  let endA = a.length, endB = b.length;
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) { endA--; endB--; }
+  return { from: start, to: endA, insert: b.slice(start, endB) };
+}
