@@ -8,12 +8,28 @@ import { checkAuth, logout, requireLogin, useAuth } from "./auth";
 import { installKeys, KEY_HELP, useKeys } from "./keys";
 import { JobsPage } from "./pages/JobsPage";
 import { JobPage } from "./job/JobPage";
-import { EditorPage } from "./pages/EditorPage";
 import { ScheduledPage } from "./pages/ScheduledPage";
 import { QueuesPage } from "./pages/QueuesPage";
 import { NodesPage } from "./pages/NodesPage";
 import { LoginPage } from "./pages/LoginPage";
 import "./pages/pages.css";
+import type { FunctionComponent } from "preact";
+
+// The editor (CodeMirror, most of the UI's code) loads only when first opened, so that the
+// other pages' first screen stays small.
+type EditorProps = { params: Record<string, string> };
+let editorModule: FunctionComponent<EditorProps> | null = null;
+function EditorPage(props: EditorProps) {
+  const [C, setC] = useState<FunctionComponent<EditorProps> | null>(() => editorModule);
+  const [error, setError] = useState<string>();
+  useEffect(() => {
+    if (C) return;
+    import("./pages/EditorPage").then((m) => { editorModule = m.EditorPage; setC(() => m.EditorPage); },
+                                      (e) => setError(String(e)));
+  }, []);
+  if (error) return <div class="ui-error" role="alert">The editor could not load: {error}</div>;
+  return C ? <C {...props} /> : <p class="ui-muted">Loading the editor…</p>;
+}
 
 function LiveIndicator() {
   const [status, setStatus] = useState<StreamStatus>(streamStatus());
