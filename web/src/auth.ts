@@ -1,7 +1,7 @@
 // Who is using the UI: the credentials (HTTP basic or an API key), kept in sessionStorage
 // so that a reload keeps them and closing the tab forgets them, and what /whoami says
 // (the user, the roles, whether authentication is on), known app-wide.
-import { ApiError, api, setAuthorization } from "./api";
+import { ApiError, api, authHeader, setAuthorization } from "./api";
 import { useEffect, useState } from "preact/hooks";
 
 const KEY = "baton.authorization";
@@ -23,6 +23,14 @@ export function basicAuthorization(user: string, password: string): string {
   bytes.forEach((b) => { bin += String.fromCharCode(b); });
   return `Basic ${btoa(bin)}`;
 }
+// The user name in basic credentials; "API key" for a bearer key.
+export function userOf(authorization: string): string {
+  if (!authorization.startsWith("Basic ")) return "API key";
+  try {
+    const bytes = Uint8Array.from(atob(authorization.slice(6)), (c) => c.charCodeAt(0));
+    return new TextDecoder().decode(bytes).split(":")[0];
+  } catch { return ""; }
+}
 export function bearerAuthorization(key: string): string { return `Bearer ${key.trim()}`; }
 
 // Whether the user may take actions that need the admin role (deleting a queue). With
@@ -43,8 +51,10 @@ async function whoami(): Promise<Identity> {
     return await api.whoami();
   } catch (e) {
     if (e instanceof ApiError && e.status === 404) {
+      // An older server: a plain call tells whether the credentials (if any) are taken.
       await api.metrics();
-      return { username: "", roles: [], authEnabled: false };
+      const sent = authHeader().Authorization;
+      return { username: sent ? userOf(sent) : "", roles: [], authEnabled: !!sent };
     }
     throw e;
   }
