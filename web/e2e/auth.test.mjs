@@ -43,6 +43,23 @@ describe("sign-in", () => {
     await context.close();
   });
 
+  it("hides deleting a queue from a user without the admin role", async () => {
+    await apiJson(server, "/users", { method: "POST", auth: basic("admin", PASSWORD),
+      body: JSON.stringify({ username: "ann", password: "ann-pw-1", roles: ["ops"] }) });
+    const { page, context } = await openPage(browser, server, "#/queues");
+    await page.getByLabel("User name").fill("ann");
+    await page.getByLabel("Password").fill("ann-pw-1");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.locator('tr[data-queue="default"]').waitFor();
+    assert.equal(await page.getByRole("button", { name: /Delete queue/ }).count(), 0);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByLabel("User name").fill("admin");
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.locator('tr[data-queue="default"]').getByRole("button", { name: /Delete queue/ }).waitFor();
+    await context.close();
+  });
+
   it("admits an API key", async () => {
     const key = await apiJson(server, "/keys", { method: "POST", body: JSON.stringify({ name: "ui test" }),
                                                 auth: basic("admin", PASSWORD) });

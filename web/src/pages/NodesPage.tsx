@@ -37,20 +37,20 @@ export function NodesPage() {
       <ErrorNotice error={error} />
       <div class="ui-table-wrap">
         <table class="ui-table ui-nodes-table">
-          <thead><tr><th scope="col">Name</th><th scope="col">Hostname</th><th scope="col">Status</th>
-            <th scope="col" class="ui-num">CPU</th><th scope="col">CPU over time</th><th scope="col" class="ui-num">Memory</th>
-            <th scope="col" class="ui-num">Tasks</th><th scope="col">Started</th><th scope="col">Last heartbeat</th></tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col" class="ui-hide-phone">Hostname</th><th scope="col">Status</th>
+            <th scope="col" class="ui-num">CPU</th><th scope="col">CPU over time</th><th scope="col" class="ui-num ui-hide-phone">Memory</th>
+            <th scope="col" class="ui-num">Tasks</th><th scope="col" class="ui-hide-phone">Started</th><th scope="col">Last heartbeat</th></tr></thead>
           <tbody>
             {list.map((n, i) => (
               <tr key={n.id} data-node={n.id} class={i === selected ? "ui-selected" : undefined} onClick={() => setSelected(i)}>
                 <td><span class="ui-job-name">{n.name}</span><span class="ui-job-desc" title={n.id}>{n.queue ? `queue ${n.queue}` : n.id}</span></td>
-                <td>{n.hostname}</td>
+                <td class="ui-hide-phone">{n.hostname}</td>
                 <td><StateBadge state={n.status} /></td>
                 <td class="ui-num">{formatPercent(n.cpuPercent)}</td>
                 <td><Sparkline values={nodeCpu.values(n.id)} max={100} label={`CPU of ${n.name}, last ${nodeCpu.values(n.id).length} samples, now ${formatPercent(n.cpuPercent)}`} /></td>
-                <td class="ui-num">{formatBytes(n.memoryBytes)}</td>
+                <td class="ui-num ui-hide-phone">{formatBytes(n.memoryBytes)}</td>
                 <td class="ui-num">{n.taskCount}</td>
-                <td title={formatTime(n.startedAt)}>{relativeTime(n.startedAt, now)}</td>
+                <td class="ui-hide-phone" title={formatTime(n.startedAt)}>{relativeTime(n.startedAt, now)}</td>
                 <td title={formatTime(n.lastHeartbeatAt)}>{relativeTime(n.lastHeartbeatAt, now)}</td>
               </tr>
             ))}

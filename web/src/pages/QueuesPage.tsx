@@ -54,16 +54,16 @@ export function QueuesPage() {
       <ErrorNotice error={error} />
       <div class="ui-table-wrap">
         <table class="ui-table ui-queues-table">
-          <thead><tr><th scope="col">Name</th><th scope="col" class="ui-num">Size</th><th scope="col" class="ui-num">Subscribers</th>
-            <th scope="col" class="ui-num">Unacked</th><th scope="col">Depth over time</th>
+          <thead><tr><th scope="col">Name</th><th scope="col" class="ui-num">Size</th><th scope="col" class="ui-num ui-hide-phone">Subscribers</th>
+            <th scope="col" class="ui-num ui-hide-phone">Unacked</th><th scope="col">Depth over time</th>
             {admin && <th scope="col"><span class="ui-visually-hidden">Actions</span></th>}</tr></thead>
           <tbody>
             {list.map((q, i) => (
               <tr key={q.name} data-queue={q.name} class={i === selected ? "ui-selected" : undefined} onClick={() => setSelected(i)}>
                 <td><code>{q.name}</code></td>
                 <td class="ui-num">{q.size}</td>
-                <td class="ui-num">{q.subscribers}</td>
-                <td class="ui-num">{q.unacked}</td>
+                <td class="ui-num ui-hide-phone">{q.subscribers}</td>
+                <td class="ui-num ui-hide-phone">{q.unacked}</td>
                 <td><Sparkline values={queueDepth.values(q.name)} minMax={1} label={`depth of ${q.name}, last ${queueDepth.values(q.name).length} samples, now ${q.size}`} /></td>
                 {admin && <td class="ui-actions">{deletable(q) &&
                   <button type="button" class="ui-danger" onClick={() => setConfirm(q)} aria-label={`Delete queue ${q.name}`}>Delete</button>}</td>}

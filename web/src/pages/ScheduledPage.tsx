@@ -45,8 +45,8 @@ function ScheduledList({ params }: { params: Record<string, string> }) {
       <ErrorNotice error={error} />
       <div class="ui-table-wrap">
         <table class="ui-table ui-sched-table">
-          <thead><tr><th scope="col">Name</th><th scope="col">Cron</th><th scope="col">Time zone</th>
-            <th scope="col">State</th><th scope="col">Next run</th><th scope="col">Last job</th></tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col">Cron</th><th scope="col" class="ui-hide-phone">Time zone</th>
+            <th scope="col">State</th><th scope="col">Next run</th><th scope="col" class="ui-hide-phone">Last job</th></tr></thead>
           <tbody>
             {items.map((s, i) => (
               <tr key={s.id} data-id={s.id} class={i === selected ? "ui-selected" : undefined} aria-selected={i === selected}
@@ -54,10 +54,10 @@ function ScheduledList({ params }: { params: Record<string, string> }) {
                 <td><a class="ui-job-name" href={href(["scheduled", s.id])}>{s.name || s.id}</a>
                   <span class="ui-job-desc">{s.description ?? "\u00a0"}</span></td>
                 <td><code>{s.schedule?.cron ?? s.cron}</code></td>
-                <td>{s.schedule?.timezone ?? "UTC"}</td>
+                <td class="ui-hide-phone">{s.schedule?.timezone ?? "UTC"}</td>
                 <td><StateBadge state={s.state} /></td>
                 <td title={formatTime(s.nextRunAt)}>{s.state === "ACTIVE" ? relativeTime(s.nextRunAt, now) : "—"}</td>
-                <td>{s.lastJobId ? <a href={href(["jobs", s.lastJobId])}>{s.lastJobId.slice(0, 12)}…</a> : <span class="ui-muted">none yet</span>}</td>
+                <td class="ui-hide-phone">{s.lastJobId ? <a href={href(["jobs", s.lastJobId])}>{s.lastJobId.slice(0, 12)}…</a> : <span class="ui-muted">none yet</span>}</td>
               </tr>
             ))}
           </tbody>
