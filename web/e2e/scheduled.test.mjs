@@ -1,5 +1,5 @@
-// Scheduled jobs in a real browser: the list, a scheduled job's page, pause, resume and
-// delete (with its confirmation), each checked against the API.
+// Scheduled jobs in a real browser: the list, a scheduled job's page, pause, resume, edit
+// and delete (with its confirmation), each checked against the API.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
@@ -53,6 +53,23 @@ describe("scheduled jobs", () => {
     await page.getByRole("button", { name: "Resume" }).click();
     await waitFor(async () => (await stateOf()) === "ACTIVE", 15000, "ACTIVE in the API");
     await page.locator(".ui-head .ui-badge", { hasText: "ACTIVE" }).waitFor();
+    await context.close();
+  });
+
+  it("edits the schedule in the editor and saves it", async () => {
+    const { page, context } = await openPage(browser, server, `#/scheduled/${sched.id}`);
+    await page.getByRole("link", { name: "Edit" }).click();
+    await page.waitForURL(new RegExp(`#/scheduled/${sched.id}/edit$`));
+    const cron = page.getByLabel(/^Cron/);
+    await waitFor(async () => (await cron.inputValue()) === "0 9 1 1 *", 15000, "the cron in the form");
+    await cron.fill("30 8 * * MON");
+    await page.locator('.ui-status[data-status="valid"]').waitFor({ timeout: 15000 });
+    await page.getByRole("button", { name: "Save schedule" }).click();
+    await page.waitForURL(new RegExp(`#/scheduled/${sched.id}$`));
+    const s = await apiJson(server, `/scheduled-jobs/${sched.id}`);
+    assert.equal(s.schedule.cron, "30 8 * * MON");
+    assert.equal(s.schedule.timezone, "Europe/Paris");
+    await page.locator(".ui-dl code", { hasText: "30 8 * * MON" }).waitFor();
     await context.close();
   });
 

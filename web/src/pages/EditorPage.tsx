@@ -175,7 +175,7 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
 
   const inputs = readBlockMap(doc, "inputs");
   const schedule = readBlockMap(doc, "schedule");
-  const sched = (k: string) => schedule.entries.find((e) => e.key === k)?.value ?? "";
+  const sched = (k: string) => schedule.entries.find((e) => e.key === k && !e.nested)?.value ?? "";
   const setField = (block: string, k: string, value: string) => {
     replaceDoc(setBlockValue(view.current?.state.doc.toString() ?? "", block, k, value));
   };
@@ -240,7 +240,7 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
             <h2>Inputs</h2>
             {!inputs.editable ? <p class="ui-note">These inputs are written in a style the form does not edit; edit them in the YAML.</p>
               : inputs.entries.length === 0 ? <p class="ui-note">This job has no inputs.</p>
-              : inputs.entries.map((e) => (
+              : inputs.entries.filter((e) => !e.nested).map((e) => (
                 <label key={e.key}>{e.key}
                   <input name={`input-${e.key}`} value={e.value} spellcheck={false}
                          onInput={(ev) => setField("inputs", e.key, ev.currentTarget.value)} /></label>

@@ -89,6 +89,16 @@ describe("readBlockMap and setBlockValue", () => {
     expect(setBlockValue("name: x\ntasks:\n  - name: a\n", "schedule", "cron", "* * * * *"))
       .toBe("name: x\nschedule:\n  cron: \"* * * * *\"\ntasks:\n  - name: a\n");
   });
+  it("skips a nested entry's lines and adds new entries after them", () => {
+    const sched = "name: s\nschedule:\n  cron: 0 9 * * *\n  catchUp:\n    window: 5m\ntasks:\n  - name: a\n";
+    const m = readBlockMap(sched, "schedule");
+    expect(m.editable).toBe(true);
+    expect(m.end).toBe(4);
+    expect(m.entries).toEqual([{ key: "cron", value: "0 9 * * *", line: 2 },
+                               { key: "catchUp", value: "", line: 3, nested: true }]);
+    expect(setBlockValue(sched, "schedule", "timezone", "UTC"))
+      .toBe("name: s\nschedule:\n  cron: 0 9 * * *\n  catchUp:\n    window: 5m\n  timezone: UTC\ntasks:\n  - name: a\n");
+  });
   it("says a flow-style map is not editable line by line", () => {
     expect(readBlockMap("inputs: {a: b}\n", "inputs").editable).toBe(false);
   });

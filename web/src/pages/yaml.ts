@@ -137,11 +137,12 @@ export function jobToYaml(job: Job | ScheduledJob, opts: { keepSchedule?: boolea
 
 // ---- Line-level edits of a top-level block map (`inputs:`, `schedule:`) ----
 
-export interface BlockEntry { key: string; value: string; line: number /* 0-based */ }
+export interface BlockEntry { key: string; value: string; line: number /* 0-based */; nested?: boolean }
 export interface BlockMap {
   line: number;        // the line of `key:` (0-based), -1 when absent
+  end: number;         // the block's last line (0-based), its own line when empty
   entries: BlockEntry[];
-  editable: boolean;   // false when written in a style the form does not edit (flow, nested)
+  editable: boolean;   // false when written in a style the form does not edit (flow, odd indents)
 }
 
 function unquote(raw: string): string {
@@ -152,32 +153,38 @@ function unquote(raw: string): string {
 }
 
 // Reads the top-level map `name:` of a YAML text as its lines hold it: `  key: value`
-// entries with one-line scalar values.
+// entries with one-line scalar values. An entry holding a nested map or list (`catchUp:`
+// and the lines indented under it) is listed as `nested`, for the YAML alone to edit.
 export function readBlockMap(text: string, name: string): BlockMap {
   const ls = text.split("\n");
   const head = new RegExp(`^${name}:\\s*(#.*)?$`);
   const line = ls.findIndex((l) => head.test(l));
   if (line < 0) {
     const flow = ls.findIndex((l) => l.startsWith(`${name}:`));
-    return { line: flow, entries: [], editable: flow < 0 };
+    return { line: flow, end: flow, entries: [], editable: flow < 0 };
   }
   const entries: BlockEntry[] = [];
   let editable = true;
   let indent: string | undefined;
+  let end = line;
   for (let i = line + 1; i < ls.length; i++) {
     const l = ls[i];
     if (l.trim() === "" || l.trim().startsWith("#")) continue;
     if (!/^\s/.test(l)) break;
+    end = i;
     const ind = l.match(/^\s*/)![0];
     indent ??= ind;
+    if (ind.length > indent.length && entries.length && entries[entries.length - 1].nested) continue;
     if (ind !== indent) { editable = false; continue; }
     const m = l.slice(ind.length).match(/^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^:#]+?)\s*:(?:\s+(.*))?$/);
     if (!m) { editable = false; continue; }
     const value = m[2] ?? "";
     if (/^[|>\[{&*!]/.test(value.trim())) editable = false;
-    entries.push({ key: unquote(m[1]), value: unquote(value), line: i });
+    const entry: BlockEntry = { key: unquote(m[1]), value: unquote(value), line: i };
+    if (value.trim() === "") entry.nested = true;
+    entries.push(entry);
   }
-  return { line, entries, editable };
+  return { line, end, entries, editable };
 }
 
 // Sets `name.key` to `value` in a YAML text: replaces the entry's value on its line, or
@@ -185,17 +192,18 @@ export function readBlockMap(text: string, name: string): BlockMap {
 export function setBlockValue(text: string, name: string, k: string, value: string): string {
   const ls = text.split("\n");
   const block = readBlockMap(text, name);
-  const entry = block.entries.find((e) => e.key === k);
+  const entry = block.entries.find((e) => e.key === k && !e.nested);
   if (entry) {
     const l = ls[entry.line];
     const ind = l.match(/^\s*/)![0];
     ls[entry.line] = `${ind}${key(k)}: ${scalar(value)}`;
     return ls.join("\n");
   }
-  const newLine = `  ${key(k)}: ${scalar(value)}`;
+  const first = block.entries[0];
+  const ind = first ? ls[first.line].match(/^\s*/)![0] : "  ";
+  const newLine = `${ind}${key(k)}: ${scalar(value)}`;
   if (block.line >= 0) {
-    const last = block.entries.length ? block.entries[block.entries.length - 1].line : block.line;
-    ls.splice(last + 1, 0, newLine);
+    ls.splice(block.end + 1, 0, newLine);
     return ls.join("\n");
   }
   const tasks = ls.findIndex((l) => /^tasks:/.test(l));
