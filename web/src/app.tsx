@@ -54,7 +54,9 @@ function HelpOverlay({ onClose }: { onClose: () => void }) {
         <table class="ui-keys">
           <tbody>
             {KEY_HELP.map((k) => (
-              <tr key={k.keys}><td>{k.keys.split(" ").map((p, i) => <>{i > 0 && " "}<kbd>{p}</kbd></>)}</td><td>{k.what}</td></tr>
+              <tr key={k.keys}><td>{k.keys.split(" ").map((p, i, all) =>
+                // In "j / k" the slash separates two keys; alone, it is the key.
+                p === "/" && all.length > 1 ? " / " : <>{i > 0 && all[i - 1] !== "/" && " "}<kbd>{p}</kbd></>)}</td><td>{k.what}</td></tr>
             ))}
           </tbody>
         </table>
@@ -101,6 +103,11 @@ export function App() {
     default: view = <JobsPage params={route.params} />;
   }
   const identity = auth.kind === "ready" ? auth.identity : undefined;
+  useEffect(() => {
+    const names: Record<string, string> = { jobs: id ? "Job" : "Jobs", editor: "Editor", scheduled: "Scheduled jobs",
+                                            queues: "Queues", nodes: "Nodes" };
+    document.title = auth.kind === "login" ? "Sign in · Baton" : `${names[top] ?? "Jobs"} · Baton`;
+  }, [top, id, auth.kind]);
   return (
     <div class="shell">
       <header class="topbar">
