@@ -17,9 +17,10 @@ namespace {
 
 // The scheduler's options, waking `deliverer` (if any) after commits that wrote deliveries.
 SchedulerOptions WakingWebhooks(SchedulerOptions options, WebhookDeliverer* deliverer,
-                                Metrics* metrics) {
+                                Metrics* metrics, EventHub* events) {
   if (deliverer != nullptr) options.on_webhooks = [deliverer] { deliverer->Wake(); };
   options.metrics = metrics;
+  options.events = events;
   return options;
 }
 
@@ -48,7 +49,7 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
                                                           : SecretsFor(d.job_id, d.task_id));
                           })),
       scheduler_(datastore, broker, clock, timers,
-                 WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_)),
+                 WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_, &events_)),
       schedules_(datastore, scheduler_, clock, options.schedules) {
   schedules_.SetNextTickListener([this](TimePoint tick) { ArmScheduleLook(tick); });
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
@@ -401,6 +402,13 @@ Status Coordinator::StoreLogPart(LogPart part) {
   const bool end = part.contents.empty();
   part.contents = end ? stream.Finish(secrets) : stream.Next(part.contents, secrets);
   Status s = part.contents.empty() ? Status::Ok() : datastore_.CreateLogPart(part);
+  if (s.ok() && !part.contents.empty() && events_.Wanted()) {
+    events_.Publish({{.kind = Change::Kind::kLog,
+                      .job_id = part.job_id,
+                      .task_id = part.task_id,
+                      .contents = part.contents,
+                      .number = part.number}});
+  }
   // Delivered again, and redacted again from the same held text.
   if (s.code() == StatusCode::kUnavailable) return s;
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {

@@ -36,6 +36,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "broker/broker.h"
+#include "coordinator/events.h"
 #include "coordinator/executors/broker_executor.h"
 #include "core/job.h"
 #include "core/messages.h"
@@ -77,6 +78,9 @@ struct SchedulerOptions {
   // What the decisions did, counted (ended jobs and task attempts, retries, each
   // event's decision time). Null: not counted.
   Metrics* metrics = nullptr;
+  // Told every committed change of a job or task row while a stream is subscribed
+  // (GET /events). Null: not told.
+  EventHub* events = nullptr;
 };
 
 class Scheduler {

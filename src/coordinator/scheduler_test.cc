@@ -125,6 +125,9 @@ class CountingDatastore final : public Datastore {
     return inner_.ActiveNodes(since);
   }
   Result<StateCounts> CountStates() override { return inner_.CountStates(); }
+  Result<EndedCounts> CountJobsEndedSince(TimePoint since) override {
+    return inner_.CountJobsEndedSince(since);
+  }
   Status Health() override { return inner_.Health(); }
 
  private:
