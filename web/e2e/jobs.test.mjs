@@ -112,7 +112,7 @@ describe("jobs page", () => {
     await waitFor(async () => (await rows(page).count()) >= 3, 15000, "the rows");
     const second = await rows(page).nth(1).getAttribute("data-job-id");
     await page.keyboard.press("j");
-    assert.equal(await rows(page).nth(1).getAttribute("aria-selected"), "true");
+    assert.equal(await rows(page).nth(1).getAttribute("aria-current"), "true");
     await page.keyboard.press("Enter");
     await page.waitForURL(new RegExp(`#/jobs/${second}`));
     await page.keyboard.press("g");

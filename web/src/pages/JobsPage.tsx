@@ -200,7 +200,7 @@ export function JobsPage({ params }: { params: Record<string, string> }) {
               const rt = runtime(j, now);
               return (
                 <tr key={j.id} data-index={i} data-job-id={j.id} data-state={j.state}
-                    class={i === selected ? "ui-selected" : undefined} aria-selected={i === selected}
+                    class={i === selected ? "ui-selected" : undefined} aria-current={i === selected ? "true" : undefined}
                     onClick={() => setSelected(i)}>
                   <td class="ui-col-name">
                     <a href={href(["jobs", j.id])} class="ui-job-name">{j.name || j.id}</a>

@@ -49,7 +49,7 @@ function ScheduledList({ params }: { params: Record<string, string> }) {
             <th scope="col">State</th><th scope="col">Next run</th><th scope="col" class="ui-hide-phone">Last job</th></tr></thead>
           <tbody>
             {items.map((s, i) => (
-              <tr key={s.id} data-id={s.id} class={i === selected ? "ui-selected" : undefined} aria-selected={i === selected}
+              <tr key={s.id} data-id={s.id} class={i === selected ? "ui-selected" : undefined} aria-current={i === selected ? "true" : undefined}
                   onClick={() => setSelected(i)}>
                 <td><a class="ui-job-name" href={href(["scheduled", s.id])}>{s.name || s.id}</a>
                   <span class="ui-job-desc">{s.description ?? "\u00a0"}</span></td>
