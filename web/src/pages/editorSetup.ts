@@ -8,6 +8,7 @@ import { linter, lintGutter, type Diagnostic } from "@codemirror/lint";
 import { HighlightStyle, syntaxHighlighting } from "@codemirror/language";
 import { tags as t } from "@lezer/highlight";
 import type { Problem } from "../api";
+import { problemRange } from "./problems";
 
 const theme = EditorView.theme({
   "&": { backgroundColor: "var(--panel)", color: "var(--text)", fontSize: "13px", height: "100%" },
@@ -32,16 +33,6 @@ const highlight = HighlightStyle.define([
   { tag: [t.comment, t.lineComment, t.blockComment], color: "var(--ui-syn-comment)", fontStyle: "italic" },
   { tag: [t.keyword, t.operator, t.punctuation, t.separator, t.meta, t.typeName, t.labelName], color: "var(--ui-syn-punct)" },
 ]);
-
-// Where a problem goes in the document: from its column to the end of its line (the whole
-// line when the column is past it); line 0 or none marks the document's first line.
-export function problemRange(doc: EditorState["doc"], p: Problem): { from: number; to: number } {
-  const n = Math.min(Math.max(1, p.line || 1), doc.lines);
-  const line = doc.line(n);
-  let from = line.from + Math.max(0, (p.column || 1) - 1);
-  if (from >= line.to) from = line.from;
-  return { from, to: Math.max(from, line.to) };
-}
 
 export function editorExtensions(opts: {
   validate: (doc: string) => Promise<Problem[]>;
