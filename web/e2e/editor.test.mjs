@@ -5,7 +5,9 @@
 // POST /jobs?dryRun=true.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { launchBrowser, repo, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { apiJson, openPage } from "./ui-page.mjs";
 
 let server, browser;
@@ -104,6 +106,25 @@ describe("editor", () => {
     const copy = page.url().match(/#\/jobs\/([0-9a-f]+)/)[1];
     assert.notEqual(copy, jobId);
     await waitFor(async () => (await apiJson(server, `/jobs/${copy}`)).state === "COMPLETED", 30000, "the copy to complete");
+    await context.close();
+  });
+
+  it("duplicates every example job into YAML the server accepts", async () => {
+    // The examples that block POST /jobs (`wait`) or are scheduled jobs are left out.
+    const files = readdirSync(join(repo, "examples")).filter((f) => /\.(ya?ml|json)$/.test(f))
+      .map((f) => ({ f, body: readFileSync(join(repo, "examples", f), "utf8") }))
+      .filter(({ body }) => !/^\s*"?wait"?:/m.test(body) && !/^\s*"?schedule"?:/m.test(body));
+    assert.ok(files.length >= 15, `examples found: ${files.length}`);
+    const { page, context } = await openPage(browser, server, "#/jobs");
+    for (const { f, body } of files) {
+      const job = await server.submit(body, f.endsWith(".json") ? "application/json" : "text/yaml");
+      await page.evaluate((id) => { location.hash = `#/editor?from=${id}`; }, job.id);
+      await page.locator(".ui-status[data-status=\"valid\"]").and(page.locator(`[data-name="${job.name.replace(/"/g, '\\"')}"]`))
+        .waitFor({ timeout: 15000 }).catch(async () => {
+          throw new Error(`${f}: not valid as duplicated:\n${await page.locator(".ui-status").textContent()}\n` +
+                          `${await page.locator(".ui-problems").textContent().catch(() => "")}\n${await editorText(page)}`);
+        });
+    }
     await context.close();
   });
 

@@ -199,7 +199,8 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
       <div class="ui-editor-layout">
         <div>
           <div class="ui-editor-box" ref={host} />
-          <div class="ui-status" role="status" aria-live="polite" data-status={status.kind}>
+          <div class="ui-status" role="status" aria-live="polite" data-status={status.kind}
+               data-name={status.kind === "valid" ? status.name : undefined}>
             {status.kind === "checking" && <span class="ui-status-checking">Checking…</span>}
             {status.kind === "valid" && <span class="ui-status-valid">✓ Valid{status.name ? ` — “${status.name}”` : ""}{status.taskCount !== undefined ? `, ${status.taskCount} ${status.taskCount === 1 ? "task" : "tasks"}` : ""}</span>}
             {status.kind === "invalid" && <span class="ui-status-invalid">✗ {problems.length} {problems.length === 1 ? "problem" : "problems"}</span>}

@@ -48,11 +48,12 @@ describe("jobToYaml", () => {
     secrets: { token: "[REDACTED]" }, wait: { timeout: "1m" },
     context: { inputs: {} }, execution: [],
     schedule: { id: "s1", cron: "* * * * *" },
-    tasks: [{ name: "greet", var: "greeting", env: { WHO: "{{ inputs.who }}" },
+    tasks: [{ env: { WHO: "{{ inputs.who }}" }, id: "t1", name: "greet",
               run: "echo -n \"hello\" > $TORK_OUTPUT\necho done\n",
-              id: "t1", state: "COMPLETED", parallel: undefined }],
+              state: "COMPLETED", var: "greeting", parallel: undefined }],
+    deleteAt: "2026-12-04T11:51:59.045Z",
   } as unknown as Job;
-  it("keeps the definition in a person's order and drops what the server set", () => {
+  it("keeps the definition in a person's order (tasks too) and drops what the server set", () => {
     expect(jobToYaml(job)).toBe(
       "# This job's secrets were not copied: the server never shows their values. Add them here.\n" +
       "name: inputs and env\ndescription: greets\ntags:\n  - demo\ninputs:\n  who: world\n" +

@@ -84,7 +84,7 @@ export function toYaml(v: unknown): string {
 // Fields of a stored job or task that the server sets; not part of a definition.
 const RUNTIME_JOB = new Set(["id", "parentId", "state", "createdAt", "startedAt", "completedAt",
   "failedAt", "cancelledAt", "position", "taskCount", "progress", "result", "error", "execution",
-  "context", "schedule", "createdBy", "updatedAt", "nextRunAt", "lastJobId", "cron"]);
+  "context", "schedule", "createdBy", "updatedAt", "nextRunAt", "lastJobId", "cron", "deleteAt"]);
 const RUNTIME_TASK = new Set(["id", "jobId", "parentId", "position", "state", "createdAt",
   "scheduledAt", "startedAt", "completedAt", "failedAt", "cancelledAt", "error", "result",
   "nodeId", "progress", "redelivered"]);
@@ -92,11 +92,20 @@ const RUNTIME_TASK = new Set(["id", "jobId", "parentId", "position", "state", "c
 const ORDER = ["name", "description", "tags", "schedule", "inputs", "secrets", "defaults",
   "timeout", "autoDelete", "webhooks", "permissions", "output", "tasks"];
 
+// A task's keys in the order a person writes them (the server answers them sorted).
+const TASK_ORDER = ["name", "description", "if", "var", "image", "queue", "priority", "timeout",
+  "retry", "limits", "env", "files", "workdir", "mounts", "networks", "pre", "entrypoint", "cmd",
+  "run", "post", "parallel", "each", "subjob", "list", "task", "tasks"];
+function ordered(o: Record<string, unknown>): [string, unknown][] {
+  const rank = (k: string) => { const i = TASK_ORDER.indexOf(k); return i < 0 ? TASK_ORDER.length : i; };
+  return Object.entries(o).sort(([a], [b]) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+}
+
 function cleanTask(t: unknown): unknown {
   if (Array.isArray(t)) return t.map(cleanTask);
   if (t === null || typeof t !== "object") return t;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(t as Record<string, unknown>)) {
+  for (const [k, v] of ordered(t as Record<string, unknown>)) {
     if (RUNTIME_TASK.has(k)) continue;
     out[k] = k === "env" || k === "files" ? v : cleanTask(v);
   }
