@@ -97,8 +97,9 @@ describe("jobs page", () => {
   it("updates a job's row while it runs, without a reload", async () => {
     const { page, context } = await openPage(browser, server, "#/jobs");
     await waitFor(async () => (await rows(page).count()) >= 3, 15000, "the rows");
-    // Over the event stream when the server serves the page; by polling through vite.
-    if (!process.env.BATON_UI_URL) await page.locator(".ui-live-live").waitFor({ timeout: 15000 });
+    // Over the event stream: the indicator says so.
+    await page.locator(".ui-live-live").waitFor({ timeout: 15000 });
+    assert.equal(await page.locator(".ui-live").textContent(), "Live");
     const { id } = await server.submit("name: steps\ntasks:\n" +
       [1, 2, 3].map((i) => `  - name: step ${i}\n    run: sleep 1\n`).join(""));
     await page.locator(`tr[data-job-id="${id}"]`).waitFor({ timeout: 15000 });

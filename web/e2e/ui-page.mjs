@@ -1,30 +1,45 @@
 // Opening a page of the UI for the browser tests of jobs, editor, scheduled and auth.
 // Normally the server under test serves the UI itself. With BATON_UI_URL (a `vite` dev
-// server, whose proxy points at one fixed server), the page's API calls are sent to this
-// test's own server instead, and /events is refused, so the UI falls back to polling.
+// server, whose own proxy points at one fixed server), pages are opened through a small
+// proxy in this process instead: the UI's files come from BATON_UI_URL and the API's paths
+// (the event stream included, streamed) from this test's own server.
+import { createServer, request } from "node:http";
 import { pageUrl } from "./lib.mjs";
 
 const API = /^\/(jobs|tasks|queues|nodes|metrics|health|events|scheduled-jobs|users|keys|whoami)(\/|\?|$)/;
+const proxies = new Map();
+
+function forward(req, res, target) {
+  const url = new URL(req.url, target);
+  const up = request(url, { method: req.method, headers: { ...req.headers, host: url.host } }, (r) => {
+    res.writeHead(r.statusCode, r.headers);
+    r.pipe(res);
+  });
+  up.on("error", (e) => { res.writeHead(502); res.end(String(e)); });
+  req.pipe(up);
+  res.on("close", () => up.destroy());
+}
+
+async function proxyFor(server) {
+  if (proxies.has(server)) return proxies.get(server);
+  const ui = process.env.BATON_UI_URL;
+  const p = createServer((req, res) => forward(req, res, API.test(req.url) ? server.url : ui));
+  await new Promise((r) => p.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${p.address().port}`;
+  proxies.set(server, url);
+  // The proxy goes when the server does.
+  const stop = server.stop.bind(server);
+  server.stop = async () => { p.closeAllConnections(); p.close(); proxies.delete(server); await stop(); };
+  return url;
+}
 
 export async function openPage(browser, server, hash, { width = 1280, height = 900, colorScheme = "light" } = {}) {
   const context = await browser.newContext({ viewport: { width, height }, colorScheme });
   const page = await context.newPage();
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
-  if (process.env.BATON_UI_URL) {
-    const ui = new URL(process.env.BATON_UI_URL);
-    await page.route((url) => url.host === ui.host && API.test(url.pathname + url.search), async (route) => {
-      const req = route.request();
-      const url = new URL(req.url());
-      if (url.pathname === "/events") return route.fulfill({ status: 503, body: "" });
-      const headers = { ...req.headers() };
-      delete headers.host;
-      const r = await fetch(server.url + url.pathname + url.search, {
-        method: req.method(), headers, body: req.postDataBuffer() ?? undefined });
-      await route.fulfill({ status: r.status, headers: Object.fromEntries(r.headers), body: Buffer.from(await r.arrayBuffer()) });
-    });
-  }
-  await page.goto(pageUrl(server, hash));
+  const base = process.env.BATON_UI_URL ? await proxyFor(server) : null;
+  await page.goto(base ? `${base}/${hash}` : pageUrl(server, hash));
   return { page, context, errors };
 }
 

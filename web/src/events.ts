@@ -77,7 +77,8 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
         if (opts.jobId) q.set("job", opts.jobId);
         if (opts.logs === false) q.set("logs", "false");
         const res = await fetch(`/events?${q}`, {
-          headers: { Accept: "text/event-stream", ...authHeader() }, signal: controller.signal });
+          headers: { Accept: "text/event-stream", ...authHeader() }, signal: controller.signal,
+          credentials: "omit" });
         if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
         stopPolling();
         opts.onLive?.(true);
