@@ -141,7 +141,7 @@ describe("jobs page", () => {
 });
 
 describe("queues and nodes pages", () => {
-  it("list the default queue and the standalone node with their charts", async () => {
+  it("list the default queue with its chart (delete asks first and shows the refusal) and the standalone node", async () => {
     const { page, context } = await openPage(browser, server, "#/queues");
     await page.locator('tr[data-queue="default"]').waitFor();
     assert.equal(await page.locator('tr[data-queue="default"] svg.ui-spark').count(), 1);
