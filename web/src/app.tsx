@@ -34,10 +34,13 @@ function EditorPage(props: EditorProps) {
 function LiveIndicator() {
   const [status, setStatus] = useState<StreamStatus>(streamStatus());
   useEffect(() => onStreamStatus(setStatus), []);
-  const text = status === "live" ? "Live" : status === "polling" ? "Polling" : "Idle";
-  const title = status === "live" ? "Updates arrive as they happen (event stream connected)"
-    : status === "polling" ? "The event stream is not connected: this page polls the server every few seconds"
-    : "This page does not follow live updates";
+  const text = { live: "Live", polling: "Polling", connecting: "Connecting", idle: "Idle" }[status];
+  const title = {
+    live: "Updates arrive as they happen (event stream connected)",
+    polling: "The event stream is not connected: this page polls the server every few seconds",
+    connecting: "Connecting to the event stream",
+    idle: "This page does not follow live updates",
+  }[status];
   return (
     <span class={`ui-live ui-live-${status}`} title={title} role="status" aria-live="polite">
       <span class="ui-live-dot" aria-hidden="true" />{text}

@@ -13,21 +13,25 @@ export type BatonEvent = JobEvent | TaskEvent | LogEvent;
 
 export interface Subscription { close(): void }
 
-// Whether the open subscriptions are on the stream ("live") or polling, for the shell's
-// indicator; "idle" when no page subscribes.
-export type StreamStatus = "idle" | "live" | "polling";
-const statusOf = new Map<object, boolean>();
+// Whether the open subscriptions are on the stream ("live"), polling because it dropped,
+// or still connecting, for the shell's indicator; "idle" when no page subscribes.
+export type StreamStatus = "idle" | "connecting" | "live" | "polling";
+type OneStatus = "connecting" | "live" | "polling";
+const statusOf = new Map<object, OneStatus>();
 const statusListeners = new Set<(s: StreamStatus) => void>();
 export function streamStatus(): StreamStatus {
-  if (statusOf.size === 0) return "idle";
-  return [...statusOf.values()].every(Boolean) ? "live" : "polling";
+  const all = [...statusOf.values()];
+  if (all.length === 0) return "idle";
+  if (all.includes("polling")) return "polling";
+  if (all.includes("connecting")) return "connecting";
+  return "live";
 }
 export function onStreamStatus(f: (s: StreamStatus) => void): () => void {
   statusListeners.add(f);
   return () => { statusListeners.delete(f); };
 }
-function reportStatus(key: object, live: boolean | null) {
-  if (live === null) statusOf.delete(key); else statusOf.set(key, live);
+function reportStatus(key: object, status: OneStatus | null) {
+  if (status === null) statusOf.delete(key); else statusOf.set(key, status);
   const s = streamStatus();
   statusListeners.forEach((f) => f(s));
 }
@@ -61,7 +65,7 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
                                   pollMs?: number }): Subscription {
   let closed = false;
   const key = {};
-  reportStatus(key, false);
+  reportStatus(key, "connecting");
   let controller: AbortController | null = null;
   let pollTimer: ReturnType<typeof setInterval> | null = null;
   const startPolling = () => {
@@ -82,7 +86,7 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
         if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
         stopPolling();
         opts.onLive?.(true);
-        reportStatus(key, true);
+        reportStatus(key, "live");
         // Whatever changed while we were away is read once.
         opts.onPoll?.();
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -100,7 +104,7 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
       } catch { /* dropped: poll until back */ }
       if (closed) break;
       opts.onLive?.(false);
-      reportStatus(key, false);
+      reportStatus(key, "polling");
       startPolling();
       await new Promise((r) => setTimeout(r, 2000));
     }
