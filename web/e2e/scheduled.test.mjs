@@ -73,11 +73,21 @@ describe("scheduled jobs", () => {
     await context.close();
   });
 
-  it("deletes the scheduled job only after the confirmation", async () => {
+  it("deletes the scheduled job only after the confirmation, which keeps focus inside and closes on Esc or Cancel", async () => {
     const { page, context } = await openPage(browser, server, `#/scheduled/${sched.id}`);
     await page.getByRole("button", { name: "Delete" }).click();
     const dialog = page.getByRole("dialog", { name: "Delete this scheduled job?" });
     await dialog.waitFor();
+    // Focus starts on the confirmation, Tab stays inside the dialog, Esc closes it.
+    const focused = () => page.evaluate(() => document.activeElement?.textContent);
+    assert.equal(await focused(), "Delete");
+    await page.keyboard.press("Tab");
+    assert.equal(await focused(), "Cancel");
+    await page.keyboard.press("Tab");
+    assert.equal(await focused(), "Delete");
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "detached" });
+    await page.getByRole("button", { name: "Delete" }).click();
     await dialog.getByRole("button", { name: "Cancel" }).click();
     await dialog.waitFor({ state: "detached" });
     assert.equal(await stateOf(), "ACTIVE");

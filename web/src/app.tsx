@@ -1,6 +1,7 @@
 // The shell: navigation, the live indicator, sign-in, global keys, the help overlay, and
 // the view the URL names.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { useFocusTrap } from "./components/focusTrap";
 import { navigate, useRoute } from "./router";
 import { onUnauthorized } from "./api";
 import { onStreamStatus, streamStatus, type StreamStatus } from "./events";
@@ -49,10 +50,16 @@ function LiveIndicator() {
 }
 
 function HelpOverlay({ onClose }: { onClose: () => void }) {
+  const box = useRef<HTMLDivElement>(null);
+  useFocusTrap(box);
+  useEffect(() => {
+    const before = document.activeElement as HTMLElement | null;
+    return () => before?.focus?.();
+  }, []);
   useKeys({ escape: () => { onClose(); }, help: () => { onClose(); } });
   return (
     <div class="ui-overlay" onClick={(e) => { if (e.target === e.currentTarget) onClose(); }}>
-      <div class="ui-dialog" role="dialog" aria-modal="true" aria-labelledby="ui-help-title">
+      <div class="ui-dialog" role="dialog" aria-modal="true" aria-labelledby="ui-help-title" ref={box}>
         <h2 id="ui-help-title">Keyboard shortcuts</h2>
         <table class="ui-keys">
           <tbody>

@@ -3,12 +3,15 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef } from "preact/hooks";
 import { useKeys } from "../keys";
+import { useFocusTrap } from "./focusTrap";
 
 export function ConfirmDialog({ title, children, confirmLabel, danger, onConfirm, onClose }: {
   title: string; children?: ComponentChildren; confirmLabel: string; danger?: boolean;
   onConfirm: () => void; onClose: () => void;
 }) {
   const ref = useRef<HTMLButtonElement>(null);
+  const box = useRef<HTMLDivElement>(null);
+  useFocusTrap(box);
   useEffect(() => {
     const before = document.activeElement as HTMLElement | null;
     ref.current?.focus();
@@ -17,7 +20,7 @@ export function ConfirmDialog({ title, children, confirmLabel, danger, onConfirm
   useKeys({ escape: () => { onClose(); } });
   return (
     <div class="ui-overlay" onClick={(e) => { if (e.target === e.currentTarget) onClose(); }}>
-      <div class="ui-dialog" role="dialog" aria-modal="true" aria-labelledby="ui-dialog-title">
+      <div class="ui-dialog" role="dialog" aria-modal="true" aria-labelledby="ui-dialog-title" ref={box}>
         <h2 id="ui-dialog-title">{title}</h2>
         <div class="ui-dialog-body">{children}</div>
         <div class="ui-dialog-actions">
