@@ -128,6 +128,19 @@ describe("editor", () => {
     await context.close();
   });
 
+  it("keeps a new job's draft while the app is open, until Start over", async () => {
+    const { page, context } = await openPage(browser, server, "#/editor");
+    await status(page, "valid").waitFor({ timeout: 15000 });
+    await setDoc(page, FIXED.replace("e2e hello", "my draft"));
+    await page.getByRole("link", { name: "Jobs", exact: true }).click();
+    await page.waitForURL(/#\/jobs$/);
+    await page.getByRole("link", { name: "New job" }).click();
+    await waitFor(async () => (await editorText(page)).includes("name: my draft"), 15000, "the draft back");
+    await page.getByRole("button", { name: "Start over" }).click();
+    await waitFor(async () => (await editorText(page)).startsWith("name: my job\n"), 5000, "the template back");
+    await context.close();
+  });
+
   it("creates a scheduled job from the schedule fields", async () => {
     const { page, context } = await openPage(browser, server, "#/editor?schedule=1");
     await status(page, "valid").waitFor({ timeout: 15000 });

@@ -44,6 +44,11 @@ function withSchedule(doc: string): string {
   return ls.join("\n");
 }
 
+// The unsent text of a new job (or scheduled job), kept while the app stays open, so that
+// a look at another page does not lose it. Submitting or "Start over" clears it.
+const drafts = new Map<string, string>();
+const draftKey = (schedule: boolean) => (schedule ? "schedule" : "job");
+
 type Status =
   | { kind: "idle" } | { kind: "checking" }
   | { kind: "valid"; name?: string; taskCount?: number }
@@ -68,6 +73,9 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
   modeRef.current = scheduleMode;
   const seq = useRef(0);
   const submitRef = useRef<() => void>(() => {});
+  // Only a new document (not a duplicate or an edit) is kept as a draft.
+  const draftRef = useRef<((text: string) => void) | null>(null);
+  draftRef.current = params.from || editId ? null : (text) => { drafts.set(draftKey(modeRef.current), text); };
 
   // An old server ignores `dryRun` and stores a valid job: then validating stops.
   const noDryRun = useRef(false);
@@ -104,7 +112,8 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
     const v = new EditorView({
       parent: host.current!,
       state: EditorState.create({ doc: "", extensions: editorExtensions({
-        validate, onChange: setDoc, onSubmit: () => submitRef.current() }) }),
+        validate, onChange: (text) => { setDoc(text); draftRef.current?.(text); },
+        onSubmit: () => submitRef.current() }) }),
     });
     view.current = v;
     return () => { v.destroy(); view.current = null; };
@@ -129,13 +138,14 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
       api.scheduledJob(editId).then((s) => set(jobToYaml(s, { keepSchedule: true })),
         (e) => { if (!cancelled) setLoadError(`Could not load scheduled job ${editId}: ${(e as Error).message}`); });
     } else {
-      set(scheduleMode ? withSchedule(JOB_TEMPLATE) : JOB_TEMPLATE);
+      set(drafts.get(draftKey(scheduleMode)) ?? (scheduleMode ? withSchedule(JOB_TEMPLATE) : JOB_TEMPLATE));
     }
     return () => { cancelled = true; };
   }, [params.from, editId]);
 
   const setMode = (schedule: boolean) => {
     const text = view.current?.state.doc.toString() ?? "";
+    modeRef.current = schedule;
     replaceDoc(schedule ? withSchedule(text) : removeBlock(text, "schedule"));
     navigate("editor", { ...params, schedule: schedule ? "1" : undefined }, true);
   };
@@ -151,9 +161,11 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
         navigate(["scheduled", editId]);
       } else if (modeRef.current) {
         const s = await api.schedule(text);
+        drafts.delete(draftKey(true));
         navigate(["scheduled", s.id]);
       } else {
         const j: JobSummary = await api.submit(text);
+        if (!params.from) drafts.delete(draftKey(false));
         navigate(["jobs", j.id]);
       }
     } catch (e) {
@@ -265,6 +277,12 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
                 {submitting ? "Submitting…" : editId ? "Save schedule" : scheduleMode ? "Create scheduled job" : "Submit job"}
               </button>
               <span class="ui-note"><kbd>Ctrl</kbd>/<kbd>⌘</kbd> <kbd>Enter</kbd></span>
+              {!params.from && !editId && (
+                <button type="button" title="Replace the text with the starter template" onClick={() => {
+                  drafts.delete(draftKey(scheduleMode));
+                  replaceDoc(scheduleMode ? withSchedule(JOB_TEMPLATE) : JOB_TEMPLATE);
+                }}>Start over</button>
+              )}
             </div>
             {submitError && <div class="ui-error" role="alert">{submitError}</div>}
           </div>
