@@ -35,7 +35,7 @@ function MetricCards({ metrics, queues, error }: { metrics?: Metrics; queues?: Q
     { label: "Failure rate, last hour", value: rate.text,
       hint: metrics?.jobs.endedLastHour !== undefined
         ? `${metrics.jobs.failedLastHour} of ${metrics.jobs.endedLastHour} jobs that ended failed`
-        : "not reported by this server", bad: (rate.ratio ?? 0) > 0 },
+        : metrics ? "not reported by this server" : undefined, bad: (rate.ratio ?? 0) > 0 },
   ];
   return (
     <section class="ui-cards" aria-label="Metrics" title={error ? `Metrics could not be read: ${(error as Error).message}` : undefined}>
