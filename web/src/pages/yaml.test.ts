@@ -56,6 +56,7 @@ describe("jobToYaml", () => {
   it("keeps the definition in a person's order (tasks too) and drops what the server set", () => {
     expect(jobToYaml(job)).toBe(
       "# This job's secrets were not copied: the server never shows their values. Add them here.\n" +
+      "# `wait` was left out: a submission from the browser does not block.\n" +
       "name: inputs and env\ndescription: greets\ntags:\n  - demo\ninputs:\n  who: world\n" +
       "output: \"{{ tasks.greeting }}\"\ntasks:\n  - name: greet\n    var: greeting\n" +
       "    env:\n      WHO: \"{{ inputs.who }}\"\n    run: |\n      echo -n \"hello\" > $TORK_OUTPUT\n      echo done\n");

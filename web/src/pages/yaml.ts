@@ -138,9 +138,10 @@ export function jobToYaml(job: Job | ScheduledJob, opts: { keepSchedule?: boolea
     if (k === "secrets") { droppedSecrets = Object.keys(src[k] as object ?? {}).length > 0; continue; }
     def[k] = k === "tasks" ? cleanTask(src[k]) : src[k];
   }
-  const head = droppedSecrets
+  let head = droppedSecrets
     ? "# This job's secrets were not copied: the server never shows their values. Add them here.\n"
     : "";
+  if (src.wait !== undefined) head += "# `wait` was left out: a submission from the browser does not block.\n";
   return head + toYaml(def);
 }
 
