@@ -419,7 +419,13 @@ class RequestProcessor final : public httplib::Server {
       request.body = req.body;
       request.remote_addr = req.remote_addr;
       request.may_park = park_into != nullptr;
+      const auto began = Clock::now();
       Response response = api_.Handle(request);
+      // How long the API took (the UI's and bench/'s "server time"), for every answer.
+      response.headers.emplace_back(
+          "Server-Timing",
+          fmt::format("app;dur={:.2f}",
+                      std::chrono::duration<double, std::milli>(Clock::now() - began).count()));
       if (response.stream != nullptr && stream_into != nullptr) {
         stream_into->stream = std::move(response.stream);
         stream_into->head = StreamHead(response);

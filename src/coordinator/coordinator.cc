@@ -109,7 +109,11 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   }));
   BATON_RETURN_IF_ERROR(subscribe(kQueueHeartbeat, [this](const std::string& body) {
     auto m = DecodeNodeRecord(body);
-    if (m.ok()) (void)datastore_.UpsertNode(*m);
+    if (!m.ok()) return Status::Ok();
+    (void)datastore_.UpsertNode(*m);
+    // A worker heard from for the first time since tasks were dropped was not told of
+    // them (only workers with a stored heartbeat are): it is now.
+    if (!m->queue.empty()) scheduler_.TellMissedDrops(m->id);
     return Status::Ok();
   }));
   BATON_RETURN_IF_ERROR(scheduler_.Reconcile(live_nodes));

@@ -703,22 +703,23 @@ void Scheduler::StartRows(std::vector<TaskRecord> rows) {
   }
 }
 
+void Scheduler::TellNode(const std::string& node, const std::vector<std::string>& ids) {
+  constexpr std::size_t kPerMessage = 1000;
+  for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
+    CancelTask message;
+    message.task_ids.assign(
+        ids.begin() + static_cast<std::ptrdiff_t>(i),
+        ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
+    Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
+    if (!s.ok()) {
+      log::Error("telling a worker of cancelled tasks failed",
+                 {{"node", node}, {"error", s.message()}});
+    }
+  }
+}
+
 void Scheduler::TellWorkers(const std::vector<std::string>& drops,
                             const std::map<std::string, std::vector<std::string>>& kills) {
-  auto tell = [&](const std::string& node, const std::vector<std::string>& ids) {
-    constexpr std::size_t kPerMessage = 1000;
-    for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
-      CancelTask message;
-      message.task_ids.assign(
-          ids.begin() + static_cast<std::ptrdiff_t>(i),
-          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
-      Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
-      if (!s.ok()) {
-        log::Error("telling a worker of cancelled tasks failed",
-                   {{"node", node}, {"error", s.message()}});
-      }
-    }
-  };
   if (!drops.empty()) {
     // Every worker heard from within the lease, and every worker about to be told to kill
     // a task (its heartbeat may not be stored yet). Drops go first, so the slot a kill
@@ -735,9 +736,42 @@ void Scheduler::TellWorkers(const std::vector<std::string>& drops,
       }
     }
     for (const auto& [node, ids] : kills) told.insert(node);
-    for (const std::string& node : told) tell(node, drops);
+    {
+      // Kept for the workers not told now (TellMissedDrops); bounded by age and count.
+      MutexLock lock(drops_mu_);
+      recent_drops_.push_back({clock_.Now(), drops, told});
+      recent_drop_ids_ += drops.size();
+      while (recent_drop_ids_ > 100000 && recent_drops_.size() > 1) {
+        recent_drop_ids_ -= recent_drops_.front().ids.size();
+        recent_drops_.pop_front();
+      }
+    }
+    for (const std::string& node : told) TellNode(node, drops);
   }
-  for (const auto& [node, ids] : kills) tell(node, ids);
+  for (const auto& [node, ids] : kills) {
+    // A worker whose heartbeat was not stored when tasks were dropped hears of them now,
+    // before the kill frees one of its slots: a task of a job cancelled while this one
+    // was starting there (a late start is killed) must not take that slot.
+    TellMissedDrops(node);
+    TellNode(node, ids);
+  }
+}
+
+void Scheduler::TellMissedDrops(const std::string& node_id) {
+  std::vector<std::string> missed;
+  {
+    MutexLock lock(drops_mu_);
+    const TimePoint oldest = clock_.Now() - options_.node_lease;
+    while (!recent_drops_.empty() && recent_drops_.front().at < oldest) {
+      recent_drop_ids_ -= recent_drops_.front().ids.size();
+      recent_drops_.pop_front();
+    }
+    for (SentDrops& sent : recent_drops_) {
+      if (!sent.told.insert(node_id).second) continue;
+      missed.insert(missed.end(), sent.ids.begin(), sent.ids.end());
+    }
+  }
+  if (!missed.empty()) TellNode(node_id, missed);
 }
 
 void Scheduler::Notify(const std::vector<JobRecord>& finished) {
