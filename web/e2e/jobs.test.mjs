@@ -108,7 +108,7 @@ describe("jobs page", () => {
     await context.close();
   });
 
-  it("moves the selection with j and opens the selected job with Enter", async () => {
+  it("moves the selection with j, opens it with Enter, goes to queues with g q and shows the keys with ?", async () => {
     const { page, context } = await openPage(browser, server, "#/jobs");
     await waitFor(async () => (await rows(page).count()) >= 3, 15000, "the rows");
     const second = await rows(page).nth(1).getAttribute("data-job-id");
@@ -126,7 +126,7 @@ describe("jobs page", () => {
     await context.close();
   });
 
-  it("looks right in dark mode and at phone width", async () => {
+  it("renders in dark mode, and at 390 px without sideways scrolling (screenshots of both)", async () => {
     const dark = await openPage(browser, server, "#/jobs", { colorScheme: "dark" });
     await waitFor(async () => (await rows(dark.page).count()) >= 3, 15000, "the rows");
     await screenshot(dark.page, "jobs-dark");
