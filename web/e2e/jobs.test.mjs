@@ -66,7 +66,7 @@ describe("jobs page", () => {
     await context.close();
   });
 
-  it("searches tag:x from the search box into the URL and lists the tagged jobs", async () => {
+  it("searches tag:x from the search box (focused with /) into the URL, lists the tagged jobs, and Esc clears it", async () => {
     const { page, context } = await openPage(browser, server, "#/jobs");
     await waitFor(async () => (await rows(page).count()) === 3, 15000, "three rows");
     await page.keyboard.press("/");
