@@ -13,6 +13,29 @@ export type BatonEvent = JobEvent | TaskEvent | LogEvent;
 
 export interface Subscription { close(): void }
 
+// Whether the open subscriptions are on the stream ("live"), polling because it dropped,
+// or still connecting, for the shell's indicator; "idle" when no page subscribes.
+export type StreamStatus = "idle" | "connecting" | "live" | "polling";
+type OneStatus = "connecting" | "live" | "polling";
+const statusOf = new Map<object, OneStatus>();
+const statusListeners = new Set<(s: StreamStatus) => void>();
+export function streamStatus(): StreamStatus {
+  const all = [...statusOf.values()];
+  if (all.length === 0) return "idle";
+  if (all.includes("polling")) return "polling";
+  if (all.includes("connecting")) return "connecting";
+  return "live";
+}
+export function onStreamStatus(f: (s: StreamStatus) => void): () => void {
+  statusListeners.add(f);
+  return () => { statusListeners.delete(f); };
+}
+function reportStatus(key: object, status: OneStatus | null) {
+  if (status === null) statusOf.delete(key); else statusOf.set(key, status);
+  const s = streamStatus();
+  statusListeners.forEach((f) => f(s));
+}
+
 // Parses the text of an event stream; returns the events complete in `buffer` and the
 // rest (an incomplete event) to keep.
 export function parseSse(buffer: string): { events: { event: string; data: string }[]; rest: string } {
@@ -41,6 +64,8 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
                                   onPoll?: () => void; onLive?: (live: boolean) => void;
                                   pollMs?: number }): Subscription {
   let closed = false;
+  const key = {};
+  reportStatus(key, "connecting");
   let controller: AbortController | null = null;
   let pollTimer: ReturnType<typeof setInterval> | null = null;
   const startPolling = () => {
@@ -56,10 +81,12 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
         if (opts.jobId) q.set("job", opts.jobId);
         if (opts.logs === false) q.set("logs", "false");
         const res = await fetch(`/events?${q}`, {
-          headers: { Accept: "text/event-stream", ...authHeader() }, signal: controller.signal });
+          headers: { Accept: "text/event-stream", ...authHeader() }, signal: controller.signal,
+          credentials: "omit" });
         if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
         stopPolling();
         opts.onLive?.(true);
+        reportStatus(key, "live");
         // Whatever changed while we were away is read once.
         opts.onPoll?.();
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -77,10 +104,11 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
       } catch { /* dropped: poll until back */ }
       if (closed) break;
       opts.onLive?.(false);
+      reportStatus(key, "polling");
       startPolling();
       await new Promise((r) => setTimeout(r, 2000));
     }
   };
   void connect();
-  return { close() { closed = true; controller?.abort(); stopPolling(); } };
+  return { close() { closed = true; controller?.abort(); stopPolling(); reportStatus(key, null); } };
 }
