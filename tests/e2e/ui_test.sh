@@ -4,8 +4,8 @@
 # every page go to build/ui-screenshots/. Fails (never skips) without Chromium or Node.
 # Usage: ui_test.sh BATON_BINARY REPO_ROOT
 set -euo pipefail
-baton="$1"
-root="$2"
+baton=$(realpath "$1")
+root=$(cd "$2" && pwd)
 chromium="${BATON_CHROMIUM:-/usr/bin/chromium}"
 if [[ ! -x "$chromium" ]]; then
   echo "ui_test: no browser at $chromium (scripts/install-deps.sh test installs chromium)" >&2
