@@ -62,7 +62,7 @@ export function parseSse(buffer: string): { events: { event: string; data: strin
 // state changes only, no log parts).
 export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: BatonEvent) => void;
                                   onPoll?: () => void; onLive?: (live: boolean) => void;
-                                  pollMs?: number }): Subscription {
+                                  pollMs?: number; refreshMs?: number }): Subscription {
   let closed = false;
   const key = {};
   reportStatus(key, "connecting");
@@ -73,6 +73,11 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
     pollTimer = setInterval(() => opts.onPoll?.(), opts.pollMs ?? 3000);
   };
   const stopPolling = () => { if (pollTimer) clearInterval(pollTimer); pollTimer = null; };
+  // While live, the state is still read now and then: a stream carries what its own
+  // coordinator decided, and with several coordinators the others' changes come this way
+  // (docs/api.md, "Live events").
+  let refreshTimer: ReturnType<typeof setInterval> | null = null;
+  const stopRefresh = () => { if (refreshTimer) clearInterval(refreshTimer); refreshTimer = null; };
   const connect = async () => {
     while (!closed) {
       controller = new AbortController();
@@ -89,6 +94,9 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
         reportStatus(key, "live");
         // Whatever changed while we were away is read once.
         opts.onPoll?.();
+        if (opts.onPoll && !refreshTimer) {
+          refreshTimer = setInterval(() => opts.onPoll?.(), opts.refreshMs ?? 15000);
+        }
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";
         for (;;) {
@@ -98,10 +106,13 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
           const parsed = parseSse(buffer);
           buffer = parsed.rest;
           for (const e of parsed.events) {
+            // The stream fell behind and dropped what it held: read the state afresh.
+            if (e.event === "resync") { opts.onPoll?.(); continue; }
             try { opts.onEvent({ type: e.event, ...JSON.parse(e.data) } as BatonEvent); } catch { /* a bad event is skipped */ }
           }
         }
       } catch { /* dropped: poll until back */ }
+      stopRefresh();
       if (closed) break;
       opts.onLive?.(false);
       reportStatus(key, "polling");
@@ -110,5 +121,5 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
     }
   };
   void connect();
-  return { close() { closed = true; controller?.abort(); stopPolling(); reportStatus(key, null); } };
+  return { close() { closed = true; controller?.abort(); stopPolling(); stopRefresh(); reportStatus(key, null); } };
 }
