@@ -383,9 +383,12 @@ Response Api::Dispatch(const Request& request) {
     }();
     std::vector<std::string> parts = Split(request.path);
     const std::vector<Route>& routes = RouteTable();
+    // HEAD is answered as GET is (the HTTP layer sends the head alone).
+    std::string_view method = request.method;
+    if (method == "HEAD") method = "GET";
     for (std::size_t i = 0; i < routes.size(); ++i) {
       const Route& route = routes[i];
-      if (route.info.method != request.method) continue;
+      if (route.info.method != method) continue;
       Call call{request, "", std::nullopt};
       if (!Matches(patterns[i], parts, &call.id)) continue;
       if (std::optional<Response> refused = Authorize(route.info.access, call)) return *refused;
@@ -523,6 +526,7 @@ Response Api::Events(const Call& call) {
   }
   Response r;
   r.content_type = "text/event-stream";
+  if (call.request.method == "HEAD") return r;  // the head alone: no stream to hold
   // Reconnect after 2 s; the first line tells the client the stream is open.
   r.body = "retry: 2000\n: connected\n\n";
   r.headers.emplace_back("Cache-Control", "no-cache");

@@ -422,6 +422,14 @@ TEST_F(ApiTest, ServesTheEmbeddedWebUiAtTheRootAndRevalidatesIt) {
   EXPECT_THAT(script->get_header_value("Cache-Control"), HasSubstr("immutable"));
   EXPECT_FALSE(script->body.empty());
   EXPECT_EQ(client_->Get("/assets/nope.js")->status, 404);
+  // HEAD as GET, without the body (curl -I).
+  auto head = client_->Head("/");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_THAT(head->get_header_value("Content-Type"), HasSubstr("text/html"));
+  EXPECT_TRUE(head->body.empty());
+  EXPECT_EQ(client_->Head("/health")->status, 200);
+  EXPECT_EQ(client_->Head("/events")->status, 200);
   EXPECT_EQ(client_->Get("/assets/..%2Findex.html")->status, 404);
 }
 

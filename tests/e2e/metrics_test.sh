@@ -116,7 +116,11 @@ expect "no job running" "$(js "$body" 'j["jobs"]["running"]')" 0
 expect "no task running" "$(js "$body" 'j["tasks"]["running"]')" 0
 expect "the standalone node is online" "$(js "$body" 'j["nodes"]["online"] >= 1')" true
 http GET /metrics -H 'Accept: application/json'
-expect "JSON when asked" "$(js "$body" 'sorted(j)')" '["jobs", "nodes", "tasks"]'
+expect "JSON when asked" "$(js "$body" 'sorted(j)')" '["jobs", "nodes", "queues", "tasks"]'
+# Beyond Tork, for the UI's cards: jobs ended in the last hour, messages waiting.
+expect "jobs ended in the last hour, counted" "$(js "$body" 'sorted(j["jobs"])')" \
+  '["endedLastHour", "failedLastHour", "running"]'
+expect "messages waiting, counted" "$(js "$body" 'j["queues"]["size"] >= 0')" true
 http GET '/metrics?format=xml'
 expect "an unknown format is a 400" "$status" 400
 expect_match "that names the choices" "$(js "$body" 'j["message"]')" 'prometheus or json'
