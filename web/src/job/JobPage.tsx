@@ -1,1 +1,226 @@
-export function JobPage(props: { id: string; params: Record<string, string> }) { return <h1>Job {props.id}</h1>; }
+// The job page: header (state, timing, inputs, result or error, actions), a tab bar
+// (graph | timeline | definition), and the selected task's panel with its live log.
+// URL: #/jobs/ID?tab=timeline&task=TID&attempt=N
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, ApiError, type Job, type TaskRow } from "../api";
+import { subscribe } from "../events";
+import { href, navigate } from "../router";
+import { jobGraph, nodeOfTask, type GraphNode } from "./graph";
+import { Graph } from "./Graph";
+import { Refetcher, refetchInterval } from "./refetch";
+import { TaskPanel } from "./TaskPanel";
+import { buildTimeline, duration } from "./timeline";
+import { Timeline } from "./Timeline";
+import type { LogListener } from "./LogView";
+import { fmtTime, StateBadge } from "./ui";
+import { definitionOf, toYaml } from "./yaml";
+import "./job.css";
+
+const TABS = [["graph", "Graph"], ["timeline", "Timeline"], ["definition", "Definition"]] as const;
+type Tab = (typeof TABS)[number][0];
+const ACTIVE = new Set(["PENDING", "SCHEDULED", "RUNNING"]);
+
+export function JobPage(props: { id: string; params: Record<string, string> }) {
+  const { id, params } = props;
+  const tab: Tab = (TABS.some(([t]) => t === params.tab) ? params.tab : "graph") as Tab;
+  const [job, setJob] = useState<Job | null>(null);
+  const [error, setError] = useState<{ status: number; message: string } | null>(null);
+  const [actionError, setActionError] = useState<string | null>(null);
+  const [busy, setBusy] = useState<string | null>(null);
+  const [now, setNow] = useState(() => Date.now());
+  const [pollTick, setPollTick] = useState(0);
+  const [live, setLive] = useState(false);
+  const rowsRef = useRef(0);
+  const activeRef = useRef(true);
+  const logListeners = useRef(new Set<LogListener>());
+
+  const fetchJob = useCallback(async () => {
+    try {
+      const j = await api.job(id);
+      rowsRef.current = j.execution?.length ?? 0;
+      activeRef.current = ACTIVE.has(j.state);
+      setJob(j);
+      setError(null);
+    } catch (e) {
+      const err = e as ApiError;
+      setError({ status: err.status ?? 0, message: err.message ?? String(e) });
+    }
+  }, [id]);
+
+  // Live: events ask for a (throttled) refetch; log parts go to the open log. When the
+  // stream is down, each poll refetches (a finished job only every fifth poll).
+  useEffect(() => {
+    setJob(null); setError(null);
+    const refetcher = new Refetcher(fetchJob, () => refetchInterval(rowsRef.current));
+    refetcher.request();
+    let polls = 0;
+    const sub = subscribe({
+      jobId: id,
+      onEvent: (e) => {
+        if (e.type === "log") logListeners.current.forEach((f) => f(e));
+        else if (e.jobId === id) refetcher.request();
+      },
+      onPoll: () => {
+        polls++;
+        if (activeRef.current || polls % 5 === 0) refetcher.request();
+        setPollTick((t) => t + 1);
+      },
+      onLive: setLive,
+    });
+    return () => { sub.close(); refetcher.close(); };
+  }, [id]);
+
+  const active = !!job && ACTIVE.has(job.state);
+  useEffect(() => {
+    if (!active) { setNow(Date.now()); return; }
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, [active]);
+
+  const listen = useCallback((f: LogListener) => {
+    logListeners.current.add(f);
+    return () => { logListeners.current.delete(f); };
+  }, []);
+
+  const graph = useMemo(() => (job ? jobGraph(job) : null), [job]);
+  const timeline = useMemo(() => (job && tab === "timeline" ? buildTimeline(job.execution ?? [], Date.now()) : null),
+                           [job, tab]);
+  const selectedNode = graph ? nodeOfTask(graph, params.task) : undefined;
+
+  const setParams = (p: Record<string, string | undefined>, replace = false) =>
+    navigate(["jobs", id], { ...params, ...p }, replace);
+  const selectNode = (n: GraphNode) => {
+    const last = n.attempts[n.attempts.length - 1];
+    if (last) setParams({ task: last.id, attempt: undefined });
+  };
+  const closePanel = () => setParams({ task: undefined, attempt: undefined });
+
+  // Esc closes the task panel.
+  useEffect(() => {
+    if (!params.task) return;
+    const onKey = (e: KeyboardEvent) => { if (e.key === "Escape" && !e.defaultPrevented) closePanel(); };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [params.task, params.tab, params.attempt]);
+
+  const act = async (what: "cancel" | "restart") => {
+    setBusy(what); setActionError(null);
+    try {
+      await (what === "cancel" ? api.cancel(id) : api.restart(id));
+      await fetchJob();
+    } catch (e) { setActionError(`${what}: ${(e as Error).message}`); }
+    finally { setBusy(null); }
+  };
+
+  if (error && !job) {
+    return (
+      <div class="job-page">
+        <p class="job-error" role="alert">{error.status === 404 ? `No job ${id}.` : `Could not load the job: ${error.message}`}</p>
+        <a href={href("jobs")}>← All jobs</a>
+      </div>);
+  }
+  if (!job || !graph) {
+    return <div class="job-page" aria-busy="true"><p class="job-muted job-loading">Loading the job…</p></div>;
+  }
+
+  const started = Date.parse(job.startedAt ?? "");
+  const ended = Date.parse(job.completedAt ?? job.failedAt ?? "");
+  const took = Number.isNaN(started) ? undefined : (Number.isNaN(ended) ? (active ? now : undefined) : ended) ;
+  const canRestart = job.state === "FAILED" || job.state === "CANCELLED";
+  const inputs = job.inputs && Object.keys(job.inputs).length ? job.inputs : undefined;
+
+  return (
+    <div class={`job-page${params.task ? " job-with-panel" : ""}`}>
+      <header class="job-head">
+        <div class="job-title">
+          <h1>{job.name ?? "(unnamed job)"}</h1>
+          <StateBadge state={job.state} />
+          <span class={`job-live${live ? " job-live-on" : ""}`} title={live ? "Live: the server pushes changes" : "Polling every few seconds"}>
+            {live ? "live" : "polling"}
+          </span>
+        </div>
+        <div class="job-actions">
+          {active && <button type="button" class="job-danger" onClick={() => act("cancel")} disabled={!!busy}>{busy === "cancel" ? "Cancelling…" : "Cancel"}</button>}
+          {canRestart && <button type="button" class="primary" onClick={() => act("restart")} disabled={!!busy}>{busy === "restart" ? "Restarting…" : "Restart"}</button>}
+          <a class="button" href={href("editor", { from: id })}>Duplicate as new</a>
+        </div>
+        {actionError && <p class="job-error" role="alert">{actionError}</p>}
+        {job.description && <p class="job-desc">{job.description}</p>}
+        <dl class="job-facts job-facts-wide">
+          <dt>Created</dt><dd>{fmtTime(job.createdAt)}</dd>
+          <dt>Started</dt><dd>{fmtTime(job.startedAt)}</dd>
+          <dt>{job.failedAt ? "Failed" : "Ended"}</dt><dd>{fmtTime(job.failedAt ?? job.completedAt)}</dd>
+          <dt>Duration</dt><dd class="job-num">{took !== undefined ? duration(took - started) : "—"}</dd>
+          <dt>Task</dt><dd class="job-num">{Math.min(job.position, job.taskCount)} of {job.taskCount}</dd>
+          <dt>Progress</dt>
+          <dd>
+            <span class="job-progress job-progress-inline" role="progressbar" aria-valuemin={0} aria-valuemax={100}
+                  aria-valuenow={Math.round(job.progress ?? 0)} aria-label="Job progress">
+              <span class={`job-s-${job.state}`} style={{ width: `${Math.min(100, job.progress ?? 0)}%` }} />
+            </span>
+            <span class="job-num">{Math.round(job.progress ?? 0)}%</span>
+          </dd>
+          {job.parentId && <><dt>Parent</dt><dd><a href={href(["jobs", job.parentId])}>parent job ↗</a></dd></>}
+          {job.schedule && <><dt>Schedule</dt><dd><a href={href(["scheduled", job.schedule.id])}>{job.schedule.cron}</a></dd></>}
+          {job.createdBy?.username && <><dt>By</dt><dd>{job.createdBy.username}</dd></>}
+          {job.tags?.length ? <><dt>Tags</dt><dd>{job.tags.map((t) => <a key={t} class="job-tag" href={href("jobs", { q: `tag:${t}` })}>{t}</a>)}</dd></> : null}
+          <dt>Id</dt><dd><code class="job-id">{job.id}</code></dd>
+        </dl>
+        {inputs && (
+          <details class="job-inputs" open={Object.keys(inputs).length <= 6}>
+            <summary>Inputs ({Object.keys(inputs).length})</summary>
+            <table class="job-kv"><tbody>
+              {Object.entries(inputs).map(([k, v]) => <tr key={k}><th scope="row">{k}</th><td>{v}</td></tr>)}
+            </tbody></table>
+          </details>
+        )}
+        {job.error && <pre class="job-pre job-error-text job-outcome" aria-label="Job error">{job.error}</pre>}
+        {job.result !== undefined && job.result !== "" && <pre class="job-pre job-outcome" aria-label="Job result">{job.result}</pre>}
+      </header>
+
+      <nav class="job-tabs" role="tablist" aria-label="Views of the job">
+        {TABS.map(([t, label]) => (
+          <a key={t} role="tab" aria-selected={tab === t} href={href(["jobs", id], { ...params, tab: t === "graph" ? undefined : t })}
+             onClick={(e) => { e.preventDefault(); setParams({ tab: t === "graph" ? undefined : t }, true); }}>{label}</a>
+        ))}
+      </nav>
+
+      <div class="job-body">
+        <div class="job-main" role="tabpanel">
+          {tab === "graph" && <Graph model={graph} selected={selectedNode?.id} onSelect={selectNode} />}
+          {tab === "timeline" && timeline && (
+            <Timeline model={timeline} now={now} active={active} selected={params.task}
+                      minRows={graph.nodes.filter((n) => n.kind !== "join").length}
+                      onSelect={(taskId) => setParams({ task: taskId, attempt: undefined })} />
+          )}
+          {tab === "definition" && <Definition job={job} />}
+        </div>
+        {params.task && (
+          <TaskPanel job={job} taskId={params.task} attempt={params.attempt ? Number(params.attempt) : undefined}
+                     now={now} pollTick={pollTick} listen={listen}
+                     onAttempt={(r: TaskRow) => setParams({ task: r.id, attempt: String((r.retry?.attempts ?? 0) + 1) }, true)}
+                     onSelect={(taskId) => setParams({ task: taskId, attempt: undefined })}
+                     onClose={closePanel} />
+        )}
+      </div>
+    </div>
+  );
+}
+
+function Definition(props: { job: Job }) {
+  const [format, setFormat] = useState<"yaml" | "json">("yaml");
+  const text = useMemo(() => {
+    const d = definitionOf(props.job);
+    return format === "yaml" ? toYaml(d) : JSON.stringify(d, null, 2);
+  }, [props.job, format]);
+  return (
+    <div class="job-def">
+      <div class="job-def-tools" role="group" aria-label="Format">
+        <button type="button" aria-pressed={format === "yaml"} onClick={() => setFormat("yaml")}>YAML</button>
+        <button type="button" aria-pressed={format === "json"} onClick={() => setFormat("json")}>JSON</button>
+        <span class="job-muted">read-only · secrets as the server shows them</span>
+      </div>
+      <pre class="job-pre job-def-text" tabIndex={0} aria-label="Job definition">{text}</pre>
+    </div>
+  );
+}

@@ -183,7 +183,8 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
   }
 
   const what = d.if !== undefined && state === "SKIPPED" ? "skipped (if false)"
-    : attempts.length > 1 ? `${attempts.length} attempts` : (d.image ?? (d.run ? "run" : d.cmd ? "cmd" : "task"));
+    : attempts.length > 1 ? `${attempts.length} attempts`
+    : d.image ?? (d.run ? `$ ${d.run.trim().split("\n")[0]}` : d.cmd ? d.cmd.join(" ") : "task");
   b.nodes.push({ ...base, kind: "task", detail: what, ...SIZES.task });
   return { entry: id, exit: id };
 }

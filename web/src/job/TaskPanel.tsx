@@ -1,0 +1,128 @@
+// The selected task: what it is, where and when it ran, each attempt, its evaluated env
+// (secrets arrive redacted), files, command, result, error, progress, and its live log.
+import type { Job, TaskRow } from "../api";
+import { href } from "../router";
+import { attemptNumber, attemptsOf, eachSummary, groupAttempts } from "./graph";
+import { duration } from "./timeline";
+import { LogView, type LogListener } from "./LogView";
+import { fmtTime, StateBadge } from "./ui";
+
+export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; now: number; pollTick: number;
+                                   listen: (f: LogListener) => () => void;
+                                   onAttempt: (row: TaskRow) => void; onSelect: (taskId: string) => void;
+                                   onClose: () => void }) {
+  const rows = props.job.execution ?? [];
+  const attempts = attemptsOf(rows, props.taskId);
+  if (!attempts.length) {
+    return (
+      <aside class="job-panel" aria-label="Task">
+        <div class="job-panel-head"><h2>Task</h2><CloseButton onClose={props.onClose} /></div>
+        <p class="job-muted">This task is not in the job (yet).</p>
+      </aside>);
+  }
+  const row = (props.attempt && attempts[props.attempt - 1]) || attempts.find((r) => r.id === props.taskId) || attempts[attempts.length - 1];
+  const started = Date.parse(row.startedAt ?? "");
+  const ended = Date.parse(row.completedAt ?? row.failedAt ?? "");
+  const active = ["CREATED", "PENDING", "SCHEDULED", "RUNNING"].includes(row.state);
+  const took = Number.isNaN(started) ? undefined : (Number.isNaN(ended) ? (active ? props.now : undefined) : ended) ;
+  const composite = !!(row.parallel || row.each || row.subjob);
+  const subjobId = (row.subjob as { id?: string } | undefined)?.id;
+  const children = composite ? rows.filter((r) => r.parentId === row.id) : [];
+  const childGroups = children.length ? groupAttempts(children) : [];
+  const failedKids = childGroups.filter((g) => g[g.length - 1].state === "FAILED").slice(0, 50);
+  const counts: Record<string, number> = {};
+  for (const g of childGroups) { const s = g[g.length - 1].state; counts[s] = (counts[s] ?? 0) + 1; }
+
+  return (
+    <aside class="job-panel" aria-label={`Task ${row.name ?? ""}`}>
+      <div class="job-panel-head">
+        <h2 title={row.name}>{row.name ?? "(unnamed)"}</h2>
+        <StateBadge state={row.state} />
+        <CloseButton onClose={props.onClose} />
+      </div>
+      {attempts.length > 1 && (
+        <div class="job-attempts" role="group" aria-label="Attempts">
+          <span class="job-muted">Attempt</span>
+          {attempts.map((a) => (
+            <button type="button" key={a.id} class={`job-attempt job-s-${a.state}`} aria-pressed={a.id === row.id}
+                    title={a.state.toLowerCase()} onClick={() => props.onAttempt(a)}>
+              {attemptNumber(a)}<span class="job-sr"> ({a.state.toLowerCase()})</span>
+            </button>))}
+        </div>
+      )}
+      <div class="job-progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(row.progress ?? 0)}
+           aria-label="Task progress">
+        <span class={`job-s-${row.state}`} style={{ width: `${Math.min(100, Math.max(0, row.progress ?? 0))}%` }} />
+      </div>
+      <dl class="job-facts">
+        <dt>Node</dt><dd>{row.nodeId ? <a href={href("nodes")} title={row.nodeId}>{row.nodeId.slice(-8)}</a> : "—"}</dd>
+        <dt>Queue</dt><dd>{row.queue ?? "—"}</dd>
+        <dt>Created</dt><dd>{fmtTime(row.createdAt)}</dd>
+        <dt>Scheduled</dt><dd>{fmtTime(row.scheduledAt)}</dd>
+        <dt>Started</dt><dd>{fmtTime(row.startedAt)}</dd>
+        <dt>{row.failedAt ? "Failed" : "Completed"}</dt><dd>{fmtTime(row.failedAt ?? row.completedAt)}</dd>
+        <dt>Duration</dt><dd>{took !== undefined ? duration(took - started) : "—"}</dd>
+        <dt>Progress</dt><dd>{Math.round(row.progress ?? 0)}%</dd>
+        {row.var && <><dt>Var</dt><dd><code>{row.var}</code></dd></>}
+        {row.if !== undefined && <><dt>If</dt><dd><code>{row.if}</code></dd></>}
+        {row.retry?.limit !== undefined && <><dt>Retry</dt><dd>attempt {attemptNumber(row)} of {row.retry.limit + 1}</dd></>}
+        {row.timeout && <><dt>Timeout</dt><dd>{row.timeout}</dd></>}
+        {row.redelivered ? <><dt>Redelivered</dt><dd>{row.redelivered}×</dd></> : null}
+        <dt>Id</dt><dd><code class="job-id">{row.id}</code></dd>
+      </dl>
+      {subjobId && <p><a href={href(["jobs", subjobId])}>Open the sub-job ↗</a></p>}
+      {row.each && (
+        <p>{eachSummary(row.each.size, counts)}</p>
+      )}
+      {failedKids.length > 0 && (
+        <Section title={`Failed children (${failedKids.length}${failedKids.length === 50 ? "+" : ""})`}>
+          <ul class="job-kids">
+            {failedKids.map((g) => { const r = g[g.length - 1]; return (
+              <li key={r.id}><button type="button" class="job-linklike" onClick={() => props.onSelect(r.id)}>{r.name}</button></li>); })}
+          </ul>
+        </Section>
+      )}
+      {row.error && <Section title="Error"><pre class="job-pre job-error-text">{row.error}</pre></Section>}
+      {row.result !== undefined && row.result !== "" && <Section title="Result"><pre class="job-pre">{row.result}</pre></Section>}
+      {row.image && <Section title="Image"><code>{row.image}</code></Section>}
+      {row.run && <Section title="Run"><pre class="job-pre">{row.run}</pre></Section>}
+      {row.cmd && <Section title="Cmd"><pre class="job-pre">{JSON.stringify(row.cmd)}</pre></Section>}
+      {row.entrypoint && <Section title="Entrypoint"><pre class="job-pre">{JSON.stringify(row.entrypoint)}</pre></Section>}
+      {row.env && Object.keys(row.env).length > 0 && (
+        <Section title="Env">
+          <table class="job-kv"><tbody>
+            {Object.entries(row.env).map(([k, v]) => (
+              <tr key={k}><th scope="row">{k}</th><td class={v === "[REDACTED]" ? "job-redacted" : undefined}>{v}</td></tr>))}
+          </tbody></table>
+        </Section>
+      )}
+      {row.files && Object.keys(row.files).length > 0 && (
+        <Section title="Files">
+          {Object.entries(row.files).map(([k, v]) => (
+            <details key={k} class="job-file"><summary><code>{k}</code></summary><pre class="job-pre">{v}</pre></details>))}
+        </Section>
+      )}
+      {(row.pre?.length || row.post?.length) ? (
+        <Section title="Pre and post">
+          <ul class="job-kids">
+            {(row.pre ?? []).map((p, i) => <li key={`pre${i}`}>pre: {p.name ?? "(unnamed)"} <code>{p.run ?? p.image ?? ""}</code></li>)}
+            {(row.post ?? []).map((p, i) => <li key={`post${i}`}>post: {p.name ?? "(unnamed)"} <code>{p.run ?? p.image ?? ""}</code></li>)}
+          </ul>
+        </Section>
+      ) : null}
+      {!composite && (
+        <Section title="Log">
+          <LogView key={row.id} taskId={row.id} active={active} pollTick={props.pollTick} listen={props.listen} />
+        </Section>
+      )}
+    </aside>
+  );
+}
+
+function Section(props: { title: string; children: preact.ComponentChildren }) {
+  return <section class="job-section"><h3>{props.title}</h3>{props.children}</section>;
+}
+
+function CloseButton(props: { onClose: () => void }) {
+  return <button type="button" class="job-close" onClick={props.onClose} aria-label="Close the task panel (Esc)" title="Close (Esc)">×</button>;
+}
