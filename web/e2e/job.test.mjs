@@ -1,0 +1,171 @@
+// The job page in a real browser against a real `baton run standalone`: the graph follows
+// a job live to COMPLETED, a task's log shows ANSI colours and can be searched, the
+// timeline opens, retries show as attempts, and a running job is cancelled and restarted
+// from its page. Screenshots go under build/ui-screenshots.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { launchBrowser, pageUrl, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { startUi } from "./job-ui.mjs";
+
+let server, browser, ui;
+before(async () => {
+  server = await startBaton();
+  ui = await startUi(server);
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  await ui?.close();
+  await server?.stop();
+});
+
+async function openPage(hash, { width = 1280, height = 900, colorScheme = "light" } = {}) {
+  const page = await browser.newPage({ viewport: { width, height } });
+  await page.emulateMedia({ colorScheme });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(`${ui.url(pageUrl(server, hash))}`);
+  return { page, errors };
+}
+
+async function jobState(id) { return (await server.get(`/jobs/${id}`)).state; }
+
+const JOB = `
+name: ui job test
+tasks:
+  - name: first
+    run: sleep 2; echo first
+  - name: second
+    run: echo second
+  - name: fan out
+    parallel:
+      tasks:
+        - {name: left, run: echo left}
+        - {name: right, run: echo right}
+  - name: colour
+    run: |
+      printf '\\033[31mred\\033[0m plain\\n'
+      for i in $(seq 1 30); do echo "line $i"; done
+`;
+
+test("the graph follows a job live to COMPLETED; a task's log is coloured and searchable; the timeline opens", async () => {
+  const job = await server.submit(JOB);
+  const { page, errors } = await openPage(`#/jobs/${job.id}`);
+  const last = page.locator('.job-node[data-node="4"]');
+  await last.waitFor({ timeout: 30000 });
+  // Opened while the first task sleeps: the last one has not run yet.
+  assert.notEqual(await last.getAttribute("data-state"), "COMPLETED");
+  await page.locator('.job-node[data-node="4"][data-state="COMPLETED"]').waitFor({ timeout: 60000 });
+  for (const id of ["1", "2", "3", "3/p0", "3/p1", "4"]) {
+    assert.equal(await page.locator(`.job-node[data-node="${id}"]`).getAttribute("data-state"), "COMPLETED", `node ${id}`);
+  }
+  await page.locator('.job-title .job-badge[data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  await screenshot(page, "job-graph-light-1280");
+
+  // Open the coloured task's log: the red text is a red span, as text (no markup).
+  await last.click();
+  await waitFor(() => new URL(page.url()).hash.includes("task="), 5000, "task in the URL");
+  const red = page.locator(".job-log-text span.job-fg-c1", { hasText: "red" });
+  await red.first().waitFor({ timeout: 15000 });
+  assert.equal(await red.first().textContent(), "red");
+  const colour = await red.first().evaluate((el) => getComputedStyle(el).color);
+  const [r, g, b] = colour.match(/\d+/g).map(Number);
+  assert.ok(r > 200 && g < 130 && b < 130, `red text is red, not ${colour}`);
+  await page.locator(".job-log-line", { hasText: "line 30" }).waitFor();
+
+  // Search: "line 2" is in lines 2 and 20–29.
+  await page.fill(".job-log-search", "line 2");
+  await page.locator(".job-log-count", { hasText: "1 / 11" }).waitFor();
+  await page.press(".job-log-search", "Enter");
+  await page.locator(".job-log-count", { hasText: "2 / 11" }).waitFor();
+  assert.equal(await page.locator("mark.job-mark-current").textContent(), "line 2");
+  assert.equal(await page.locator("mark.job-mark").count(), 11);
+  await screenshot(page, "job-task-log");
+
+  // Esc (outside the search box) closes the panel.
+  await page.fill(".job-log-search", "");
+  await page.locator(".job-tabs").click({ position: { x: 600, y: 5 } });
+  await page.keyboard.press("Escape");
+  await page.locator(".job-panel").waitFor({ state: "detached" });
+  assert.ok(!new URL(page.url()).hash.includes("task="));
+
+  // The timeline: a row per slot (4 top-level, 2 parallel children), in the URL.
+  await page.click('.job-tabs [role="tab"]:has-text("Timeline")');
+  await page.locator(".job-tl-row").nth(5).waitFor();
+  assert.equal(await page.locator(".job-tl-row").count(), 6);
+  assert.ok(new URL(page.url()).hash.includes("tab=timeline"));
+  await screenshot(page, "job-timeline");
+
+  await page.click('.job-tabs [role="tab"]:has-text("Definition")');
+  await page.locator(".job-def-text", { hasText: "name: ui job test" }).waitFor();
+  assert.deepEqual(errors, []);
+  await page.close();
+
+  // The same graph dark, and on a phone.
+  for (const [name, opts] of [["job-graph-dark-1280", { colorScheme: "dark" }],
+                              ["job-graph-light-390", { width: 390, height: 844 }],
+                              ["job-graph-dark-390", { width: 390, height: 844, colorScheme: "dark" }]]) {
+    const { page: p } = await openPage(`#/jobs/${job.id}`, opts);
+    await p.locator('.job-node[data-node="4"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+    const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `${name}: the page is ${overflow}px wider than the screen`);
+    await screenshot(p, name);
+    await p.close();
+  }
+});
+
+test("a retried task shows its attempts in the panel and as separate bars in the timeline", async () => {
+  const job = await server.submit(`
+name: retry ui test
+tasks:
+  - name: flaky
+    run: echo "try"; exit 1
+    retry: {limit: 1}
+`);
+  await waitFor(async () => (await jobState(job.id)) === "FAILED", 60000, "the job to fail");
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  const node = page.locator('.job-node[data-node="1"][data-state="FAILED"]');
+  await node.waitFor({ timeout: 30000 });
+  assert.match(await node.getAttribute("aria-label"), /2 attempts/);
+  await node.click();
+  const attempts = page.locator(".job-attempts .job-attempt");
+  await attempts.nth(1).waitFor();
+  assert.equal(await attempts.count(), 2);
+  assert.equal(await attempts.nth(1).getAttribute("aria-pressed"), "true");
+  await attempts.nth(0).click();
+  await waitFor(() => new URL(page.url()).hash.includes("attempt=1"), 5000, "attempt=1 in the URL");
+  await page.locator(".job-facts dd", { hasText: "attempt 1 of 2" }).waitFor();
+
+  await page.click('.job-tabs [role="tab"]:has-text("Timeline")');
+  const bars = page.locator(".job-tl-bar");
+  await bars.nth(1).waitFor();
+  assert.equal(await bars.count(), 2);
+  assert.equal(await page.locator(".job-tl-bar.job-tl-retry").count(), 1);
+  assert.equal(await page.locator(".job-tl-bar.job-tl-retry").getAttribute("data-attempt"), "2");
+  await screenshot(page, "job-retry-timeline");
+  await page.close();
+});
+
+test("a running job is cancelled from its page, then restarted", async () => {
+  const job = await server.submit(`
+name: long ui test
+tasks:
+  - name: wait
+    run: sleep 120
+`);
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  await page.locator('.job-title .job-badge[data-state="RUNNING"]').waitFor({ timeout: 30000 });
+  await page.click('.job-actions button:has-text("Cancel")');
+  await page.locator('.job-title .job-badge[data-state="CANCELLED"]').waitFor({ timeout: 30000 });
+  assert.equal(await jobState(job.id), "CANCELLED");
+  assert.equal(await page.locator('.job-actions button:has-text("Cancel")').count(), 0);
+  await screenshot(page, "job-cancelled");
+
+  await page.click('.job-actions button:has-text("Restart")');
+  await page.locator('.job-title .job-badge:is([data-state="SCHEDULED"], [data-state="RUNNING"])').waitFor({ timeout: 30000 });
+  await waitFor(async () => ["SCHEDULED", "RUNNING"].includes(await jobState(job.id)), 30000, "the job to run again");
+  await page.locator('.job-title .job-badge[data-state="RUNNING"]').waitFor({ timeout: 30000 });
+  await page.locator('.job-actions button:has-text("Cancel")').waitFor();
+  await fetch(`${server.url}/jobs/${job.id}/cancel`, { method: "PUT" });
+  await page.close();
+});
