@@ -51,7 +51,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
   // stream is down, each poll refetches (a finished job only every fifth poll).
   useEffect(() => {
     setJob(null); setError(null);
-    const refetcher = new Refetcher(fetchJob, () => refetchInterval(rowsRef.current));
+    const refetcher = new Refetcher(fetchJob, (last) => refetchInterval(rowsRef.current, last));
     refetcher.request();
     let polls = 0;
     const sub = subscribe({

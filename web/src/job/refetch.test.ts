@@ -39,8 +39,20 @@ describe("Refetcher", () => {
     expect(calls).toBe(1);
   });
 
-  it("waits longer between refetches of a big job", () => {
+  it("waits longer between refetches of a big job, and after a slow answer", () => {
     expect(refetchInterval(10)).toBe(500);
     expect(refetchInterval(10001)).toBe(2000);
+    expect(refetchInterval(10001, 5000)).toBe(15000);
+    expect(refetchInterval(10, 100)).toBe(500);
+  });
+
+  it("passes how long the previous refetch took to the interval", async () => {
+    const seen: number[] = [];
+    const r = new Refetcher(() => new Promise<void>((res) => setTimeout(res, 700)), (last) => { seen.push(last); return 500; });
+    r.request();
+    await vi.advanceTimersByTimeAsync(800);
+    r.request();
+    expect(seen).toContain(700);
+    r.close();
   });
 });

@@ -1,14 +1,15 @@
 // Refetching a job as events arrive, without storms: at most one request in flight, at
-// most one every `interval()` ms (500 ms, 2 s for a big job), and requests asked for
-// meanwhile folded into one that runs when allowed.
+// most one every `interval(last)` ms (`last`: how long the previous one took), and
+// requests asked for meanwhile folded into one that runs when allowed.
 export class Refetcher {
   private inFlight = false;
   private pending = false;
   private last = -Infinity;
+  private took = 0;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private closed = false;
 
-  constructor(private run: () => Promise<void>, private interval: () => number,
+  constructor(private run: () => Promise<void>, private interval: (lastMs: number) => number,
               private clock: () => number = () => Date.now()) {}
 
   request() {
@@ -21,7 +22,7 @@ export class Refetcher {
 
   private pump() {
     if (!this.pending || this.inFlight || this.timer || this.closed) return;
-    const wait = this.last + this.interval() - this.clock();
+    const wait = this.last + this.interval(this.took) - this.clock();
     if (wait > 0) {
       this.timer = setTimeout(() => { this.timer = null; this.pump(); }, wait);
       return;
@@ -29,9 +30,17 @@ export class Refetcher {
     this.pending = false;
     this.inFlight = true;
     this.last = this.clock();
-    this.run().catch(() => undefined).finally(() => { this.inFlight = false; this.pump(); });
+    this.run().catch(() => undefined).finally(() => {
+      this.inFlight = false;
+      this.took = this.clock() - this.last;
+      this.pump();
+    });
   }
 }
 
-// How often a job may be refetched: big jobs cost the server and the page more.
-export function refetchInterval(rows: number): number { return rows > 2000 ? 2000 : 500; }
+// How often a job may be refetched: every 500 ms, a big job every 2 s, and never so often
+// that the page keeps the server busy more than a third of the time (a 10,000-task job
+// can take seconds to answer on a loaded server).
+export function refetchInterval(rows: number, lastMs = 0): number {
+  return Math.max(rows > 2000 ? 2000 : 500, 3 * lastMs);
+}
