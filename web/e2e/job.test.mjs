@@ -169,3 +169,24 @@ tasks:
   await fetch(`${server.url}/jobs/${job.id}/cancel`, { method: "PUT" });
   await page.close();
 });
+
+test("a running task's log tails new lines without a reload and follows the end", async () => {
+  const job = await server.submit(`
+name: ticker ui test
+tasks:
+  - name: ticker
+    run: for i in $(seq 1 40); do echo "tick $i"; sleep 0.25; done
+`);
+  const row = await waitFor(async () => (await server.get(`/jobs/${job.id}`)).execution?.[0], 30000, "the task row");
+  const { page } = await openPage(`#/jobs/${job.id}?task=${row.id}`);
+  await page.locator(".job-log-line", { hasText: /^tick \d+$/ }).first().waitFor({ timeout: 30000 });
+  // Opened mid-run: the last line is not there yet, then arrives in the same page.
+  assert.equal(await page.locator(".job-log-line", { hasText: /^tick 40$/ }).count(), 0);
+  await page.locator(".job-log-line", { hasText: /^tick 40$/ }).waitFor({ timeout: 60000 });
+  assert.equal(await page.locator(".job-log-line").count(), 40);
+  // Followed the end: the last line is in sight.
+  const box = await page.locator(".job-log-text").boundingBox();
+  const last = await page.locator(".job-log-line", { hasText: /^tick 40$/ }).boundingBox();
+  assert.ok(last.y >= box.y && last.y + last.height <= box.y + box.height + 1, "the last line is scrolled into view");
+  await page.close();
+});

@@ -69,7 +69,7 @@ export function Graph(props: { model: GraphModel; selected?: string; onSelect: (
         <button type="button" onClick={() => setZoom((z) => Math.min(2, z * 1.25))} aria-label="Zoom in">+</button>
         <button type="button" onClick={() => setZoom((z) => Math.max(0.25, z / 1.25))} aria-label="Zoom out">−</button>
         <button type="button" onClick={fit}>Fit</button>
-        <button type="button" onClick={() => setZoom(1)}>100%</button>
+        <button type="button" onClick={() => setZoom(1)} aria-label="Actual size">1:1</button>
         <span class="job-muted">{Math.round(zoom * 100)}%</span>
       </div>
       <div class="job-graph-box" ref={box} style={{ height: `clamp(320px, ${Math.ceil(h) + 24}px, 62vh)` }} onPointerDown={onPointerDown} onPointerMove={onPointerMove}
@@ -116,7 +116,14 @@ function NodeView(props: { n: GraphNode; selected: boolean; onSelect: (n: GraphN
       <rect x={x} y={y} width={n.width} height={n.height} rx={8} class="job-node-box" />
       <rect x={x} y={y} width={5} height={n.height} rx={2} class="job-node-stripe" />
       <text x={x + 14} y={y + 19} class="job-node-label">{clip(n.label, chars)}</text>
-      <text x={x + 14} y={y + 36} class="job-node-detail">{clip(n.detail, chars + 1)}</text>
+      {n.kind === "each" ? (() => {
+        // Two lines: "each · 10,000" and the counts.
+        const i = n.detail.indexOf(": ");
+        return <>
+          <text x={x + 14} y={y + 35} class="job-node-detail">{i < 0 ? n.detail : n.detail.slice(0, i)}</text>
+          {i >= 0 && <text x={x + 14} y={y + 50} class="job-node-detail job-node-counts">{clip(n.detail.slice(i + 2), chars + 1)}</text>}
+        </>;
+      })() : <text x={x + 14} y={y + 36} class="job-node-detail">{clip(n.detail, chars + 1)}</text>}
       {aux && <text x={x + n.width - 8} y={y + 13} class="job-node-aux" text-anchor="end">{aux}</text>}
       {progress !== undefined && (
         <g>

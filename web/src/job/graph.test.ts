@@ -80,7 +80,7 @@ describe("buildGraph", () => {
     const first = g.nodes.find((n) => n.id === "1")!;
     expect(first.kind).toBe("subjob");
     expect(first.subjobId).toBe("01a23bab6acb69f7b772671d8a880691");
-    expect(first.detail).toBe("sub-job · child job · 1 task");
+    expect(first.detail).toBe("sub-job · child job");
     const second = g.nodes.find((n) => n.label === "second child")!;
     expect(second.subjobId).toBe("01a23bab6d089d53aa898fb2bd7e788f");
     expect(second.id).toBe("2/p1");
@@ -148,6 +148,6 @@ describe("eachSummary", () => {
   it("names the size and the counts per state", () => {
     expect(eachSummary(10000, { COMPLETED: 9990, FAILED: 10 })).toBe("each · 10,000: 9,990 ✓ 10 ✗");
     expect(eachSummary(undefined, {})).toBe("each · ?");
-    expect(eachSummary(5, { CREATED: 2, SCHEDULED: 1, CANCELLED: 1, SKIPPED: 1 })).toBe("each · 5: 3 … 1 ■ 1 ⤼");
+    expect(eachSummary(5, { CREATED: 2, SCHEDULED: 1, CANCELLED: 1, SKIPPED: 1 })).toBe("each · 5: 3 queued 1 ■ 1 ⤼");
   });
 });

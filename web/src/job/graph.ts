@@ -87,7 +87,7 @@ function last<T>(a: T[]): T | undefined { return a[a.length - 1]; }
 
 function fmt(n: number) { return n.toLocaleString("en-US"); }
 
-// "each · 10,000: 9,990 ✓ 10 ✗ 0 ▶"
+// "each · 10,000: 9,990 ✓ 10 ✗ 1 ▶ 5 queued"
 export function eachSummary(size: number | undefined, counts: Partial<Record<TaskState, number>>): string {
   const parts: string[] = [];
   const done = counts.COMPLETED ?? 0;
@@ -99,7 +99,7 @@ export function eachSummary(size: number | undefined, counts: Partial<Record<Tas
   if (done) parts.push(`${fmt(done)} ✓`);
   if (failed) parts.push(`${fmt(failed)} ✗`);
   if (running) parts.push(`${fmt(running)} ▶`);
-  if (waiting) parts.push(`${fmt(waiting)} …`);
+  if (waiting) parts.push(`${fmt(waiting)} queued`);
   if (cancelled) parts.push(`${fmt(cancelled)} ■`);
   if (skipped) parts.push(`${fmt(skipped)} ⤼`);
   const head = `each · ${size === undefined ? "?" : fmt(size)}`;
@@ -109,7 +109,7 @@ export function eachSummary(size: number | undefined, counts: Partial<Record<Tas
 const SIZES = {
   task: { width: 184, height: 48 },
   parallel: { width: 184, height: 48 },
-  each: { width: 232, height: 54 },
+  each: { width: 240, height: 66 },
   subjob: { width: 184, height: 48 },
   join: { width: 12, height: 12 },
 };
@@ -174,10 +174,9 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
 
   if (d.subjob) {
     const subjobId = (row?.subjob as { id?: string } | undefined)?.id;
-    const n = d.subjob.tasks?.length ?? 0;
     const name = d.subjob.name ?? row?.subjob?.name;
     b.nodes.push({ ...base, kind: "subjob", subjobId,
-                   detail: `sub-job${name ? ` · ${name}` : ""} · ${n} task${n === 1 ? "" : "s"}`,
+                   detail: `sub-job${name ? ` · ${name}` : ""}`,
                    ...SIZES.subjob });
     return { entry: id, exit: id };
   }
