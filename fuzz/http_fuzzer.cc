@@ -3,7 +3,8 @@
 // code every connection runs, without sockets), over an in-memory datastore, broker and
 // coordinator. Whatever the bytes, the server must not crash, leak or hang, and what it
 // sends must be a sequence of well-formed HTTP/1.1 responses: a status line, CRLF-ended
-// headers, and a body of exactly its Content-Length (none for 100 Continue).
+// headers, and a body of exactly its Content-Length (none for 100 Continue); an event
+// stream (GET /events) has none, and is the last response: its body runs to the end.
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -68,6 +69,11 @@ bool TakeResponse(std::string_view& out) {
     pos = nl + 2;
     if (line.find(':') == std::string_view::npos || line.find('\n') != std::string_view::npos) {
       return false;
+    }
+    if (StartsWithIgnoreCase(line, "content-type: text/event-stream")) {
+      if (head.find("\r\nContent-Length:") != std::string_view::npos) return false;
+      out = {};
+      return true;
     }
     if (StartsWithIgnoreCase(line, "content-length:")) {
       std::string_view v = line.substr(15);

@@ -19,6 +19,7 @@ test_pkgs=(
   clang libclang-rt-14-dev libfuzzer-14-dev clang-format python3 curl
   podman runc busybox-static debootstrap
   iproute2 socat python3-prometheus-client
+  chromium
 )
 
 # `make bench`: the micro benchmarks, the load generator, the baselines (make, xargs),
@@ -41,6 +42,16 @@ for p in "${pkgs[@]}"; do
     missing+=("$p")
   fi
 done
+
+# The web UI is built with Node.js and npm (web/, scripts/build-web.sh). A machine that
+# has them already (from Debian or NodeSource) keeps its own: Debian's npm package
+# conflicts with NodeSource's nodejs, which carries npm.
+if ! command -v node >/dev/null 2>&1; then
+  missing+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 
 if ((${#missing[@]} == 0)); then
   exit 0

@@ -10,6 +10,7 @@
 #include "core/job_decode.h"
 #include "core/record_json.h"
 #include "core/redact.h"
+#include "web/assets.h"
 
 namespace baton::api {
 // Shared with the handlers in other files of the API (detail.h).
@@ -26,11 +27,12 @@ Response Json(int status, const json& body) {
 
 Response Ok(const json& body) { return Json(200, body); }
 
-std::vector<std::string> Split(std::string_view path) {
+// The non-empty parts of `path` between `sep`s.
+std::vector<std::string> Split(std::string_view path, char sep = '/') {
   std::vector<std::string> parts;
   std::size_t i = 0;
   while (i <= path.size()) {
-    std::size_t j = path.find('/', i);
+    std::size_t j = path.find(sep, i);
     if (j == std::string_view::npos) j = path.size();
     if (j > i) parts.emplace_back(path.substr(i, j - i));
     i = j + 1;
@@ -43,6 +45,15 @@ bool IsId(std::string_view id) {
 }
 
 // Reads a positive integer query parameter within [lo, hi]; absent gives `fallback`.
+Result<bool> BoolParam(const Request& request, const std::string& name, bool fallback) {
+  auto it = request.query.find(name);
+  if (it == request.query.end()) return fallback;
+  if (it->second == "true" || it->second == "1") return true;
+  if (it->second == "false" || it->second == "0") return false;
+  return InvalidArgument(
+      fmt::format("{} must be true or false, not \"{}\"", name, it->second.substr(0, 50)));
+}
+
 Result<int> IntParam(const Request& request, const std::string& name, int fallback, int lo,
                      int hi) {
   auto it = request.query.find(name);
@@ -192,6 +203,15 @@ struct Api::Route {
 const std::vector<Api::Route>& Api::RouteTable() {
   static const std::vector<Route> routes = {
       {{"GET", "/health", Access::kOpen}, [](Api& a, const Call&) { return a.Health(); }},
+      // The web UI's files: open, so that the UI can ask for credentials itself.
+      {{"GET", "/", Access::kOpen},
+       [](Api& a, const Call& c) { return a.WebFile("/index.html", &c.request); }},
+      {{"GET", "/index.html", Access::kOpen},
+       [](Api& a, const Call& c) { return a.WebFile("/index.html", &c.request); }},
+      {{"GET", "/assets/{id}", Access::kOpen},
+       [](Api& a, const Call& c) { return a.WebFile("/assets/" + c.id, &c.request); }},
+      {{"GET", "/events", Access::kUser}, [](Api& a, const Call& c) { return a.Events(c); }},
+      {{"GET", "/whoami", Access::kUser}, [](Api& a, const Call& c) { return a.WhoAmI(c); }},
       {{"POST", "/jobs", Access::kUser},
        [](Api& a, const Call& c) { return a.SubmitJob(c.request, c.who); }},
       {{"GET", "/jobs", Access::kUser},
@@ -256,8 +276,8 @@ Api::~Api() = default;
 namespace {
 
 // Whether `parts` (a request's path) match `pattern`; `{id}` takes one part into `*id`.
-bool Matches(std::string_view pattern, const std::vector<std::string>& parts, std::string* id) {
-  std::vector<std::string> want = Split(pattern);
+bool Matches(const std::vector<std::string>& want, const std::vector<std::string>& parts,
+             std::string* id) {
   if (want.size() != parts.size()) return false;
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (want[i] == "{id}") {
@@ -355,11 +375,19 @@ std::vector<std::pair<std::string, std::string>> Api::CorsHeaders(const std::str
 
 Response Api::Dispatch(const Request& request) {
   try {
+    // The routes' patterns, split once.
+    static const std::vector<std::vector<std::string>> patterns = [] {
+      std::vector<std::vector<std::string>> out;
+      for (const Route& route : RouteTable()) out.push_back(Split(route.info.path));
+      return out;
+    }();
     std::vector<std::string> parts = Split(request.path);
-    for (const Route& route : RouteTable()) {
+    const std::vector<Route>& routes = RouteTable();
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      const Route& route = routes[i];
       if (route.info.method != request.method) continue;
       Call call{request, "", std::nullopt};
-      if (!Matches(route.info.path, parts, &call.id)) continue;
+      if (!Matches(patterns[i], parts, &call.id)) continue;
       if (std::optional<Response> refused = Authorize(route.info.access, call)) return *refused;
       return route.handle(*this, call);
     }
@@ -430,6 +458,85 @@ Status Api::MaySeeJob(const Call& call, const std::string& id) {
   return Status::Ok();
 }
 
+Response Api::WebFile(const std::string& path, const Request* request) {
+  const web::Asset* asset = web::FindAsset(path);
+  if (asset == nullptr) {
+    return ErrorResponse(NotFound(web::Assets().empty()
+                                      ? "this baton was built without the web UI (BATON_WEB=OFF)"
+                                      : fmt::format("no such file: {}", path.substr(0, 200))));
+  }
+  Response r;
+  const std::string etag = fmt::format("\"{}\"", asset->sha256.substr(0, 32));
+  r.headers.emplace_back("ETag", etag);
+  // Built files carry their content's hash in their names: cached for good. The page
+  // itself is asked again each time (then answered 304 when unchanged).
+  r.headers.emplace_back("Cache-Control", path.starts_with("/assets/")
+                                              ? "public, max-age=31536000, immutable"
+                                              : "no-cache");
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  if (asset->content_type.starts_with("text/html")) {
+    // Nothing from elsewhere: scripts, styles, images and connections stay on this server.
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'self'; script-src 'self'; style-src 'self' "
+                           "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+                           "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+    r.headers.emplace_back("Referrer-Policy", "no-referrer");
+  }
+  if (request != nullptr) {
+    if (auto it = request->headers.find("if-none-match");
+        it != request->headers.end() && it->second == etag) {
+      r.status = 304;
+      return r;
+    }
+  }
+  r.content_type = std::string(asset->content_type);
+  r.body = std::string(asset->bytes);
+  return r;
+}
+
+Response Api::Events(const Call& call) {
+  EventHub::Filter filter;
+  if (auto it = call.request.query.find("job"); it != call.request.query.end()) {
+    filter.job_id = it->second;
+    if (Status s = MaySeeJob(call, filter.job_id); !s.ok()) return ErrorResponse(s);
+  }
+  BATON_ASSIGN_OR_RETURN(filter.logs, BoolParam(call.request, "logs", true), ErrorResponse);
+  if (call.who && !call.who->admin()) {
+    // Only the jobs this user may see; each job looked up once (bounded).
+    struct Seen {
+      Mutex mu;
+      std::map<std::string, bool> visible BATON_GUARDED_BY(mu);
+    };
+    auto seen = std::make_shared<Seen>();
+    filter.visible = [seen, who = *call.who, &datastore = datastore_](const std::string& job_id) {
+      {
+        MutexLock lock(seen->mu);
+        if (auto it = seen->visible.find(job_id); it != seen->visible.end()) return it->second;
+      }
+      Result<JobRecord> job = datastore.GetJob(job_id);
+      bool visible = job.ok() && MayAccess(who, job->job);
+      MutexLock lock(seen->mu);
+      if (seen->visible.size() >= 10000) seen->visible.clear();
+      seen->visible[job_id] = visible;
+      return visible;
+    };
+  }
+  Response r;
+  r.content_type = "text/event-stream";
+  // Reconnect after 2 s; the first line tells the client the stream is open.
+  r.body = "retry: 2000\n: connected\n\n";
+  r.headers.emplace_back("Cache-Control", "no-cache");
+  r.stream = coordinator_.events().Subscribe(std::move(filter));
+  return r;
+}
+
+Response Api::WhoAmI(const Call& call) {
+  if (!call.who) {
+    return Ok({{"username", ""}, {"roles", json::array()}, {"authEnabled", false}});
+  }
+  return Ok({{"username", call.who->username}, {"roles", call.who->roles}, {"authEnabled", true}});
+}
+
 Response Api::Health() {
   Status ds = datastore_.Health();
   Status br = broker_.Health();
@@ -441,6 +548,7 @@ Response Api::Health() {
 }
 
 Response Api::SubmitJob(const Request& request, const std::optional<Principal>& who) {
+  BATON_ASSIGN_OR_RETURN(bool dry_run, BoolParam(request, "dryRun", false), ErrorResponse);
   auto format = BodyFormat(request, options_.max_body_bytes, "the job");
   if (auto* refused = std::get_if<Response>(&format)) return *refused;
   JobParseResult parsed =
@@ -448,6 +556,12 @@ Response Api::SubmitJob(const Request& request, const std::optional<Principal>& 
   if (!parsed.ok()) {
     return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
                             options_.max_document_bytes);
+  }
+  // Validated as a submission is, and nothing stored (the UI's editor, as you type).
+  if (dry_run) {
+    json body = {{"valid", true}, {"taskCount", parsed.job->tasks.size()}};
+    if (!parsed.job->name.empty()) body["name"] = parsed.job->name;
+    return Ok(body);
   }
   // A wait holds a slot (and, unless parked, this thread): take one before submitting,
   // or refuse.
@@ -535,6 +649,21 @@ Response Api::ListJobs(const Request& request, const std::optional<Principal>& w
   BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 10, 1, 100), ErrorResponse);
   JobQuery query;
   if (auto it = request.query.find("q"); it != request.query.end()) query.q = it->second;
+  // (beyond Tork) state=RUNNING,FAILED: only jobs in one of these states.
+  if (auto it = request.query.find("state"); it != request.query.end()) {
+    for (const std::string& name : Split(it->second, ',')) {
+      std::optional<JobState> state = ParseJobState(name);
+      if (!state) {
+        return ErrorResponse(InvalidArgument(fmt::format(
+            "state: unknown job state \"{}\" (PENDING, SCHEDULED, RUNNING, COMPLETED, FAILED "
+            "or CANCELLED)",
+            std::string_view(name).substr(0, 50))));
+      }
+      if (std::find(query.states.begin(), query.states.end(), *state) == query.states.end()) {
+        query.states.push_back(*state);
+      }
+    }
+  }
   query.page = page;
   query.size = size;
   query.viewer = who;
@@ -757,9 +886,19 @@ Response Api::Metrics(const Request& request) {
     ++online;
   }
   if (online > 0) cpu /= static_cast<double>(online);
-  return Ok({{"jobs", {{"running", counts.jobs[JobState::kRunning]}}},
+  // Beyond Tork, for the UI's cards: jobs ended in the last hour and messages waiting.
+  BATON_ASSIGN_OR_RETURN(auto ended, datastore_.CountJobsEndedSince(Now() - std::chrono::hours(1)),
+                         ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto queues, broker_.Queues(), ErrorResponse);
+  std::int64_t waiting = 0;
+  for (const QueueInfo& q : queues) waiting += q.size;
+  return Ok({{"jobs",
+              {{"running", counts.jobs[JobState::kRunning]},
+               {"failedLastHour", ended.failed},
+               {"endedLastHour", ended.completed + ended.failed}}},
              {"tasks", {{"running", counts.tasks[TaskState::kRunning]}}},
-             {"nodes", {{"online", online}, {"cpuPercent", cpu}}}});
+             {"nodes", {{"online", online}, {"cpuPercent", cpu}}},
+             {"queues", {{"size", waiting}}}});
 }
 
 // ---------------------------------------------------------------------- users, keys

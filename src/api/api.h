@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "broker/broker.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/events.h"
 #include "core/document.h"
 #include "datastore/datastore.h"
 
@@ -58,6 +59,9 @@ struct Response {
   std::string content_type = "application/json";
   // Further headers of the answer (name, value), in order.
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set for GET /events: the answer's head and `body` go out at once, then whatever the
+  // stream is given, until the client or the server closes the connection.
+  std::shared_ptr<EventStream> stream;
 };
 
 // Who may call a route once authentication is on (docs/auth.md). Off, every route is open.
@@ -169,6 +173,14 @@ class Api {
   Status MaySeeJob(const Call& call, const std::string& id);
 
   Response Health();
+  // The web UI's file at `path` (web/assets.h), 304 when `request` already has it.
+  Response WebFile(const std::string& path, const Request* request = nullptr);
+  // (beyond Tork) GET /events: server-sent events of job and task changes and log parts
+  // (docs/api.md), for the jobs the caller may see.
+  Response Events(const Call& call);
+  // (beyond Tork) GET /whoami: the caller's username and roles, and whether
+  // authentication is on.
+  Response WhoAmI(const Call& call);
   Response SubmitJob(const Request& request, const std::optional<Principal>& who);
   Response ListJobs(const Request& request, const std::optional<Principal>& who);
   // POST /users (Tork's): {"username", "name", "password", "roles"}; the answer never

@@ -331,6 +331,186 @@ TEST_F(ApiTest, QueuesNodesAndMetrics) {
   EXPECT_EQ(metrics["nodes"]["online"], 1);
 }
 
+TEST_F(ApiTest, DryRunValidatesWithoutStoringAndListsProblemsByLine) {
+  auto ok = client_->Post("/jobs?dryRun=true", "name: checked\ntasks:\n  - {name: t, run: ok}\n",
+                          "text/yaml");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(Body(ok), (json{{"valid", true}, {"name", "checked"}, {"taskCount", 1}}));
+  auto bad = client_->Post("/jobs?dryRun=true",
+                           "name: x\ntasks:\n  - name: a\n    run: ok\n  - nme: b\n", "text/yaml");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  json errors = Body(bad)["errors"];
+  ASSERT_FALSE(errors.empty());
+  for (const json& e : errors) EXPECT_EQ(e["line"], 5) << e.dump();
+  EXPECT_EQ(
+      client_->Post("/jobs?dryRun=maybe", "name: x\ntasks:\n  - {name: t, run: ok}\n", "text/yaml")
+          ->status,
+      400);
+  // Nothing was stored.
+  EXPECT_EQ(Body(client_->Get("/jobs"))["totalItems"], 0);
+  auto scheduled = client_->Post(
+      "/scheduled-jobs?dryRun=true",
+      R"({"name":"s","schedule":{"cron":"0 0 * * *"},"tasks":[{"name":"t","run":"ok"}]})",
+      "application/json");
+  ASSERT_TRUE(scheduled);
+  EXPECT_EQ(scheduled->status, 200) << scheduled->body;
+  EXPECT_EQ(Body(client_->Get("/scheduled-jobs"))["totalItems"], 0);
+  auto bad_cron = client_->Post(
+      "/scheduled-jobs?dryRun=true",
+      R"({"name":"s","schedule":{"cron":"61 0 * * *"},"tasks":[{"name":"t","run":"ok"}]})",
+      "application/json");
+  ASSERT_TRUE(bad_cron);
+  EXPECT_EQ(bad_cron->status, 400) << bad_cron->body;
+}
+
+TEST_F(ApiTest, StateFilterListsOnlyJobsInThoseStatesAndRefusesUnknownStates) {
+  std::string done = Body(PostYaml("name: done\ntasks:\n  - {name: t, run: ok}\n"))["id"];
+  std::string failed = Body(PostYaml("name: failed\ntasks:\n  - {name: t, run: fail no}\n"))["id"];
+  EXPECT_EQ(WaitTerminal(done)["state"], "COMPLETED");
+  EXPECT_EQ(WaitTerminal(failed)["state"], "FAILED");
+  json only_failed = Body(client_->Get("/jobs?state=FAILED"));
+  EXPECT_EQ(only_failed["totalItems"], 1);
+  EXPECT_EQ(only_failed["items"][0]["id"], failed);
+  EXPECT_EQ(Body(client_->Get("/jobs?state=FAILED,COMPLETED"))["totalItems"], 2);
+  EXPECT_EQ(Body(client_->Get("/jobs?state=RUNNING"))["totalItems"], 0);
+  // With a search: both conditions.
+  EXPECT_EQ(Body(client_->Get("/jobs?state=FAILED,COMPLETED&q=done"))["totalItems"], 1);
+  auto unknown = client_->Get("/jobs?state=FAILED,NOPE");
+  EXPECT_EQ(unknown->status, 400);
+  EXPECT_THAT(Body(unknown)["message"].get<std::string>(), HasSubstr("NOPE"));
+}
+
+TEST_F(ApiTest, WhoAmIWithoutAuthenticationSaysItIsOff) {
+  EXPECT_EQ(Body(client_->Get("/whoami")),
+            (json{{"username", ""}, {"roles", json::array()}, {"authEnabled", false}}));
+}
+
+TEST_F(ApiTest, MetricsCountJobsEndedInTheLastHour) {
+  std::string done = Body(PostYaml("name: done\ntasks:\n  - {name: t, run: ok}\n"))["id"];
+  std::string failed = Body(PostYaml("name: failed\ntasks:\n  - {name: t, run: fail no}\n"))["id"];
+  WaitTerminal(done);
+  WaitTerminal(failed);
+  json metrics = Body(client_->Get("/metrics"));
+  EXPECT_EQ(metrics["jobs"]["failedLastHour"], 1);
+  EXPECT_EQ(metrics["jobs"]["endedLastHour"], 2);
+  EXPECT_EQ(metrics["queues"]["size"], 0);
+}
+
+TEST_F(ApiTest, ServesTheEmbeddedWebUiAtTheRootAndRevalidatesIt) {
+  auto root = client_->Get("/");
+  ASSERT_TRUE(root);
+  ASSERT_EQ(root->status, 200) << root->body;
+  EXPECT_THAT(root->get_header_value("Content-Type"), HasSubstr("text/html"));
+  EXPECT_THAT(root->body, HasSubstr("<div id=\"app\">"));
+  EXPECT_THAT(root->get_header_value("Content-Security-Policy"), HasSubstr("default-src 'self'"));
+  EXPECT_EQ(root->get_header_value("Cache-Control"), "no-cache");
+  std::string etag = root->get_header_value("ETag");
+  ASSERT_FALSE(etag.empty());
+  auto again = client_->Get("/", {{"If-None-Match", etag}});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 304);
+  EXPECT_TRUE(again->body.empty());
+  // Every script the page names is served, cacheable for good.
+  std::size_t at = root->body.find("assets/");
+  ASSERT_NE(at, std::string::npos);
+  std::string asset = root->body.substr(at, root->body.find('"', at) - at);
+  auto script = client_->Get("/" + asset);
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 200) << asset;
+  EXPECT_THAT(script->get_header_value("Cache-Control"), HasSubstr("immutable"));
+  EXPECT_FALSE(script->body.empty());
+  EXPECT_EQ(client_->Get("/assets/nope.js")->status, 404);
+  EXPECT_EQ(client_->Get("/assets/..%2Findex.html")->status, 404);
+}
+
+// Reads an event stream over a raw socket (httplib's client buffers whole answers).
+class RawStream {
+ public:
+  RawStream(int port, const std::string& path) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    std::string request =
+        "GET " + path + " HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n";
+    connected_ = connected_ && send(fd_, request.data(), request.size(), 0) ==
+                                   static_cast<ssize_t>(request.size());
+    timeval tv{.tv_sec = 0, .tv_usec = 100000};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~RawStream() { close(fd_); }
+  // Reads until `text` has come, or 10 s; returns whether it came.
+  bool ReadUntil(const std::string& text) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (connected_ && received_.find(text) == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) break;
+      if (n > 0) received_.append(buf, static_cast<std::size_t>(n));
+    }
+    return received_.find(text) != std::string::npos;
+  }
+  // Whether the server closed the connection within 10 s.
+  bool Closed() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) return true;
+      if (n > 0) received_.append(buf, static_cast<std::size_t>(n));
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+    }
+    return false;
+  }
+  const std::string& received() const { return received_; }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string received_;
+};
+
+TEST_F(ApiTest, EventsStreamEveryJobsStateChangesOverHttp) {
+  RawStream all(server_->port(), "/events");
+  ASSERT_TRUE(all.ReadUntil(": connected\n\n")) << all.received();
+  EXPECT_THAT(all.received(), HasSubstr("Content-Type: text/event-stream"));
+  EXPECT_THAT(all.received(), ::testing::Not(HasSubstr("Content-Length")));
+  std::string id = Body(PostYaml("name: streamed\ntasks:\n  - {name: t, run: ok}\n"))["id"];
+  ASSERT_TRUE(all.ReadUntil("\"state\":\"COMPLETED\"")) << all.received();
+  EXPECT_THAT(all.received(), HasSubstr("event: job\ndata: {\"jobId\":\"" + id + "\""));
+  EXPECT_THAT(all.received(), HasSubstr("event: task\ndata: {\"jobId\":\"" + id + "\""));
+  // A job's stream without its job's changes: no log parts.
+  EXPECT_THAT(all.received(), ::testing::Not(HasSubstr("event: log")));
+  // The stream ends when the server stops.
+  server_->Stop();
+  EXPECT_TRUE(all.Closed());
+}
+
+TEST_F(ApiTest, EventsOfOneJobCarryItsLogPartsAndNoOtherJobs) {
+  std::string id =
+      Body(PostYaml("name: one\ntasks:\n  - {name: first, run: hang}\n  - {name: second, run: "
+                    "ok}\n"))["id"];
+  ASSERT_TRUE(testing::WaitFor([&] { return runtime_.ran().size() == 1; }));
+  RawStream one(server_->port(), "/events?job=" + id);
+  ASSERT_TRUE(one.ReadUntil(": connected\n\n")) << one.received();
+  std::string other = Body(PostYaml("name: other\ntasks:\n  - {name: t, run: ok}\n"))["id"];
+  WaitTerminal(other);
+  runtime_.Release("first");
+  // Log parts come their own way (from the worker through the broker): in any order with
+  // the job's end.
+  ASSERT_TRUE(one.ReadUntil("event: log\ndata: {\"contents\":\"running second\\n\""))
+      << one.received();
+  ASSERT_TRUE(one.ReadUntil("\"state\":\"COMPLETED\",\"taskCount\":2")) << one.received();
+  EXPECT_THAT(one.received(), ::testing::Not(HasSubstr(other)));
+  EXPECT_EQ(client_->Get("/events?job=" + std::string(32, 'a'))->status, 404);
+  EXPECT_EQ(client_->Get("/events?logs=perhaps")->status, 400);
+}
+
 // Random requests: any method, path, query and body. None may get a 5xx.
 TEST_F(ApiTest, MalformedRequestsNeverGetA5xx) {
   std::mt19937 rng(42);
@@ -379,6 +559,14 @@ TEST_F(ApiTest, MalformedRequestsNeverGetA5xx) {
     Response response = api_->Handle(request);
     ASSERT_LT(response.status, 500)
         << request.method << " " << request.path << " " << response.body;
+    // The UI's page and the event stream are the only answers that are not JSON.
+    if (response.content_type != "application/json") {
+      ASSERT_EQ(request.method, "GET") << request.path;
+      ASSERT_TRUE(response.content_type.starts_with("text/html") ||
+                  response.content_type == "text/event-stream")
+          << request.path << " " << response.content_type;
+      continue;
+    }
     json body = json::parse(response.body, nullptr, false);
     ASSERT_FALSE(body.is_discarded()) << response.body;
     if (response.status >= 400) ASSERT_TRUE(body.contains("message")) << response.body;

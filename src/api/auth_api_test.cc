@@ -15,6 +15,7 @@
 #include "datastore/sqlite/sqlite_datastore.h"
 #include "testing/fake_runtime.h"
 #include "testing/wait_for.h"
+#include "web/assets.h"
 #include "worker/worker.h"
 
 namespace baton::api {
@@ -165,6 +166,13 @@ struct Rule {
 const std::map<std::string, Rule>& Rules() {
   static const std::map<std::string, Rule> rules = {
       {"GET /health", {Access::kOpen, {200}, 200}},
+      // The web UI's files: open, so that the UI can ask for credentials itself.
+      {"GET /", {Access::kOpen, {200}, 200}},
+      {"GET /index.html", {Access::kOpen, {200}, 200}},
+      {"GET /assets/{id}", {Access::kOpen, {200}, 200}},
+      // Every job's changes: a user's stream filters out the jobs hidden from them.
+      {"GET /events", {Access::kUser, {200}, 200}},
+      {"GET /whoami", {Access::kUser, {200}, 200}},
       {"POST /jobs", {Access::kUser, {200}, 200}},
       {"GET /jobs", {Access::kUser, {200}, 200}},
       {"GET /jobs/{id}", {Access::kJob, {200}, 404}},
@@ -226,6 +234,11 @@ TEST_F(AuthApiTest, EveryRouteAnswersEachCallerAsItsRuleSays) {
         path.replace(6, 4, job);
       } else if (path.starts_with("/tasks/{id}")) {
         path.replace(7, 4, TaskOf(job));
+      } else if (path == "/assets/{id}") {
+        for (const web::Asset& asset : web::Assets()) {
+          if (asset.path.starts_with("/assets/")) path = std::string(asset.path);
+        }
+        ASSERT_NE(path, "/assets/{id}") << "this build embeds no web UI (BATON_WEB=OFF)";
       } else if (path == "/queues/{id}") {
         path = "/queues/default";
       } else if (path == "/keys/{id}") {
@@ -284,6 +297,43 @@ TEST_F(AuthApiTest, EveryRouteAnswersEachCallerAsItsRuleSays) {
       }
     }
   }
+}
+
+TEST_F(AuthApiTest, WhoAmINamesTheCallerAndTheirRoles) {
+  Response r = Call("GET", "/whoami", As("dora"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body),
+            (json{{"username", "dora"}, {"roles", {"ops"}}, {"authEnabled", true}}));
+  EXPECT_EQ(Call("GET", "/whoami", "").status, 401);
+}
+
+TEST_F(AuthApiTest, AUsersEventStreamCarriesOnlyTheJobsTheyMaySee) {
+  Response carls = Call("GET", "/events", As("carl"));
+  Response bobs = Call("GET", "/events", As("bob"));
+  ASSERT_NE(carls.stream, nullptr);
+  ASSERT_NE(bobs.stream, nullptr);
+  // ann's job admits carl, not bob.
+  std::string job = PermittedJob();
+  std::string seen_by_carl;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    seen_by_carl += carls.stream->Take();
+    return seen_by_carl.find("\"state\":\"FAILED\",\"taskCount\"") != std::string::npos;
+  }));
+  EXPECT_NE(seen_by_carl.find(job), std::string::npos);
+  // The hub appends a change to every stream before it wakes any: bob's has had its turn.
+  EXPECT_EQ(bobs.stream->Take().find(job), std::string::npos);
+  // A job's stream: refused to whom the job is hidden, as for an unknown job.
+  auto job_stream = [&](const std::string& user) {
+    Request r{.method = "GET", .path = "/events", .query = {{"job", job}}};
+    r.headers["authorization"] = As(user);
+    return api_->Handle(r);
+  };
+  Response refused = job_stream("bob");
+  EXPECT_EQ(refused.status, 404) << refused.body;
+  EXPECT_EQ(refused.stream, nullptr);
+  Response admitted = job_stream("carl");
+  EXPECT_EQ(admitted.status, 200) << admitted.body;
+  EXPECT_NE(admitted.stream, nullptr);
 }
 
 TEST_F(AuthApiTest, ARoleTheJobNamesAdmitsItsMembersToEveryJobRoute) {

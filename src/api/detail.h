@@ -21,6 +21,9 @@ Response Ok(const nlohmann::json& body);
 bool IsId(std::string_view id);
 // A positive integer query parameter within [lo, hi]; absent gives `fallback`.
 Result<int> IntParam(const Request& request, const std::string& name, int fallback, int lo, int hi);
+// A boolean query parameter: "true" or "false" (also "1", "0"); absent gives `fallback`;
+// anything else is InvalidArgument naming it.
+Result<bool> BoolParam(const Request& request, const std::string& name, bool fallback);
 // The media type of a Content-Type header, lower case, without parameters.
 std::string MediaType(std::string_view content_type);
 // The format of a submitted document (JSON, YAML, or sniffed without a Content-Type), or

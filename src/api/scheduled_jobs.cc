@@ -42,9 +42,16 @@ std::variant<ScheduledJobParseResult, Response> ParseBody(const Request& request
 }  // namespace
 
 Response Api::CreateScheduledJob(const Request& request, const std::optional<Principal>& who) {
+  BATON_ASSIGN_OR_RETURN(bool dry_run, BoolParam(request, "dryRun", false), ErrorResponse);
   auto parsed = ParseBody(request, options_);
   if (auto* refused = std::get_if<Response>(&parsed)) return *refused;
   auto& body = std::get<ScheduledJobParseResult>(parsed);
+  // Validated as a creation is, and nothing stored (the UI's editor, as you type).
+  if (dry_run) {
+    json out = {{"valid", true}, {"taskCount", body.job->tasks.size()}};
+    if (!body.job->name.empty()) out["name"] = body.job->name;
+    return Ok(out);
+  }
   // The jobs it fires are its creator's, as a job submitted by them would be.
   if (who) body.job->created_by = who->username;
   BATON_ASSIGN_OR_RETURN(auto record, coordinator_.schedules().Create(*body.job, *body.schedule),

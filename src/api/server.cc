@@ -369,14 +369,30 @@ class BufferStream final : public httplib::Stream {
 
 // Where the request being processed on this thread parks its wait (null: it may not).
 thread_local std::shared_ptr<PendingWait>* park_into = nullptr;
+// Where it puts an event stream it answers with (GET /events), and the answer's head.
+struct StreamInto {
+  std::shared_ptr<EventStream> stream;
+  std::string head;
+};
+thread_local StreamInto* stream_into = nullptr;
 
 // A request's outcome: the response bytes, whether the connection closes after them, or
-// the parked wait that will answer it later.
+// the parked wait that will answer it later, or the event stream that follows them.
 struct Served {
   std::string output;
   bool close = false;
   std::shared_ptr<PendingWait> wait;
+  std::shared_ptr<EventStream> stream;
 };
+
+// The head of an event stream's answer and its first bytes: no Content-Length, so the
+// body runs until the connection closes.
+std::string StreamHead(const Response& response) {
+  std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+  for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+  head += "Connection: close\r\nX-Accel-Buffering: no\r\n\r\n";
+  return head + response.body;
+}
 
 }  // namespace
 
@@ -403,7 +419,19 @@ class RequestProcessor final : public httplib::Server {
       request.body = req.body;
       request.remote_addr = req.remote_addr;
       request.may_park = park_into != nullptr;
+      const auto began = Clock::now();
       Response response = api_.Handle(request);
+      // How long the API took (the UI's and bench/'s "server time"), for every answer.
+      response.headers.emplace_back(
+          "Server-Timing",
+          fmt::format("app;dur={:.2f}",
+                      std::chrono::duration<double, std::milli>(Clock::now() - began).count()));
+      if (response.stream != nullptr && stream_into != nullptr) {
+        stream_into->stream = std::move(response.stream);
+        stream_into->head = StreamHead(response);
+        res.status = 200;  // discarded: the stream's head is sent instead
+        return;
+      }
       if (response.wait != nullptr && park_into != nullptr) {
         *park_into = std::move(response.wait);
         res.status = 200;  // discarded: the wait answers
@@ -445,13 +473,22 @@ class RequestProcessor final : public httplib::Server {
   // Processes the one request `stream` holds; `close` asks for `Connection: close`.
   Served Serve(BufferStream& stream, bool close) {
     Served served;
+    StreamInto streamed;
     park_into = &served.wait;
+    stream_into = &streamed;
     bool closed = false;
     bool ok =
         process_request(stream, close, closed, [](httplib::Request& req) { req.ranges.clear(); });
     park_into = nullptr;
+    stream_into = nullptr;
     served.close = !ok || closed || close;
-    if (served.wait == nullptr) served.output = std::move(stream.output());
+    if (streamed.stream != nullptr) {
+      served.stream = std::move(streamed.stream);
+      served.output = std::move(streamed.head);
+      served.close = false;
+    } else if (served.wait == nullptr) {
+      served.output = std::move(stream.output());
+    }
     return served;
   }
 
@@ -490,6 +527,10 @@ std::string HttpProtocol::ServeBytes(std::string_view input) {
     // at the connection's end.
     Served served = processor_->Serve(stream, /*close=*/false);
     if (f.kind == Framed::kChunked) in = stream.Unread();
+    if (served.stream != nullptr) {
+      // An event stream holds the connection to its end: what it has so far, then close.
+      return sent + served.output + served.stream->Take();
+    }
     if (served.wait != nullptr) {
       std::optional<Response> answer = api_.WaitAnswer(*served.wait, /*give_up=*/false);
       if (!answer) answer = api_.WaitAnswer(*served.wait, /*give_up=*/true);
@@ -566,7 +607,12 @@ class EventLoop {
   static constexpr std::uint64_t kListener = 0;
   static constexpr std::uint64_t kWake = 1;
 
-  enum class State { kReading, kHandling, kParked, kWriting, kClosing };
+  // kStreaming: an event stream (GET /events) holds the connection, written to as its
+  // events come, pinged when quiet, until either side closes.
+  enum class State { kReading, kHandling, kParked, kWriting, kClosing, kStreaming };
+  static constexpr auto kPingEvery = std::chrono::seconds(15);
+  // A stream whose client takes less than it is sent is closed past this.
+  static constexpr std::size_t kMaxStreamBacklog = 8 << 20;
 
   struct Connection {
     std::uint64_t id = 0;
@@ -582,7 +628,8 @@ class EventLoop {
     Clock::time_point deadline = Clock::time_point::max();  // keyed in timers_
     std::uint32_t events = 0;
     bool registered = false;
-    std::size_t counted = 0;  // bytes of `in` counted in buffered_
+    std::size_t counted = 0;              // bytes of `in` counted in buffered_
+    std::shared_ptr<EventStream> stream;  // kStreaming
   };
 
   struct Task {
@@ -785,6 +832,7 @@ class EventLoop {
         }
       }
       TakeDone();
+      PumpStreams();
       Expire();
     }
     std::vector<std::uint64_t> ids;
@@ -811,6 +859,9 @@ class EventLoop {
           break;
         case State::kParked:
           AnswerParkedOnStop(*c);
+          break;
+        case State::kStreaming:
+          Close(*c);
           break;
         case State::kHandling:
         case State::kWriting:
@@ -924,6 +975,25 @@ class EventLoop {
       case State::kParked:  // the client hung up: its wait ends (its job goes on)
         Close(c);
         return;
+      case State::kStreaming: {
+        if ((ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) != 0) {
+          Close(c);
+          return;
+        }
+        if ((ev & EPOLLIN) != 0) {
+          char drain[4096];
+          for (;;) {
+            ssize_t n = recv(c.fd, drain, sizeof(drain), 0);
+            if (n > 0) continue;  // a client sends nothing more; ignored
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            Close(c);  // closed, or broken
+            return;
+          }
+        }
+        Pump(c);
+        return;
+      }
       case State::kHandling:
         return;
     }
@@ -1027,6 +1097,10 @@ class EventLoop {
       if (c.state != State::kHandling) continue;
       if (d.chunked) c.in = d.unread + c.in;
       Account(c);
+      if (d.served.stream != nullptr) {
+        StartStream(c, std::move(d.served.stream), std::move(d.served.output), d.sent);
+        continue;
+      }
       if (d.served.wait != nullptr) {
         if (stopping_) {
           Response answer = *api_.WaitAnswer(*d.served.wait, /*give_up=*/true);
@@ -1044,6 +1118,73 @@ class EventLoop {
         continue;
       }
       StartWrite(c, std::move(d.served.output), d.served.close || c.peer_closed, d.sent);
+    }
+  }
+
+  // Holds `c` open for `stream`: its head (`head`, of which the handler sent `sent`
+  // bytes), then its events as they come (see Pump).
+  void StartStream(Connection& c, std::shared_ptr<EventStream> stream, std::string head,
+                   std::size_t sent) {
+    if (stopping_) {
+      stream->Close();
+      StartWrite(c, std::move(head), /*close=*/true, sent);
+      return;
+    }
+    c.state = State::kStreaming;
+    c.stream = std::move(stream);
+    c.out = std::move(head);
+    c.out_off = sent;
+    c.in.clear();
+    Account(c);
+    streams_.insert(c.id);
+    // Called on the hub's thread, never under the stream's lock; cleared by Close before
+    // the connection goes.
+    c.stream->SetWake([this] {
+      streams_wake_ = true;
+      Signal(wake_fd_);
+    });
+    SetDeadline(c, Clock::now() + kPingEvery);
+    Pump(c);
+  }
+
+  // Sends what `c`'s stream has for it, as far as the socket takes it now; the rest when
+  // it can take more. `extra` (a ping) goes after what is pending.
+  void Pump(Connection& c, std::string_view extra = {}) {
+    if (c.out_off > 0) {
+      c.out.erase(0, c.out_off);
+      c.out_off = 0;
+    }
+    c.out += c.stream->Take();
+    c.out += extra;
+    if (c.out.size() > kMaxStreamBacklog) {
+      Close(c);
+      return;
+    }
+    while (c.out_off < c.out.size()) {
+      ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out_off += static_cast<std::size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        Register(c, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+        return;
+      } else {
+        Close(c);
+        return;
+      }
+    }
+    c.out.clear();
+    c.out_off = 0;
+    Register(c, EPOLLIN | EPOLLRDHUP);
+  }
+
+  // The streams with events waiting (their hub woke the poller).
+  void PumpStreams() {
+    if (!streams_wake_.exchange(false)) return;
+    std::vector<std::uint64_t> ids(streams_.begin(), streams_.end());
+    for (std::uint64_t id : ids) {
+      if (auto it = conns_.find(id); it != conns_.end()) Pump(*it->second);
     }
   }
 
@@ -1102,6 +1243,13 @@ class EventLoop {
     auto now = Clock::now();
     while (!timers_.empty() && timers_.begin()->first <= now) {
       Connection& c = *conns_.at(timers_.begin()->second);
+      if (c.state == State::kStreaming) {
+        // Quiet for a while: a comment keeps proxies from closing the stream, and finds
+        // a client that went away without a word.
+        SetDeadline(c, now + kPingEvery);
+        Pump(c, ": ping\n\n");
+        continue;
+      }
       if (c.state == State::kReading && !c.in.empty()) {
         StartWrite(c,
                    ErrorReply(408,
@@ -1122,6 +1270,10 @@ class EventLoop {
     if (c.state == State::kParked) {
       MutexLock lock(waits_mu_);
       waits_.erase(c.id);
+    }
+    if (c.stream != nullptr) {
+      c.stream->Close();
+      streams_.erase(c.id);
     }
     SetDeadline(c, Clock::time_point::max());
     if (c.registered) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
@@ -1175,6 +1327,8 @@ class EventLoop {
   // The poller's own.
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
   std::set<std::pair<Clock::time_point, std::uint64_t>> timers_;
+  std::set<std::uint64_t> streams_;         // connections in kStreaming
+  std::atomic<bool> streams_wake_ = false;  // set by a stream's hub: events to send
   std::size_t buffered_ = 0;
   std::uint64_t next_id_ = 2;
   std::thread poller_;

@@ -17,9 +17,10 @@ namespace {
 
 // The scheduler's options, waking `deliverer` (if any) after commits that wrote deliveries.
 SchedulerOptions WakingWebhooks(SchedulerOptions options, WebhookDeliverer* deliverer,
-                                Metrics* metrics) {
+                                Metrics* metrics, EventHub* events) {
   if (deliverer != nullptr) options.on_webhooks = [deliverer] { deliverer->Wake(); };
   options.metrics = metrics;
+  options.events = events;
   return options;
 }
 
@@ -48,7 +49,7 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
                                                           : SecretsFor(d.job_id, d.task_id));
                           })),
       scheduler_(datastore, broker, clock, timers,
-                 WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_)),
+                 WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_, &events_)),
       schedules_(datastore, scheduler_, clock, options.schedules) {
   schedules_.SetNextTickListener([this](TimePoint tick) { ArmScheduleLook(tick); });
   scheduler_.SetJobFinishedListener([this](const JobRecord& job) {
@@ -108,7 +109,11 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   }));
   BATON_RETURN_IF_ERROR(subscribe(kQueueHeartbeat, [this](const std::string& body) {
     auto m = DecodeNodeRecord(body);
-    if (m.ok()) (void)datastore_.UpsertNode(*m);
+    if (!m.ok()) return Status::Ok();
+    (void)datastore_.UpsertNode(*m);
+    // A worker heard from for the first time since tasks were dropped was not told of
+    // them (only workers with a stored heartbeat are): it is now.
+    if (!m->queue.empty()) scheduler_.TellMissedDrops(m->id);
     return Status::Ok();
   }));
   BATON_RETURN_IF_ERROR(scheduler_.Reconcile(live_nodes));
@@ -401,6 +406,13 @@ Status Coordinator::StoreLogPart(LogPart part) {
   const bool end = part.contents.empty();
   part.contents = end ? stream.Finish(secrets) : stream.Next(part.contents, secrets);
   Status s = part.contents.empty() ? Status::Ok() : datastore_.CreateLogPart(part);
+  if (s.ok() && !part.contents.empty() && events_.Wanted()) {
+    events_.Publish({{.kind = Change::Kind::kLog,
+                      .job_id = part.job_id,
+                      .task_id = part.task_id,
+                      .contents = part.contents,
+                      .number = part.number}});
+  }
   // Delivered again, and redacted again from the same held text.
   if (s.code() == StatusCode::kUnavailable) return s;
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {

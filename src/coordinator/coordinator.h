@@ -104,6 +104,9 @@ class Coordinator {
   Scheduler& scheduler() { return scheduler_; }
   // What this coordinator's decisions and webhook deliveries did (GET /metrics).
   Metrics& metrics() { return metrics_; }
+  // The committed changes of this coordinator's decisions and the log parts it stored,
+  // for GET /events.
+  EventHub& events() { return events_; }
   // /scheduled-jobs; their ticks fire every options.schedules.interval once started.
   Schedules& schedules() { return schedules_; }
 
@@ -160,6 +163,8 @@ class Coordinator {
   CoordinatorOptions options_;
   // Before what counts into it: the deliverer and the scheduler.
   Metrics metrics_;
+  // Before the scheduler, which publishes to it.
+  EventHub events_;
   // Before the scheduler, which wakes it after commits that wrote deliveries.
   std::unique_ptr<WebhookDeliverer> webhooks_;
   Scheduler scheduler_;

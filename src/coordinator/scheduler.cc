@@ -190,14 +190,43 @@ Status Scheduler::HandleTask(const std::string& task_id, const std::string& job_
   return Handle(job, event, out);
 }
 
+namespace {
+
+Change JobChange(const JobRecord& row) {
+  return {.kind = Change::Kind::kJob,
+          .job_id = row.id,
+          .state = std::string(ToString(row.state)),
+          .progress = row.progress,
+          .position = row.position,
+          .task_count = row.task_count};
+}
+
+Change TaskChange(const TaskRecord& row) {
+  return {.kind = Change::Kind::kTask,
+          .job_id = row.job_id,
+          .task_id = row.id,
+          .parent_id = row.parent_id,
+          .state = std::string(ToString(row.state)),
+          .node_id = row.node_id,
+          .progress = row.progress,
+          .position = row.position};
+}
+
+}  // namespace
+
 Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   Decided decided;
   std::vector<flow::Effect> after;
   const flow::Policy policy = Policy();
   ScopeContexts contexts;
   std::size_t hooks_written = 0;
+  // What the streams of GET /events are told once this commits (only while one listens).
+  EventHub* const events =
+      options_.events != nullptr && options_.events->Wanted() ? options_.events : nullptr;
+  std::vector<Change> changes;
   decided.status = datastore_.Transact([&](Transaction& tx) -> Status {
     after.clear();
+    changes.clear();
     contexts.clear();
     decided.wrote = false;
     decided.created.clear();
@@ -218,6 +247,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 decided.wrote = true;
                 AddHooks(hooks, CreatedJobHooks(e.row));
                 decided.created.push_back(e.row);
+                if (events != nullptr) changes.push_back(JobChange(e.row));
                 contexts[e.row.id] = std::nullopt;  // read when first decided about
                 return tx.CreateJob(e.row);
               } else if constexpr (std::is_same_v<E, flow::UpdateJob>) {
@@ -225,6 +255,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 if (e.state_changed || e.progress_changed) {
                   BATON_RETURN_IF_ERROR(JobHooks(tx, e, contexts, hooks));
                 }
+                if (events != nullptr) changes.push_back(JobChange(e.row));
                 // A job's definition is never rewritten (flow changes a stored job's
                 // state and context only), and the view's row may not hold it.
                 if (!e.context) return tx.UpdateJobState(e.row);
@@ -246,6 +277,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 // Moved out and freed once written: an each of 20,000 children does not
                 // hold every row twice until the end of its decision.
                 BATON_RETURN_IF_ERROR(TaskHooks(tx, e.row, kEventTaskStateChange, contexts, hooks));
+                if (events != nullptr) changes.push_back(TaskChange(e.row));
                 std::vector<TaskRecord> row;
                 row.push_back(std::move(e.row));
                 return tx.CreateTasks(row);
@@ -269,6 +301,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                       tx, e.row, e.state_changed ? kEventTaskStateChange : kEventTaskProgress,
                       contexts, hooks));
                 }
+                if (events != nullptr) changes.push_back(TaskChange(e.row));
                 return tx.UpdateTask(e.row);
               } else if constexpr (std::is_same_v<E, flow::CancelActive>) {
                 decided.wrote = true;
@@ -278,6 +311,12 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
                 rows.reserve(cancelled->size());
                 for (const CancelledTask& c : *cancelled) {
                   rows.push_back({c.id, c.was, c.node_id, c.subjob_id});
+                  if (events != nullptr) {
+                    changes.push_back({.kind = Change::Kind::kTask,
+                                       .job_id = e.job_id,
+                                       .task_id = c.id,
+                                       .state = std::string(ToString(TaskState::kCancelled))});
+                  }
                 }
                 BATON_RETURN_IF_ERROR(CancelledHooks(tx, e.job_id, *cancelled, contexts, hooks));
                 for (flow::Effect& more : flow::AfterCancel(rows, policy)) {
@@ -327,6 +366,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   // Stored: now what follows from it.
   if (hooks_written > 0 && options_.on_webhooks) options_.on_webhooks();
   PublishContexts(contexts);
+  if (events != nullptr) events->Publish(std::move(changes));
   for (const flow::Effect& e : after) {
     if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);
   }
@@ -663,22 +703,23 @@ void Scheduler::StartRows(std::vector<TaskRecord> rows) {
   }
 }
 
+void Scheduler::TellNode(const std::string& node, const std::vector<std::string>& ids) {
+  constexpr std::size_t kPerMessage = 1000;
+  for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
+    CancelTask message;
+    message.task_ids.assign(
+        ids.begin() + static_cast<std::ptrdiff_t>(i),
+        ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
+    Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
+    if (!s.ok()) {
+      log::Error("telling a worker of cancelled tasks failed",
+                 {{"node", node}, {"error", s.message()}});
+    }
+  }
+}
+
 void Scheduler::TellWorkers(const std::vector<std::string>& drops,
                             const std::map<std::string, std::vector<std::string>>& kills) {
-  auto tell = [&](const std::string& node, const std::vector<std::string>& ids) {
-    constexpr std::size_t kPerMessage = 1000;
-    for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
-      CancelTask message;
-      message.task_ids.assign(
-          ids.begin() + static_cast<std::ptrdiff_t>(i),
-          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
-      Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
-      if (!s.ok()) {
-        log::Error("telling a worker of cancelled tasks failed",
-                   {{"node", node}, {"error", s.message()}});
-      }
-    }
-  };
   if (!drops.empty()) {
     // Every worker heard from within the lease, and every worker about to be told to kill
     // a task (its heartbeat may not be stored yet). Drops go first, so the slot a kill
@@ -695,9 +736,42 @@ void Scheduler::TellWorkers(const std::vector<std::string>& drops,
       }
     }
     for (const auto& [node, ids] : kills) told.insert(node);
-    for (const std::string& node : told) tell(node, drops);
+    {
+      // Kept for the workers not told now (TellMissedDrops); bounded by age and count.
+      MutexLock lock(drops_mu_);
+      recent_drops_.push_back({clock_.Now(), drops, told});
+      recent_drop_ids_ += drops.size();
+      while (recent_drop_ids_ > 100000 && recent_drops_.size() > 1) {
+        recent_drop_ids_ -= recent_drops_.front().ids.size();
+        recent_drops_.pop_front();
+      }
+    }
+    for (const std::string& node : told) TellNode(node, drops);
   }
-  for (const auto& [node, ids] : kills) tell(node, ids);
+  for (const auto& [node, ids] : kills) {
+    // A worker whose heartbeat was not stored when tasks were dropped hears of them now,
+    // before the kill frees one of its slots: a task of a job cancelled while this one
+    // was starting there (a late start is killed) must not take that slot.
+    TellMissedDrops(node);
+    TellNode(node, ids);
+  }
+}
+
+void Scheduler::TellMissedDrops(const std::string& node_id) {
+  std::vector<std::string> missed;
+  {
+    MutexLock lock(drops_mu_);
+    const TimePoint oldest = clock_.Now() - options_.node_lease;
+    while (!recent_drops_.empty() && recent_drops_.front().at < oldest) {
+      recent_drop_ids_ -= recent_drops_.front().ids.size();
+      recent_drops_.pop_front();
+    }
+    for (SentDrops& sent : recent_drops_) {
+      if (!sent.told.insert(node_id).second) continue;
+      missed.insert(missed.end(), sent.ids.begin(), sent.ids.end());
+    }
+  }
+  if (!missed.empty()) TellNode(node_id, missed);
 }
 
 void Scheduler::Notify(const std::vector<JobRecord>& finished) {
@@ -795,6 +869,9 @@ Result<JobRecord> Scheduler::Submit(const Job& job) {
     } else {
       BATON_RETURN_IF_ERROR(datastore_.CreateJob(record));
     }
+    if (options_.events != nullptr && options_.events->Wanted()) {
+      options_.events->Publish({JobChange(record)});
+    }
     {
       MutexLock lock(start_mu_);
       to_start_.push_back(id);
@@ -828,6 +905,11 @@ Result<std::vector<JobRecord>> Scheduler::CreateJobsWith(const CreateJobsBody& b
     return Status::Ok();
   }));
   if (wrote_hooks && options_.on_webhooks) options_.on_webhooks();
+  if (options_.events != nullptr && options_.events->Wanted()) {
+    std::vector<Change> created;
+    for (const JobRecord& job : jobs) created.push_back(JobChange(job));
+    options_.events->Publish(std::move(created));
+  }
   for (const JobRecord& job : jobs) {
     {
       MutexLock lock(roots_mu_);

@@ -36,6 +36,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "broker/broker.h"
+#include "coordinator/events.h"
 #include "coordinator/executors/broker_executor.h"
 #include "core/job.h"
 #include "core/messages.h"
@@ -77,6 +78,9 @@ struct SchedulerOptions {
   // What the decisions did, counted (ended jobs and task attempts, retries, each
   // event's decision time). Null: not counted.
   Metrics* metrics = nullptr;
+  // Told every committed change of a job or task row while a stream is subscribed
+  // (GET /events). Null: not told.
+  EventHub* events = nullptr;
 };
 
 class Scheduler {
@@ -118,6 +122,13 @@ class Scheduler {
   // RUNNING runnable rows of nodes silent for longer than `lease` (and started longer
   // ago than that) are decided as LeaseExpired. Returns how many were re-queued.
   Result<int> ExpireLeases(Duration lease);
+
+  // Tells worker `node_id` the drops (tasks cancelled while waiting in a queue) it was not
+  // told of when they were sent, within the last node_lease: its heartbeat was not
+  // stored yet then, so it was not among the workers told. The coordinator calls it for
+  // every heartbeat it stores; TellWorkers calls it before a kill goes to a node. Each
+  // drop reaches each node once.
+  void TellMissedDrops(const std::string& node_id) BATON_EXCLUDES(drops_mu_);
 
   // Called, with no lock held, whenever a job reaches a terminal state.
   void SetJobFinishedListener(std::function<void(const JobRecord&)> listener)
@@ -202,7 +213,10 @@ class Scheduler {
   Status RunAfterCommit(std::vector<flow::Effect>&& after);
   void StartRows(std::vector<TaskRecord> rows);
   void TellWorkers(const std::vector<std::string>& drops,
-                   const std::map<std::string, std::vector<std::string>>& kills);
+                   const std::map<std::string, std::vector<std::string>>& kills)
+      BATON_EXCLUDES(drops_mu_);
+  // Publishes CancelTask messages of `ids` to `node`'s cancel queue.
+  void TellNode(const std::string& node, const std::vector<std::string>& ids);
   void Notify(const std::vector<JobRecord>& finished) BATON_EXCLUDES(listener_mu_);
 
   // The executor of a leaf kind; null for a composite (which flow never starts).
@@ -252,6 +266,16 @@ class Scheduler {
   std::map<std::string, TimerId> job_timers_ BATON_GUARDED_BY(timers_mu_);
   std::set<TimerId> armed_ BATON_GUARDED_BY(timers_mu_);  // cancelled by the destructor
   bool closing_ BATON_GUARDED_BY(timers_mu_) = false;
+
+  // The drops sent in the last node_lease, each with the nodes told of it (TellMissedDrops).
+  struct SentDrops {
+    TimePoint at;
+    std::vector<std::string> ids;
+    std::set<std::string> told;
+  };
+  Mutex drops_mu_;
+  std::deque<SentDrops> recent_drops_ BATON_GUARDED_BY(drops_mu_);
+  std::size_t recent_drop_ids_ BATON_GUARDED_BY(drops_mu_) = 0;
 
   Mutex listener_mu_;
   std::function<void(const JobRecord&)> listener_ BATON_GUARDED_BY(listener_mu_);

@@ -55,6 +55,8 @@ struct JobQuery {
   // Words matched (case-insensitively, all must match) against name, description and
   // state; `tag:x` matches jobs tagged x.
   std::string q;
+  // Only jobs in one of these states (empty: any); the UI's state filters.
+  std::vector<JobState> states;
   int page = 1;
   int size = 10;
   // Set: only the jobs this user may see (MayAccess), filtered in the query so that
@@ -248,6 +250,13 @@ struct StateCounts {
   std::map<TaskState, std::int64_t> tasks;
 };
 
+// Jobs (sub-jobs included) that completed and that failed at or after a time.
+struct EndedCounts {
+  std::int64_t completed = 0;
+  std::int64_t failed = 0;
+  friend bool operator==(const EndedCounts&, const EndedCounts&) = default;
+};
+
 class Datastore {
  public:
   virtual ~Datastore() = default;
@@ -328,6 +337,8 @@ class Datastore {
 
   // Jobs and task rows by state now (two index-only counts): what the metrics show.
   virtual Result<StateCounts> CountStates() = 0;
+  // Jobs that completed, and that failed, at or after `since` (two index-range counts).
+  virtual Result<EndedCounts> CountJobsEndedSince(TimePoint since) = 0;
 
   virtual Status Health() = 0;
 

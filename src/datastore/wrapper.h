@@ -100,6 +100,9 @@ class DatastoreWrapper : public Datastore {
   }
 
   Result<StateCounts> CountStates() override { return base_->CountStates(); }
+  Result<EndedCounts> CountJobsEndedSince(TimePoint since) override {
+    return base_->CountJobsEndedSince(since);
+  }
   Status Health() override { return base_->Health(); }
   std::size_t MaxJobBytes() const override { return base_->MaxJobBytes(); }
 

@@ -496,6 +496,58 @@ TEST_P(DatastoreConformanceTest, ListJobsIsNewestFirstInPages) {
   EXPECT_EQ(first->items[0], *ds().GetJob(ids[6]));
 }
 
+TEST_P(DatastoreConformanceTest, ListJobsWithStatesListsAndCountsOnlyJobsInThoseStates) {
+  std::string word = UniqueWord();
+  std::vector<std::string> failed, running;
+  for (int i = 0; i < 6; ++i) {
+    JobState state = i % 3 == 0   ? JobState::kFailed
+                     : i % 3 == 1 ? JobState::kRunning
+                                  : JobState::kCompleted;
+    JobRecord job = NewJob(SimpleJob("states " + word), At(i * 1000), state);
+    ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+    if (state == JobState::kFailed) failed.insert(failed.begin(), job.id);
+    if (state == JobState::kRunning) running.insert(running.begin(), job.id);
+  }
+  Reopen();
+  Result<Page<JobRecord>> only_failed =
+      ds().ListJobs({.q = word, .states = {JobState::kFailed}, .page = 1, .size = 10});
+  ASSERT_TRUE(only_failed.ok()) << only_failed.status().ToString();
+  EXPECT_EQ(only_failed->total_items, 2);
+  EXPECT_EQ(Ids(only_failed->items), failed);
+  Result<Page<JobRecord>> two = ds().ListJobs(
+      {.q = word, .states = {JobState::kRunning, JobState::kFailed}, .page = 1, .size = 10});
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->total_items, 4);
+  Result<Page<JobRecord>> none =
+      ds().ListJobs({.q = word, .states = {JobState::kCancelled}, .page = 1, .size = 10});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->total_items, 0);
+  EXPECT_TRUE(none->items.empty());
+}
+
+TEST_P(DatastoreConformanceTest, CountJobsEndedSinceCountsCompletedAndFailedAtOrAfterATime) {
+  // Far past every other test's times, so that only these rows count.
+  const TimePoint base = At(0) + std::chrono::hours(24 * 365 * 50);
+  Result<EndedCounts> before = ds().CountJobsEndedSince(base);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  auto ended = [&](JobState state, TimePoint at) {
+    JobRecord job = NewJob(SimpleJob("ended"), at - std::chrono::minutes(5), state);
+    (state == JobState::kCompleted ? job.completed_at : job.failed_at) = at;
+    ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  };
+  ended(JobState::kCompleted, base - std::chrono::seconds(1));  // before the window
+  ended(JobState::kCompleted, base);                            // its first instant
+  ended(JobState::kCompleted, base + std::chrono::minutes(30));
+  ended(JobState::kFailed, base + std::chrono::minutes(10));
+  ended(JobState::kFailed, base - std::chrono::hours(2));
+  ASSERT_TRUE(IsOk(ds().CreateJob(NewJob(SimpleJob("running"), base, JobState::kRunning))));
+  Reopen();
+  Result<EndedCounts> after = ds().CountJobsEndedSince(base);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->completed - before->completed, 2);
+  EXPECT_EQ(after->failed - before->failed, 1);
+}
+
 TEST_P(DatastoreConformanceTest, ListJobsClampsPageAndSize) {
   std::string word = UniqueWord();
   for (int i = 0; i < 3; ++i) {

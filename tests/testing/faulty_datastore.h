@@ -247,6 +247,10 @@ class FaultyDatastore : public DatastoreWrapper {
     BATON_RETURN_IF_ERROR(Enter({"CountStates", "", ""}));
     return DatastoreWrapper::CountStates();
   }
+  Result<EndedCounts> CountJobsEndedSince(TimePoint since) override {
+    BATON_RETURN_IF_ERROR(Enter({"CountJobsEndedSince", "", ""}));
+    return DatastoreWrapper::CountJobsEndedSince(since);
+  }
 
   Status Health() override {
     BATON_RETURN_IF_ERROR(Enter({"Health", "", ""}));

@@ -1142,6 +1142,21 @@ Result<std::vector<NodeRecord>> PostgresDatastore::ActiveNodes(TimePoint since) 
   });
 }
 
+Result<EndedCounts> PostgresDatastore::CountJobsEndedSince(TimePoint since) {
+  return NoThrow([&]() -> Result<EndedCounts> {
+    EndedCounts out;
+    Status read = WithConnection([&](Connection& c) -> Status {
+      BATON_PG_ASSIGN(rows, c.Run(S().count_jobs_ended_since, Params().Time(since)));
+      if (rows.size() != 1) return Internal("counting ended jobs returned no row");
+      out.completed = rows.Int(0, 0);
+      out.failed = rows.Int(0, 1);
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
+    return out;
+  });
+}
+
 Result<StateCounts> PostgresDatastore::CountStates() {
   return NoThrow([&]() -> Result<StateCounts> {
     StateCounts out;

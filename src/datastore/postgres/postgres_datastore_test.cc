@@ -199,6 +199,7 @@ class NoDatastore final : public Datastore {
   Status UpsertNode(const NodeRecord&) override { return Fail(); }
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint) override { return Fail(); }
   Result<StateCounts> CountStates() override { return Fail(); }
+  Result<EndedCounts> CountJobsEndedSince(TimePoint) override { return Fail(); }
   Status Health() override { return Fail(); }
 };
 

@@ -27,6 +27,15 @@ JobSearch BuildJobSearch(Dialect dialect, const JobQuery& query) {
                            Contains(dialect, "jobs.description", pattern));
     }
   }
+  if (!query.states.empty()) {
+    where += where.empty() ? " WHERE " : " AND ";
+    std::string list;
+    for (JobState state : query.states) {
+      search.params.emplace_back(ToString(state));
+      list += fmt::format("{}${}", list.empty() ? "" : ", ", next());
+    }
+    where += "jobs.state IN (" + list + ")";
+  }
   // Only the jobs the viewer may see (MayAccess): those without permissions, their own,
   // and those naming them or one of their roles. In the query, so that pages and counts
   // hold only visible jobs.

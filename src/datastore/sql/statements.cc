@@ -256,6 +256,10 @@ Statements Build(Dialect d) {
       st("count_jobs_by_state", "SELECT state, COUNT(*) FROM jobs GROUP BY state");
   s.count_tasks_by_state =
       st("count_tasks_by_state", "SELECT state, COUNT(*) FROM tasks GROUP BY state");
+  s.count_jobs_ended_since = st(
+      "count_jobs_ended_since",
+      "SELECT (SELECT COUNT(*) FROM jobs WHERE completed_at IS NOT NULL AND completed_at >= $1), "
+      "(SELECT COUNT(*) FROM jobs WHERE failed_at IS NOT NULL AND failed_at >= $1)");
   s.jobs_secrets_after = st("jobs_secrets_after",
                             "SELECT id, definition, context FROM jobs WHERE id > $1 "
                             "ORDER BY id LIMIT $2" +

@@ -120,6 +120,7 @@ struct Statements {
   // Rows by state: (state, count).
   Statement count_jobs_by_state;
   Statement count_tasks_by_state;
+  Statement count_jobs_ended_since;
 
   // Users and API keys.
   Statement insert_user;

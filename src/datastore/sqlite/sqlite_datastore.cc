@@ -1207,6 +1207,23 @@ Result<StateCounts> SqliteDatastore::CountStates() {
   });
 }
 
+Result<EndedCounts> SqliteDatastore::CountJobsEndedSince(TimePoint since) {
+  return NoThrow([&]() -> Result<EndedCounts> {
+    EndedCounts out;
+    Status read = Read([&](Connection& c) -> Status {
+      BATON_SQL_ASSIGN(s, c.Prepare(S().count_jobs_ended_since));
+      s.BindTime(1, since);
+      BATON_SQL_ASSIGN(row, s.Step());
+      if (!row) return Internal("counting ended jobs returned no row");
+      out.completed = s.Int(0);
+      out.failed = s.Int(1);
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
+    return out;
+  });
+}
+
 Status SqliteDatastore::Health() {
   return NoThrow([&]() -> Status {
     return Read([](Connection& c) -> Status {

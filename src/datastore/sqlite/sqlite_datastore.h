@@ -133,6 +133,7 @@ class SqliteDatastore final : public Datastore {
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override;
 
   Result<StateCounts> CountStates() override;
+  Result<EndedCounts> CountJobsEndedSince(TimePoint since) override;
   Status Health() override;
   std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 
