@@ -60,6 +60,8 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
     assert.equal(await page.locator(`.job-node[data-node="${id}"]`).getAttribute("data-state"), "COMPLETED", `node ${id}`);
   }
   await page.locator('.job-title .job-badge[data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  // The changes came over GET /events, not polling.
+  await page.locator(".job-live.job-live-on").waitFor({ timeout: 10000 });
   await screenshot(page, "job-graph-light-1280");
 
   // Open the coloured task's log: the red text is a red span, as text (no markup).

@@ -59,6 +59,11 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
       onEvent: (e) => {
         if (e.type === "log") logListeners.current.forEach((f) => f(e));
         else if (e.jobId === id) refetcher.request();
+        else if ((e as { type: string }).type === "resync") {
+          // The stream dropped events: read the job and the open log afresh.
+          refetcher.request();
+          setPollTick((t) => t + 1);
+        }
       },
       onPoll: () => {
         polls++;
