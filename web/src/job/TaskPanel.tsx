@@ -1,8 +1,10 @@
 // The selected task: what it is, where and when it ran, each attempt, its evaluated env
 // (secrets arrive redacted), files, command, result, error, progress, and its live log.
+import { useEffect, useMemo, useRef } from "preact/hooks";
 import type { Job, TaskRow } from "../api";
 import { href } from "../router";
-import { attemptNumber, attemptsOf, eachSummary, groupAttempts } from "./graph";
+import { attemptNumber, eachSummary } from "./graph";
+import { taskDetails } from "./panel";
 import { duration } from "./timeline";
 import { LogView, type LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
@@ -12,29 +14,30 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
                                    onAttempt: (row: TaskRow) => void; onSelect: (taskId: string) => void;
                                    onClose: () => void }) {
   const rows = props.job.execution ?? [];
-  const attempts = attemptsOf(rows, props.taskId);
-  if (!attempts.length) {
+  const { attempts, row, parent, kids, counts } = useMemo(() => taskDetails(rows, props.taskId, props.attempt),
+                                                          [props.job, props.taskId, props.attempt]);
+  // On a narrow screen the panel is below the view: bring it into sight when a task is picked.
+  const ref = useRef<HTMLElement>(null);
+  useEffect(() => {
+    if (window.innerWidth <= 900) ref.current?.scrollIntoView({ block: "start" });
+  }, [props.taskId]);
+  if (!row) {
     return (
-      <aside class="job-panel" aria-label="Task">
+      <aside class="job-panel" aria-label="Task" ref={ref}>
         <div class="job-panel-head"><h2>Task</h2><CloseButton onClose={props.onClose} /></div>
         <p class="job-muted">This task is not in the job (yet).</p>
       </aside>);
   }
-  const row = (props.attempt && attempts[props.attempt - 1]) || attempts.find((r) => r.id === props.taskId) || attempts[attempts.length - 1];
   const started = Date.parse(row.startedAt ?? "");
   const ended = Date.parse(row.completedAt ?? row.failedAt ?? "");
   const active = ["CREATED", "PENDING", "SCHEDULED", "RUNNING"].includes(row.state);
   const took = Number.isNaN(started) ? undefined : (Number.isNaN(ended) ? (active ? props.now : undefined) : ended) ;
   const composite = !!(row.parallel || row.each || row.subjob);
   const subjobId = (row.subjob as { id?: string } | undefined)?.id;
-  const children = composite ? rows.filter((r) => r.parentId === row.id) : [];
-  const childGroups = children.length ? groupAttempts(children) : [];
-  const failedKids = childGroups.filter((g) => g[g.length - 1].state === "FAILED").slice(0, 50);
-  const counts: Record<string, number> = {};
-  for (const g of childGroups) { const s = g[g.length - 1].state; counts[s] = (counts[s] ?? 0) + 1; }
+  const shownKids = kids.slice(0, 100);
 
   return (
-    <aside class="job-panel" aria-label={`Task ${row.name ?? ""}`}>
+    <aside class="job-panel" aria-label={`Task ${row.name ?? ""}`} ref={ref}>
       <div class="job-panel-head">
         <h2 title={row.name}>{row.name ?? "(unnamed)"}</h2>
         <StateBadge state={row.state} />
@@ -55,10 +58,12 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
         <span class={`job-s-${row.state}`} style={{ width: `${Math.min(100, Math.max(0, row.progress ?? 0))}%` }} />
       </div>
       <dl class="job-facts">
-        <dt>Node</dt><dd>{row.nodeId ? <a href={href("nodes")} title={row.nodeId}>{row.nodeId.slice(-8)}</a> : "—"}</dd>
-        <dt>Queue</dt><dd>{row.queue ?? "—"}</dd>
+        {!composite && <>
+          <dt>Node</dt><dd>{row.nodeId ? <a href={href("nodes")} title={row.nodeId}>{row.nodeId.slice(-8)}</a> : "—"}</dd>
+          <dt>Queue</dt><dd>{row.queue ?? "—"}</dd>
+        </>}
         <dt>Created</dt><dd>{fmtTime(row.createdAt)}</dd>
-        <dt>Scheduled</dt><dd>{fmtTime(row.scheduledAt)}</dd>
+        {!composite && <><dt>Scheduled</dt><dd>{fmtTime(row.scheduledAt)}</dd></>}
         <dt>Started</dt><dd>{fmtTime(row.startedAt)}</dd>
         <dt>{row.failedAt ? "Failed" : "Completed"}</dt><dd>{fmtTime(row.failedAt ?? row.completedAt)}</dd>
         <dt>Duration</dt><dd>{took !== undefined ? duration(took - started) : "—"}</dd>
@@ -70,16 +75,24 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
         {row.redelivered ? <><dt>Redelivered</dt><dd>{row.redelivered}×</dd></> : null}
         <dt>Id</dt><dd><code class="job-id">{row.id}</code></dd>
       </dl>
+      {parent && (
+        <p class="job-parent">In <button type="button" class="job-linklike" onClick={() => props.onSelect(parent.id)}>{parent.name ?? "(unnamed)"}</button>
+          {parent.each ? " (each)" : parent.parallel ? " (parallel)" : ""}</p>)}
       {subjobId && <p><a href={href(["jobs", subjobId])}>Open the sub-job ↗</a></p>}
       {row.each && (
         <p>{eachSummary(row.each.size, counts)}</p>
       )}
-      {failedKids.length > 0 && (
-        <Section title={`Failed children (${failedKids.length}${failedKids.length === 50 ? "+" : ""})`}>
-          <ul class="job-kids">
-            {failedKids.map((g) => { const r = g[g.length - 1]; return (
-              <li key={r.id}><button type="button" class="job-linklike" onClick={() => props.onSelect(r.id)}>{r.name}</button></li>); })}
+      {kids.length > 0 && (
+        <Section title={`Children (${kids.length.toLocaleString("en-US")})`}>
+          <ul class="job-kids job-kids-list">
+            {shownKids.map((r) => (
+              <li key={r.id}>
+                <button type="button" class="job-linklike" onClick={() => props.onSelect(r.id)}>{r.name ?? "(unnamed)"}</button>
+                <StateBadge state={r.state} />
+              </li>))}
           </ul>
+          {kids.length > shownKids.length && (
+            <p class="job-muted">The first {shownKids.length} of {kids.length.toLocaleString("en-US")}, failed and running first; the timeline has them all.</p>)}
         </Section>
       )}
       {row.error && <Section title="Error"><pre class="job-pre job-error-text">{row.error}</pre></Section>}
