@@ -64,6 +64,13 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
   await page.locator(".job-live.job-live-on").waitFor({ timeout: 10000 });
   await screenshot(page, "job-graph-light-1280");
 
+  // Keyboard: arrows move between tasks, Enter opens one.
+  await page.focus('.job-node[data-node="1"]');
+  await page.keyboard.press("ArrowDown");
+  assert.equal(await page.evaluate(() => document.activeElement.getAttribute("data-node")), "2");
+  await page.keyboard.press("Enter");
+  await page.locator(".job-panel-head h2", { hasText: "second" }).waitFor();
+
   // Open the coloured task's log: the red text is a red span, as text (no markup).
   await last.click();
   await waitFor(() => new URL(page.url()).hash.includes("task="), 5000, "task in the URL");

@@ -107,11 +107,19 @@ function NodeView(props: { n: GraphNode; selected: boolean; onSelect: (n: GraphN
   const aux = [n.pre.length ? `pre ${n.pre.length}` : "", n.post.length ? `post ${n.post.length}` : ""].filter(Boolean).join(" · ");
   return (
     <g class={`job-node job-k-${n.kind} job-s-${n.state}${props.selected ? " job-selected" : ""}`}
-       tabIndex={0} role="button" data-node={n.id} data-state={n.state}
+       tabindex={0} role="button" data-node={n.id} data-state={n.state}
        aria-pressed={props.selected}
        aria-label={`${n.label}: ${n.state === "NOT_REACHED" ? "not reached" : n.state.toLowerCase()}, ${n.detail}`}
        onClick={select}
-       onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); select(); } }}>
+       onKeyDown={(e) => {
+         if (e.key === "Enter" || e.key === " ") { e.preventDefault(); select(); return; }
+         // Arrows move the focus to the previous or next task in the job's order.
+         const step = e.key === "ArrowDown" || e.key === "ArrowRight" ? 1 : e.key === "ArrowUp" || e.key === "ArrowLeft" ? -1 : 0;
+         if (!step) return;
+         e.preventDefault();
+         const all = [...(e.currentTarget as SVGGElement).ownerSVGElement!.querySelectorAll<SVGGElement>(".job-node")];
+         all[all.indexOf(e.currentTarget as SVGGElement) + step]?.focus();
+       }}>
       <title>{`${n.label}\n${n.detail}${aux ? `\n${aux}` : ""}`}</title>
       <rect x={x} y={y} width={n.width} height={n.height} rx={8} class="job-node-box" />
       <rect x={x} y={y} width={5} height={n.height} rx={2} class="job-node-stripe" />

@@ -3,7 +3,8 @@
 // URL: #/jobs/ID?tab=timeline&task=TID&attempt=N
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, ApiError, type Job, type TaskRow } from "../api";
-import { subscribe } from "../events";
+import { subscribe, type JobEvent, type TaskEvent } from "../events";
+import { applyEvents } from "./live";
 import { href, navigate } from "../router";
 import { jobGraph, nodeOfTask, type GraphNode } from "./graph";
 import { Graph } from "./Graph";
@@ -34,12 +35,25 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
   const activeRef = useRef(true);
   const logListeners = useRef(new Set<LogListener>());
 
+  // The job shown, and the job and task events since the read in flight began (they may
+  // be newer than what it answers, and are applied over it).
+  const jobRef = useRef<Job | null>(null);
+  const recent = useRef<{ seq: number; e: JobEvent | TaskEvent }[]>([]);
+  const seq = useRef(0);
+  const show = (j: Job) => {
+    jobRef.current = j;
+    rowsRef.current = j.execution?.length ?? 0;
+    activeRef.current = ACTIVE.has(j.state);
+    setJob(j);
+  };
+
   const fetchJob = useCallback(async () => {
+    const from = seq.current;
     try {
-      const j = await api.job(id);
-      rowsRef.current = j.execution?.length ?? 0;
-      activeRef.current = ACTIVE.has(j.state);
-      setJob(j);
+      let j = await api.job(id);
+      recent.current = recent.current.filter((x) => x.seq > from);
+      if (recent.current.length) j = applyEvents(j, recent.current.map((x) => x.e), new Date().toISOString()).job;
+      show(j);
       setError(null);
     } catch (e) {
       const err = e as ApiError;
@@ -47,19 +61,36 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     }
   }, [id]);
 
-  // Live: events ask for a (throttled) refetch; log parts go to the open log. When the
-  // stream is down, each poll refetches (a finished job only every fifth poll).
+  // Live: job and task events are applied to the job at once (batched every 200 ms) and
+  // ask for a throttled read of the whole job (timestamps, results, new rows); log parts
+  // go to the open log. When the stream is down, each poll reads the job (a finished one
+  // only every fifth poll).
   useEffect(() => {
     setJob(null); setError(null);
+    jobRef.current = null; recent.current = [];
     const refetcher = new Refetcher(fetchJob, (last) => refetchInterval(rowsRef.current, last));
     refetcher.request();
     let polls = 0;
+    let pending: (JobEvent | TaskEvent)[] = [];
+    let flushTimer: ReturnType<typeof setTimeout> | null = null;
+    const flush = () => {
+      flushTimer = null;
+      const cur = jobRef.current, events = pending;
+      pending = [];
+      if (!cur) return; // the first read brings it all
+      const r = applyEvents(cur, events, new Date().toISOString());
+      if (r.job !== cur) show(r.job);
+    };
     const sub = subscribe({
       jobId: id,
       onEvent: (e) => {
         if (e.type === "log") logListeners.current.forEach((f) => f(e));
-        else if (e.jobId === id) refetcher.request();
-        else if ((e as { type: string }).type === "resync") {
+        else if (e.jobId === id) {
+          recent.current.push({ seq: ++seq.current, e });
+          pending.push(e);
+          if (!flushTimer) flushTimer = setTimeout(flush, 200);
+          refetcher.request();
+        } else if ((e as { type: string }).type === "resync") {
           // The stream dropped events: read the job and the open log afresh.
           refetcher.request();
           setPollTick((t) => t + 1);
@@ -72,7 +103,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
       },
       onLive: setLive,
     });
-    return () => { sub.close(); refetcher.close(); };
+    return () => { sub.close(); refetcher.close(); if (flushTimer) clearTimeout(flushTimer); };
   }, [id]);
 
   const active = !!job && ACTIVE.has(job.state);

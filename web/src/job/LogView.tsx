@@ -56,7 +56,11 @@ export function LogView(props: { taskId: string; active: boolean; pollTick: numb
   // While it runs and the stream is down: re-read the newest page on each poll; once it
   // ends, once more for the last parts.
   useEffect(() => { if (props.pollTick && active) void loadNewest(); }, [props.pollTick]);
-  useEffect(() => { if (!active) void loadNewest(); }, [active]);
+  const wasActive = useRef(active);
+  useEffect(() => {
+    if (wasActive.current && !active) void loadNewest();
+    wasActive.current = active;
+  }, [active]);
 
   const loadOlder = async () => {
     const p = parts.current;

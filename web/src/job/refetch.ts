@@ -38,9 +38,9 @@ export class Refetcher {
   }
 }
 
-// How often a job may be refetched: every 500 ms, a big job every 2 s, and never so often
-// that the page keeps the server busy more than a third of the time (a 10,000-task job
-// can take seconds to answer on a loaded server).
+// How often a job may be read again: every 500 ms, a big job every 2 s, and never so often
+// that the page keeps the server busy more than half the time (a 10,000-task job can take
+// seconds to answer on a loaded server; the events keep the page current meanwhile).
 export function refetchInterval(rows: number, lastMs = 0): number {
-  return Math.max(rows > 2000 ? 2000 : 500, 3 * lastMs);
+  return Math.max(rows > 2000 ? 2000 : 500, 2 * lastMs);
 }
