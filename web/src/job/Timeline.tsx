@@ -43,8 +43,7 @@ export function Timeline(props: { model: Model; now: number; active: boolean; se
     const r = model.rows[i];
     const sel = r.bars.some((b) => b.row.id === props.selected);
     rows.push(
-      <div key={r.key} class={`job-tl-row${sel ? " job-selected" : ""}`} style={{ top: `${i * ROW}px`, height: `${ROW}px` }}
-           role="row">
+      <div key={r.key} class={`job-tl-row${sel ? " job-selected" : ""}`} style={{ top: `${i * ROW}px`, height: `${ROW}px` }}>
         <button type="button" class="job-tl-label" style={{ width: `${labelW}px`, paddingLeft: `${6 + r.depth * 12}px` }}
                 title={r.label} onClick={() => { const b = r.bars[r.bars.length - 1]; props.onSelect(b.row.id, b.attempt); }}>
           {r.label}
@@ -59,7 +58,7 @@ export function Timeline(props: { model: Model; now: number; active: boolean; se
   return (
     <div class="job-tl" ref={box} style={{ height: `clamp(200px, ${(Math.max(model.rows.length, props.minRows) + 1) * ROW + AXIS + 4}px, 62vh)` }}
          onScroll={(e) => setScroll((e.currentTarget as HTMLDivElement).scrollTop)}
-         role="table" aria-label="Timeline" aria-rowcount={model.rows.length}>
+         role="group" aria-label={`Timeline of ${model.rows.length} task slots`}>
       <div class="job-tl-axis" style={{ height: `${AXIS}px` }}>
         <span class="job-tl-axis-label" style={{ width: `${labelW}px` }}>
           {model.rows.length.toLocaleString("en-US")} row{model.rows.length === 1 ? "" : "s"}

@@ -12,12 +12,17 @@ describe("definitionOf", () => {
 describe("toYaml", () => {
   it("writes maps, lists of maps, block strings and quoted scalars", () => {
     expect(toYaml({
-      name: "retry job",
-      tasks: [{ name: "flaky", run: "echo hi\nexit 1\n", retry: { limit: 2 } }],
-      tags: [],
       inputs: { count: "5", flag: "true", msg: "a: b" },
+      name: "retry job",
+      tags: [],
+      tasks: [{ name: "flaky", retry: { limit: 2 }, run: "echo hi\nexit 1\n" }],
     })).toBe(
 `name: retry job
+tags: []
+inputs:
+  count: "5"
+  flag: "true"
+  msg: "a: b"
 tasks:
   - name: flaky
     run: |
@@ -25,24 +30,19 @@ tasks:
       exit 1
     retry:
       limit: 2
-tags: []
-inputs:
-  count: "5"
-  flag: "true"
-  msg: "a: b"
 `);
   });
 
   it("writes templates quoted and nested lists indented", () => {
     expect(toYaml({ each: { list: "{{ sequence(1, 5) }}" }, cmd: ["sh", "-c"], m: [[1, 2]] })).toBe(
-`each:
-  list: "{{ sequence(1, 5) }}"
-cmd:
+`cmd:
   - sh
   - "-c"
 m:
   - - 1
     - 2
+each:
+  list: "{{ sequence(1, 5) }}"
 `);
   });
 

@@ -47,7 +47,7 @@ function emit(v: unknown, indent: number): string[] {
   }
   if (v !== null && typeof v === "object") {
     const out: string[] = [];
-    for (const [k, val] of Object.entries(v)) {
+    for (const [k, val] of Object.entries(v).sort(([a], [b]) => rank(a) - rank(b))) {
       const key = scalar(k);
       if (isBlock(val)) { const [h, ...rest] = block(val, pad + "  "); out.push(`${pad}${key}: ${h}`, ...rest); }
       else if (val !== null && typeof val === "object" && empty(val) === undefined) {
@@ -57,6 +57,18 @@ function emit(v: unknown, indent: number): string[] {
     return out;
   }
   return [pad + scalar(v)];
+}
+
+// The order people write a job in: what it is first, what it runs last (the server
+// answers keys in alphabetical order). Other keys keep their order, in the middle.
+const FIRST = ["name", "description", "tags", "var", "if", "inputs", "secrets", "schedule", "defaults", "queue",
+  "image", "run", "cmd", "entrypoint", "env", "files"];
+const LAST = ["pre", "post", "retry", "timeout", "output", "list", "concurrency", "parallel", "each", "subjob", "task", "tasks"];
+function rank(k: string) {
+  const f = FIRST.indexOf(k);
+  if (f >= 0) return f;
+  const l = LAST.indexOf(k);
+  return l >= 0 ? 100 + l : 50;
 }
 
 function empty(v: unknown): string | undefined {
