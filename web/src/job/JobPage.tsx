@@ -61,10 +61,10 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     }
   }, [id]);
 
-  // Live: job and task events are applied to the job at once (batched every 200 ms) and
-  // ask for a throttled read of the whole job (timestamps, results, new rows); log parts
-  // go to the open log. When the stream is down, each poll reads the job (a finished one
-  // only every fifth poll).
+  // Live: job and task events are applied to the job at once (batched: 200 ms, 1 s for a
+  // big job) and ask for a throttled read of the whole job (timestamps, results, new
+  // rows); log parts go to the open log. When the stream is down, each poll reads the job
+  // (a finished one only every fifth poll).
   useEffect(() => {
     setJob(null); setError(null);
     jobRef.current = null; recent.current = [];
@@ -88,8 +88,9 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
         else if (e.jobId === id) {
           recent.current.push({ seq: ++seq.current, e });
           pending.push(e);
-          if (!flushTimer) flushTimer = setTimeout(flush, 200);
-          refetcher.request();
+          // A big job's graph and timeline are rebuilt at most once a second.
+          if (!flushTimer) flushTimer = setTimeout(flush, rowsRef.current > 2000 ? 1000 : 200);
+          refetcher.request(e.type === "job" && !ACTIVE.has(e.state));
         } else if ((e as { type: string }).type === "resync") {
           // The stream dropped events: read the job and the open log afresh.
           refetcher.request();

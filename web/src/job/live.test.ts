@@ -20,6 +20,20 @@ describe("applyEvents", () => {
     expect(b.job.execution[0]).toMatchObject({ state: "COMPLETED", startedAt: now, completedAt: "2026-12-03T12:00:01.000Z" });
   });
 
+  it("starts a row seen to end without being seen to start when it ends", () => {
+    const job = realJob("parallel");
+    const row = job.execution[0];
+    job.execution[0] = { ...row, state: "SCHEDULED", startedAt: undefined, completedAt: undefined };
+    const a = applyEvents(job, [{ type: "task", jobId: job.id, taskId: row.id, state: "COMPLETED" }], now);
+    expect(a.job.execution[0]).toMatchObject({ startedAt: now, completedAt: now });
+  });
+
+  it("stamps the end of a job an event says ended", () => {
+    const job = { ...realJob("parallel"), state: "RUNNING" as const, completedAt: undefined };
+    const a = applyEvents(job, [{ type: "job", jobId: job.id, state: "COMPLETED" }], now);
+    expect(a.job.completedAt).toBe(now);
+  });
+
   it("keeps the last of several events for one row", () => {
     const job = realJob("parallel");
     const id = job.execution[0].id;

@@ -31,6 +31,9 @@ export function applyEvents(job: Job, events: (JobEvent | TaskEvent)[], now: str
     out = { ...out, state: last.state as JobState,
             position: last.position ?? out.position, progress: last.progress ?? out.progress,
             taskCount: last.taskCount ?? out.taskCount };
+    if (last.state === "RUNNING" && !out.startedAt) out.startedAt = now;
+    if ((last.state === "COMPLETED" || last.state === "CANCELLED") && !out.completedAt) out.completedAt = now;
+    if (last.state === "FAILED" && !out.failedAt) out.failedAt = now;
   }
   return { job: out, unknown };
 }
@@ -39,8 +42,11 @@ function patchRow(r: TaskRow, e: TaskEvent, now: string): TaskRow {
   const state = e.state as TaskState;
   const row: TaskRow = { ...r, state, progress: e.progress ?? r.progress, nodeId: e.nodeId ?? r.nodeId };
   if (state === "SCHEDULED" && !row.scheduledAt) row.scheduledAt = now;
-  if (state === "RUNNING" && !row.startedAt) row.startedAt = now;
-  if (state === "COMPLETED" && !row.completedAt) row.completedAt = now;
+  const ended = state === "COMPLETED" || state === "FAILED" || state === "CANCELLED";
+  // A row seen to end without being seen to start is drawn as ending then, not as running
+  // since it was scheduled.
+  if ((state === "RUNNING" || ended) && !row.startedAt) row.startedAt = now;
+  if ((state === "COMPLETED" || state === "CANCELLED") && !row.completedAt) row.completedAt = now;
   if (state === "FAILED" && !row.failedAt) row.failedAt = now;
   return row;
 }

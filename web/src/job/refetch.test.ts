@@ -30,6 +30,24 @@ describe("Refetcher", () => {
     expect(calls).toBe(2);
   });
 
+  it("reads at once when asked urgently, but never while a read is in flight", async () => {
+    let calls = 0;
+    const r = new Refetcher(() => { calls++; return new Promise<void>((res) => setTimeout(res, 100)); }, () => 10000);
+    r.request();
+    r.request(true);
+    expect(calls).toBe(1);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(calls).toBe(2);
+    await vi.advanceTimersByTimeAsync(200);
+    r.request();
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(calls).toBe(2);
+    r.request(true);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(calls).toBe(3);
+    r.close();
+  });
+
   it("stops after close", async () => {
     let calls = 0;
     const r = new Refetcher(async () => { calls++; }, () => 500);

@@ -8,13 +8,20 @@ export class Refetcher {
   private took = 0;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private closed = false;
+  private urgent = false;
 
   constructor(private run: () => Promise<void>, private interval: (lastMs: number) => number,
               private clock: () => number = () => Date.now()) {}
 
-  request() {
+  // `urgent`: read as soon as no read is in flight, whatever the interval (the job ended:
+  // its final state is worth reading at once).
+  request(urgent = false) {
     if (this.closed) return;
     this.pending = true;
+    if (urgent) {
+      this.urgent = true;
+      if (this.timer) { clearTimeout(this.timer); this.timer = null; }
+    }
     this.pump();
   }
 
@@ -22,12 +29,13 @@ export class Refetcher {
 
   private pump() {
     if (!this.pending || this.inFlight || this.timer || this.closed) return;
-    const wait = this.last + this.interval(this.took) - this.clock();
+    const wait = this.urgent ? 0 : this.last + this.interval(this.took) - this.clock();
     if (wait > 0) {
       this.timer = setTimeout(() => { this.timer = null; this.pump(); }, wait);
       return;
     }
     this.pending = false;
+    this.urgent = false;
     this.inFlight = true;
     this.last = this.clock();
     this.run().catch(() => undefined).finally(() => {
