@@ -53,6 +53,8 @@ export function attemptNumber(row: TaskRow): number {
 // when each is a retry (`retry.attempts` = n) of the previous (n - 1). Rows with the same
 // name and no retry link (an each whose children share a name) are separate slots.
 export function groupAttempts(rows: TaskRow[]): TaskRow[][] {
+  // Without retries every row is its own slot (the common case, and 10,000 each children).
+  if (!rows.some((r) => (r.retry?.attempts ?? 0) > 0)) return rows.map((r) => [r]);
   const sorted = [...rows].sort((a, b) =>
     (a.retry?.attempts ?? 0) - (b.retry?.attempts ?? 0) || cmp(a.createdAt, b.createdAt) || cmp(a.id, b.id));
   const groups: TaskRow[][] = [];
@@ -154,7 +156,7 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
   }
 
   if (d.each) {
-    const groups = groupAttempts(childRows()).sort(byName);
+    const groups = groupAttempts(childRows());
     const counts: Partial<Record<TaskState, number>> = {};
     for (const g of groups) { const s = last(g)!.state; counts[s] = (counts[s] ?? 0) + 1; }
     const size = row?.each?.size ?? (row ? groups.length : undefined);
@@ -162,6 +164,7 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
     if (groups.length === 0 || groups.length > EACH_EXPAND_LIMIT || (size ?? 0) > EACH_EXPAND_LIMIT) {
       return { entry: id, exit: id };
     }
+    groups.sort(byName);
     const join = `${id}/join`;
     b.nodes.push({ id: join, kind: "join", label: "", detail: "", state, attempts: [], pre: [], post: [],
                    x: 0, y: 0, ...SIZES.join });

@@ -2,7 +2,7 @@
 // paged) and from `log` events, merged by part number into their order, then split into
 // lines with their ANSI styles; and search over the lines' text.
 import type { LogPart } from "../api";
-import { parseAnsi, stripAnsi, type Segment } from "./ansi";
+import { parseAnsi, type Segment } from "./ansi";
 
 export interface LogLine { segments: Segment[]; text: string }
 
@@ -101,5 +101,3 @@ export function highlight(line: LogLine, lineNo: number, matches: Match[], first
 export function partsFromPage(items: LogPart[]): { number: number; contents: string }[] {
   return items.map((p) => ({ number: p.number, contents: p.contents }));
 }
-
-export { stripAnsi };
