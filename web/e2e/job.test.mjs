@@ -199,3 +199,34 @@ tasks:
   assert.ok(last.y >= box.y && last.y + last.height <= box.y + box.height + 1, "the last line is scrolled into view");
   await page.close();
 });
+
+test("a long log shows its newest parts first and loads older ones on demand", async () => {
+  const job = await server.submit(`
+name: long log ui test
+tasks:
+  - name: many lines
+    run: for i in $(seq 1 300); do echo "line $i"; sleep 0.01; done
+`);
+  await waitFor(async () => (await jobState(job.id)) === "COMPLETED", 60000, "the job to complete");
+  const { execution: [row] } = await server.get(`/jobs/${job.id}`);
+  const { totalItems } = await server.get(`/tasks/${row.id}/log?size=1`);
+  const { page } = await openPage(`#/jobs/${job.id}?task=${row.id}`);
+  const lines = page.locator(".job-log-line");
+  await page.locator(".job-log-line", { hasText: /^line 300$/ }).waitFor({ timeout: 30000 });
+  const older = page.locator(".job-log-older");
+  // Lines written 10 ms apart are shipped as parts of their own: more than a page (100).
+  assert.ok(totalItems > 100, `the log has ${totalItems} parts`);
+  // The newest 100 parts first; each click reads the page of parts just before them.
+  assert.ok((await lines.count()) < 300);
+  let clicks = 0;
+  for (; clicks < 10 && await older.count(); clicks++) {
+    await older.click();
+    await page.waitForFunction(() => { const b = document.querySelector(".job-log-older"); return !b || !b.disabled; });
+  }
+  assert.ok(clicks >= 1 && clicks <= Math.ceil(totalItems / 100), `${clicks} clicks for ${totalItems} parts`);
+  await page.locator(".job-log-line", { hasText: /^line 1$/ }).waitFor();
+  assert.equal(await lines.count(), 300);
+  assert.equal(await lines.first().textContent(), "line 1");
+  assert.equal(await lines.nth(149).textContent(), "line 150");
+  await page.close();
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { color256, parseAnsi, stripAnsi } from "./ansi";
+import { color256, parseAnsi } from "./ansi";
 
 describe("parseAnsi", () => {
   it("colours text between a foreground code and a reset", () => {
@@ -47,11 +47,5 @@ describe("color256", () => {
     expect(color256(231)).toBe("#ffffff");
     expect(color256(196)).toBe("#ff0000");
     expect(color256(232)).toBe("#080808");
-  });
-});
-
-describe("stripAnsi", () => {
-  it("leaves only the text", () => {
-    expect(stripAnsi("\x1b[1;31mred\x1b[0m and \x1b[38;5;208mor\x1b[0m")).toBe("red and or");
   });
 });

@@ -89,8 +89,3 @@ export function parseAnsi(text: string, state: Style = {}): { segments: Segment[
   push(text.slice(last));
   return { segments, state: style };
 }
-
-// Strips every escape sequence (for search and copying).
-export function stripAnsi(text: string): string {
-  return text.replace(ESCAPES, "");
-}
