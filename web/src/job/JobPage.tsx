@@ -109,6 +109,9 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
 
   const active = !!job && ACTIVE.has(job.state);
   useEffect(() => {
+    if (job) document.title = `${job.name ?? "Job"} · ${job.state.toLowerCase()} · Baton`;
+  }, [job?.name, job?.state]);
+  useEffect(() => {
     if (!active) { setNow(Date.now()); return; }
     const t = setInterval(() => setNow(Date.now()), 1000);
     return () => clearInterval(t);
@@ -211,8 +214,10 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
             </tbody></table>
           </details>
         )}
-        {job.error && <pre class="job-pre job-error-text job-outcome" aria-label="Job error">{job.error}</pre>}
-        {job.result !== undefined && job.result !== "" && <pre class="job-pre job-outcome" aria-label="Job result">{job.result}</pre>}
+        {job.error && (
+          <section class="job-section"><h3>Error</h3><pre class="job-pre job-error-text job-outcome">{job.error}</pre></section>)}
+        {job.result !== undefined && job.result !== "" && (
+          <section class="job-section"><h3>Result</h3><pre class="job-pre job-outcome">{job.result}</pre></section>)}
       </header>
 
       <nav class="job-tabs" role="tablist" aria-label="Views of the job">
