@@ -3,7 +3,8 @@
 # the micro benchmarks, then every whole-system workload against its baseline
 # (bench/workloads.py), prints the table and appends it to bench/RESULTS.md with the
 # machine, the date, the commit and the command.
-# Environment: BENCH_REPS (default 5), BENCH_ONLY (e.g. W1,W2), BENCH_DISTRIBUTED=0 to
+# Environment: BENCH_REPS (default 5), BENCH_ONLY (e.g. W1,W2; U1 for the UI's first
+# screen over 1,000,000 jobs, bench/ui_bench.py), BENCH_DISTRIBUTED=0 to
 # skip the RabbitMQ + PostgreSQL workloads, BENCH_RESULTS (default bench/RESULTS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +33,8 @@ for var in BENCH_REPS BENCH_ONLY BENCH_DISTRIBUTED BENCH_RESULTS; do
   [[ -n ${!var:-} ]] && invoked="$var=${!var} $invoked"
 done
 python3 bench/workloads.py "${args[@]}" --extra "$extra" --invoked-as "$invoked"
+# U1: the web UI's first screen over 1,000,000 stored jobs (server time).
+if [[ -z ${BENCH_ONLY:-} || ,${BENCH_ONLY}, == *,U1,* ]]; then
+  python3 bench/ui_bench.py --baton "$baton" --results "$results"
+fi
 echo "appended to $results"

@@ -128,6 +128,7 @@ class CountingDatastore final : public Datastore {
   Result<EndedCounts> CountJobsEndedSince(TimePoint since) override {
     return inner_.CountJobsEndedSince(since);
   }
+  Result<RunningCounts> CountRunning() override { return inner_.CountRunning(); }
   Status Health() override { return inner_.Health(); }
 
  private:

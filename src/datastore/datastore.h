@@ -250,6 +250,13 @@ struct StateCounts {
   std::map<TaskState, std::int64_t> tasks;
 };
 
+// Jobs and task rows RUNNING now.
+struct RunningCounts {
+  std::int64_t jobs = 0;
+  std::int64_t tasks = 0;
+  friend bool operator==(const RunningCounts&, const RunningCounts&) = default;
+};
+
 // Jobs (sub-jobs included) that completed and that failed at or after a time.
 struct EndedCounts {
   std::int64_t completed = 0;
@@ -339,6 +346,9 @@ class Datastore {
   virtual Result<StateCounts> CountStates() = 0;
   // Jobs that completed, and that failed, at or after `since` (two index-range counts).
   virtual Result<EndedCounts> CountJobsEndedSince(TimePoint since) = 0;
+  // Jobs and task rows RUNNING now (two index-range counts, where CountStates reads
+  // every row's index entry): Tork's JSON metrics, which the UI reads often.
+  virtual Result<RunningCounts> CountRunning() = 0;
 
   virtual Status Health() = 0;
 

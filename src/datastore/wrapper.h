@@ -103,6 +103,7 @@ class DatastoreWrapper : public Datastore {
   Result<EndedCounts> CountJobsEndedSince(TimePoint since) override {
     return base_->CountJobsEndedSince(since);
   }
+  Result<RunningCounts> CountRunning() override { return base_->CountRunning(); }
   Status Health() override { return base_->Health(); }
   std::size_t MaxJobBytes() const override { return base_->MaxJobBytes(); }
 

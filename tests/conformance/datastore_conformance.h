@@ -738,6 +738,11 @@ TEST_P(DatastoreConformanceTest, CountStatesCountsJobsAndTaskRowsByState) {
   EXPECT_EQ(delta_task(TaskState::kRunning), 2);
   EXPECT_EQ(delta_task(TaskState::kCreated), 1);
   EXPECT_EQ(delta_task(TaskState::kFailed), 0);
+  // CountRunning agrees with CountStates.
+  Result<RunningCounts> now_running = ds().CountRunning();
+  ASSERT_TRUE(now_running.ok()) << now_running.status().ToString();
+  EXPECT_EQ(now_running->jobs, after->jobs[JobState::kRunning]);
+  EXPECT_EQ(now_running->tasks, after->tasks[TaskState::kRunning]);
 }
 
 // ---- Tasks --------------------------------------------------------------------------

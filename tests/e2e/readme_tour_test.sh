@@ -222,6 +222,13 @@ while IFS=$'\t' read -r command comment; do
       expect "tour: [$command] exit" "$rc" 0
       expect_match "tour: [$command] says UP" "$out" '^UP'
       ;;
+    "curl -s localhost:8000/ | grep -o '<title>Baton</title>'")
+      # The web UI is served by the binary itself, at / (tests/e2e/ui_test.sh drives it in
+      # a browser).
+      run_literal "$copy" "$command" || continue
+      expect "tour: [$command] exit" "$rc" 0
+      expect "tour: [$command] the UI's page" "$out" "<title>Baton</title>"
+      ;;
     *)
       fail "README tour command has no check in readme_tour_test.sh: $command"
       ;;

@@ -251,6 +251,10 @@ class FaultyDatastore : public DatastoreWrapper {
     BATON_RETURN_IF_ERROR(Enter({"CountJobsEndedSince", "", ""}));
     return DatastoreWrapper::CountJobsEndedSince(since);
   }
+  Result<RunningCounts> CountRunning() override {
+    BATON_RETURN_IF_ERROR(Enter({"CountRunning", "", ""}));
+    return DatastoreWrapper::CountRunning();
+  }
 
   Status Health() override {
     BATON_RETURN_IF_ERROR(Enter({"Health", "", ""}));

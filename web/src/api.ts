@@ -157,7 +157,9 @@ export async function request<T>(method: string, path: string,
                                  body?: string, contentType = "application/json"): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json", ...authHeader() };
   if (body !== undefined) headers["Content-Type"] = contentType;
-  const res = await fetch(path, { method, headers, body });
+  // credentials: "omit": the browser neither sends its own stored HTTP credentials nor
+  // prompts for them on a 401 (the UI asks with its own form and sends the header).
+  const res = await fetch(path, { method, headers, body, credentials: "omit" });
   const text = await res.text();
   let data: any = undefined;
   try { data = text ? JSON.parse(text) : undefined; } catch { data = undefined; }

@@ -1,39 +1,148 @@
-// The shell: navigation, the theme, global keys, and the view the URL names.
-import { useRoute } from "./router";
+// The shell: navigation, the live indicator, sign-in, global keys, the help overlay, and
+// the view the URL names.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { useFocusTrap } from "./components/focusTrap";
+import { navigate, useRoute } from "./router";
+import { onUnauthorized } from "./api";
+import { onStreamStatus, streamStatus, type StreamStatus } from "./events";
+import { checkAuth, logout, requireLogin, useAuth } from "./auth";
+import { installKeys, KEY_HELP, useKeys } from "./keys";
 import { JobsPage } from "./pages/JobsPage";
 import { JobPage } from "./job/JobPage";
-import { EditorPage } from "./pages/EditorPage";
 import { ScheduledPage } from "./pages/ScheduledPage";
 import { QueuesPage } from "./pages/QueuesPage";
 import { NodesPage } from "./pages/NodesPage";
+import { LoginPage } from "./pages/LoginPage";
+import "./pages/pages.css";
+import type { FunctionComponent } from "preact";
+
+// The editor (CodeMirror, most of the UI's code) loads only when first opened, so that the
+// other pages' first screen stays small.
+type EditorProps = { params: Record<string, string> };
+let editorModule: FunctionComponent<EditorProps> | null = null;
+function EditorPage(props: EditorProps) {
+  const [C, setC] = useState<FunctionComponent<EditorProps> | null>(() => editorModule);
+  const [error, setError] = useState<string>();
+  useEffect(() => {
+    if (C) return;
+    import("./pages/EditorPage").then((m) => { editorModule = m.EditorPage; setC(() => m.EditorPage); },
+                                      (e) => setError(String(e)));
+  }, []);
+  if (error) return <div class="ui-error" role="alert">The editor could not load: {error}</div>;
+  return C ? <C {...props} /> : <p class="ui-muted">Loading the editor…</p>;
+}
+
+function LiveIndicator() {
+  const [status, setStatus] = useState<StreamStatus>(streamStatus());
+  useEffect(() => onStreamStatus(setStatus), []);
+  const text = { live: "Live", polling: "Polling", connecting: "Connecting", idle: "Idle" }[status];
+  const title = {
+    live: "Updates arrive as they happen (event stream connected)",
+    polling: "The event stream is not connected: this page polls the server every few seconds",
+    connecting: "Connecting to the event stream",
+    idle: "This page does not follow live updates",
+  }[status];
+  return (
+    <span class={`ui-live ui-live-${status}`} title={title} role="status" aria-live="polite">
+      <span class="ui-live-dot" aria-hidden="true" />{text}
+    </span>
+  );
+}
+
+function HelpOverlay({ onClose }: { onClose: () => void }) {
+  const box = useRef<HTMLDivElement>(null);
+  useFocusTrap(box);
+  useEffect(() => {
+    const before = document.activeElement as HTMLElement | null;
+    return () => before?.focus?.();
+  }, []);
+  useKeys({ escape: () => { onClose(); }, help: () => { onClose(); } });
+  return (
+    <div class="ui-overlay" onClick={(e) => { if (e.target === e.currentTarget) onClose(); }}>
+      <div class="ui-dialog" role="dialog" aria-modal="true" aria-labelledby="ui-help-title" ref={box}>
+        <h2 id="ui-help-title">Keyboard shortcuts</h2>
+        <table class="ui-keys">
+          <tbody>
+            {KEY_HELP.map((k) => (
+              <tr key={k.keys}><td>{k.keys.split(" ").map((p, i, all) =>
+                // In "j / k" the slash separates two keys; alone, it is the key.
+                p === "/" && all.length > 1 ? " / " : <>{i > 0 && all[i - 1] !== "/" && " "}<kbd>{p}</kbd></>)}</td><td>{k.what}</td></tr>
+            ))}
+          </tbody>
+        </table>
+        <p class="ui-muted">Keys other than Esc are ignored while you type in a field or the editor.</p>
+        <div class="ui-dialog-actions"><button type="button" class="primary" autoFocus onClick={onClose}>Close</button></div>
+      </div>
+    </div>
+  );
+}
 
 export function App() {
   const route = useRoute();
-  const [top, id] = route.path;
+  const auth = useAuth();
+  const [help, setHelp] = useState(false);
+  useEffect(() => {
+    void checkAuth();
+    const off = onUnauthorized(requireLogin);
+    const offKeys = installKeys();
+    return () => { off(); offKeys(); };
+  }, []);
+  useKeys({
+    help: () => { setHelp(true); },
+    "new-job": () => { navigate("editor"); },
+    "go-jobs": () => { navigate("jobs"); },
+    "go-scheduled": () => { navigate("scheduled"); },
+    "go-queues": () => { navigate("queues"); },
+    "go-nodes": () => { navigate("nodes"); },
+  });
+  const [top, id, sub] = route.path;
   let view;
-  switch (top) {
+  if (auth.kind === "checking") view = <p class="ui-muted">Connecting…</p>;
+  else if (auth.kind === "login") view = <LoginPage error={auth.error} />;
+  else switch (top) {
     case "jobs":
       view = id ? <JobPage id={id} params={route.params} /> : <JobsPage params={route.params} />;
       break;
     case "editor": view = <EditorPage params={route.params} />; break;
-    case "scheduled": view = <ScheduledPage id={id} params={route.params} />; break;
+    case "scheduled":
+      view = id && sub === "edit" ? <EditorPage params={{ ...route.params, schedule: "1", edit: id }} />
+        : <ScheduledPage id={id} params={route.params} />;
+      break;
     case "queues": view = <QueuesPage />; break;
     case "nodes": view = <NodesPage />; break;
     default: view = <JobsPage params={route.params} />;
   }
+  const identity = auth.kind === "ready" ? auth.identity : undefined;
+  useEffect(() => {
+    const names: Record<string, string> = { jobs: id ? "Job" : "Jobs", editor: "Editor", scheduled: "Scheduled jobs",
+                                            queues: "Queues", nodes: "Nodes" };
+    document.title = auth.kind === "login" ? "Sign in · Baton" : `${names[top] ?? "Jobs"} · Baton`;
+  }, [top, id, auth.kind]);
   return (
     <div class="shell">
       <header class="topbar">
         <a class="brand" href="#/jobs">Baton</a>
-        <nav>
+        <nav aria-label="Main">
           <a href="#/jobs" aria-current={top === "jobs" ? "page" : undefined}>Jobs</a>
           <a href="#/scheduled" aria-current={top === "scheduled" ? "page" : undefined}>Scheduled</a>
           <a href="#/queues" aria-current={top === "queues" ? "page" : undefined}>Queues</a>
           <a href="#/nodes" aria-current={top === "nodes" ? "page" : undefined}>Nodes</a>
           <a class="button primary" href="#/editor">New job</a>
         </nav>
+        <div class="ui-topbar-right">
+          <LiveIndicator />
+          <button type="button" class="ui-icon-button" aria-label="Keyboard shortcuts" title="Keyboard shortcuts (?)"
+                  onClick={() => setHelp(true)}>?</button>
+          {identity?.authEnabled && (
+            <span class="ui-user">
+              <span title={identity.roles.length ? `roles: ${identity.roles.join(", ")}` : "no roles"}>{identity.username}</span>
+              <button type="button" onClick={logout}>Sign out</button>
+            </span>
+          )}
+        </div>
       </header>
       <main>{view}</main>
+      {help && <HelpOverlay onClose={() => setHelp(false)} />}
     </div>
   );
 }

@@ -13,6 +13,29 @@ export type BatonEvent = JobEvent | TaskEvent | LogEvent;
 
 export interface Subscription { close(): void }
 
+// Whether the open subscriptions are on the stream ("live"), polling because it dropped,
+// or still connecting, for the shell's indicator; "idle" when no page subscribes.
+export type StreamStatus = "idle" | "connecting" | "live" | "polling";
+type OneStatus = "connecting" | "live" | "polling";
+const statusOf = new Map<object, OneStatus>();
+const statusListeners = new Set<(s: StreamStatus) => void>();
+export function streamStatus(): StreamStatus {
+  const all = [...statusOf.values()];
+  if (all.length === 0) return "idle";
+  if (all.includes("polling")) return "polling";
+  if (all.includes("connecting")) return "connecting";
+  return "live";
+}
+export function onStreamStatus(f: (s: StreamStatus) => void): () => void {
+  statusListeners.add(f);
+  return () => { statusListeners.delete(f); };
+}
+function reportStatus(key: object, status: OneStatus | null) {
+  if (status === null) statusOf.delete(key); else statusOf.set(key, status);
+  const s = streamStatus();
+  statusListeners.forEach((f) => f(s));
+}
+
 // Parses the text of an event stream; returns the events complete in `buffer` and the
 // rest (an incomplete event) to keep.
 export function parseSse(buffer: string): { events: { event: string; data: string }[]; rest: string } {
@@ -39,8 +62,10 @@ export function parseSse(buffer: string): { events: { event: string; data: strin
 // state changes only, no log parts).
 export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: BatonEvent) => void;
                                   onPoll?: () => void; onLive?: (live: boolean) => void;
-                                  pollMs?: number }): Subscription {
+                                  pollMs?: number; refreshMs?: number }): Subscription {
   let closed = false;
+  const key = {};
+  reportStatus(key, "connecting");
   let controller: AbortController | null = null;
   let pollTimer: ReturnType<typeof setInterval> | null = null;
   const startPolling = () => {
@@ -48,6 +73,11 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
     pollTimer = setInterval(() => opts.onPoll?.(), opts.pollMs ?? 3000);
   };
   const stopPolling = () => { if (pollTimer) clearInterval(pollTimer); pollTimer = null; };
+  // While live, the state is still read now and then: a stream carries what its own
+  // coordinator decided, and with several coordinators the others' changes come this way
+  // (docs/api.md, "Live events").
+  let refreshTimer: ReturnType<typeof setInterval> | null = null;
+  const stopRefresh = () => { if (refreshTimer) clearInterval(refreshTimer); refreshTimer = null; };
   const connect = async () => {
     while (!closed) {
       controller = new AbortController();
@@ -56,12 +86,17 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
         if (opts.jobId) q.set("job", opts.jobId);
         if (opts.logs === false) q.set("logs", "false");
         const res = await fetch(`/events?${q}`, {
-          headers: { Accept: "text/event-stream", ...authHeader() }, signal: controller.signal });
+          headers: { Accept: "text/event-stream", ...authHeader() }, signal: controller.signal,
+          credentials: "omit" });
         if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
         stopPolling();
         opts.onLive?.(true);
+        reportStatus(key, "live");
         // Whatever changed while we were away is read once.
         opts.onPoll?.();
+        if (opts.onPoll && !refreshTimer) {
+          refreshTimer = setInterval(() => opts.onPoll?.(), opts.refreshMs ?? 15000);
+        }
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";
         for (;;) {
@@ -71,16 +106,20 @@ export function subscribe(opts: { jobId?: string; logs?: boolean; onEvent: (e: B
           const parsed = parseSse(buffer);
           buffer = parsed.rest;
           for (const e of parsed.events) {
+            // The stream fell behind and dropped what it held: read the state afresh.
+            if (e.event === "resync") { opts.onPoll?.(); continue; }
             try { opts.onEvent({ type: e.event, ...JSON.parse(e.data) } as BatonEvent); } catch { /* a bad event is skipped */ }
           }
         }
       } catch { /* dropped: poll until back */ }
+      stopRefresh();
       if (closed) break;
       opts.onLive?.(false);
+      reportStatus(key, "polling");
       startPolling();
       await new Promise((r) => setTimeout(r, 2000));
     }
   };
   void connect();
-  return { close() { closed = true; controller?.abort(); stopPolling(); } };
+  return { close() { closed = true; controller?.abort(); stopPolling(); stopRefresh(); reportStatus(key, null); } };
 }

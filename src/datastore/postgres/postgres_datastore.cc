@@ -1157,6 +1157,21 @@ Result<EndedCounts> PostgresDatastore::CountJobsEndedSince(TimePoint since) {
   });
 }
 
+Result<RunningCounts> PostgresDatastore::CountRunning() {
+  return NoThrow([&]() -> Result<RunningCounts> {
+    RunningCounts out;
+    Status read = WithConnection([&](Connection& c) -> Status {
+      BATON_PG_ASSIGN(rows, c.Run(S().count_running, Params()));
+      if (rows.size() != 1) return Internal("counting running jobs returned no row");
+      out.jobs = rows.Int(0, 0);
+      out.tasks = rows.Int(0, 1);
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
+    return out;
+  });
+}
+
 Result<StateCounts> PostgresDatastore::CountStates() {
   return NoThrow([&]() -> Result<StateCounts> {
     StateCounts out;

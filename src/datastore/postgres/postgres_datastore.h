@@ -100,6 +100,7 @@ class PostgresDatastore final : public Datastore {
   // Runs SELECT 1 on a pooled connection.
   Result<StateCounts> CountStates() override;
   Result<EndedCounts> CountJobsEndedSince(TimePoint since) override;
+  Result<RunningCounts> CountRunning() override;
   Status Health() override;
   std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 

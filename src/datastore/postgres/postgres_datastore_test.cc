@@ -200,6 +200,7 @@ class NoDatastore final : public Datastore {
   Result<std::vector<NodeRecord>> ActiveNodes(TimePoint) override { return Fail(); }
   Result<StateCounts> CountStates() override { return Fail(); }
   Result<EndedCounts> CountJobsEndedSince(TimePoint) override { return Fail(); }
+  Result<RunningCounts> CountRunning() override { return Fail(); }
   Status Health() override { return Fail(); }
 };
 

@@ -260,6 +260,9 @@ Statements Build(Dialect d) {
       "count_jobs_ended_since",
       "SELECT (SELECT COUNT(*) FROM jobs WHERE completed_at IS NOT NULL AND completed_at >= $1), "
       "(SELECT COUNT(*) FROM jobs WHERE failed_at IS NOT NULL AND failed_at >= $1)");
+  s.count_running = st("count_running",
+                       "SELECT (SELECT COUNT(*) FROM jobs WHERE state = 'RUNNING'), "
+                       "(SELECT COUNT(*) FROM tasks WHERE state = 'RUNNING')");
   s.jobs_secrets_after = st("jobs_secrets_after",
                             "SELECT id, definition, context FROM jobs WHERE id > $1 "
                             "ORDER BY id LIMIT $2" +

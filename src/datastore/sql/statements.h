@@ -121,6 +121,7 @@ struct Statements {
   Statement count_jobs_by_state;
   Statement count_tasks_by_state;
   Statement count_jobs_ended_since;
+  Statement count_running;
 
   // Users and API keys.
   Statement insert_user;

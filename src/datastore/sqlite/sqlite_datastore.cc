@@ -1224,6 +1224,22 @@ Result<EndedCounts> SqliteDatastore::CountJobsEndedSince(TimePoint since) {
   });
 }
 
+Result<RunningCounts> SqliteDatastore::CountRunning() {
+  return NoThrow([&]() -> Result<RunningCounts> {
+    RunningCounts out;
+    Status read = Read([&](Connection& c) -> Status {
+      BATON_SQL_ASSIGN(s, c.Prepare(S().count_running));
+      BATON_SQL_ASSIGN(row, s.Step());
+      if (!row) return Internal("counting running jobs returned no row");
+      out.jobs = s.Int(0);
+      out.tasks = s.Int(1);
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
+    return out;
+  });
+}
+
 Status SqliteDatastore::Health() {
   return NoThrow([&]() -> Status {
     return Read([](Connection& c) -> Status {

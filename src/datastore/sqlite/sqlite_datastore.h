@@ -134,6 +134,7 @@ class SqliteDatastore final : public Datastore {
 
   Result<StateCounts> CountStates() override;
   Result<EndedCounts> CountJobsEndedSince(TimePoint since) override;
+  Result<RunningCounts> CountRunning() override;
   Status Health() override;
   std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
 
