@@ -4,27 +4,21 @@
 // from its page. Screenshots go under build/ui-screenshots.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, pageUrl, screenshot, startBaton, waitFor } from "./lib.mjs";
-import { startUi } from "./job-ui.mjs";
+import { launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { openPage as open } from "./ui-page.mjs";
 
-let server, browser, ui;
+let server, browser;
 before(async () => {
   server = await startBaton();
-  ui = await startUi(server);
   browser = await launchBrowser();
 });
 after(async () => {
   await browser?.close();
-  await ui?.close();
   await server?.stop();
 });
 
-async function openPage(hash, { width = 1280, height = 900, colorScheme = "light" } = {}) {
-  const page = await browser.newPage({ viewport: { width, height } });
-  await page.emulateMedia({ colorScheme });
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  await page.goto(`${ui.url(pageUrl(server, hash))}`);
+async function openPage(hash, opts) {
+  const { page, errors } = await open(browser, server, hash, opts);
   return { page, errors };
 }
 
@@ -60,8 +54,8 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
     assert.equal(await page.locator(`.job-node[data-node="${id}"]`).getAttribute("data-state"), "COMPLETED", `node ${id}`);
   }
   await page.locator('.job-title .job-badge[data-state="COMPLETED"]').waitFor({ timeout: 30000 });
-  // The changes came over GET /events, not polling.
-  await page.locator(".job-live.job-live-on").waitFor({ timeout: 10000 });
+  // The changes came over GET /events, not polling (the shell's indicator).
+  await page.locator(".ui-live.ui-live-live").waitFor({ timeout: 10000 });
   await screenshot(page, "job-graph-light-1280");
 
   // Keyboard: arrows move between tasks, Enter opens one.
@@ -108,7 +102,7 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
   await page.click('.job-tabs [role="tab"]:has-text("Definition")');
   await page.locator(".job-def-text", { hasText: "name: ui job test" }).waitFor();
   assert.deepEqual(errors, []);
-  await page.close();
+  await page.context().close();
 
   // The same graph dark, and on a phone.
   for (const [name, opts] of [["job-graph-dark-1280", { colorScheme: "dark" }],
@@ -119,7 +113,7 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
     const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `${name}: the page is ${overflow}px wider than the screen`);
     await screenshot(p, name);
-    await p.close();
+    await p.context().close();
   }
 });
 
@@ -152,7 +146,7 @@ tasks:
   assert.equal(await page.locator(".job-tl-bar.job-tl-retry").count(), 1);
   assert.equal(await page.locator(".job-tl-bar.job-tl-retry").getAttribute("data-attempt"), "2");
   await screenshot(page, "job-retry-timeline");
-  await page.close();
+  await page.context().close();
 });
 
 test("a running job is cancelled from its page, then restarted", async () => {
@@ -176,7 +170,7 @@ tasks:
   await page.locator('.job-title .job-badge[data-state="RUNNING"]').waitFor({ timeout: 30000 });
   await page.locator('.job-actions button:has-text("Cancel")').waitFor();
   await fetch(`${server.url}/jobs/${job.id}/cancel`, { method: "PUT" });
-  await page.close();
+  await page.context().close();
 });
 
 test("a running task's log tails new lines without a reload and follows the end", async () => {
@@ -197,7 +191,7 @@ tasks:
   const box = await page.locator(".job-log-text").boundingBox();
   const last = await page.locator(".job-log-line", { hasText: /^tick 40$/ }).boundingBox();
   assert.ok(last.y >= box.y && last.y + last.height <= box.y + box.height + 1, "the last line is scrolled into view");
-  await page.close();
+  await page.context().close();
 });
 
 test("a long log shows its newest parts first and loads older ones on demand", async () => {
@@ -228,5 +222,5 @@ tasks:
   assert.equal(await lines.count(), 300);
   assert.equal(await lines.first().textContent(), "line 1");
   assert.equal(await lines.nth(149).textContent(), "line 150");
-  await page.close();
+  await page.context().close();
 });

@@ -30,7 +30,6 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
   const [busy, setBusy] = useState<string | null>(null);
   const [now, setNow] = useState(() => Date.now());
   const [pollTick, setPollTick] = useState(0);
-  const [live, setLive] = useState(false);
   const rowsRef = useRef(0);
   const activeRef = useRef(true);
   const logListeners = useRef(new Set<LogListener>());
@@ -63,8 +62,8 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
 
   // Live: job and task events are applied to the job at once (batched: 200 ms, 1 s for a
   // big job) and ask for a throttled read of the whole job (timestamps, results, new
-  // rows); log parts go to the open log. When the stream is down, each poll reads the job
-  // (a finished one only every fifth poll).
+  // rows); log parts go to the open log. Each poll reads the job (a finished one only every
+  // fifth poll) and the open log's newest page.
   useEffect(() => {
     setJob(null); setError(null);
     jobRef.current = null; recent.current = [];
@@ -91,18 +90,15 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
           // A big job's graph and timeline are rebuilt at most once a second.
           if (!flushTimer) flushTimer = setTimeout(flush, rowsRef.current > 2000 ? 1000 : 200);
           refetcher.request(e.type === "job" && !ACTIVE.has(e.state));
-        } else if ((e as { type: string }).type === "resync") {
-          // The stream dropped events: read the job and the open log afresh.
-          refetcher.request();
-          setPollTick((t) => t + 1);
         }
       },
+      // While the stream is down, every few seconds; while live, every 15 s and after a
+      // resync (events.ts).
       onPoll: () => {
         polls++;
         if (activeRef.current || polls % 5 === 0) refetcher.request();
         setPollTick((t) => t + 1);
       },
-      onLive: setLive,
     });
     return () => { sub.close(); refetcher.close(); if (flushTimer) clearTimeout(flushTimer); };
   }, [id]);
@@ -175,9 +171,6 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
         <div class="job-title">
           <h1>{job.name ?? "(unnamed job)"}</h1>
           <StateBadge state={job.state} />
-          <span class={`job-live${live ? " job-live-on" : ""}`} title={live ? "Live: the server pushes changes" : "Polling every few seconds"}>
-            {live ? "live" : "polling"}
-          </span>
         </div>
         <div class="job-actions">
           {active && <button type="button" class="job-danger" onClick={() => act("cancel")} disabled={!!busy}>{busy === "cancel" ? "Cancelling…" : "Cancel"}</button>}
