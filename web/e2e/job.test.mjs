@@ -101,6 +101,10 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
 
   await page.click('.job-tabs [role="tab"]:has-text("Definition")');
   await page.locator(".job-def-text", { hasText: "name: ui job test" }).waitFor();
+  await page.click('.job-def-tools button:has-text("Copy")');
+  await page.locator('.job-def-tools button:has-text("Copied")').waitFor();
+  await page.context().grantPermissions(["clipboard-read"]);
+  assert.match(await page.evaluate(() => navigator.clipboard.readText()), /^name: ui job test\n/);
   assert.deepEqual(errors, []);
   await page.context().close();
 

@@ -100,7 +100,8 @@ function NodeView(props: { n: GraphNode; selected: boolean; onSelect: (n: GraphN
     return <circle cx={n.x} cy={n.y} r={n.width / 2} class={`job-join job-s-${n.state}`} />;
   }
   const x = n.x - n.width / 2, y = n.y - n.height / 2;
-  const chars = Math.floor((n.width - (n.subjobId ? 70 : 24)) / 7.2);
+  const chars = Math.floor((n.width - 24) / 7.2);
+  const labelChars = n.subjobId ? chars - 7 : chars; // "open ↗" shares the first line
   const select = () => props.onSelect(n);
   const progress = n.kind === "each" && n.size ? ((n.counts?.COMPLETED ?? 0) + (n.counts?.FAILED ?? 0) +
     (n.counts?.SKIPPED ?? 0) + (n.counts?.CANCELLED ?? 0)) / n.size : undefined;
@@ -123,7 +124,7 @@ function NodeView(props: { n: GraphNode; selected: boolean; onSelect: (n: GraphN
       <title>{`${n.label}\n${n.detail}${aux ? `\n${aux}` : ""}`}</title>
       <rect x={x} y={y} width={n.width} height={n.height} rx={8} class="job-node-box" />
       <rect x={x} y={y} width={5} height={n.height} rx={2} class="job-node-stripe" />
-      <text x={x + 14} y={y + 19} class="job-node-label">{clip(n.label, chars)}</text>
+      <text x={x + 14} y={y + 19} class="job-node-label">{clip(n.label, labelChars)}</text>
       {n.kind === "each" ? (() => {
         // Two lines: "each · 10,000" and the counts.
         const i = n.detail.indexOf(": ");

@@ -178,6 +178,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
           <a class="button" href={href("editor", { from: id })}>Duplicate as new</a>
         </div>
         {actionError && <p class="job-error" role="alert">{actionError}</p>}
+        {error && <p class="job-error" role="status">Could not refresh the job ({error.message}); showing what was read last.</p>}
         {job.description && <p class="job-desc">{job.description}</p>}
         <dl class="job-facts job-facts-wide">
           <dt>Created</dt><dd>{fmtTime(job.createdAt)}</dd>
@@ -244,6 +245,8 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
 
 function Definition(props: { job: Job }) {
   const [format, setFormat] = useState<"yaml" | "json">("yaml");
+  const [copied, setCopied] = useState(false);
+  useEffect(() => setCopied(false), [format]);
   const text = useMemo(() => {
     const d = definitionOf(props.job);
     return format === "yaml" ? toYaml(d) : JSON.stringify(d, null, 2);
@@ -253,6 +256,11 @@ function Definition(props: { job: Job }) {
       <div class="job-def-tools" role="group" aria-label="Format">
         <button type="button" aria-pressed={format === "yaml"} onClick={() => setFormat("yaml")}>YAML</button>
         <button type="button" aria-pressed={format === "json"} onClick={() => setFormat("json")}>JSON</button>
+        {navigator.clipboard && (
+          // The clipboard exists only in a secure context (https or localhost).
+          <button type="button" onClick={() => { void navigator.clipboard.writeText(text).then(() => setCopied(true)); }}>
+            {copied ? "Copied" : "Copy"}
+          </button>)}
         <span class="job-muted">read-only · secrets as the server shows them</span>
       </div>
       <pre class="job-pre job-def-text" tabIndex={0} aria-label="Job definition">{text}</pre>
