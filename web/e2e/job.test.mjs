@@ -208,9 +208,12 @@ tasks:
   await waitFor(async () => (await jobState(job.id)) === "COMPLETED", 60000, "the job to complete");
   const { execution: [row] } = await server.get(`/jobs/${job.id}`);
   const { totalItems } = await server.get(`/tasks/${row.id}/log?size=1`);
-  const { page } = await openPage(`#/jobs/${job.id}?task=${row.id}`);
+  // tab=log: the page opens scrolled to the task's log.
+  const { page } = await openPage(`#/jobs/${job.id}?task=${row.id}&tab=log`, { height: 600 });
   const lines = page.locator(".job-log-line");
   await page.locator(".job-log-line", { hasText: /^line 300$/ }).waitFor({ timeout: 30000 });
+  const [top, scrolled] = await page.locator(".job-log").evaluate((el) => [el.getBoundingClientRect().top, window.scrollY]);
+  assert.ok(scrolled > 0 && top >= 0 && top < 500, `the page scrolled (${scrolled}) to bring the log in sight (top ${top})`);
   const older = page.locator(".job-log-older");
   // Lines written 10 ms apart are shipped as parts of their own: more than a page (100).
   assert.ok(totalItems > 100, `the log has ${totalItems} parts`);

@@ -1,6 +1,6 @@
 // The job page: header (state, timing, inputs, result or error, actions), a tab bar
 // (graph | timeline | definition), and the selected task's panel with its live log.
-// URL: #/jobs/ID?tab=timeline&task=TID&attempt=N
+// URL: #/jobs/ID?tab=timeline&task=TID&attempt=N (tab: graph, timeline, definition, log)
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, ApiError, type Job, type TaskRow } from "../api";
 import { subscribe, type JobEvent, type TaskEvent } from "../events";
@@ -23,6 +23,7 @@ const ACTIVE = new Set(["PENDING", "SCHEDULED", "RUNNING"]);
 
 export function JobPage(props: { id: string; params: Record<string, string> }) {
   const { id, params } = props;
+  // `tab=log` is the graph with the task panel scrolled to its log.
   const tab: Tab = (TABS.some(([t]) => t === params.tab) ? params.tab : "graph") as Tab;
   const [job, setJob] = useState<Job | null>(null);
   const [error, setError] = useState<{ status: number; message: string } | null>(null);
@@ -233,7 +234,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
         </div>
         {params.task && (
           <TaskPanel job={job} taskId={params.task} attempt={params.attempt ? Number(params.attempt) : undefined}
-                     now={now} pollTick={pollTick} listen={listen}
+                     now={now} pollTick={pollTick} listen={listen} focusLog={params.tab === "log"}
                      onAttempt={(r: TaskRow) => setParams({ task: r.id, attempt: String((r.retry?.attempts ?? 0) + 1) }, true)}
                      onSelect={(taskId) => setParams({ task: taskId, attempt: undefined })}
                      onClose={closePanel} />

@@ -10,6 +10,7 @@ import { LogView, type LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
 
 export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; now: number; pollTick: number;
+                                   focusLog?: boolean;
                                    listen: (f: LogListener) => () => void;
                                    onAttempt: (row: TaskRow) => void; onSelect: (taskId: string) => void;
                                    onClose: () => void }) {
@@ -18,9 +19,11 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
                                                           [props.job, props.taskId, props.attempt]);
   // On a narrow screen the panel is below the view: bring it into sight when a task is picked.
   const ref = useRef<HTMLElement>(null);
+  const logRef = useRef<HTMLDivElement>(null);
   useEffect(() => {
-    if (window.innerWidth <= 900) ref.current?.scrollIntoView({ block: "start" });
-  }, [props.taskId]);
+    if (props.focusLog && logRef.current) logRef.current.scrollIntoView({ block: "start" });
+    else if (window.innerWidth <= 900) ref.current?.scrollIntoView({ block: "start" });
+  }, [props.taskId, !!row]);
   if (!row) {
     return (
       <aside class="job-panel" aria-label="Task" ref={ref}>
@@ -124,9 +127,11 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
         </Section>
       ) : null}
       {!composite && (
-        <Section title="Log">
-          <LogView key={row.id} taskId={row.id} active={active} pollTick={props.pollTick} listen={props.listen} />
-        </Section>
+        <div ref={logRef}>
+          <Section title="Log">
+            <LogView key={row.id} taskId={row.id} active={active} pollTick={props.pollTick} listen={props.listen} />
+          </Section>
+        </div>
       )}
     </aside>
   );
