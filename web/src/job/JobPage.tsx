@@ -224,13 +224,13 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
 
       <div class="job-body">
         <div class="job-main" role="tabpanel">
-          {tab === "graph" && <Graph model={graph} selected={selectedNode?.id} onSelect={selectNode} />}
+          {tab === "graph" && <Graph key={id} model={graph} selected={selectedNode?.id} onSelect={selectNode} />}
           {tab === "timeline" && timeline && (
-            <Timeline model={timeline} now={now} active={active} selected={params.task}
+            <Timeline key={id} model={timeline} now={now} active={active} selected={params.task}
                       minRows={graph.nodes.filter((n) => n.kind !== "join").length}
                       onSelect={(taskId) => setParams({ task: taskId, attempt: undefined })} />
           )}
-          {tab === "definition" && <Definition job={job} />}
+          {tab === "definition" && <Definition key={id} job={job} />}
         </div>
         {params.task && (
           <TaskPanel job={job} taskId={params.task} attempt={params.attempt ? Number(params.attempt) : undefined}
