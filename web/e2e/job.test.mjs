@@ -231,3 +231,29 @@ tasks:
   assert.equal(await lines.nth(149).textContent(), "line 150");
   await page.context().close();
 });
+
+test("a sub-job's node opens the child job, whose page links back to its parent", async () => {
+  const job = await server.submit(`
+name: parent ui test
+tasks:
+  - name: run a child
+    subjob:
+      name: child ui test
+      tasks:
+        - {name: work, run: echo from the child}
+`);
+  await waitFor(async () => (await jobState(job.id)) === "COMPLETED", 60000, "the job to complete");
+  const childId = (await server.get(`/jobs/${job.id}`)).execution[0].subjob.id;
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  await page.locator('.job-node[data-node="1"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  await page.click('.job-node[data-node="1"] .job-node-link');
+  await page.locator(".job-title h1", { hasText: "child ui test" }).waitFor();
+  assert.equal(new URL(page.url()).hash, `#/jobs/${childId}`);
+  await page.click('.job-facts a:has-text("parent job")');
+  await page.locator(".job-title h1", { hasText: "parent ui test" }).waitFor();
+  // Back on the parent, with its sub-job task selected.
+  const parentTask = (await server.get(`/jobs/${job.id}`)).execution[0].id;
+  assert.equal(new URL(page.url()).hash, `#/jobs/${job.id}?task=${parentTask}`);
+  await page.locator(".job-panel-head h2", { hasText: "run a child" }).waitFor();
+  await page.context().close();
+});

@@ -104,6 +104,19 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     return () => { sub.close(); refetcher.close(); if (flushTimer) clearTimeout(flushTimer); };
   }, [id]);
 
+  // A sub-job's parentId is the id of its parent's `subjob` task: the task names the job.
+  const [parentJob, setParentJob] = useState<{ jobId: string; taskId?: string } | null>(null);
+  const parentId = job?.parentId;
+  useEffect(() => {
+    setParentJob(null);
+    if (!parentId) return;
+    let gone = false;
+    api.task(parentId)
+      .then((t) => { if (!gone) setParentJob({ jobId: t.jobId, taskId: t.id }); })
+      .catch(() => { if (!gone) setParentJob({ jobId: parentId }); });
+    return () => { gone = true; };
+  }, [parentId]);
+
   const active = !!job && ACTIVE.has(job.state);
   useEffect(() => {
     if (job) document.title = `${job.name ?? "Job"} · ${job.state.toLowerCase()} · Baton`;
@@ -195,7 +208,9 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
             </span>
             <span class="job-num">{Math.round(job.progress ?? 0)}%</span>
           </dd>
-          {job.parentId && <><dt>Parent</dt><dd><a href={href(["jobs", job.parentId])}>parent job ↗</a></dd></>}
+          {job.parentId && <><dt>Parent</dt><dd>{parentJob
+            ? <a href={href(["jobs", parentJob.jobId], { task: parentJob.taskId })}>parent job ↗</a>
+            : <span class="job-muted">…</span>}</dd></>}
           {job.schedule && <><dt>Schedule</dt><dd><a href={href(["scheduled", job.schedule.id])}>{job.schedule.cron}</a></dd></>}
           {job.createdBy?.username && <><dt>By</dt><dd>{job.createdBy.username}</dd></>}
           {job.tags?.length ? <><dt>Tags</dt><dd>{job.tags.map((t) => <a key={t} class="job-tag" href={href("jobs", { q: `tag:${t}` })}>{t}</a>)}</dd></> : null}
