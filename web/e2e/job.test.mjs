@@ -28,7 +28,7 @@ const JOB = `
 name: ui job test
 tasks:
   - name: first
-    run: sleep 2; echo first
+    run: sleep 3; echo first
   - name: second
     run: echo second
   - name: fan out
@@ -46,7 +46,7 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
   const job = await server.submit(JOB);
   const { page, errors } = await openPage(`#/jobs/${job.id}`);
   const last = page.locator('.job-node[data-node="4"]');
-  await last.waitFor({ timeout: 30000 });
+  await last.waitFor({ timeout: 60000 });
   // Opened while the first task sleeps: the last one has not run yet.
   assert.notEqual(await last.getAttribute("data-state"), "COMPLETED");
   await page.locator('.job-node[data-node="4"][data-state="COMPLETED"]').waitFor({ timeout: 60000 });
