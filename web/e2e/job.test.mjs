@@ -1,0 +1,259 @@
+// The job page in a real browser against a real `baton run standalone`: the graph follows
+// a job live to COMPLETED, a task's log shows ANSI colours and can be searched, the
+// timeline opens, retries show as attempts, and a running job is cancelled and restarted
+// from its page. Screenshots go under build/ui-screenshots.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { openPage as open } from "./ui-page.mjs";
+
+let server, browser;
+before(async () => {
+  server = await startBaton();
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function openPage(hash, opts) {
+  const { page, errors } = await open(browser, server, hash, opts);
+  return { page, errors };
+}
+
+async function jobState(id) { return (await server.get(`/jobs/${id}`)).state; }
+
+const JOB = `
+name: ui job test
+tasks:
+  - name: first
+    run: sleep 3; echo first
+  - name: second
+    run: echo second
+  - name: fan out
+    parallel:
+      tasks:
+        - {name: left, run: echo left}
+        - {name: right, run: echo right}
+  - name: colour
+    run: |
+      printf '\\033[31mred\\033[0m plain\\n'
+      for i in $(seq 1 30); do echo "line $i"; done
+`;
+
+test("the graph follows a job live to COMPLETED; a task's log is coloured and searchable; the timeline opens", async () => {
+  const job = await server.submit(JOB);
+  const { page, errors } = await openPage(`#/jobs/${job.id}`);
+  const last = page.locator('.job-node[data-node="4"]');
+  await last.waitFor({ timeout: 60000 });
+  // Opened while the first task sleeps: the last one has not run yet.
+  assert.notEqual(await last.getAttribute("data-state"), "COMPLETED");
+  await page.locator('.job-node[data-node="4"][data-state="COMPLETED"]').waitFor({ timeout: 60000 });
+  for (const id of ["1", "2", "3", "3/p0", "3/p1", "4"]) {
+    assert.equal(await page.locator(`.job-node[data-node="${id}"]`).getAttribute("data-state"), "COMPLETED", `node ${id}`);
+  }
+  await page.locator('.job-title .job-badge[data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  // The changes came over GET /events, not polling (the shell's indicator).
+  await page.locator(".ui-live.ui-live-live").waitFor({ timeout: 10000 });
+  await screenshot(page, "job-graph-light-1280");
+
+  // Keyboard: arrows move between tasks, Enter opens one.
+  await page.focus('.job-node[data-node="1"]');
+  await page.keyboard.press("ArrowDown");
+  assert.equal(await page.evaluate(() => document.activeElement.getAttribute("data-node")), "2");
+  await page.keyboard.press("Enter");
+  await page.locator(".job-panel-head h2", { hasText: "second" }).waitFor();
+
+  // Open the coloured task's log: the red text is a red span, as text (no markup).
+  await last.click();
+  await waitFor(() => new URL(page.url()).hash.includes("task="), 5000, "task in the URL");
+  const red = page.locator(".job-log-text span.job-fg-c1", { hasText: "red" });
+  await red.first().waitFor({ timeout: 15000 });
+  assert.equal(await red.first().textContent(), "red");
+  const colour = await red.first().evaluate((el) => getComputedStyle(el).color);
+  const [r, g, b] = colour.match(/\d+/g).map(Number);
+  assert.ok(r > 200 && g < 130 && b < 130, `red text is red, not ${colour}`);
+  await page.locator(".job-log-line", { hasText: "line 30" }).waitFor();
+
+  // Search: "line 2" is in lines 2 and 20–29.
+  await page.fill(".job-log-search", "line 2");
+  await page.locator(".job-log-count", { hasText: "1 / 11" }).waitFor();
+  await page.press(".job-log-search", "Enter");
+  await page.locator(".job-log-count", { hasText: "2 / 11" }).waitFor();
+  assert.equal(await page.locator("mark.job-mark-current").textContent(), "line 2");
+  assert.equal(await page.locator("mark.job-mark").count(), 11);
+  await screenshot(page, "job-task-log");
+
+  // Esc (outside the search box) closes the panel.
+  await page.fill(".job-log-search", "");
+  await page.locator(".job-tabs").click({ position: { x: 600, y: 5 } });
+  await page.keyboard.press("Escape");
+  await page.locator(".job-panel").waitFor({ state: "detached" });
+  assert.ok(!new URL(page.url()).hash.includes("task="));
+
+  // The timeline: a row per slot (4 top-level, 2 parallel children), in the URL.
+  await page.click('.job-tabs [role="tab"]:has-text("Timeline")');
+  await page.locator(".job-tl-row").nth(5).waitFor();
+  assert.equal(await page.locator(".job-tl-row").count(), 6);
+  assert.ok(new URL(page.url()).hash.includes("tab=timeline"));
+  await screenshot(page, "job-timeline");
+
+  await page.click('.job-tabs [role="tab"]:has-text("Definition")');
+  await page.locator(".job-def-text", { hasText: "name: ui job test" }).waitFor();
+  await page.click('.job-def-tools button:has-text("Copy")');
+  await page.locator('.job-def-tools button:has-text("Copied")').waitFor();
+  await page.context().grantPermissions(["clipboard-read"]);
+  assert.match(await page.evaluate(() => navigator.clipboard.readText()), /^name: ui job test\n/);
+  assert.deepEqual(errors, []);
+  await page.context().close();
+
+  // The same graph dark, and on a phone.
+  for (const [name, opts] of [["job-graph-dark-1280", { colorScheme: "dark" }],
+                              ["job-graph-light-390", { width: 390, height: 844 }],
+                              ["job-graph-dark-390", { width: 390, height: 844, colorScheme: "dark" }]]) {
+    const { page: p } = await openPage(`#/jobs/${job.id}`, opts);
+    await p.locator('.job-node[data-node="4"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+    const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `${name}: the page is ${overflow}px wider than the screen`);
+    await screenshot(p, name);
+    await p.context().close();
+  }
+});
+
+test("a retried task shows its attempts in the panel and as separate bars in the timeline", async () => {
+  const job = await server.submit(`
+name: retry ui test
+tasks:
+  - name: flaky
+    run: echo "try"; exit 1
+    retry: {limit: 1}
+`);
+  await waitFor(async () => (await jobState(job.id)) === "FAILED", 60000, "the job to fail");
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  const node = page.locator('.job-node[data-node="1"][data-state="FAILED"]');
+  await node.waitFor({ timeout: 30000 });
+  assert.match(await node.getAttribute("aria-label"), /2 attempts/);
+  await node.click();
+  const attempts = page.locator(".job-attempts .job-attempt");
+  await attempts.nth(1).waitFor();
+  assert.equal(await attempts.count(), 2);
+  assert.equal(await attempts.nth(1).getAttribute("aria-pressed"), "true");
+  await attempts.nth(0).click();
+  await waitFor(() => new URL(page.url()).hash.includes("attempt=1"), 5000, "attempt=1 in the URL");
+  await page.locator(".job-facts dd", { hasText: "attempt 1 of 2" }).waitFor();
+
+  await page.click('.job-tabs [role="tab"]:has-text("Timeline")');
+  const bars = page.locator(".job-tl-bar");
+  await bars.nth(1).waitFor();
+  assert.equal(await bars.count(), 2);
+  assert.equal(await page.locator(".job-tl-bar.job-tl-retry").count(), 1);
+  assert.equal(await page.locator(".job-tl-bar.job-tl-retry").getAttribute("data-attempt"), "2");
+  await screenshot(page, "job-retry-timeline");
+  await page.context().close();
+});
+
+test("a running job is cancelled from its page, then restarted", async () => {
+  const job = await server.submit(`
+name: long ui test
+tasks:
+  - name: wait
+    run: sleep 120
+`);
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  await page.locator('.job-title .job-badge[data-state="RUNNING"]').waitFor({ timeout: 30000 });
+  await page.click('.job-actions button:has-text("Cancel")');
+  await page.locator('.job-title .job-badge[data-state="CANCELLED"]').waitFor({ timeout: 30000 });
+  assert.equal(await jobState(job.id), "CANCELLED");
+  assert.equal(await page.locator('.job-actions button:has-text("Cancel")').count(), 0);
+  await screenshot(page, "job-cancelled");
+
+  await page.click('.job-actions button:has-text("Restart")');
+  await page.locator('.job-title .job-badge:is([data-state="SCHEDULED"], [data-state="RUNNING"])').waitFor({ timeout: 30000 });
+  await waitFor(async () => ["SCHEDULED", "RUNNING"].includes(await jobState(job.id)), 30000, "the job to run again");
+  await page.locator('.job-title .job-badge[data-state="RUNNING"]').waitFor({ timeout: 30000 });
+  await page.locator('.job-actions button:has-text("Cancel")').waitFor();
+  await fetch(`${server.url}/jobs/${job.id}/cancel`, { method: "PUT" });
+  await page.context().close();
+});
+
+test("a running task's log tails new lines without a reload and follows the end", async () => {
+  const job = await server.submit(`
+name: ticker ui test
+tasks:
+  - name: ticker
+    run: for i in $(seq 1 40); do echo "tick $i"; sleep 0.25; done
+`);
+  const row = await waitFor(async () => (await server.get(`/jobs/${job.id}`)).execution?.[0], 30000, "the task row");
+  const { page } = await openPage(`#/jobs/${job.id}?task=${row.id}`);
+  await page.locator(".job-log-line", { hasText: /^tick \d+$/ }).first().waitFor({ timeout: 30000 });
+  // Opened mid-run: the last line is not there yet, then arrives in the same page.
+  assert.equal(await page.locator(".job-log-line", { hasText: /^tick 40$/ }).count(), 0);
+  await page.locator(".job-log-line", { hasText: /^tick 40$/ }).waitFor({ timeout: 60000 });
+  assert.equal(await page.locator(".job-log-line").count(), 40);
+  // Followed the end: the last line is in sight.
+  const box = await page.locator(".job-log-text").boundingBox();
+  const last = await page.locator(".job-log-line", { hasText: /^tick 40$/ }).boundingBox();
+  assert.ok(last.y >= box.y && last.y + last.height <= box.y + box.height + 1, "the last line is scrolled into view");
+  await page.context().close();
+});
+
+test("a long log shows its newest parts first and loads older ones on demand", async () => {
+  const job = await server.submit(`
+name: long log ui test
+tasks:
+  - name: many lines
+    run: for i in $(seq 1 300); do echo "line $i"; sleep 0.01; done
+`);
+  await waitFor(async () => (await jobState(job.id)) === "COMPLETED", 60000, "the job to complete");
+  const { execution: [row] } = await server.get(`/jobs/${job.id}`);
+  const { totalItems } = await server.get(`/tasks/${row.id}/log?size=1`);
+  // tab=log: the page opens scrolled to the task's log.
+  const { page } = await openPage(`#/jobs/${job.id}?task=${row.id}&tab=log`, { height: 600 });
+  const lines = page.locator(".job-log-line");
+  await page.locator(".job-log-line", { hasText: /^line 300$/ }).waitFor({ timeout: 30000 });
+  const [top, scrolled] = await page.locator(".job-log").evaluate((el) => [el.getBoundingClientRect().top, window.scrollY]);
+  assert.ok(scrolled > 0 && top >= 0 && top < 500, `the page scrolled (${scrolled}) to bring the log in sight (top ${top})`);
+  const older = page.locator(".job-log-older");
+  // Lines written 10 ms apart are shipped as parts of their own: more than a page (100).
+  assert.ok(totalItems > 100, `the log has ${totalItems} parts`);
+  // The newest 100 parts first; each click reads the page of parts just before them.
+  assert.ok((await lines.count()) < 300);
+  let clicks = 0;
+  for (; clicks < 10 && await older.count(); clicks++) {
+    await older.click();
+    await page.waitForFunction(() => { const b = document.querySelector(".job-log-older"); return !b || !b.disabled; });
+  }
+  assert.ok(clicks >= 1 && clicks <= Math.ceil(totalItems / 100), `${clicks} clicks for ${totalItems} parts`);
+  await page.locator(".job-log-line", { hasText: /^line 1$/ }).waitFor();
+  assert.equal(await lines.count(), 300);
+  assert.equal(await lines.first().textContent(), "line 1");
+  assert.equal(await lines.nth(149).textContent(), "line 150");
+  await page.context().close();
+});
+
+test("a sub-job's node opens the child job, whose page links back to its parent", async () => {
+  const job = await server.submit(`
+name: parent ui test
+tasks:
+  - name: run a child
+    subjob:
+      name: child ui test
+      tasks:
+        - {name: work, run: echo from the child}
+`);
+  await waitFor(async () => (await jobState(job.id)) === "COMPLETED", 60000, "the job to complete");
+  const childId = (await server.get(`/jobs/${job.id}`)).execution[0].subjob.id;
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  await page.locator('.job-node[data-node="1"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  await page.click('.job-node[data-node="1"] .job-node-link');
+  await page.locator(".job-title h1", { hasText: "child ui test" }).waitFor();
+  assert.equal(new URL(page.url()).hash, `#/jobs/${childId}`);
+  await page.click('.job-facts a:has-text("parent job")');
+  await page.locator(".job-title h1", { hasText: "parent ui test" }).waitFor();
+  // Back on the parent, with its sub-job task selected.
+  const parentTask = (await server.get(`/jobs/${job.id}`)).execution[0].id;
+  assert.equal(new URL(page.url()).hash, `#/jobs/${job.id}?task=${parentTask}`);
+  await page.locator(".job-panel-head h2", { hasText: "run a child" }).waitFor();
+  await page.context().close();
+});

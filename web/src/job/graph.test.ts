@@ -1,0 +1,153 @@
+import { describe, expect, it } from "vitest";
+import type { TaskRow } from "../api";
+import { attemptsOf, buildGraph, eachSummary, groupAttempts, jobGraph, nodeOfTask } from "./graph";
+import { realJob } from "./testdata";
+
+function edges(g: { edges: { from: string; to: string }[] }) { return g.edges.map((e) => `${e.from}->${e.to}`); }
+
+describe("buildGraph", () => {
+  it("links top-level tasks in sequence and colours each by its row's state", () => {
+    const g = buildGraph(realJob("conditions"));
+    expect(g.nodes.map((n) => [n.id, n.label, n.state])).toEqual([
+      ["1", "decide", "COMPLETED"], ["2", "skipped", "SKIPPED"], ["3", "runs", "COMPLETED"]]);
+    expect(edges(g)).toEqual(["1->2", "2->3"]);
+    expect(g.nodes[1].detail).toBe("skipped (if false)");
+  });
+
+  it("dims tasks not yet reached", () => {
+    const job = realJob("conditions");
+    job.execution = job.execution.filter((r) => r.position === 1);
+    const g = buildGraph(job);
+    expect(g.nodes.map((n) => n.state)).toEqual(["COMPLETED", "NOT_REACHED", "NOT_REACHED"]);
+    expect(g.nodes[1].attempts).toEqual([]);
+  });
+
+  it("forks a parallel into its children, matched by name, and joins them before the next task", () => {
+    const g = buildGraph(realJob("parallel"));
+    const byId = Object.fromEntries(g.nodes.map((n) => [n.id, n]));
+    expect(byId["2"].kind).toBe("parallel");
+    expect(byId["2"].detail).toBe("parallel · 6");
+    expect(["2/p0", "2/p1", "2/p2", "2/p3", "2/p4", "2/p5"].map((id) => byId[id].label))
+      .toEqual(["sleep 1", "sleep 0.5", "quick 1", "quick 2", "sleep 0.2", "quick 3"]);
+    expect(byId["2/p0"].attempts[0].run).toBe("sleep 1");
+    expect(edges(g)).toContain("1->2");
+    expect(edges(g)).toContain("2->2/p3");
+    expect(edges(g)).toContain("2/p3->2/join");
+    expect(edges(g)).toContain("2/join->3");
+    expect(g.nodes.every((n) => n.state === "COMPLETED")).toBe(true);
+  });
+
+  it("shows a parallel not reached with its children from the definition, dimmed", () => {
+    const job = realJob("parallel");
+    job.execution = job.execution.filter((r) => r.position === 1);
+    const g = buildGraph(job);
+    expect(g.nodes.filter((n) => n.id.startsWith("2/p")).map((n) => n.state)).toEqual(Array(6).fill("NOT_REACHED"));
+  });
+
+  it("expands a small each into its children in item order with counts on the each node", () => {
+    const g = buildGraph(realJob("each"));
+    const each = g.nodes.find((n) => n.id === "1")!;
+    expect(each.kind).toBe("each");
+    expect(each.detail).toBe("each · 4: 4 ✓");
+    expect(each.counts).toEqual({ COMPLETED: 4 });
+    expect(g.nodes.filter((n) => n.id.startsWith("1/e")).map((n) => n.label))
+      .toEqual(["item 0", "item 1", "item 2", "item 3"]);
+    expect(edges(g)).toContain("1/join->2");
+  });
+
+  it("keeps a large each as one node with counts per state", () => {
+    const job = realJob("each");
+    const each = job.execution.find((r) => r.each && r.position === 1)!;
+    const child = job.execution.find((r) => r.parentId === each.id)!;
+    job.execution = job.execution.filter((r) => r.position !== 1 || r.id === each.id);
+    each.each!.size = 10000;
+    each.state = "RUNNING";
+    for (let i = 0; i < 10000; i++) {
+      job.execution.push({ ...child, id: `c${i}`, name: `item ${i}`,
+                           state: i < 9990 ? "COMPLETED" : i < 9995 ? "FAILED" : "RUNNING" });
+    }
+    const t0 = performance.now();
+    const model = jobGraph(job);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    const n = model.nodes.find((x) => x.id === "1")!;
+    expect(n.detail).toBe("each · 10,000: 9,990 ✓ 5 ✗ 5 ▶");
+    expect(model.nodes.filter((x) => x.id.startsWith("1/")).length).toBe(0);
+    expect(model.nodes.length).toBe(2 + 4 + 1); // two each nodes, the second expanded (4 + join)
+  });
+
+  it("makes a subjob a node that links to the child job", () => {
+    const g = buildGraph(realJob("subjob"));
+    const first = g.nodes.find((n) => n.id === "1")!;
+    expect(first.kind).toBe("subjob");
+    expect(first.subjobId).toBe("01a23bab6acb69f7b772671d8a880691");
+    expect(first.detail).toBe("sub-job · child job");
+    const second = g.nodes.find((n) => n.label === "second child")!;
+    expect(second.subjobId).toBe("01a23bab6d089d53aa898fb2bd7e788f");
+    expect(second.id).toBe("2/p1");
+  });
+
+  it("groups retries of a task into one node with its attempts in order", () => {
+    const job = realJob("retry");
+    const g = buildGraph(job);
+    expect(g.nodes.length).toBe(1);
+    const n = g.nodes[0];
+    expect(n.attempts.map((a) => a.retry?.attempts ?? 0)).toEqual([0, 1, 2]);
+    expect(n.state).toBe("FAILED");
+    expect(n.detail).toBe("3 attempts");
+    expect(nodeOfTask(g, job.execution[1].id)).toBe(n);
+    expect(attemptsOf(job.execution, job.execution[2].id).map((r) => r.id)).toEqual(job.execution.map((r) => r.id));
+  });
+
+  it("takes the state of the last attempt: a retry that completes makes the slot COMPLETED", () => {
+    const job = realJob("retry");
+    job.execution[2].state = "COMPLETED";
+    expect(buildGraph(job).nodes[0].state).toBe("COMPLETED");
+  });
+
+  it("attaches pre and post steps to their task", () => {
+    const g = buildGraph(realJob("files-pre-post"));
+    expect(g.nodes[0].pre).toEqual(["prepare"]);
+    expect(g.nodes[0].post).toEqual(["clean up"]);
+  });
+});
+
+describe("groupAttempts", () => {
+  const row = (id: string, name: string, attempts?: number, createdAt = "2026-01-01T00:00:00Z"): TaskRow =>
+    ({ id, jobId: "j", name, position: 1, state: "FAILED", createdAt, progress: 0, redelivered: 0,
+       ...(attempts !== undefined ? { retry: { limit: 2, attempts } } : {}) });
+
+  it("keeps same-named rows without a retry link as separate slots", () => {
+    expect(groupAttempts([row("a", "x"), row("b", "x")]).map((g) => g.map((r) => r.id))).toEqual([["a"], ["b"]]);
+  });
+
+  it("chains each retry to a slot whose last attempt is one lower", () => {
+    const groups = groupAttempts([row("r2", "x", 2), row("a", "x"), row("b", "y"), row("r1", "x", 1)]);
+    expect(groups.map((g) => g.map((r) => r.id))).toEqual([["a", "r1", "r2"], ["b"]]);
+  });
+});
+
+describe("layout", () => {
+  it("places nodes top to bottom in sequence", () => {
+    const m = jobGraph(realJob("conditions"));
+    const [a, b, c] = m.nodes;
+    expect(a.y).toBeLessThan(b.y);
+    expect(b.y).toBeLessThan(c.y);
+    expect(m.width).toBeGreaterThan(0);
+    expect(m.edges[0].points.length).toBeGreaterThan(1);
+  });
+
+  it("lays parallel children side by side on one rank", () => {
+    const m = jobGraph(realJob("parallel"));
+    const kids = m.nodes.filter((n) => n.id.startsWith("2/p"));
+    expect(new Set(kids.map((n) => n.y)).size).toBe(1);
+    expect(new Set(kids.map((n) => n.x)).size).toBe(6);
+  });
+});
+
+describe("eachSummary", () => {
+  it("names the size and the counts per state", () => {
+    expect(eachSummary(10000, { COMPLETED: 9990, FAILED: 10 })).toBe("each · 10,000: 9,990 ✓ 10 ✗");
+    expect(eachSummary(undefined, {})).toBe("each · ?");
+    expect(eachSummary(5, { CREATED: 2, SCHEDULED: 1, CANCELLED: 1, SKIPPED: 1 })).toBe("each · 5: 3 queued 1 ■ 1 ⤼");
+  });
+});

@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { taskDetails } from "./panel";
+import { realJob } from "./testdata";
+
+describe("taskDetails", () => {
+  it("picks an attempt by number and knows every attempt of the slot", () => {
+    const rows = realJob("retry").execution;
+    const d = taskDetails(rows, rows[2].id, 1);
+    expect(d.attempts.map((r) => r.id)).toEqual(rows.map((r) => r.id));
+    expect(d.row?.id).toBe(rows[0].id);
+    expect(taskDetails(rows, rows[1].id).row?.id).toBe(rows[1].id);
+  });
+
+  it("lists an each's children, failed first then by name, with counts, and a child's parent", () => {
+    const rows = realJob("each").execution;
+    const each = rows.find((r) => r.each && r.position === 1)!;
+    rows.find((r) => r.name === "item 2")!.state = "FAILED";
+    const d = taskDetails(rows, each.id);
+    expect(d.kids.map((r) => r.name)).toEqual(["item 2", "item 0", "item 1", "item 3"]);
+    expect(d.counts).toEqual({ FAILED: 1, COMPLETED: 3 });
+    expect(taskDetails(rows, d.kids[1].id).parent?.id).toBe(each.id);
+  });
+
+  it("finds nothing for a task not in the job", () => {
+    expect(taskDetails(realJob("each").execution, "nope")).toEqual({ attempts: [], kids: [], counts: {} });
+  });
+});

@@ -1,0 +1,31 @@
+// What the task panel shows of a task, derived from the job's rows once per job update
+// (not on every tick of the clock): the slot's attempts, the attempt picked, its parent,
+// and, for a parallel or an each, its children (the last attempt of each), failed and
+// running first, with counts per state.
+import type { TaskRow } from "../api";
+import { attemptsOf, groupAttempts } from "./graph";
+
+const collator = new Intl.Collator(undefined, { numeric: true });
+const ORDER: Record<string, number> = { FAILED: 0, RUNNING: 1, COMPLETED: 3 };
+
+export interface TaskDetails {
+  attempts: TaskRow[];
+  row?: TaskRow;
+  parent?: TaskRow;
+  kids: TaskRow[];
+  counts: Record<string, number>;
+}
+
+export function taskDetails(rows: TaskRow[], taskId: string, attempt?: number): TaskDetails {
+  const attempts = attemptsOf(rows, taskId);
+  const row = (attempt && attempts[attempt - 1]) || attempts.find((r) => r.id === taskId) || attempts[attempts.length - 1];
+  if (!row) return { attempts, kids: [], counts: {} };
+  const parent = row.parentId ? rows.find((r) => r.id === row.parentId) : undefined;
+  const composite = !!(row.parallel || row.each || row.subjob);
+  const children = composite ? rows.filter((r) => r.parentId === row.id) : [];
+  const kids = groupAttempts(children).map((g) => g[g.length - 1])
+    .sort((a, b) => (ORDER[a.state] ?? 2) - (ORDER[b.state] ?? 2) || collator.compare(a.name ?? "", b.name ?? ""));
+  const counts: Record<string, number> = {};
+  for (const k of kids) counts[k.state] = (counts[k.state] ?? 0) + 1;
+  return { attempts, row, parent, kids, counts };
+}
