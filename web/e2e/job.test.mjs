@@ -4,7 +4,7 @@
 // from its page. Screenshots go under build/ui-screenshots.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { launchBrowser, pageUrl, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { openPage as open } from "./ui-page.mjs";
 
 let server, browser;
@@ -255,5 +255,10 @@ tasks:
   const parentTask = (await server.get(`/jobs/${job.id}`)).execution[0].id;
   assert.equal(new URL(page.url()).hash, `#/jobs/${job.id}?task=${parentTask}`);
   await page.locator(".job-panel-head h2", { hasText: "run a child" }).waitFor();
+  // The jobs list's sub-job badge leads to the same place (through #/tasks/TID).
+  await page.goto(pageUrl(server, "#/jobs?q=child"));
+  await page.locator('a.ui-badge-link', { hasText: "sub-job" }).first().click();
+  await page.locator(".job-title h1", { hasText: "parent ui test" }).waitFor();
+  assert.equal(new URL(page.url()).hash, `#/jobs/${job.id}?task=${parentTask}`);
   await page.context().close();
 });

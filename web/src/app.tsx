@@ -3,7 +3,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { useFocusTrap } from "./components/focusTrap";
 import { navigate, useRoute } from "./router";
-import { onUnauthorized } from "./api";
+import { api, onUnauthorized } from "./api";
 import { onStreamStatus, streamStatus, type StreamStatus } from "./events";
 import { checkAuth, logout, requireLogin, useAuth } from "./auth";
 import { installKeys, KEY_HELP, useKeys } from "./keys";
@@ -108,6 +108,7 @@ export function App() {
       view = id && sub === "edit" ? <EditorPage params={{ ...route.params, schedule: "1", edit: id }} />
         : <ScheduledPage id={id} params={route.params} />;
       break;
+    case "tasks": view = <TaskLink id={id ?? ""} />; break;
     case "queues": view = <QueuesPage />; break;
     case "nodes": view = <NodesPage />; break;
     default: view = <JobsPage params={route.params} />;
@@ -145,4 +146,19 @@ export function App() {
       {help && <HelpOverlay onClose={() => setHelp(false)} />}
     </div>
   );
+}
+
+// `#/tasks/TID`: a task's page is its job's, with the task selected. A sub-job names the
+// task that started it (its `parentId`), not that task's job, so links to a sub-job's
+// parent come here.
+function TaskLink(props: { id: string }) {
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let live = true;
+    api.task(props.id).then(
+      (t) => { if (live) navigate(["jobs", t.jobId], { task: props.id }, true); },
+      (e: Error) => { if (live) setError(e.message); });
+    return () => { live = false; };
+  }, [props.id]);
+  return error ? <p class="ui-muted" role="alert">{error}</p> : <p class="ui-muted">Opening the task…</p>;
 }

@@ -14,7 +14,7 @@ import { buildTimeline, duration } from "./timeline";
 import { Timeline } from "./Timeline";
 import type { LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
-import { definitionOf, toYaml } from "./yaml";
+import { definitionOf, toYaml } from "../pages/yaml";
 import "./job.css";
 
 const TABS = [["graph", "Graph"], ["timeline", "Timeline"], ["definition", "Definition"]] as const;

@@ -204,7 +204,7 @@ export function JobsPage({ params }: { params: Record<string, string> }) {
                     onClick={() => setSelected(i)}>
                   <td class="ui-col-name">
                     <a href={href(["jobs", j.id])} class="ui-job-name">{j.name || j.id}</a>
-                    {j.parentId && <Badge href={href(["jobs", j.parentId])} title="Started by a subjob task of another job: open the parent">sub-job</Badge>}
+                    {j.parentId && <Badge href={href(["tasks", j.parentId])} title="Started by a subjob task of another job: open the parent">sub-job</Badge>}
                     {j.schedule && <Badge href={href(["scheduled", j.schedule.id])} title={`Fired by a scheduled job (${j.schedule.cron})`}>scheduled</Badge>}
                     <span class="ui-job-desc">{j.description ?? "\u00a0"}</span>
                   </td>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { jobToYaml, minimalChange, readBlockMap, removeBlock, scalar, setBlockValue, toYaml } from "./yaml";
+import { definitionOf, jobToYaml, minimalChange, readBlockMap, removeBlock, scalar, setBlockValue, toYaml } from "./yaml";
+import { realJob } from "../job/testdata";
 import type { Job } from "../api";
 
 describe("scalar", () => {
@@ -116,5 +117,17 @@ describe("removeBlock and minimalChange", () => {
     expect(minimalChange("who: world\n", "who: moon\n")).toEqual({ from: 5, to: 10, insert: "moon" });
     expect(minimalChange("ab", "ab")).toBeNull();
     expect(minimalChange("a", "abc")).toEqual({ from: 1, to: 1, insert: "bc" });
+  });
+});
+
+describe("definitionOf", () => {
+  it("keeps what the user wrote of a real job and drops the runtime fields", () => {
+    const d = definitionOf(realJob("retry"));
+    expect(Object.keys(d)).toEqual(["name", "tasks"]);
+    const task = (d.tasks as Record<string, unknown>[])[0];
+    for (const runtime of ["id", "jobId", "state", "createdAt", "nodeId", "progress", "redelivered"]) {
+      expect(task).not.toHaveProperty(runtime);
+    }
+    expect(task).toHaveProperty("retry");
   });
 });

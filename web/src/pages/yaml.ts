@@ -112,6 +112,20 @@ function cleanTask(t: unknown): unknown {
   return out;
 }
 
+// What the user wrote of a job (GET /jobs/{id}): its fields without the runtime ones the
+// server adds, tasks' keys in a person's order; secrets as the server shows them. The job
+// page's Definition tab.
+export function definitionOf(job: Job | ScheduledJob): Record<string, unknown> {
+  const src = job as Record<string, unknown>;
+  const keys = [...ORDER, ...Object.keys(src).filter((k) => !ORDER.includes(k)).sort()];
+  const def: Record<string, unknown> = {};
+  for (const k of keys) {
+    if (!(k in src) || src[k] === undefined || RUNTIME_JOB.has(k)) continue;
+    def[k] = k === "tasks" ? cleanTask(src[k]) : src[k];
+  }
+  return def;
+}
+
 // The definition of a job (GET /jobs/{id}) or a scheduled job (GET /scheduled-jobs/{id})
 // as a YAML document to submit anew: runtime fields dropped, `wait` dropped (a browser
 // submission does not block), secrets dropped with a comment (the server never shows their
