@@ -1160,6 +1160,24 @@ class EventLoop {
       Close(c);
       return;
     }
+    switch (SendOut(c)) {
+      case Sent::kAll:
+        c.out.clear();
+        c.out_off = 0;
+        Register(c, EPOLLIN | EPOLLRDHUP);
+        return;
+      case Sent::kBlocked:
+        Register(c, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+        return;
+      case Sent::kBroken:
+        Close(c);
+        return;
+    }
+  }
+
+  enum class Sent { kAll, kBlocked, kBroken };
+  // Sends `c.out` from `c.out_off` as far as the socket takes it now.
+  static Sent SendOut(Connection& c) {
     while (c.out_off < c.out.size()) {
       ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (n > 0) {
@@ -1167,16 +1185,12 @@ class EventLoop {
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        Register(c, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
-        return;
+        return Sent::kBlocked;
       } else {
-        Close(c);
-        return;
+        return Sent::kBroken;
       }
     }
-    c.out.clear();
-    c.out_off = 0;
-    Register(c, EPOLLIN | EPOLLRDHUP);
+    return Sent::kAll;
   }
 
   // The streams with events waiting (their hub woke the poller).
@@ -1199,19 +1213,15 @@ class EventLoop {
   }
 
   void Flush(Connection& c) {
-    while (c.out_off < c.out.size()) {
-      ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
-      if (n > 0) {
-        c.out_off += static_cast<std::size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    switch (SendOut(c)) {
+      case Sent::kAll:
+        break;
+      case Sent::kBlocked:
         Register(c, EPOLLOUT);
         return;
-      } else {
+      case Sent::kBroken:
         Close(c);
         return;
-      }
     }
     c.out.clear();
     c.out.shrink_to_fit();
