@@ -2,7 +2,7 @@
 // refused, the right one (and an API key) admitted, and signing out.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, screenshot, startBaton } from "./lib.mjs";
+import { contrastProblems, launchBrowser, screenshot, startBaton } from "./lib.mjs";
 import { apiJson, openPage } from "./ui-page.mjs";
 
 const PASSWORD = "correct horse 42";
@@ -25,6 +25,7 @@ describe("sign-in", () => {
     const { page, context } = await openPage(browser, server, "#/jobs");
     await page.getByRole("heading", { name: "Sign in to Baton" }).waitFor();
     await screenshot(page, "login");
+    assert.deepEqual(await contrastProblems(page), [], "login: text below WCAG AA contrast");
     await page.getByLabel("User name").fill("admin");
     await page.getByLabel("Password").fill("wrong");
     await page.getByRole("button", { name: "Sign in" }).click();

@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { launchBrowser, repo, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { contrastProblems, launchBrowser, repo, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { apiJson, openPage } from "./ui-page.mjs";
 
 let server, browser;
@@ -65,6 +65,7 @@ describe("editor", () => {
     await problem.click();
     assert.match(await page.locator(".cm-activeLine").textContent(), /retry: 3/);
     await screenshot(page, "editor-error");
+    assert.deepEqual(await contrastProblems(page), [], "editor-error: text below WCAG AA contrast");
     await setDoc(page, FIXED);
     await status(page, "valid").waitFor({ timeout: 15000 });
     assert.match(await status(page, "valid").textContent(), /Valid — “e2e hello”/);

@@ -4,7 +4,7 @@
 // from its page. Screenshots go under build/ui-screenshots.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, pageUrl, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { contrastProblems, launchBrowser, pageUrl, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { openPage as open } from "./ui-page.mjs";
 
 let server, browser;
@@ -116,6 +116,7 @@ test("the graph follows a job live to COMPLETED; a task's log is coloured and se
     await p.locator('.job-node[data-node="4"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
     const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `${name}: the page is ${overflow}px wider than the screen`);
+    assert.deepEqual(await contrastProblems(p), [], `${name}: text below WCAG AA contrast`);
     await screenshot(p, name);
     await p.context().close();
   }

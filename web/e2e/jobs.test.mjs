@@ -3,7 +3,7 @@
 // and the queues and nodes pages.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { contrastProblems, launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { apiJson, openPage } from "./ui-page.mjs";
 
 let server, browser;
@@ -126,11 +126,24 @@ describe("jobs page", () => {
     await context.close();
   });
 
-  it("renders in dark mode, and at 390 px without sideways scrolling (screenshots of both)", async () => {
+  it("renders in dark mode with AA contrast in both themes, and at 390 px without sideways scrolling (screenshots of both)", async () => {
     const dark = await openPage(browser, server, "#/jobs", { colorScheme: "dark" });
     await waitFor(async () => (await rows(dark.page).count()) >= 3, 15000, "the rows");
     await screenshot(dark.page, "jobs-dark");
+    assert.deepEqual(await contrastProblems(dark.page), [], "text below WCAG AA contrast (dark)");
     await dark.context.close();
+    const light = await openPage(browser, server, "#/jobs", { colorScheme: "light" });
+    await waitFor(async () => (await rows(light.page).count()) >= 3, 15000, "the rows");
+    assert.deepEqual(await contrastProblems(light.page), [], "text below WCAG AA contrast (light)");
+    // The check sees pale text when there is some.
+    await light.page.evaluate(() => {
+      const p = document.createElement("p");
+      p.textContent = "pale control";
+      p.style.cssText = "color:#bbbbbb;background:#ffffff";
+      document.querySelector("main").append(p);
+    });
+    assert.deepEqual((await contrastProblems(light.page)).map((x) => x.text), ["pale control"]);
+    await light.context.close();
     const phone = await openPage(browser, server, "#/jobs", { width: 390, height: 844 });
     await waitFor(async () => (await rows(phone.page).count()) >= 3, 15000, "the rows");
     // No sideways scrolling at 390 px.
@@ -150,6 +163,7 @@ describe("queues and nodes pages", () => {
     assert.equal(await page.locator('tr[data-queue="default"]').getByRole("button", { name: /Delete queue/ }).count(), 1);
     assert.equal(await page.locator('tr[data-queue="x-heartbeat"]').getByRole("button").count(), 0);
     await screenshot(page, "queues");
+    assert.deepEqual(await contrastProblems(page), [], "queues: text below WCAG AA contrast");
     // Deleting asks first; the server refuses a queue a worker reads, and the page says why.
     await page.locator('tr[data-queue="default"]').getByRole("button", { name: /Delete queue/ }).click();
     const dialog = page.getByRole("dialog", { name: "Delete queue default?" });
@@ -161,6 +175,7 @@ describe("queues and nodes pages", () => {
     await page.locator("tr[data-node]").first().waitFor();
     assert.match(await page.locator("tr[data-node]").first().textContent(), /UP/);
     await screenshot(page, "nodes");
+    assert.deepEqual(await contrastProblems(page), [], "nodes: text below WCAG AA contrast");
     await context.close();
   });
 });

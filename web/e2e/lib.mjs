@@ -103,3 +103,57 @@ export async function waitFor(f, ms = 30000, what = "condition") {
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+// The visible text elements of `page` whose colour contrasts with the background behind
+// them less than WCAG AA asks (4.5:1; 3:1 for large text: 24 px, or 18.66 px bold).
+// Backgrounds are composed up the ancestors (alpha blended); returns
+// [{text, ratio, need, where, color, background}] for each element that fails.
+export function contrastProblems(page) {
+  return page.evaluate(() => {
+    // "rgb(r, g, b)", "rgba(r, g, b, a)", or "color(srgb r g b / a)" (what color-mix()
+    // computes to, channels 0..1).
+    const parse = (c) => {
+      const m = (c.match(/[\d.]+/g) ?? []).map(Number);
+      if (c.startsWith("color(")) return [m[0] * 255, m[1] * 255, m[2] * 255, m[3] ?? 1];
+      return m.length >= 3 ? m : [0, 0, 0, 0];
+    };
+    const lum = ([r, g, b]) => {
+      const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const over = (top, bottom) => { const a = top[3] ?? 1; return [0, 1, 2].map((i) => top[i] * a + bottom[i] * (1 - a)); };
+    const background = (el) => {
+      const layers = [];
+      for (let e = el; e; e = e.parentElement) {
+        const c = parse(getComputedStyle(e).backgroundColor);
+        if ((c[3] ?? 1) > 0) layers.push(c);
+        if ((c[3] ?? 1) >= 1) break;
+      }
+      let bg = [255, 255, 255];
+      for (const l of layers.reverse()) bg = over(l, bg);
+      return bg;
+    };
+    const out = [];
+    for (const el of document.querySelectorAll("body *")) {
+      const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+      if (!own || el.closest("svg, [aria-hidden=true]")) continue;
+      const style = getComputedStyle(el);
+      const rect = el.getBoundingClientRect();
+      if (style.visibility === "hidden" || style.display === "none" || rect.width === 0 || rect.height === 0) continue;
+      if (el.matches(":disabled, [aria-disabled=true], input::placeholder")) continue;
+      const bg = background(el);
+      const fg = over(parse(style.color), bg);
+      const [a, b] = [lum(fg), lum(bg)];
+      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      const size = parseFloat(style.fontSize);
+      const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+      const need = large ? 3 : 4.5;
+      if (ratio < need) {
+        out.push({ text: el.textContent.trim().slice(0, 40), ratio: Math.round(ratio * 100) / 100, need,
+                   where: `${el.tagName.toLowerCase()}.${[...el.classList].join(".")}`,
+                   color: style.color, background: `rgb(${bg.map(Math.round).join(", ")})` });
+      }
+    }
+    return out;
+  });
+}

@@ -2,7 +2,7 @@
 // and delete (with its confirmation), each checked against the API.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
+import { contrastProblems, launchBrowser, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { apiJson, openPage } from "./ui-page.mjs";
 
 let server, browser, sched;
@@ -36,6 +36,7 @@ describe("scheduled jobs", () => {
     assert.match(text, /Europe\/Paris/);
     assert.match(text, /ACTIVE/);
     await screenshot(page, "scheduled");
+    assert.deepEqual(await contrastProblems(page), [], "scheduled: text below WCAG AA contrast");
     assert.deepEqual(errors, []);
     await context.close();
   });
@@ -47,6 +48,7 @@ describe("scheduled jobs", () => {
     await page.getByRole("heading", { name: "yearly report" }).waitFor();
     assert.match(await page.locator(".ui-code").textContent(), /cron: 0 9 1 1 \*/);
     await screenshot(page, "scheduled-detail");
+    assert.deepEqual(await contrastProblems(page), [], "scheduled-detail: text below WCAG AA contrast");
     await page.getByRole("button", { name: "Pause" }).click();
     await waitFor(async () => (await stateOf()) === "PAUSED", 15000, "PAUSED in the API");
     await page.locator(".ui-head .ui-badge", { hasText: "PAUSED" }).waitFor();
