@@ -94,7 +94,7 @@ describe("jobs page", () => {
     await context.close();
   });
 
-  it("updates a job's row while it runs, without a reload", async () => {
+  it("updates a job's row while it runs, without a reload and without moving the page", async () => {
     const { page, context } = await openPage(browser, server, "#/jobs");
     await waitFor(async () => (await rows(page).count()) >= 3, 15000, "the rows");
     // Over the event stream: the indicator says so.
@@ -103,8 +103,18 @@ describe("jobs page", () => {
     const { id } = await server.submit("name: steps\ntasks:\n" +
       [1, 2, 3].map((i) => `  - name: step ${i}\n    run: sleep 1\n`).join(""));
     await page.locator(`tr[data-job-id="${id}"]`).waitFor({ timeout: 15000 });
+    // From here on its state, steps, runtime and progress change in place: nothing on the
+    // page moves (layout shifts, as the browser measures them for Cumulative Layout Shift).
+    await page.evaluate(() => {
+      window.__shift = 0;
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) if (!e.hadRecentInput) window.__shift += e.value;
+      }).observe({ type: "layout-shift" });
+    });
     await page.locator(`tr[data-job-id="${id}"][data-state="COMPLETED"]`).waitFor({ timeout: 30000 });
     assert.equal(await page.locator(`tr[data-job-id="${id}"] .ui-steps`).textContent(), "3/3");
+    const shift = await page.evaluate(() => window.__shift);
+    assert.ok(shift < 0.01, `the page moved while the job ran (layout shift ${shift})`);
     await context.close();
   });
 
