@@ -8,7 +8,6 @@ import { onStreamStatus, streamStatus, type StreamStatus } from "./events";
 import { checkAuth, logout, requireLogin, useAuth } from "./auth";
 import { installKeys, KEY_HELP, useKeys } from "./keys";
 import { JobsPage } from "./pages/JobsPage";
-import { JobPage } from "./job/JobPage";
 import { ScheduledPage } from "./pages/ScheduledPage";
 import { QueuesPage } from "./pages/QueuesPage";
 import { NodesPage } from "./pages/NodesPage";
@@ -16,21 +15,25 @@ import { LoginPage } from "./pages/LoginPage";
 import "./pages/pages.css";
 import type { FunctionComponent } from "preact";
 
-// The editor (CodeMirror, most of the UI's code) loads only when first opened, so that the
-// other pages' first screen stays small.
-type EditorProps = { params: Record<string, string> };
-let editorModule: FunctionComponent<EditorProps> | null = null;
-function EditorPage(props: EditorProps) {
-  const [C, setC] = useState<FunctionComponent<EditorProps> | null>(() => editorModule);
-  const [error, setError] = useState<string>();
-  useEffect(() => {
-    if (C) return;
-    import("./pages/EditorPage").then((m) => { editorModule = m.EditorPage; setC(() => m.EditorPage); },
-                                      (e) => setError(String(e)));
-  }, []);
-  if (error) return <div class="ui-error" role="alert">The editor could not load: {error}</div>;
-  return C ? <C {...props} /> : <p class="ui-muted">Loading the editor…</p>;
+// The editor (CodeMirror, most of the UI's code) and the job page (with the graph's layout
+// library) load only when first opened, so that the jobs list's first screen stays small.
+function lazyPage<P extends object>(load: () => Promise<FunctionComponent<P>>, what: string) {
+  let loaded: FunctionComponent<P> | null = null;
+  return function LazyPage(props: P) {
+    const [C, setC] = useState<FunctionComponent<P> | null>(() => loaded);
+    const [error, setError] = useState<string>();
+    useEffect(() => {
+      if (C) return;
+      load().then((m) => { loaded = m; setC(() => m); }, (e) => setError(String(e)));
+    }, []);
+    if (error) return <div class="ui-error" role="alert">The {what} could not load: {error}</div>;
+    return C ? <C {...props} /> : <p class="ui-muted">Loading the {what}…</p>;
+  };
 }
+const EditorPage = lazyPage<{ params: Record<string, string> }>(
+  () => import("./pages/EditorPage").then((m) => m.EditorPage), "editor");
+const JobPage = lazyPage<{ id: string; params: Record<string, string> }>(
+  () => import("./job/JobPage").then((m) => m.JobPage), "job page");
 
 function LiveIndicator() {
   const [status, setStatus] = useState<StreamStatus>(streamStatus());
