@@ -1,7 +1,7 @@
 // The jobs list: metric cards, state chips, search, a live table with actions, paging.
 // Its filter lives in the URL (`#/jobs?state=FAILED&q=tag:x&page=2`, jobsFilter.ts).
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, type JobSummary, type Metrics, type Page, type Queue } from "../api";
+import { api, type JobSummary, type Metrics, type Page } from "../api";
 import { subscribe } from "../events";
 import { href, navigate } from "../router";
 import { useKeys } from "../keys";
@@ -23,8 +23,8 @@ function useNow(active: boolean) {
   return now;
 }
 
-function MetricCards({ metrics, queues, error }: { metrics?: Metrics; queues?: Queue[]; error?: unknown }) {
-  const depth = metrics?.queues?.size ?? queues?.reduce((n, q) => n + q.size, 0);
+function MetricCards({ metrics, error }: { metrics?: Metrics; error?: unknown }) {
+  const depth = metrics?.queues?.size;
   const rate = failureRate(metrics?.jobs.failedLastHour, metrics?.jobs.endedLastHour);
   const v = (x: number | undefined) => (x === undefined ? "—" : String(x));
   const cards = [
@@ -58,7 +58,6 @@ export function JobsPage({ params }: { params: Record<string, string> }) {
   const [error, setError] = useState<unknown>();
   const [loading, setLoading] = useState(true);
   const [metrics, setMetrics] = useState<Metrics>();
-  const [queues, setQueues] = useState<Queue[]>();
   const [metricsError, setMetricsError] = useState<unknown>();
   const [search, setSearch] = useState(filter.q);
   const [selected, setSelected] = useState(0);
@@ -83,10 +82,11 @@ export function JobsPage({ params }: { params: Record<string, string> }) {
     finally { setLoading(false); }
   }, []);
   const loadMetrics = useCallback(async () => {
-    const [m, q] = await Promise.allSettled([api.metrics(), api.queues()]);
-    if (m.status === "fulfilled") setMetrics(m.value);
-    if (q.status === "fulfilled") setQueues(q.value);
-    setMetricsError(m.status === "rejected" ? m.reason : undefined);
+    // One call: /metrics carries the messages waiting too (the server this UI is built into).
+    try {
+      setMetrics(await api.metrics());
+      setMetricsError(undefined);
+    } catch (e) { setMetricsError(e); }
   }, []);
 
   // A refresh at most once a second, however many events arrive.
@@ -164,7 +164,7 @@ export function JobsPage({ params }: { params: Record<string, string> }) {
   const pages = Math.max(1, page?.totalPages ?? 1);
   return (
     <section class="ui-jobs">
-      <MetricCards metrics={metrics} queues={queues} error={metricsError} />
+      <MetricCards metrics={metrics} error={metricsError} />
       <div class="ui-toolbar">
         <div class="ui-chips" role="group" aria-label="Filter by state">
           <button type="button" class="ui-chip" aria-pressed={filter.states.length === 0}
