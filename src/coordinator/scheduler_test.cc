@@ -54,24 +54,31 @@ class CountingDatastore final : public Datastore {
   int whole_job_writes() const { return whole_job_writes_.load(); }
 
   // A scope that writes is one write, however many rows it writes; one that stores a
-  // job's whole row (UpdateJob, the definition with it) is a whole-job write too.
+  // job's whole row (UpdateJob, the definition with it) is a whole-job write too. Every
+  // write is counted before it commits: whoever sees its rows (a test waiting for a job's
+  // end) sees it counted.
   Status Transact(const std::function<Status(Transaction&)>& body) override {
     bool wrote = false;
     bool whole = false;
-    Status status = inner_.Transact([&](Transaction& tx) {
-      wrote = whole = false;  // a scope may be run again
+    return inner_.Transact([&](Transaction& tx) {
+      // A scope may be run again: its earlier run's writes were rolled back.
+      if (wrote) --writes_;
+      if (whole) --whole_job_writes_;
+      wrote = whole = false;
       CountingTransaction counting(tx, wrote, whole);
-      return body(counting);
+      Status status = body(counting);
+      if (wrote) ++writes_;
+      if (whole) ++whole_job_writes_;
+      return status;
     });
-    if (wrote) ++writes_;
-    if (whole) ++whole_job_writes_;
-    return status;
   }
-  Status CreateJob(const JobRecord& job) override { return Count(inner_.CreateJob(job)); }
+  Status CreateJob(const JobRecord& job) override {
+    return Count([&] { return inner_.CreateJob(job); });
+  }
   Result<JobRecord> GetJob(std::string_view id) override { return inner_.GetJob(id); }
   Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override {
     ++whole_job_writes_;
-    return Count(inner_.UpdateJob(id, modify));
+    return Count([&] { return inner_.UpdateJob(id, modify); });
   }
   Result<Page<JobRecord>> ListJobs(const JobQuery& query) override {
     return inner_.ListJobs(query);
@@ -79,18 +86,22 @@ class CountingDatastore final : public Datastore {
   Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override {
     return inner_.JobsInState(states);
   }
-  Status DeleteJob(std::string_view id) override { return Count(inner_.DeleteJob(id)); }
+  Status DeleteJob(std::string_view id) override {
+    return Count([&] { return inner_.DeleteJob(id); });
+  }
   Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override {
     return inner_.JobsDueForDeletion(now, limit);
   }
-  Status CreateTask(const TaskRecord& task) override { return Count(inner_.CreateTask(task)); }
+  Status CreateTask(const TaskRecord& task) override {
+    return Count([&] { return inner_.CreateTask(task); });
+  }
   Status CreateTasks(const std::vector<TaskRecord>& tasks) override {
-    return Count(inner_.CreateTasks(tasks));
+    return Count([&] { return inner_.CreateTasks(tasks); });
   }
   Result<TaskRecord> GetTask(std::string_view id) override { return inner_.GetTask(id); }
   Status UpdateTask(std::string_view id,
                     const std::function<Status(TaskRecord&)>& modify) override {
-    return Count(inner_.UpdateTask(id, modify));
+    return Count([&] { return inner_.UpdateTask(id, modify); });
   }
   Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
     return inner_.JobTasks(job_id);
@@ -103,7 +114,7 @@ class CountingDatastore final : public Datastore {
   }
   Status UpdateJobState(std::string_view id,
                         const std::function<Status(JobRecord&)>& modify) override {
-    return Count(inner_.UpdateJobState(id, modify));
+    return Count([&] { return inner_.UpdateJobState(id, modify); });
   }
   Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
                                                  TimePoint at) override {
@@ -111,7 +122,7 @@ class CountingDatastore final : public Datastore {
     return inner_.CancelTasks(job_id, under, at);
   }
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
-    return Count(inner_.MarkScheduled(ids, at));
+    return Count([&] { return inner_.MarkScheduled(ids, at); });
   }
   Status CreateLogPart(const LogPart& part) override { return inner_.CreateLogPart(part); }
   Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override {
@@ -132,9 +143,10 @@ class CountingDatastore final : public Datastore {
   Status Health() override { return inner_.Health(); }
 
  private:
-  Status Count(Status status) {
+  // Counted before it is done (as Transact counts).
+  Status Count(const std::function<Status()>& write) {
     ++writes_;
-    return status;
+    return write();
   }
 
   class CountingTransaction final : public Transaction {

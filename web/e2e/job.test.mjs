@@ -4,6 +4,8 @@
 // from its page. Screenshots go under build/ui-screenshots.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { contrastProblems, launchBrowser, pageUrl, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { openPage as open } from "./ui-page.mjs";
 
@@ -24,11 +26,18 @@ async function openPage(hash, opts) {
 
 async function jobState(id) { return (await server.get(`/jobs/${id}`)).state; }
 
-const JOB = `
+// A task that waits for the test to open its gate (a file), so the test can look at a
+// job mid-run however slowly the page loads.
+function gate(name) {
+  const path = join(server.dir, `gate-${name}`);
+  return { wait: `while [ ! -e ${path} ]; do sleep 0.05; done`, open: () => writeFileSync(path, "") };
+}
+
+const JOB = (wait) => `
 name: ui job test
 tasks:
   - name: first
-    run: sleep 3; echo first
+    run: ${wait}; echo first
   - name: second
     run: echo second
   - name: fan out
@@ -43,12 +52,14 @@ tasks:
 `;
 
 test("the graph follows a job live to COMPLETED; a task's log is coloured and searchable; the timeline opens", async () => {
-  const job = await server.submit(JOB);
+  const first = gate("first");
+  const job = await server.submit(JOB(first.wait));
   const { page, errors } = await openPage(`#/jobs/${job.id}`);
   const last = page.locator('.job-node[data-node="4"]');
   await last.waitFor({ timeout: 60000 });
-  // Opened while the first task sleeps: the last one has not run yet.
+  // Opened while the first task waits: the last one has not run yet.
   assert.notEqual(await last.getAttribute("data-state"), "COMPLETED");
+  first.open();
   await page.locator('.job-node[data-node="4"][data-state="COMPLETED"]').waitFor({ timeout: 60000 });
   for (const id of ["1", "2", "3", "3/p0", "3/p1", "4"]) {
     assert.equal(await page.locator(`.job-node[data-node="${id}"]`).getAttribute("data-state"), "COMPLETED", `node ${id}`);
@@ -179,17 +190,19 @@ tasks:
 });
 
 test("a running task's log tails new lines without a reload and follows the end", async () => {
+  const end = gate("ticker");
   const job = await server.submit(`
 name: ticker ui test
 tasks:
   - name: ticker
-    run: for i in $(seq 1 40); do echo "tick $i"; sleep 0.25; done
+    run: for i in $(seq 1 39); do echo "tick $i"; sleep 0.25; done; ${end.wait}; echo "tick 40"
 `);
   const row = await waitFor(async () => (await server.get(`/jobs/${job.id}`)).execution?.[0], 30000, "the task row");
   const { page } = await openPage(`#/jobs/${job.id}?task=${row.id}`);
   await page.locator(".job-log-line", { hasText: /^tick \d+$/ }).first().waitFor({ timeout: 30000 });
   // Opened mid-run: the last line is not there yet, then arrives in the same page.
   assert.equal(await page.locator(".job-log-line", { hasText: /^tick 40$/ }).count(), 0);
+  end.open();
   await page.locator(".job-log-line", { hasText: /^tick 40$/ }).waitFor({ timeout: 60000 });
   assert.equal(await page.locator(".job-log-line").count(), 40);
   // Followed the end: the last line is in sight.
