@@ -4,8 +4,6 @@
 // from its page. Screenshots go under build/ui-screenshots.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { contrastProblems, launchBrowser, pageUrl, screenshot, startBaton, waitFor } from "./lib.mjs";
 import { openPage as open } from "./ui-page.mjs";
 
@@ -26,13 +24,6 @@ async function openPage(hash, opts) {
 
 async function jobState(id) { return (await server.get(`/jobs/${id}`)).state; }
 
-// A task that waits for the test to open its gate (a file), so the test can look at a
-// job mid-run however slowly the page loads.
-function gate(name) {
-  const path = join(server.dir, `gate-${name}`);
-  return { wait: `while [ ! -e ${path} ]; do sleep 0.05; done`, open: () => writeFileSync(path, "") };
-}
-
 const JOB = (wait) => `
 name: ui job test
 tasks:
@@ -52,7 +43,7 @@ tasks:
 `;
 
 test("the graph follows a job live to COMPLETED; a task's log is coloured and searchable; the timeline opens", async () => {
-  const first = gate("first");
+  const first = server.gate("first");
   const job = await server.submit(JOB(first.wait));
   const { page, errors } = await openPage(`#/jobs/${job.id}`);
   const last = page.locator('.job-node[data-node="4"]');
@@ -190,7 +181,7 @@ tasks:
 });
 
 test("a running task's log tails new lines without a reload and follows the end", async () => {
-  const end = gate("ticker");
+  const end = server.gate("ticker");
   const job = await server.submit(`
 name: ticker ui test
 tasks:

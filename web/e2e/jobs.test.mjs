@@ -100,9 +100,11 @@ describe("jobs page", () => {
     // Over the event stream: the indicator says so.
     await page.locator(".ui-live-live").waitFor({ timeout: 15000 });
     assert.equal(await page.locator(".ui-live").textContent(), "Live");
+    // Its first step waits for the gate, opened once the page is watching.
+    const gate = server.gate("steps");
     const { id } = await server.submit("name: steps\ntasks:\n" +
-      [1, 2, 3].map((i) => `  - name: step ${i}\n    run: sleep 1\n`).join(""));
-    await page.locator(`tr[data-job-id="${id}"]`).waitFor({ timeout: 15000 });
+      [1, 2, 3].map((i) => `  - name: step ${i}\n    run: ${i === 1 ? gate.wait : "sleep 0.5"}\n`).join(""));
+    await page.locator(`tr[data-job-id="${id}"][data-state="RUNNING"]`).waitFor({ timeout: 15000 });
     // From here on its state, steps, runtime and progress change in place: nothing on the
     // page moves (layout shifts, as the browser measures them for Cumulative Layout Shift).
     await page.evaluate(() => {
@@ -111,6 +113,8 @@ describe("jobs page", () => {
         for (const e of list.getEntries()) if (!e.hadRecentInput) window.__shift += e.value;
       }).observe({ type: "layout-shift" });
     });
+    assert.equal(await page.locator(`tr[data-job-id="${id}"] .ui-steps`).textContent(), "1/3");
+    gate.open();
     await page.locator(`tr[data-job-id="${id}"][data-state="COMPLETED"]`).waitFor({ timeout: 30000 });
     assert.equal(await page.locator(`tr[data-job-id="${id}"] .ui-steps`).textContent(), "3/3");
     const shift = await page.evaluate(() => window.__shift);

@@ -60,6 +60,13 @@ export async function startBaton({ config, args = [] } = {}) {
       if (!r.ok) throw new Error(`submit: ${r.status} ${await r.text()}`);
       return r.json();
     },
+    // A shell command for a task that waits until the test opens the gate (a file):
+    // `const g = server.gate("x")` … `run: ${g.wait}; …` … `g.open()`. The test looks at a
+    // job mid-run however slowly its page loads.
+    gate(name) {
+      const path = join(dir, `gate-${name}`);
+      return { wait: `while [ ! -e ${path} ]; do sleep 0.05; done`, open: () => writeFileSync(path, "") };
+    },
     async get(path) { const r = await fetch(`${url}${path}`); if (!r.ok) throw new Error(`${path}: ${r.status}`); return r.json(); },
     async stop() {
       if (child.exitCode === null) {
