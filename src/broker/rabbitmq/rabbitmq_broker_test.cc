@@ -41,6 +41,11 @@ class UnconfiguredBroker : public Broker {
   Result<QueueInfo> Queue(std::string_view) override { return Unavailable("skipped"); }
   Status DeleteQueue(std::string_view) override { return Unavailable("skipped"); }
   Status Health() override { return Unavailable("skipped"); }
+  Status Broadcast(std::string_view, std::string) override { return Unavailable("skipped"); }
+  Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view,
+                                                           BroadcastHandler) override {
+    return Unavailable("skipped");
+  }
 };
 
 void SkipUnconfigured() { GTEST_SKIP() << kNotConfigured; }
