@@ -278,8 +278,9 @@ Job ParseOrDie(const std::string& yaml) {
 }
 
 // Without the relay, a stream on A would never hear of a job only B decided about:
-// here no worker runs, so the submission (B's) is the only decision the job sees.
-TEST(TwoCoordinatorsEventsTest, AStreamOnOneCoordinatorGetsAJobChangeTheOtherDecided) {
+// here no worker runs, so the submission (B's) is the only decision the job sees; and
+// of a log part only B stored.
+TEST(TwoCoordinatorsEventsTest, AStreamOnOneCoordinatorGetsAJobChangeAndALogPartOfTheOther) {
   auto ds = SqliteDatastore::Open(SqliteOptions{.path = ":memory:"});
   ASSERT_TRUE(ds.ok());
   InMemoryBroker broker;
@@ -301,6 +302,19 @@ TEST(TwoCoordinatorsEventsTest, AStreamOnOneCoordinatorGetsAJobChangeTheOtherDec
   ASSERT_TRUE(submitted.ok());
   EXPECT_THAT(TakeUntil(*stream, submitted->id),
               HasSubstr("event: job\ndata: {\"jobId\":\"" + submitted->id + "\""));
+
+  // A log part B stores reaches a stream of that job on A.
+  auto rows = (*ds)->JobTasks(submitted->id);
+  ASSERT_TRUE(rows.ok() && !rows->empty());
+  std::shared_ptr<EventStream> job_stream = a.events().Subscribe({.job_id = submitted->id});
+  ASSERT_TRUE(b.StoreLogPart({.id = "part-1",
+                              .task_id = rows->front().id,
+                              .job_id = submitted->id,
+                              .number = 1,
+                              .contents = "hello from b\n",
+                              .created_at = clock.Now()})
+                  .ok());
+  EXPECT_THAT(TakeUntil(*job_stream, "hello from b"), HasSubstr("event: log\n"));
   a.Stop();
   b.Stop();
 }
