@@ -1,4 +1,5 @@
-// Broker: named queues of messages between coordinators and workers.
+// Broker: named queues of messages between coordinators and workers, and best-effort
+// broadcasts between coordinators.
 //
 // Contract (every implementation passes tests/conformance/broker_conformance.h):
 // - Delivery is at-least-once. A message is delivered to one subscriber of its queue at a
@@ -18,6 +19,21 @@
 // - InvalidArgument for a priority outside 0..9, prefetch < 1, an empty queue name or
 //   handler; Queue() of an unknown name is NotFound.
 // - A handler must not destroy the broker, and must not throw.
+//
+// Broadcasts (Broadcast / SubscribeBroadcast), beside the queues and independent of them (a
+// topic and a queue of the same name have nothing in common):
+// - Best effort, at most once: every broadcast subscription of the topic that is open when
+//   a message is published receives it once; a subscription opened later never sees it.
+//   Nothing is stored, acked or redelivered, and Broadcast returns without waiting for
+//   anyone (no confirm). A subscriber may lose messages: those published while a network
+//   broker reconnects its subscription (it re-binds on its own), or any that a broker
+//   under pressure drops. Use them for hints that a reader can do without (or resync
+//   from), never for work.
+// - The handler is invoked on a broker-owned thread, never under a broker lock, one
+//   message at a time per subscription. Closing (or destroying) the subscription stops
+//   deliveries and returns once no handler of it runs; it may be called from its handler.
+// - InvalidArgument for an empty handler and for a topic that is empty, longer than
+//   kMaxTopicLength bytes, or has a character other than letters, digits, '-', '_', '.'.
 //
 // Thread-safety: all methods may be called from any thread.
 #pragma once
@@ -55,6 +71,14 @@ class Delivery {
 };
 
 using DeliveryHandler = std::function<void(std::unique_ptr<Delivery>)>;
+// Receives one broadcast message's body.
+using BroadcastHandler = std::function<void(std::string body)>;
+
+// The longest broadcast topic name.
+inline constexpr std::size_t kMaxTopicLength = 200;
+
+// InvalidArgument unless `topic` is a valid broadcast topic (see the contract above).
+Status CheckBroadcastTopic(std::string_view topic);
 
 // An open consumer; destroying it closes it (unacked deliveries go back to the queue).
 class Subscription {
@@ -104,7 +128,34 @@ class Broker {
 
   // Ok when the broker can accept and deliver messages.
   virtual Status Health() = 0;
+
+  // Sends `body` to every broadcast subscription of `topic` open now (see the contract
+  // above). Does not wait for the subscribers or a confirm. Unavailable when the broker
+  // cannot be reached (the message is lost).
+  virtual Status Broadcast(std::string_view topic, std::string body) = 0;
+
+  // Receives the broadcasts of `topic` published from when this returns until the
+  // subscription closes (SetPrefetch does not apply to it: FailedPrecondition).
+  virtual Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view topic,
+                                                                   BroadcastHandler handler) = 0;
 };
+
+inline Status CheckBroadcastTopic(std::string_view topic) {
+  if (topic.empty()) return InvalidArgument("broadcast topic is empty");
+  if (topic.size() > kMaxTopicLength) {
+    return InvalidArgument("broadcast topic is longer than " + std::to_string(kMaxTopicLength) +
+                           " bytes");
+  }
+  for (char c : topic) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      return InvalidArgument("broadcast topic '" + std::string(topic) +
+                             "' has a character other than letters, digits, '-', '_', '.'");
+    }
+  }
+  return Status::Ok();
+}
 
 inline Status Broker::PublishBatch(std::vector<OutgoingMessage> messages) {
   for (const OutgoingMessage& m : messages) {

@@ -38,6 +38,13 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
       clock_(clock),
       timers_(timers),
       options_(options),
+      relay_(options.share_events
+                 ? std::make_unique<EventRelay>(
+                       broker, clock, timers, events_,
+                       EventRelayOptions{.coordinator_id = options.node_id,
+                                         .want_interval = options.events_want_interval,
+                                         .metrics = &metrics_})
+                 : nullptr),
       webhooks_(options.webhook_sender == nullptr
                     ? nullptr
                     : std::make_unique<WebhookDeliverer>(
@@ -67,6 +74,7 @@ Coordinator::~Coordinator() { Stop(); }
 
 Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   started_at_ = clock_.Now();
+  if (relay_) BATON_RETURN_IF_ERROR(relay_->Start());
   if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
   // A handler returns an error that may pass (datastore or lock unreachable) to have the
   // event delivered again, after a pause so a long outage does not spin.
@@ -432,6 +440,7 @@ Status Coordinator::StoreLogPart(LogPart part) {
 }
 
 void Coordinator::Stop() {
+  if (relay_) relay_->Stop();
   {
     MutexLock lock(mu_);
     stopped_ = true;

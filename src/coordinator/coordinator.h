@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "broker/broker.h"
+#include "coordinator/event_relay.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/schedules.h"
 #include "coordinator/webhooks.h"
@@ -60,6 +61,12 @@ struct CoordinatorOptions {
   WebhookOptions webhooks;
   // Scheduled jobs: how often due ticks are looked for (coordinator/schedules.h).
   ScheduleOptions schedules;
+  // Several coordinators (`baton run coordinator`): share the changes of GET /events with
+  // the others over the broker's broadcasts, on demand (coordinator/event_relay.h). Needs
+  // `node_id` (Start fails without). `events_want_interval`: how often a coordinator with
+  // streams says so; another's want holds for 3 times it.
+  bool share_events = false;
+  std::chrono::milliseconds events_want_interval = std::chrono::seconds(2);
 };
 
 class Coordinator {
@@ -104,8 +111,8 @@ class Coordinator {
   Scheduler& scheduler() { return scheduler_; }
   // What this coordinator's decisions and webhook deliveries did (GET /metrics).
   Metrics& metrics() { return metrics_; }
-  // The committed changes of this coordinator's decisions and the log parts it stored,
-  // for GET /events.
+  // The committed changes of this coordinator's decisions and the log parts it stored
+  // (with share_events, also those of the other coordinators), for GET /events.
   EventHub& events() { return events_; }
   // /scheduled-jobs; their ticks fire every options.schedules.interval once started.
   Schedules& schedules() { return schedules_; }
@@ -165,6 +172,8 @@ class Coordinator {
   Metrics metrics_;
   // Before the scheduler, which publishes to it.
   EventHub events_;
+  // With share_events; after the hub, which calls it.
+  std::unique_ptr<EventRelay> relay_;
   // Before the scheduler, which wakes it after commits that wrote deliveries.
   std::unique_ptr<WebhookDeliverer> webhooks_;
   Scheduler scheduler_;

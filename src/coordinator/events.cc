@@ -82,7 +82,8 @@ void EventStream::Close() {
     MutexLock lock(mu_);
     wake_ = nullptr;
   }
-  *live_ -= 1;
+  interest_->streams -= 1;
+  interest_->wanted -= 1;
 }
 
 EventHub::~EventHub() {
@@ -96,31 +97,66 @@ EventHub::~EventHub() {
 
 void EventHub::Publish(std::vector<Change> changes) {
   if (changes.empty()) return;
+  Enqueue({.changes = std::move(changes), .own = true});
+}
+
+void EventHub::Deliver(std::vector<Change> changes) {
+  if (changes.empty() || LocalStreams() == 0) return;
+  Enqueue({.changes = std::move(changes)});
+}
+
+void EventHub::Enqueue(Batch batch) {
   {
     MutexLock lock(mu_);
-    if (!started_) return;  // nobody ever subscribed
-    for (Change& c : changes) queue_.push_back(std::move(c));
+    if (!started_) return;  // nobody ever subscribed, here or elsewhere
+    queue_.push_back(std::move(batch));
   }
   cv_.notify_one();
 }
 
-std::shared_ptr<EventStream> EventHub::Subscribe(Filter filter) {
-  auto stream = std::make_shared<EventStream>(live_);
-  *live_ += 1;
+void EventHub::SetRemoteWanted(bool wanted) {
   MutexLock lock(mu_);
-  std::erase_if(subscribers_, [](const Subscriber& s) { return s.stream.expired(); });
-  subscribers_.push_back({stream, std::move(filter)});
-  if (!started_) {
-    started_ = true;
-    thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
+  if (remote_wanted_ == wanted) return;
+  remote_wanted_ = wanted;
+  interest_->wanted += wanted ? 1 : -1;
+  if (wanted) StartLocked();
+}
+
+void EventHub::SetHooks(Hooks hooks) {
+  MutexLock lock(mu_);
+  hooks_ = std::move(hooks);
+  hooks_idle_.wait(lock, [&] {
+    mu_.AssertHeld();
+    return hook_calls_ == 0;
+  });
+}
+
+void EventHub::StartLocked() {
+  if (started_) return;
+  started_ = true;
+  thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
+}
+
+std::shared_ptr<EventStream> EventHub::Subscribe(Filter filter) {
+  auto stream = std::make_shared<EventStream>(interest_);
+  interest_->streams += 1;
+  interest_->wanted += 1;
+  {
+    MutexLock lock(mu_);
+    std::erase_if(subscribers_, [](const Subscriber& s) { return s.stream.expired(); });
+    subscribers_.push_back({stream, std::move(filter)});
+    StartLocked();
+    queue_.push_back({.stream_opened = true});
   }
+  cv_.notify_one();
   return stream;
 }
 
 void EventHub::Run(std::stop_token stop) {
   for (;;) {
-    std::vector<Change> batch;
+    std::vector<Batch> batches;
     std::vector<Subscriber> subscribers;
+    Hooks hooks;
     {
       MutexLock lock(mu_);
       cv_.wait(lock, stop, [&] {
@@ -128,28 +164,42 @@ void EventHub::Run(std::stop_token stop) {
         return !queue_.empty();
       });
       if (stop.stop_requested()) return;
-      batch.swap(queue_);
+      batches.swap(queue_);
       std::erase_if(subscribers_, [](const Subscriber& s) {
         auto stream = s.stream.lock();
         return stream == nullptr || stream->closed();
       });
       subscribers = subscribers_;  // filters are called without the lock
+      hooks = hooks_;
+      ++hook_calls_;
     }
     std::vector<std::shared_ptr<EventStream>> streams;
     streams.reserve(subscribers.size());
     for (Subscriber& s : subscribers) streams.push_back(s.stream.lock());
-    for (const Change& change : batch) {
-      std::string text;
-      for (std::size_t i = 0; i < subscribers.size(); ++i) {
-        if (streams[i] == nullptr) continue;
-        const Filter& f = subscribers[i].filter;
-        if (!f.job_id.empty() && f.job_id != change.job_id) continue;
-        if (change.kind == Change::Kind::kLog && (f.job_id.empty() || !f.logs)) continue;
-        if (f.visible && !f.visible(change.job_id)) continue;
-        if (text.empty()) text = FormatEvent(change);
-        streams[i]->Append(text);
+    for (const Batch& batch : batches) {
+      if (batch.stream_opened) {
+        if (hooks.stream_opened) hooks.stream_opened();
+        continue;
+      }
+      if (batch.own && hooks.forward && remote_wanted_) hooks.forward(batch.changes);
+      for (const Change& change : batch.changes) {
+        std::string text;
+        for (std::size_t i = 0; i < subscribers.size(); ++i) {
+          if (streams[i] == nullptr) continue;
+          const Filter& f = subscribers[i].filter;
+          if (!f.job_id.empty() && f.job_id != change.job_id) continue;
+          if (change.kind == Change::Kind::kLog && (f.job_id.empty() || !f.logs)) continue;
+          if (f.visible && !f.visible(change.job_id)) continue;
+          if (text.empty()) text = FormatEvent(change);
+          streams[i]->Append(text);
+        }
       }
     }
+    {
+      MutexLock lock(mu_);
+      --hook_calls_;
+    }
+    hooks_idle_.notify_all();
     for (auto& stream : streams) {
       if (stream != nullptr) stream->Wake();
     }

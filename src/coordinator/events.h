@@ -1,10 +1,13 @@
 // Live changes for GET /events (docs/api.md): what a coordinator's decisions stored (job
 // and task rows' states, progress and positions) and the log parts it stored, told to
-// the streams subscribed to them once committed.
+// the streams subscribed to them once committed. With several coordinators, an
+// EventRelay (event_relay.h) forwards a hub's own changes to the other coordinators
+// while one of them has streams (RemoteWanted), and Delivers theirs to it.
 //
-// Cost: the scheduler collects changes only while a stream is subscribed (Wanted), and
-// Publish only queues them; one thread of the hub formats each change once and appends
-// it to the streams that want it. A stream that falls more than kMaxPendingBytes behind
+// Cost: the scheduler collects changes only while a stream here or another coordinator's
+// wants them (Wanted, one atomic read), and Publish only queues them; one thread of the
+// hub forwards each batch of its own (while remote wanted), formats each change once and
+// appends it to the streams that want it. A stream that falls more than kMaxPendingBytes behind
 // loses what it had pending and gets `event: resync` instead (the client reads the state
 // afresh), so a slow reader never holds memory or a decision back.
 //
@@ -43,11 +46,20 @@ struct Change {
 // The text of one server-sent event for `change` ("event: job\ndata: {...}\n\n").
 std::string FormatEvent(const Change& change);
 
+// A hub's counts, shared with its streams, which decrement them on Close.
+struct EventInterest {
+  // Open streams, plus one while another coordinator wants changes: what Wanted reads.
+  std::atomic<int> wanted{0};
+  // Open streams of this hub.
+  std::atomic<int> streams{0};
+};
+
 // What one subscribed stream receives: the formatted events, read by the HTTP server.
 class EventStream {
  public:
   static constexpr std::size_t kMaxPendingBytes = 4 << 20;
-  explicit EventStream(std::shared_ptr<std::atomic<int>> live) : live_(std::move(live)) {}
+  // Counts itself out of `interest` on Close (the hub counted it in).
+  explicit EventStream(std::shared_ptr<EventInterest> interest) : interest_(std::move(interest)) {}
   ~EventStream();
   EventStream(const EventStream&) = delete;
   EventStream& operator=(const EventStream&) = delete;
@@ -66,7 +78,7 @@ class EventStream {
   bool closed() const { return closed_; }
 
  private:
-  std::shared_ptr<std::atomic<int>> live_;
+  std::shared_ptr<EventInterest> interest_;
   std::atomic<bool> closed_ = false;
   Mutex mu_;
   std::string pending_ BATON_GUARDED_BY(mu_);
@@ -82,11 +94,32 @@ class EventHub {
   EventHub(const EventHub&) = delete;
   EventHub& operator=(const EventHub&) = delete;
 
-  // Whether any stream is subscribed: the scheduler collects changes only then.
-  bool Wanted() const { return *live_ > 0; }
+  // Whether any stream is subscribed here, or another coordinator wants changes
+  // (SetRemoteWanted): the scheduler collects changes only then. One atomic read.
+  bool Wanted() const { return interest_->wanted.load() > 0; }
+  // How many streams are subscribed here.
+  int LocalStreams() const { return interest_->streams.load(); }
 
-  // Queues committed changes for the subscribed streams.
+  // Queues committed changes of this coordinator for the subscribed streams, and, as
+  // one batch, for the forward hook while remote wanted.
   void Publish(std::vector<Change> changes) BATON_EXCLUDES(mu_);
+  // Queues another coordinator's changes for the subscribed streams only.
+  void Deliver(std::vector<Change> changes) BATON_EXCLUDES(mu_);
+
+  // Whether another coordinator has streams that want this one's changes. Idempotent.
+  void SetRemoteWanted(bool wanted) BATON_EXCLUDES(mu_);
+  bool RemoteWanted() const { return remote_wanted_.load(); }
+
+  // Called on the hub's thread, never under its lock, in the order of what it
+  // follows: `forward` with each batch of Publish taken while remote wanted,
+  // `stream_opened` after each Subscribe. Either may be empty.
+  struct Hooks {
+    std::function<void(const std::vector<Change>&)> forward;
+    std::function<void()> stream_opened;
+  };
+  // Replaces the hooks; returns once no call of the old ones is running (so their owner
+  // may go once SetHooks({}) returned). Not from a hook.
+  void SetHooks(Hooks hooks) BATON_EXCLUDES(mu_);
 
   struct Filter {
     std::string job_id;  // only this job's changes; empty: every job's
@@ -102,14 +135,26 @@ class EventHub {
     std::weak_ptr<EventStream> stream;
     Filter filter;
   };
+  // What the hub's thread is to do, in order.
+  struct Batch {
+    std::vector<Change> changes;
+    bool own = false;            // Publish's: forwarded while remote wanted
+    bool stream_opened = false;  // no changes: call the stream_opened hook
+  };
   void Run(std::stop_token stop);
+  void Enqueue(Batch batch) BATON_EXCLUDES(mu_);
+  void StartLocked() BATON_REQUIRES(mu_);
 
-  std::shared_ptr<std::atomic<int>> live_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<EventInterest> interest_ = std::make_shared<EventInterest>();
+  std::atomic<bool> remote_wanted_ = false;
   Mutex mu_;
   std::condition_variable_any cv_;
-  std::vector<Change> queue_ BATON_GUARDED_BY(mu_);
+  std::vector<Batch> queue_ BATON_GUARDED_BY(mu_);
   std::vector<Subscriber> subscribers_ BATON_GUARDED_BY(mu_);
-  std::jthread thread_;  // started by the first Subscribe
+  Hooks hooks_ BATON_GUARDED_BY(mu_);
+  int hook_calls_ BATON_GUARDED_BY(mu_) = 0;  // hooks running on the hub's thread
+  std::condition_variable_any hooks_idle_;    // hook_calls_ dropped to 0
+  std::jthread thread_;  // started by the first Subscribe or SetRemoteWanted(true)
   bool started_ BATON_GUARDED_BY(mu_) = false;
 };
 

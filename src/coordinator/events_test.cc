@@ -119,8 +119,10 @@ TEST(EventHubTest, WakesTheReaderOnceEventsArePending) {
 }
 
 TEST(EventStreamTest, AStreamTooFarBehindDropsItsBacklogForOneResync) {
-  auto live = std::make_shared<std::atomic<int>>(1);
-  EventStream stream(live);
+  auto interest = std::make_shared<EventInterest>();
+  interest->streams = 1;
+  interest->wanted = 1;
+  EventStream stream(interest);
   std::string event = FormatEvent(LogOf("j1", std::string(1000, 'x')));
   for (std::size_t sent = 0; sent <= EventStream::kMaxPendingBytes; sent += event.size()) {
     stream.Append(event);
@@ -130,7 +132,8 @@ TEST(EventStreamTest, AStreamTooFarBehindDropsItsBacklogForOneResync) {
   stream.Append(event);
   EXPECT_EQ(stream.Take(), event);
   stream.Close();
-  EXPECT_EQ(*live, 0);
+  EXPECT_EQ(interest->streams, 0);
+  EXPECT_EQ(interest->wanted, 0);
 }
 
 }  // namespace

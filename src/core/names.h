@@ -54,6 +54,10 @@ inline constexpr std::string_view kQueueRedeliveries = "x-redeliveries";
 // The queue a task goes to when it names none.
 inline constexpr std::string_view kQueueDefault = "default";
 
+// The broadcast topic on which coordinators share the changes of GET /events (on
+// RabbitMQ, the fanout exchange "baton.broadcast.events").
+inline constexpr std::string_view kTopicEvents = "events";
+
 // Every engine queue, for validation and for declaring them on a broker.
 std::span<const std::string_view> EngineQueues();
 

@@ -275,6 +275,9 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.log_retention = config.log_retention;
   coordinator.job_retention = config.job_retention;
   coordinator.node_id = NewId();
+  // The others' decisions reach this coordinator's GET /events streams (and its own
+  // theirs) over RabbitMQ, while a stream is open somewhere.
+  coordinator.share_events = true;
   coordinator.hostname = HostName();
   coordinator.version = Version();
   auto engine = std::make_unique<Engine>(std::move(datastore), std::move(broker), nullptr,

@@ -77,6 +77,11 @@ struct Metrics::Families {
           .Name("baton_webhook_deliveries_total")
           .Help("Webhook deliveries that ended DELIVERED or FAILED.")
           .Register(registry);
+  Family<Counter>& events_relayed =
+      BuildCounter()
+          .Name("baton_events_relayed_total")
+          .Help("Messages between coordinators for GET /events, by direction and kind.")
+          .Register(registry);
 };
 
 Metrics::Metrics() : f_(std::make_unique<Families>()) {}
@@ -106,6 +111,11 @@ void Metrics::WebhookAttempted(std::string_view outcome) {
 
 void Metrics::WebhookEnded(std::string_view state) {
   f_->webhook_deliveries.Add({{"state", std::string(state)}}).Increment();
+}
+
+void Metrics::EventsRelayed(std::string_view direction, std::string_view message) {
+  f_->events_relayed.Add({{"direction", std::string(direction)}, {"message", std::string(message)}})
+      .Increment();
 }
 
 std::string Metrics::Exposition(const MetricsSnapshot& now) const {

@@ -61,6 +61,9 @@ class Metrics {
   void WebhookAttempted(std::string_view outcome);
   // state: "DELIVERED" or "FAILED".
   void WebhookEnded(std::string_view state);
+  // One message of the coordinators' events relay: direction "sent" or "received",
+  // message "want" or "changes".
+  void EventsRelayed(std::string_view direction, std::string_view message);
 
   // The Prometheus text format (version 0.0.4) of the counters and histograms and of
   // `now`'s gauges.

@@ -21,6 +21,9 @@ TEST(MetricsTest, CountersCountWhatHappenedByTheirLabels) {
   m.WebhookAttempted("retry");
   m.WebhookAttempted("delivered");
   m.WebhookEnded("DELIVERED");
+  m.EventsRelayed("sent", "changes");
+  m.EventsRelayed("sent", "changes");
+  m.EventsRelayed("received", "want");
   std::string text = m.Exposition({});
   EXPECT_THAT(text, HasSubstr("baton_jobs_ended_total{state=\"COMPLETED\"} 2"));
   EXPECT_THAT(text, HasSubstr("baton_jobs_ended_total{state=\"FAILED\"} 1"));
@@ -28,6 +31,10 @@ TEST(MetricsTest, CountersCountWhatHappenedByTheirLabels) {
   EXPECT_THAT(text, HasSubstr("baton_task_retries_total{queue=\"gpu\"} 1"));
   EXPECT_THAT(text, HasSubstr("baton_webhook_attempts_total{outcome=\"retry\"} 1"));
   EXPECT_THAT(text, HasSubstr("baton_webhook_deliveries_total{state=\"DELIVERED\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("baton_events_relayed_total{direction=\"sent\",message=\"changes\"} 2"));
+  EXPECT_THAT(text,
+              HasSubstr("baton_events_relayed_total{direction=\"received\",message=\"want\"} 1"));
   EXPECT_THAT(text, HasSubstr("# TYPE baton_jobs_ended_total counter"));
 }
 

@@ -44,6 +44,13 @@ class CountingBroker final : public Broker {
   Result<QueueInfo> Queue(std::string_view name) override { return inner_.Queue(name); }
   Status DeleteQueue(std::string_view name) override { return inner_.DeleteQueue(name); }
   Status Health() override { return inner_.Health(); }
+  Status Broadcast(std::string_view topic, std::string body) override {
+    return inner_.Broadcast(topic, std::move(body));
+  }
+  Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view topic,
+                                                           BroadcastHandler handler) override {
+    return inner_.SubscribeBroadcast(topic, std::move(handler));
+  }
 
   int subscribed() {
     std::lock_guard lock(mu_);

@@ -189,6 +189,15 @@ class BrokerConformanceTest : public ::testing::TestWithParam<BrokerFactory> {
     return std::move(subscription).value();
   }
 
+  std::unique_ptr<Subscription> SubscribeBroadcast(const std::string& topic,
+                                                   BroadcastHandler handler) {
+    auto subscription = broker_->SubscribeBroadcast(topic, std::move(handler));
+    EXPECT_TRUE(subscription.ok())
+        << "subscribing to broadcasts of " << topic << ": " << subscription.status().ToString();
+    if (!subscription.ok()) return std::make_unique<broker_conformance::FailedSubscription>();
+    return std::move(subscription).value();
+  }
+
   // Waits until Queue(name) reports `expected` (name, size, subscribers, unacked).
   ::testing::AssertionResult QueueReaches(const QueueInfo& expected) {
     std::optional<QueueInfo> last;
@@ -997,6 +1006,147 @@ TEST_P(BrokerConformanceTest, RejectsInvalidArguments) {
   auto no_name = broker().Subscribe("", 1, [](std::unique_ptr<Delivery>) {});
   ASSERT_FALSE(no_name.ok());
   EXPECT_EQ(no_name.status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- Broadcasts -----------------------------------------------------------------------
+
+// Records the bodies a broadcast handler received. Thread-safe.
+class BroadcastInbox {
+ public:
+  BroadcastHandler Handler() {
+    return [this](std::string body) {
+      std::lock_guard lock(mu_);
+      bodies_.push_back(std::move(body));
+    };
+  }
+  std::vector<std::string> bodies() const {
+    std::lock_guard lock(mu_);
+    return bodies_;
+  }
+  bool WaitForSize(std::size_t n) const {
+    return WaitFor([&] { return bodies().size() >= n; }, kTimeout);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> bodies_;  // guarded by mu_
+};
+
+TEST_P(BrokerConformanceTest, BroadcastReachesEverySubscriberOnce) {
+  const std::string topic = QueueName("topic");
+  BroadcastInbox first;
+  BroadcastInbox second;
+  auto sub1 = SubscribeBroadcast(topic, first.Handler());
+  auto sub2 = SubscribeBroadcast(topic, second.Handler());
+  ASSERT_TRUE(broker().Broadcast(topic, "one").ok());
+  ASSERT_TRUE(broker().Broadcast(topic, "two").ok());
+  ASSERT_TRUE(first.WaitForSize(2));
+  ASSERT_TRUE(second.WaitForSize(2));
+  std::this_thread::sleep_for(kQuiet);  // no duplicate follows
+  EXPECT_EQ(first.bodies(), (std::vector<std::string>{"one", "two"}));
+  EXPECT_EQ(second.bodies(), (std::vector<std::string>{"one", "two"}));
+}
+
+TEST_P(BrokerConformanceTest, BroadcastToATopicNobodyListensToIsDropped) {
+  const std::string topic = QueueName("topic");
+  ASSERT_TRUE(broker().Broadcast(topic, "before").ok());
+  BroadcastInbox inbox;
+  auto sub = SubscribeBroadcast(topic, inbox.Handler());
+  ASSERT_TRUE(broker().Broadcast(topic, "after").ok());
+  ASSERT_TRUE(inbox.WaitForSize(1));
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_EQ(inbox.bodies(), std::vector<std::string>{"after"});
+}
+
+TEST_P(BrokerConformanceTest, BroadcastSubscriptionReceivesNothingOnceClosed) {
+  const std::string topic = QueueName("topic");
+  BroadcastInbox closed;
+  BroadcastInbox open;
+  auto sub = SubscribeBroadcast(topic, closed.Handler());
+  auto witness = SubscribeBroadcast(topic, open.Handler());
+  ASSERT_TRUE(broker().Broadcast(topic, "first").ok());
+  ASSERT_TRUE(closed.WaitForSize(1));
+  sub->Close();
+  ASSERT_TRUE(broker().Broadcast(topic, "second").ok());
+  ASSERT_TRUE(open.WaitForSize(2));  // the second was delivered to whoever listened
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_EQ(closed.bodies(), std::vector<std::string>{"first"});
+  sub->Close();  // idempotent
+}
+
+TEST_P(BrokerConformanceTest, BroadcastTopicsAreIndependentOfEachOtherAndOfQueues) {
+  const std::string name = QueueName("shared-name");
+  const std::string other = QueueName("other-topic");
+  BroadcastInbox broadcasts;
+  BroadcastInbox others;
+  Inbox queued;
+  auto topic_sub = SubscribeBroadcast(name, broadcasts.Handler());
+  auto other_sub = SubscribeBroadcast(other, others.Handler());
+  auto queue_sub = Subscribe(name, 1, queued.Handler());
+  ASSERT_TRUE(broker().Broadcast(name, "broadcast").ok());
+  Publish(name, "queued");
+  ASSERT_TRUE(broadcasts.WaitForSize(1));
+  ASSERT_TRUE(queued.WaitForSize(1));
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_EQ(broadcasts.bodies(), std::vector<std::string>{"broadcast"});
+  EXPECT_EQ(queued.bodies(), std::vector<std::string>{"queued"});
+  EXPECT_TRUE(others.bodies().empty());
+}
+
+TEST_P(BrokerConformanceTest, BroadcastHandlerMayCloseItsOwnSubscription) {
+  const std::string topic = QueueName("topic");
+  std::atomic<int> calls = 0;
+  std::unique_ptr<Subscription> sub;
+  std::mutex sub_mu;
+  {
+    std::lock_guard lock(sub_mu);
+    sub = SubscribeBroadcast(topic, [&](std::string) {
+      ++calls;
+      std::lock_guard inner(sub_mu);
+      sub->Close();
+    });
+  }
+  ASSERT_TRUE(broker().Broadcast(topic, "one").ok());
+  ASSERT_TRUE(WaitFor([&] { return calls.load() == 1; }, kTimeout));
+  ASSERT_TRUE(broker().Broadcast(topic, "two").ok());
+  std::this_thread::sleep_for(kQuiet);
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_P(BrokerConformanceTest, BroadcastCloseWaitsForARunningHandler) {
+  const std::string topic = QueueName("topic");
+  std::atomic<bool> entered = false;
+  std::atomic<bool> finished = false;
+  auto sub = SubscribeBroadcast(topic, [&](std::string) {
+    entered = true;
+    std::this_thread::sleep_for(kQuiet);
+    finished = true;
+  });
+  ASSERT_TRUE(broker().Broadcast(topic, "slow").ok());
+  ASSERT_TRUE(WaitFor([&] { return entered.load(); }, kTimeout));
+  sub->Close();
+  EXPECT_TRUE(finished.load());
+}
+
+TEST_P(BrokerConformanceTest, BroadcastSubscriptionHasNoPrefetch) {
+  BroadcastInbox inbox;
+  auto sub = SubscribeBroadcast(QueueName("topic"), inbox.Handler());
+  EXPECT_EQ(sub->SetPrefetch(1).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_P(BrokerConformanceTest, BroadcastRejectsInvalidTopicsAndHandlers) {
+  BroadcastHandler ignore = [](std::string) {};
+  for (const std::string& topic :
+       {std::string(), std::string("has space"), std::string("slash/"), std::string(201, 'a')}) {
+    EXPECT_EQ(broker().Broadcast(topic, "x").code(), StatusCode::kInvalidArgument) << topic;
+    auto sub = broker().SubscribeBroadcast(topic, ignore);
+    ASSERT_FALSE(sub.ok()) << topic;
+    EXPECT_EQ(sub.status().code(), StatusCode::kInvalidArgument) << topic;
+  }
+  auto no_handler = broker().SubscribeBroadcast(QueueName("topic"), BroadcastHandler{});
+  ASSERT_FALSE(no_handler.ok());
+  EXPECT_EQ(no_handler.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(broker().Broadcast(std::string(kMaxTopicLength, 'a'), "x").ok());
 }
 
 }  // namespace broker_conformance

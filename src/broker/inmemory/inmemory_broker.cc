@@ -107,6 +107,22 @@ struct QueueState {
   std::int64_t unacked = 0;
 };
 
+// One broadcast subscription. Members are guarded by Core::mu_ unless const.
+struct BroadcastSub {
+  BroadcastSub(std::uint64_t id_in, std::string topic_in, BroadcastHandler handler_in)
+      : id(id_in), topic(std::move(topic_in)), handler(std::move(handler_in)) {}
+
+  const std::uint64_t id;
+  const std::string topic;
+  // Called only on `thread`, without the lock.
+  const BroadcastHandler handler;
+  // Bodies broadcast to it, not yet handed to the handler.
+  std::deque<std::string> inbox;
+  bool closing = false;
+  std::condition_variable_any wake;
+  std::jthread thread;
+};
+
 // The broker's state, shared with the deliveries and subscriptions it hands out.
 class Core : public std::enable_shared_from_this<Core> {
  public:
@@ -117,6 +133,11 @@ class Core : public std::enable_shared_from_this<Core> {
   Result<QueueInfo> Queue(std::string_view name) BATON_EXCLUDES(mu_);
   Status DeleteQueue(std::string_view name) BATON_EXCLUDES(mu_);
   Status Health() BATON_EXCLUDES(mu_);
+  Status Broadcast(std::string_view topic, std::string body) BATON_EXCLUDES(mu_);
+  Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view topic,
+                                                           BroadcastHandler handler)
+      BATON_EXCLUDES(mu_);
+  void CloseBroadcast(std::uint64_t sub_id) BATON_EXCLUDES(mu_);
 
   Status Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settlement) BATON_EXCLUDES(mu_);
   Status SetPrefetch(std::uint64_t sub_id, int prefetch) BATON_EXCLUDES(mu_);
@@ -132,6 +153,7 @@ class Core : public std::enable_shared_from_this<Core> {
  private:
   // The body of a subscription's dispatcher thread.
   void DispatchLoop(const std::stop_token& stop, SubState* sub) BATON_EXCLUDES(mu_);
+  void BroadcastLoop(const std::stop_token& stop, BroadcastSub* sub) BATON_EXCLUDES(mu_);
   // Joins dispatchers that finished a close from their own handler. Takes mu_.
   void ReapGraveyard() BATON_EXCLUDES(mu_);
 
@@ -153,6 +175,13 @@ class Core : public std::enable_shared_from_this<Core> {
   std::condition_variable_any closed_;
   // Subscriptions whose dispatcher exited on its own, waiting to be joined.
   std::vector<std::shared_ptr<SubState>> graveyard_ BATON_GUARDED_BY(mu_);
+  // Broadcast subscriptions until fully closed (closed_ is notified when one leaves), and
+  // the open ones by topic.
+  std::unordered_map<std::uint64_t, std::shared_ptr<BroadcastSub>> broadcast_subs_
+      BATON_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<BroadcastSub*>, std::less<>> topics_ BATON_GUARDED_BY(mu_);
+  // Closed from their own handler; their threads are joined later, without the lock.
+  std::vector<std::shared_ptr<BroadcastSub>> broadcast_graveyard_ BATON_GUARDED_BY(mu_);
   std::uint64_t next_sequence_ BATON_GUARDED_BY(mu_) = 0;
   std::uint64_t next_tag_ BATON_GUARDED_BY(mu_) = 0;
   std::uint64_t next_sub_id_ BATON_GUARDED_BY(mu_) = 0;
@@ -222,6 +251,24 @@ class InMemorySubscription final : public Subscription {
     std::shared_ptr<Core> core = core_.lock();
     if (!core) return FailedPrecondition("the broker is gone");
     return core->SetPrefetch(id_, prefetch);
+  }
+
+ private:
+  const std::weak_ptr<Core> core_;
+  const std::uint64_t id_;
+};
+
+class InMemoryBroadcastSubscription final : public Subscription {
+ public:
+  InMemoryBroadcastSubscription(std::weak_ptr<Core> core, std::uint64_t id)
+      : core_(std::move(core)), id_(id) {}
+  ~InMemoryBroadcastSubscription() override { Close(); }
+
+  void Close() override {
+    if (std::shared_ptr<Core> core = core_.lock()) core->CloseBroadcast(id_);
+  }
+  Status SetPrefetch(int) override {
+    return FailedPrecondition("a broadcast subscription has no prefetch");
   }
 
  private:
@@ -326,6 +373,94 @@ Status Core::Health() {
   return health_failure_;
 }
 
+Status Core::Broadcast(std::string_view topic, std::string body) {
+  BATON_RETURN_IF_ERROR(CheckBroadcastTopic(topic));
+  MutexLock lock(mu_);
+  if (shut_down_) return Unavailable("broker is shut down");
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) return Status::Ok();
+  for (BroadcastSub* sub : it->second) {
+    sub->inbox.push_back(body);
+    sub->wake.notify_one();
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Subscription>> Core::SubscribeBroadcast(std::string_view topic,
+                                                               BroadcastHandler handler) {
+  BATON_RETURN_IF_ERROR(CheckBroadcastTopic(topic));
+  if (!handler) return InvalidArgument("handler is empty");
+  ReapGraveyard();
+  MutexLock lock(mu_);
+  if (shut_down_) return Unavailable("broker is shut down");
+  if (!subscribe_failure_.ok()) return subscribe_failure_;
+  const std::uint64_t id = ++next_sub_id_;
+  auto sub = std::make_shared<BroadcastSub>(id, std::string(topic), std::move(handler));
+  try {
+    // The thread starts by taking mu_, so it waits until this call is done.
+    sub->thread = std::jthread(
+        [this, raw = sub.get()](const std::stop_token& stop) { BroadcastLoop(stop, raw); });
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("cannot start a dispatcher thread: ") + e.what());
+  }
+  topics_[std::string(topic)].push_back(sub.get());
+  broadcast_subs_.emplace(id, std::move(sub));
+  return std::unique_ptr<Subscription>(new InMemoryBroadcastSubscription(weak_from_this(), id));
+}
+
+void Core::CloseBroadcast(std::uint64_t sub_id) {
+  std::shared_ptr<BroadcastSub> sub;
+  {
+    MutexLock lock(mu_);
+    auto it = broadcast_subs_.find(sub_id);
+    if (it == broadcast_subs_.end()) return;
+    sub = it->second;
+    const bool from_own_handler = sub->thread.get_id() == std::this_thread::get_id();
+    if (sub->closing) {
+      // Someone else is closing it; wait for them, unless they are waiting for us.
+      if (!from_own_handler) {
+        closed_.wait(lock, [&]() BATON_REQUIRES(mu_) { return !broadcast_subs_.contains(sub_id); });
+      }
+      return;
+    }
+    sub->closing = true;
+    sub->inbox.clear();
+    auto topic = topics_.find(sub->topic);
+    std::erase(topic->second, sub.get());
+    if (topic->second.empty()) topics_.erase(topic);
+    sub->thread.request_stop();
+    sub->wake.notify_one();
+    if (from_own_handler) {
+      // Its thread stops when this handler returns; joined later.
+      broadcast_subs_.erase(sub_id);
+      broadcast_graveyard_.push_back(std::move(sub));
+      closed_.notify_all();
+      return;
+    }
+  }
+  sub->thread.join();
+  {
+    MutexLock lock(mu_);
+    broadcast_subs_.erase(sub_id);
+    closed_.notify_all();
+  }
+  // `sub`, and the handler with whatever it captured, is destroyed here, without the lock.
+}
+
+void Core::BroadcastLoop(const std::stop_token& stop, BroadcastSub* sub) {
+  MutexLock lock(mu_);
+  while (true) {
+    // request_stop is only called under mu_ followed by a notify, so no wakeup is lost.
+    sub->wake.wait(lock, [&] { return stop.stop_requested() || !sub->inbox.empty(); });
+    if (stop.stop_requested()) break;
+    std::string body = std::move(sub->inbox.front());
+    sub->inbox.pop_front();
+    lock.unlock();
+    sub->handler(std::move(body));
+    lock.lock();
+  }
+}
+
 Status Core::Settle(std::uint64_t sub_id, std::uint64_t tag, Settlement settlement) {
   MutexLock lock(mu_);
   auto sub_it = subs_.find(sub_id);
@@ -380,10 +515,16 @@ void Core::CloseSubscription(std::uint64_t sub_id) {
 }
 
 void Core::Shutdown() {
-  std::vector<std::shared_ptr<SubState>> to_join;
+  std::vector<std::uint64_t> broadcasts;
   {
     MutexLock lock(mu_);
     shut_down_ = true;
+    for (const auto& [id, sub] : broadcast_subs_) broadcasts.push_back(id);
+  }
+  for (std::uint64_t id : broadcasts) CloseBroadcast(id);
+  std::vector<std::shared_ptr<SubState>> to_join;
+  {
+    MutexLock lock(mu_);
     for (auto& [id, sub] : subs_) {
       if (sub->closing) continue;  // its closer finishes it
       BeginClose(*sub);
@@ -392,14 +533,18 @@ void Core::Shutdown() {
   }
   for (auto& sub : to_join) sub->thread.join();
   std::vector<std::shared_ptr<SubState>> graveyard;
+  std::vector<std::shared_ptr<BroadcastSub>> broadcast_graveyard;
   {
     MutexLock lock(mu_);
     for (auto& sub : to_join) FinishClose(*sub);
-    closed_.wait(lock, [&]() BATON_REQUIRES(mu_) { return subs_.empty(); });
+    closed_.wait(lock,
+                 [&]() BATON_REQUIRES(mu_) { return subs_.empty() && broadcast_subs_.empty(); });
     graveyard.swap(graveyard_);
+    broadcast_graveyard.swap(broadcast_graveyard_);
   }
   // Destroying them joins their threads, which are past their last use of the lock.
   graveyard.clear();
+  broadcast_graveyard.clear();
   to_join.clear();
 }
 
@@ -536,9 +681,11 @@ void Core::DispatchLoop(const std::stop_token& stop, SubState* sub) {
 
 void Core::ReapGraveyard() {
   std::vector<std::shared_ptr<SubState>> dead;
+  std::vector<std::shared_ptr<BroadcastSub>> dead_broadcasts;
   {
     MutexLock lock(mu_);
     dead.swap(graveyard_);
+    dead_broadcasts.swap(broadcast_graveyard_);
   }
   // Joined and destroyed without the lock (handlers may own things that take it).
 }
@@ -566,6 +713,15 @@ Result<QueueInfo> InMemoryBroker::Queue(std::string_view name) { return core_->Q
 Status InMemoryBroker::DeleteQueue(std::string_view name) { return core_->DeleteQueue(name); }
 
 Status InMemoryBroker::Health() { return core_->Health(); }
+
+Status InMemoryBroker::Broadcast(std::string_view topic, std::string body) {
+  return core_->Broadcast(topic, std::move(body));
+}
+
+Result<std::unique_ptr<Subscription>> InMemoryBroker::SubscribeBroadcast(std::string_view topic,
+                                                                         BroadcastHandler handler) {
+  return core_->SubscribeBroadcast(topic, std::move(handler));
+}
 
 void InMemoryBroker::FailPublishes(Status status, int count) {
   core_->FailPublishes(std::move(status), count);

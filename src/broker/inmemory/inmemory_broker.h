@@ -49,11 +49,16 @@ class InMemoryBroker : public Broker {
   Result<QueueInfo> Queue(std::string_view name) override;
   Status DeleteQueue(std::string_view name) override;
   Status Health() override;
+  // Each broadcast subscription has its own dispatcher thread and an unbounded inbox: an
+  // in-process broadcast is never lost.
+  Status Broadcast(std::string_view topic, std::string body) override;
+  Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view topic,
+                                                           BroadcastHandler handler) override;
 
   // Fault injection. The next `count` calls to Publish (every call when `count` is
   // negative) return `status` and drop the message. `status` must not be OK.
   void FailPublishes(Status status, int count = -1);
-  // Every Subscribe returns `status` until ClearFailures.
+  // Every Subscribe and SubscribeBroadcast returns `status` until ClearFailures.
   void FailSubscribes(Status status);
   // Health returns `status` until ClearFailures.
   void FailHealth(Status status);

@@ -43,8 +43,11 @@ constexpr std::size_t kMaxQueueName = 255;
 // (a passive declare of a missing queue closes its channel).
 constexpr amqp_channel_t kPublishChannel = 1;
 constexpr amqp_channel_t kInspectChannel = 2;
-// Subscription connections consume on channel 1.
+// Subscription connections consume on channel 1; the broadcast connection publishes on 1.
 constexpr amqp_channel_t kConsumeChannel = 1;
+constexpr amqp_channel_t kBroadcastChannel = 1;
+// A topic's fanout exchange is named this followed by the topic.
+constexpr std::string_view kBroadcastExchangePrefix = "baton.broadcast.";
 constexpr int kFrameMax = 131072;
 constexpr milliseconds kConnectTimeout{5000};
 constexpr milliseconds kRpcTimeout{10000};
@@ -249,6 +252,20 @@ Status DeclareQueue(Connection& conn, amqp_channel_t channel, std::string_view n
                     "declaring queue '" + std::string(name) + "'");
 }
 
+std::string ExchangeName(std::string_view topic) {
+  return std::string(kBroadcastExchangePrefix) + std::string(topic);
+}
+
+// Declares a topic's exchange: fanout, not durable (nothing it routes is kept), never
+// deleted automatically (a publisher may declare it before anyone binds).
+Status DeclareExchange(Connection& conn, amqp_channel_t channel, const std::string& exchange) {
+  amqp_exchange_declare(conn.state(), channel, Bytes(exchange), amqp_cstring_bytes("fanout"),
+                        /*passive=*/0, /*durable=*/0, /*auto_delete=*/0, /*internal=*/0,
+                        amqp_empty_table);
+  return conn.Check(amqp_get_rpc_reply(conn.state()), channel,
+                    "declaring exchange '" + exchange + "'");
+}
+
 // An eventfd, closed on destruction.
 class WakeFd {
  public:
@@ -356,6 +373,27 @@ struct SubState : std::enable_shared_from_this<SubState> {
   std::jthread dispatcher;
 };
 
+// One broadcast subscription: its connection, with a server-named exclusive queue bound
+// to the topic's exchange, consumed without acks by `thread`, which alone touches `conn`
+// and calls the handler.
+struct BroadcastSubState {
+  BroadcastSubState(std::uint64_t id_in, std::string exchange_in, BroadcastHandler handler_in)
+      : id(id_in), exchange(std::move(exchange_in)), handler(std::move(handler_in)) {}
+
+  const std::uint64_t id;
+  const std::string exchange;
+  const BroadcastHandler handler;
+  const WakeFd wake;  // wakes `thread` for a stop
+
+  Mutex mu;
+  bool closing BATON_GUARDED_BY(mu) = false;  // Close has begun
+
+  std::unique_ptr<Connection> conn;  // `thread` only, once started
+
+  // Declared last so that it is joined before the members above are destroyed.
+  std::jthread thread;
+};
+
 class Core : public std::enable_shared_from_this<Core> {
  public:
   Core(ServerAddress address, RabbitMqOptions options, std::optional<ManagementApi> management)
@@ -375,6 +413,11 @@ class Core : public std::enable_shared_from_this<Core> {
   void CloseSubscription(std::uint64_t id);
   Status SetPrefetch(std::uint64_t id, int prefetch);
   void Shutdown();
+
+  Status Broadcast(std::string_view topic, std::string body);
+  Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view topic,
+                                                           BroadcastHandler handler);
+  void CloseBroadcast(std::uint64_t id);
 
  private:
   Status EnsurePublisher() BATON_REQUIRES(pub_mu_);
@@ -396,6 +439,14 @@ class Core : public std::enable_shared_from_this<Core> {
   void FinishClose(const std::shared_ptr<SubState>& sub, bool to_graveyard);
   void ReapGraveyard();
 
+  Status EnsureBroadcaster() BATON_REQUIRES(bcast_mu_);
+  // Publishes once on the broadcast connection, after reading what the server sent it
+  // (a channel.close for an earlier publish marks it broken).
+  Status BroadcastOnce(const std::string& exchange, const std::string& body)
+      BATON_REQUIRES(bcast_mu_);
+  Result<std::unique_ptr<Connection>> OpenBroadcastConsumer(const std::string& exchange);
+  void BroadcastLoop(const std::stop_token& stop, BroadcastSubState* sub);
+
   const ServerAddress address_;
   const RabbitMqOptions options_;
   const std::optional<ManagementApi> management_;
@@ -414,6 +465,17 @@ class Core : public std::enable_shared_from_this<Core> {
   std::vector<std::shared_ptr<SubState>> graveyard_ BATON_GUARDED_BY(mu_);
   std::uint64_t next_sub_id_ BATON_GUARDED_BY(mu_) = 0;
   bool shut_down_ BATON_GUARDED_BY(mu_) = false;
+  // Broadcast subscriptions until fully closed (closed_ is notified when one leaves), and
+  // those closed from their own handler, joined later.
+  std::unordered_map<std::uint64_t, std::shared_ptr<BroadcastSubState>> broadcast_subs_
+      BATON_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<BroadcastSubState>> broadcast_graveyard_ BATON_GUARDED_BY(mu_);
+
+  // The broadcast connection: its own, so that a broadcast never waits behind a confirmed
+  // publish nor delays one; no confirm mode. Opened on first use.
+  Mutex bcast_mu_;
+  std::unique_ptr<Connection> bcast_ BATON_GUARDED_BY(bcast_mu_);
+  std::set<std::string, std::less<>> bcast_declared_ BATON_GUARDED_BY(bcast_mu_);  // on bcast_
 };
 
 namespace {
@@ -470,6 +532,23 @@ class RabbitMqSubscription final : public Subscription {
     std::shared_ptr<Core> core = core_.lock();
     if (!core) return FailedPrecondition("the broker is gone");
     return core->SetPrefetch(id_, prefetch);
+  }
+
+ private:
+  const std::weak_ptr<Core> core_;
+  const std::uint64_t id_;
+};
+
+class RabbitMqBroadcastSubscription final : public Subscription {
+ public:
+  RabbitMqBroadcastSubscription(std::weak_ptr<Core> core, std::uint64_t id)
+      : core_(std::move(core)), id_(id) {}
+  ~RabbitMqBroadcastSubscription() override { Close(); }
+  void Close() override {
+    if (std::shared_ptr<Core> core = core_.lock()) core->CloseBroadcast(id_);
+  }
+  Status SetPrefetch(int) override {
+    return FailedPrecondition("a broadcast subscription has no prefetch");
   }
 
  private:
@@ -730,6 +809,9 @@ Result<std::vector<QueueInfo>> Core::Queues() {
     if (listed.ok()) {
       sampled = true;
       for (const QueueInfo& q : *listed) {
+        // Server-named queues (broadcast subscriptions' "amq.gen-..."): exclusive to
+        // their connection, so not even inspectable, and no queue of the engine's.
+        if (q.name.starts_with("amq.")) continue;
         names.push_back(q.name);
         sampled_unacked[q.name] = q.unacked;
       }
@@ -1174,33 +1256,286 @@ void Core::CloseSubscription(std::uint64_t id) {
 
 void Core::ReapGraveyard() {
   std::vector<std::shared_ptr<SubState>> dead;
+  std::vector<std::shared_ptr<BroadcastSubState>> dead_broadcasts;
   {
     MutexLock lock(mu_);
     dead.swap(graveyard_);
+    dead_broadcasts.swap(broadcast_graveyard_);
   }
   // Destroying them joins dispatchers that are past their last use of anything.
 }
 
 void Core::Shutdown() {
   std::vector<std::uint64_t> ids;
+  std::vector<std::uint64_t> broadcast_ids;
   {
     MutexLock lock(mu_);
     shut_down_ = true;
     for (const auto& [id, sub] : subs_) ids.push_back(id);
+    for (const auto& [id, sub] : broadcast_subs_) broadcast_ids.push_back(id);
   }
   for (std::uint64_t id : ids) CloseSubscription(id);
+  for (std::uint64_t id : broadcast_ids) CloseBroadcast(id);
   std::vector<std::shared_ptr<SubState>> dead;
+  std::vector<std::shared_ptr<BroadcastSubState>> dead_broadcasts;
   {
     MutexLock lock(mu_);
     closed_.wait(lock, [&] {
       mu_.AssertHeld();
-      return subs_.empty();
+      return subs_.empty() && broadcast_subs_.empty();
     });
     dead.swap(graveyard_);
+    dead_broadcasts.swap(broadcast_graveyard_);
   }
   dead.clear();
+  dead_broadcasts.clear();
+  {
+    MutexLock lock(bcast_mu_);
+    bcast_.reset();
+  }
   MutexLock lock(pub_mu_);
   pub_.reset();
+}
+
+// ---- Broadcasts -------------------------------------------------------------------------
+
+Status Core::EnsureBroadcaster() {
+  if (bcast_ && !bcast_->broken()) return Status::Ok();
+  bcast_.reset();
+  bcast_declared_.clear();
+  auto conn = Connection::Open(address_);
+  if (!conn.ok()) return conn.status();
+  BATON_RETURN_IF_ERROR((*conn)->OpenChannel(kBroadcastChannel));
+  bcast_ = std::move(conn).value();
+  return Status::Ok();
+}
+
+Status Core::BroadcastOnce(const std::string& exchange, const std::string& body) {
+  Connection& c = *bcast_;
+  amqp_connection_state_t state = c.state();
+  // Without confirms the server says nothing, unless it closed the channel (an exchange
+  // deleted under us) or the connection: read what came, without waiting.
+  for (;;) {
+    if (!amqp_frames_enqueued(state) && !amqp_data_in_buffer(state)) {
+      pollfd fd{c.fd(), POLLIN, 0};
+      if (poll(&fd, 1, 0) <= 0 || !(fd.revents & (POLLIN | POLLHUP | POLLERR))) break;
+    }
+    amqp_frame_t frame;
+    timeval zero{};
+    int rc = amqp_simple_wait_frame_noblock(state, &frame, &zero);
+    if (rc == AMQP_STATUS_TIMEOUT) break;
+    if (rc != AMQP_STATUS_OK) {
+      c.MarkBroken();
+      return Unavailable(std::string("broadcast connection: ") + amqp_error_string2(rc));
+    }
+    if (frame.frame_type == AMQP_FRAME_METHOD &&
+        (frame.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
+         frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)) {
+      Status status = c.OnServerClose(frame.payload.method, frame.channel, "broadcasting");
+      c.MarkBroken();
+      return Unavailable(status.message());
+    }
+  }
+  if (!bcast_declared_.contains(exchange)) {
+    Status status = DeclareExchange(c, kBroadcastChannel, exchange);
+    if (!status.ok()) {
+      c.MarkBroken();  // the channel is gone (or the connection): start afresh
+      return status;
+    }
+    bcast_declared_.insert(exchange);
+  }
+  amqp_basic_properties_t props{};  // transient: nothing of it is kept
+  int rc = amqp_basic_publish(state, kBroadcastChannel, Bytes(exchange), amqp_empty_bytes,
+                              /*mandatory=*/0, /*immediate=*/0, &props, Bytes(body));
+  amqp_maybe_release_buffers(state);
+  if (rc != AMQP_STATUS_OK) {
+    c.MarkBroken();
+    return Unavailable(std::string("broadcasting: ") + amqp_error_string2(rc));
+  }
+  return Status::Ok();
+}
+
+Status Core::Broadcast(std::string_view topic, std::string body) {
+  BATON_RETURN_IF_ERROR(CheckBroadcastTopic(topic));
+  {
+    MutexLock lock(mu_);
+    if (shut_down_) return Unavailable("broker is shut down");
+  }
+  const std::string exchange = ExchangeName(topic);
+  MutexLock lock(bcast_mu_);
+  Status status;
+  // One retry on a fresh connection: the one kept may have died since the last use.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    status = EnsureBroadcaster();
+    if (status.ok()) status = BroadcastOnce(exchange, body);
+    if (status.ok() || status.code() != StatusCode::kUnavailable) return status;
+  }
+  return status;
+}
+
+Result<std::unique_ptr<Connection>> Core::OpenBroadcastConsumer(const std::string& exchange) {
+  auto opened = Connection::Open(address_);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<Connection> conn = std::move(opened).value();
+  Connection& c = *conn;
+  amqp_connection_state_t state = c.state();
+  BATON_RETURN_IF_ERROR(c.OpenChannel(kConsumeChannel));
+  BATON_RETURN_IF_ERROR(DeclareExchange(c, kConsumeChannel, exchange));
+  // Server-named, exclusive to this connection and deleted with it.
+  amqp_queue_declare_ok_t* declared =
+      amqp_queue_declare(state, kConsumeChannel, amqp_empty_bytes, /*passive=*/0, /*durable=*/0,
+                         /*exclusive=*/1, /*auto_delete=*/1, amqp_empty_table);
+  BATON_RETURN_IF_ERROR(
+      c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "declaring a broadcast queue"));
+  const std::string queue = FromBytes(declared->queue);
+  amqp_queue_bind(state, kConsumeChannel, Bytes(queue), Bytes(exchange), amqp_empty_bytes,
+                  amqp_empty_table);
+  BATON_RETURN_IF_ERROR(c.Check(amqp_get_rpc_reply(state), kConsumeChannel,
+                                "binding a queue to exchange '" + exchange + "'"));
+  amqp_basic_consume(state, kConsumeChannel, Bytes(queue), amqp_empty_bytes, /*no_local=*/0,
+                     /*no_ack=*/1, /*exclusive=*/1, amqp_empty_table);
+  BATON_RETURN_IF_ERROR(
+      c.Check(amqp_get_rpc_reply(state), kConsumeChannel, "consuming a broadcast queue"));
+  return conn;
+}
+
+Result<std::unique_ptr<Subscription>> Core::SubscribeBroadcast(std::string_view topic,
+                                                               BroadcastHandler handler) {
+  BATON_RETURN_IF_ERROR(CheckBroadcastTopic(topic));
+  if (!handler) return InvalidArgument("handler is empty");
+  ReapGraveyard();
+  std::uint64_t id = 0;
+  {
+    MutexLock lock(mu_);
+    if (shut_down_) return Unavailable("broker is shut down");
+    id = ++next_sub_id_;
+  }
+  auto sub = std::make_shared<BroadcastSubState>(id, ExchangeName(topic), std::move(handler));
+  if (sub->wake.fd() < 0) return Internal("eventfd failed");
+  // Bound before returning: whatever is broadcast from now on reaches it.
+  auto conn = OpenBroadcastConsumer(sub->exchange);
+  if (!conn.ok()) return conn.status();
+  sub->conn = std::move(conn).value();
+  try {
+    sub->thread = std::jthread(
+        [this, raw = sub.get()](const std::stop_token& stop) { BroadcastLoop(stop, raw); });
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("cannot start a subscription thread: ") + e.what());
+  }
+  {
+    MutexLock lock(mu_);
+    if (!shut_down_) {
+      broadcast_subs_.emplace(id, sub);
+      return std::unique_ptr<Subscription>(new RabbitMqBroadcastSubscription(weak_from_this(), id));
+    }
+  }
+  // Shut down while subscribing.
+  sub->thread.request_stop();
+  sub->wake.Notify();
+  sub->thread.join();
+  return Unavailable("broker is shut down");
+}
+
+void Core::BroadcastLoop(const std::stop_token& stop, BroadcastSubState* sub) {
+  milliseconds backoff = kMinBackoff;
+  while (!stop.stop_requested()) {
+    if (!sub->conn) {
+      // Declared and bound afresh: what was broadcast in between is lost (the contract).
+      auto conn = OpenBroadcastConsumer(sub->exchange);
+      if (!conn.ok()) {
+        pollfd fd{sub->wake.fd(), POLLIN, 0};
+        (void)poll(&fd, 1, static_cast<int>(backoff.count()));
+        sub->wake.Drain();
+        backoff = std::min(backoff * 2, kMaxBackoff);
+        continue;
+      }
+      sub->conn = std::move(conn).value();
+      backoff = kMinBackoff;
+    }
+    amqp_connection_state_t state = sub->conn->state();
+    if (!amqp_frames_enqueued(state) && !amqp_data_in_buffer(state)) {
+      pollfd fds[2] = {{sub->conn->fd(), POLLIN, 0}, {sub->wake.fd(), POLLIN, 0}};
+      int n = poll(fds, 2, static_cast<int>(kIdlePoll.count()));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        sub->conn->MarkBroken();
+        sub->conn.reset();
+        continue;
+      }
+      if (fds[1].revents & POLLIN) sub->wake.Drain();
+      if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    }
+    amqp_maybe_release_buffers(state);
+    amqp_envelope_t envelope;
+    timeval tv = ToTimeval(milliseconds(100));
+    amqp_rpc_reply_t reply = amqp_consume_message(state, &envelope, &tv, 0);
+    if (reply.reply_type == AMQP_RESPONSE_NORMAL) {
+      std::string body = FromBytes(envelope.message.body);
+      amqp_destroy_envelope(&envelope);
+      if (stop.stop_requested()) break;
+      sub->handler(std::move(body));
+      continue;
+    }
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        reply.library_error == AMQP_STATUS_TIMEOUT) {
+      continue;
+    }
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        reply.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t frame;
+      timeval zero{};
+      if (amqp_simple_wait_frame_noblock(state, &frame, &zero) == AMQP_STATUS_OK) {
+        if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+        const amqp_method_t& method = frame.payload.method;
+        if (method.id == AMQP_CHANNEL_CLOSE_METHOD || method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+          (void)sub->conn->OnServerClose(method, frame.channel, "consuming broadcasts");
+        } else if (method.id != AMQP_BASIC_CANCEL_METHOD) {
+          continue;  // anything else is harmless
+        }
+      }
+    }
+    // The connection failed, or the server closed it or cancelled the consumer (its
+    // queue or exchange deleted): start afresh.
+    sub->conn->MarkBroken();
+    sub->conn.reset();
+  }
+  sub->conn.reset();  // closing the connection deletes its queue
+}
+
+void Core::CloseBroadcast(std::uint64_t id) {
+  std::shared_ptr<BroadcastSubState> sub;
+  {
+    MutexLock lock(mu_);
+    auto it = broadcast_subs_.find(id);
+    if (it == broadcast_subs_.end()) return;
+    sub = it->second;
+  }
+  const bool own_thread = sub->thread.get_id() == std::this_thread::get_id();
+  bool already = false;
+  {
+    MutexLock lock(sub->mu);
+    already = sub->closing;
+    sub->closing = true;
+  }
+  if (already) {
+    // Someone else is closing it; wait for them, unless they are waiting for us.
+    if (!own_thread) {
+      MutexLock lock(mu_);
+      closed_.wait(lock, [&] {
+        mu_.AssertHeld();
+        return !broadcast_subs_.contains(id);
+      });
+    }
+    return;
+  }
+  sub->thread.request_stop();
+  sub->wake.Notify();
+  if (!own_thread) sub->thread.join();
+  MutexLock lock(mu_);
+  broadcast_subs_.erase(id);
+  // From its own handler: the thread ends when the handler returns; joined later.
+  if (own_thread) broadcast_graveyard_.push_back(std::move(sub));
+  closed_.notify_all();
 }
 
 }  // namespace rabbitmq_internal
@@ -1249,5 +1584,14 @@ Result<QueueInfo> RabbitMqBroker::Queue(std::string_view name) { return core_->Q
 Status RabbitMqBroker::DeleteQueue(std::string_view name) { return core_->DeleteQueue(name); }
 
 Status RabbitMqBroker::Health() { return core_->Health(); }
+
+Status RabbitMqBroker::Broadcast(std::string_view topic, std::string body) {
+  return core_->Broadcast(topic, std::move(body));
+}
+
+Result<std::unique_ptr<Subscription>> RabbitMqBroker::SubscribeBroadcast(std::string_view topic,
+                                                                         BroadcastHandler handler) {
+  return core_->SubscribeBroadcast(topic, std::move(handler));
+}
 
 }  // namespace baton

@@ -62,6 +62,16 @@ struct RabbitMqOptions {
 // held by this broker object's own subscriptions, and Queues() lists the queues this
 // object published to or subscribed to (Queue() answers for any existing queue).
 //
+// Broadcasts: a topic is a fanout exchange `baton.broadcast.<topic>` (not durable, never
+// auto-deleted). Broadcast publishes to it, transient and unconfirmed, on a connection of
+// its own (opened on first use, reopened once per call after a failure), so it neither
+// waits for nor delays the confirmed publishes. Each broadcast subscription has its own
+// connection with a server-named exclusive auto-delete queue bound to the exchange,
+// consumed without acks by one thread that also calls the handler (a slow handler lets
+// RabbitMQ queue for it). When that connection breaks, the thread reconnects with backoff
+// and declares and binds afresh: what was broadcast in between is lost. Those queues
+// ("amq.gen-...") are left out of Queues().
+//
 // Heartbeats are off; a dead TCP peer is noticed when a read or write fails.
 //
 // Thread-safety: every method may be called from any thread, including from handlers,
@@ -89,6 +99,9 @@ class RabbitMqBroker : public Broker {
   // Ok when RabbitMQ answers on the publisher connection (reopened if needed): a
   // passive queue.declare round trip.
   Status Health() override;
+  Status Broadcast(std::string_view topic, std::string body) override;
+  Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view topic,
+                                                           BroadcastHandler handler) override;
 
  private:
   explicit RabbitMqBroker(std::shared_ptr<rabbitmq_internal::Core> core);

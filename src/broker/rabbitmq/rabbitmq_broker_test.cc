@@ -1,11 +1,15 @@
 #include "broker/rabbitmq/rabbitmq_broker.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,6 +45,11 @@ class UnconfiguredBroker : public Broker {
   Result<QueueInfo> Queue(std::string_view) override { return Unavailable("skipped"); }
   Status DeleteQueue(std::string_view) override { return Unavailable("skipped"); }
   Status Health() override { return Unavailable("skipped"); }
+  Status Broadcast(std::string_view, std::string) override { return Unavailable("skipped"); }
+  Result<std::unique_ptr<Subscription>> SubscribeBroadcast(std::string_view,
+                                                           BroadcastHandler) override {
+    return Unavailable("skipped");
+  }
 };
 
 void SkipUnconfigured() { GTEST_SKIP() << kNotConfigured; }
@@ -196,6 +205,149 @@ TEST_F(RabbitMqBrokerTest, UnreachableManagementApiFallsBackToAmqp) {
   auto info = (*broker)->Queue(q);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->size, 1);
+}
+
+// The management API at BATON_TEST_RABBITMQ_MANAGEMENT_URL (http://user:password@host:port),
+// for what AMQP cannot do: find and delete another connection's queue.
+class ManagementClient {
+ public:
+  explicit ManagementClient(const std::string& url) {
+    std::string rest = url.substr(url.find("://") + 3);
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    auto at = rest.rfind('@');
+    std::string userinfo = rest.substr(0, at);
+    std::string hostport = rest.substr(at + 1);
+    auto colon = hostport.rfind(':');
+    client_ = std::make_unique<httplib::Client>(hostport.substr(0, colon),
+                                                std::stoi(hostport.substr(colon + 1)));
+    auto sep = userinfo.find(':');
+    client_->set_basic_auth(userinfo.substr(0, sep), userinfo.substr(sep + 1));
+  }
+
+  // The vhost and name of each queue bound to `exchange`.
+  std::vector<std::pair<std::string, std::string>> BoundQueues(const std::string& exchange) {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto res = client_->Get("/api/bindings");
+    if (!res || res->status != 200) return out;
+    for (const auto& b : nlohmann::json::parse(res->body)) {
+      if (b.value("source", "") == exchange && b.value("destination_type", "") == "queue") {
+        out.emplace_back(b.value("vhost", ""), b.value("destination", ""));
+      }
+    }
+    return out;
+  }
+
+  // Closes the connection that owns exclusive queue `queue`, as a network failure would.
+  // Empty when done, else what failed.
+  std::string CloseOwnerOf(const std::string& vhost, const std::string& queue) {
+    auto res = client_->Get("/api/queues/" + Encode(vhost) + "/" + Encode(queue));
+    if (!res || res->status != 200) return "GET queue: " + (res ? res->body : "no answer");
+    auto details = nlohmann::json::parse(res->body).value("owner_pid_details", nlohmann::json{});
+    if (!details.contains("name")) return "no owner in " + res->body;
+    auto closed = client_->Delete("/api/connections/" + Encode(details["name"].get<std::string>()));
+    if (!closed || closed->status != 204) {
+      return "DELETE connection: " + (closed ? std::to_string(closed->status) : "no answer");
+    }
+    return "";
+  }
+
+ private:
+  static std::string Encode(const std::string& s) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : s) {
+      if (std::isalnum(c) || c == '-' || c == '_' || c == '.') {
+        out += static_cast<char>(c);
+      } else {
+        out += '%';
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<httplib::Client> client_;
+};
+
+const char* ManagementUrl() {
+  const char* management = std::getenv("BATON_TEST_RABBITMQ_MANAGEMENT_URL");
+  return management == nullptr || *management == '\0' ? nullptr : management;
+}
+
+// A broadcast subscription whose connection is closed under it (and its exclusive queue
+// with it) reconnects, declares and binds a new queue and receives again; what was
+// broadcast in between is lost, which the contract allows.
+TEST_F(RabbitMqBrokerTest, BroadcastSubscriptionBindsAgainAfterItsConnectionIsClosed) {
+  if (ManagementUrl() == nullptr) GTEST_SKIP() << "BATON_TEST_RABBITMQ_MANAGEMENT_URL not set";
+  ManagementClient management(ManagementUrl());
+  const std::string topic = QueueName();
+  const std::string exchange = "baton.broadcast." + topic;
+  auto broker = Connect();
+  ASSERT_NE(broker, nullptr);
+  std::mutex mu;
+  std::vector<std::string> bodies;
+  auto sub = broker->SubscribeBroadcast(topic, [&](std::string body) {
+    std::lock_guard lock(mu);
+    bodies.push_back(std::move(body));
+  });
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  auto received = [&](const std::string& body) {
+    std::lock_guard lock(mu);
+    return std::find(bodies.begin(), bodies.end(), body) != bodies.end();
+  };
+  ASSERT_TRUE(broker->Broadcast(topic, "before").ok());
+  ASSERT_TRUE(WaitFor([&] { return received("before"); }));
+
+  std::vector<std::pair<std::string, std::string>> bound;
+  ASSERT_TRUE(WaitFor([&] { return !(bound = management.BoundQueues(exchange)).empty(); },
+                      std::chrono::seconds(10)));
+  ASSERT_EQ(bound.size(), 1u);
+  const std::string first_queue = bound[0].second;
+  EXPECT_TRUE(first_queue.starts_with("amq.gen-")) << first_queue;
+  // The queue's owner shows once RabbitMQ sampled its statistics.
+  std::string closing;
+  WaitFor([&] { return (closing = management.CloseOwnerOf(bound[0].first, first_queue)).empty(); },
+          std::chrono::seconds(10));
+  ASSERT_EQ(closing, "");
+
+  // Broadcast until one arrives: those sent before the new binding are lost.
+  int sent = 0;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        EXPECT_TRUE(broker->Broadcast(topic, "after " + std::to_string(++sent)).ok());
+        std::lock_guard lock(mu);
+        return std::any_of(bodies.begin(), bodies.end(),
+                           [](const std::string& b) { return b.starts_with("after "); });
+      },
+      std::chrono::seconds(10)));
+  bound = management.BoundQueues(exchange);
+  ASSERT_EQ(bound.size(), 1u);
+  EXPECT_NE(bound[0].second, first_queue);
+}
+
+// Broadcast subscriptions' server-named queues are exclusive to their connection: the
+// management API lists them, but they are no engine queue, and inspecting one would fail.
+TEST_F(RabbitMqBrokerTest, QueuesLeavesOutBroadcastSubscriptionQueues) {
+  if (ManagementUrl() == nullptr) GTEST_SKIP() << "BATON_TEST_RABBITMQ_MANAGEMENT_URL not set";
+  RabbitMqOptions options = testing::TestOptions(url_.c_str());
+  options.management_url = ManagementUrl();
+  auto broker = RabbitMqBroker::Connect(options);
+  ASSERT_TRUE(broker.ok()) << broker.status().ToString();
+  const std::string q = QueueName();
+  ASSERT_TRUE((*broker)->Publish(q, "x").ok());
+  const std::string topic = QueueName();
+  auto sub = (*broker)->SubscribeBroadcast(topic, [](std::string) {});
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  // Once the management API knows the subscription's queue.
+  ManagementClient management(ManagementUrl());
+  ASSERT_TRUE(WaitFor([&] { return !management.BoundQueues("baton.broadcast." + topic).empty(); },
+                      std::chrono::seconds(10)));
+  auto all = (*broker)->Queues();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(
+      std::any_of(all->begin(), all->end(), [&](const QueueInfo& i) { return i.name == q; }));
+  for (const QueueInfo& info : *all) EXPECT_FALSE(info.name.starts_with("amq.")) << info.name;
 }
 
 RabbitMqOptions OptionsFor(std::string url) {
