@@ -24,8 +24,8 @@ run: build
 # The concurrent parts, also run under ThreadSanitizer by `make test`.
 TSAN_TARGETS = base_test locker_test inmemory_broker_test sqlite_datastore_test \
                shell_runtime_test scheduler_test scheduler_shell_test worker_test engine_test api_test \
-               schedules_test events_test
-TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|TwoCoordinatorsTest|WorkerTest|EngineTest|ApiTest|SchedulesTest|EventHubTest|EventStreamTest
+               schedules_test events_test event_relay_test
+TSAN_TESTS = ThreadTimers|FakeClock|Locker|InMemory|Sqlite|Shell|SchedulerTest|TwoCoordinatorsTest|WorkerTest|EngineTest|ApiTest|SchedulesTest|EventHubTest|EventStreamTest|EventRelayTest|TwoCoordinatorsEventsTest
 # Each must have run and passed under TSan (a regex that matches nothing is no test).
 TSAN_REQUIRED = --require 'TwoCoordinatorsTest\.EachStepIsDecidedOnce/durable' \
                 --require 'TwoCoordinatorsTest\.EachStepIsDecidedOnce/in_memory'
