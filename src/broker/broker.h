@@ -93,6 +93,24 @@ class Subscription {
   virtual Status SetPrefetch(int prefetch) = 0;
 };
 
+// A broadcast subscription, for Broker implementations: Close (and the destructor) call
+// `close`, which must be idempotent and safe from any thread; SetPrefetch is
+// FailedPrecondition.
+class BroadcastSubscription final : public Subscription {
+ public:
+  explicit BroadcastSubscription(std::function<void()> close) : close_(std::move(close)) {}
+  ~BroadcastSubscription() override { Close(); }
+  BroadcastSubscription(const BroadcastSubscription&) = delete;
+  BroadcastSubscription& operator=(const BroadcastSubscription&) = delete;
+  void Close() override { close_(); }
+  Status SetPrefetch(int) override {
+    return FailedPrecondition("a broadcast subscription has no prefetch");
+  }
+
+ private:
+  const std::function<void()> close_;
+};
+
 // One message of a PublishBatch.
 struct OutgoingMessage {
   std::string queue;

@@ -258,24 +258,6 @@ class InMemorySubscription final : public Subscription {
   const std::uint64_t id_;
 };
 
-class InMemoryBroadcastSubscription final : public Subscription {
- public:
-  InMemoryBroadcastSubscription(std::weak_ptr<Core> core, std::uint64_t id)
-      : core_(std::move(core)), id_(id) {}
-  ~InMemoryBroadcastSubscription() override { Close(); }
-
-  void Close() override {
-    if (std::shared_ptr<Core> core = core_.lock()) core->CloseBroadcast(id_);
-  }
-  Status SetPrefetch(int) override {
-    return FailedPrecondition("a broadcast subscription has no prefetch");
-  }
-
- private:
-  const std::weak_ptr<Core> core_;
-  const std::uint64_t id_;
-};
-
 Status CheckQueueName(std::string_view name) {
   if (name.empty()) return InvalidArgument("queue name is empty");
   return Status::Ok();
@@ -405,7 +387,9 @@ Result<std::unique_ptr<Subscription>> Core::SubscribeBroadcast(std::string_view 
   }
   topics_[std::string(topic)].push_back(sub.get());
   broadcast_subs_.emplace(id, std::move(sub));
-  return std::unique_ptr<Subscription>(new InMemoryBroadcastSubscription(weak_from_this(), id));
+  return std::unique_ptr<Subscription>(new BroadcastSubscription([core = weak_from_this(), id] {
+    if (std::shared_ptr<Core> c = core.lock()) c->CloseBroadcast(id);
+  }));
 }
 
 void Core::CloseBroadcast(std::uint64_t sub_id) {

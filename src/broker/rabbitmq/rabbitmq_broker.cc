@@ -291,6 +291,20 @@ class WakeFd {
   const int fd_;
 };
 
+enum class Readable { kYes, kNo, kFailed };
+
+// Whether a consumer's connection has something to read, waiting up to kIdlePoll (less
+// when `wake` is notified, which it drains). kFailed: the poll failed (not EINTR).
+Readable WaitReadable(Connection& conn, const WakeFd& wake) {
+  amqp_connection_state_t state = conn.state();
+  if (amqp_frames_enqueued(state) || amqp_data_in_buffer(state)) return Readable::kYes;
+  pollfd fds[2] = {{conn.fd(), POLLIN, 0}, {wake.fd(), POLLIN, 0}};
+  int n = poll(fds, 2, static_cast<int>(kIdlePoll.count()));
+  if (n < 0) return errno == EINTR ? Readable::kNo : Readable::kFailed;
+  if (fds[1].revents & POLLIN) wake.Drain();
+  return (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) ? Readable::kYes : Readable::kNo;
+}
+
 }  // namespace
 
 enum class Settlement { kAck, kRequeue, kDrop };
@@ -532,23 +546,6 @@ class RabbitMqSubscription final : public Subscription {
     std::shared_ptr<Core> core = core_.lock();
     if (!core) return FailedPrecondition("the broker is gone");
     return core->SetPrefetch(id_, prefetch);
-  }
-
- private:
-  const std::weak_ptr<Core> core_;
-  const std::uint64_t id_;
-};
-
-class RabbitMqBroadcastSubscription final : public Subscription {
- public:
-  RabbitMqBroadcastSubscription(std::weak_ptr<Core> core, std::uint64_t id)
-      : core_(std::move(core)), id_(id) {}
-  ~RabbitMqBroadcastSubscription() override { Close(); }
-  void Close() override {
-    if (std::shared_ptr<Core> core = core_.lock()) core->CloseBroadcast(id_);
-  }
-  Status SetPrefetch(int) override {
-    return FailedPrecondition("a broadcast subscription has no prefetch");
   }
 
  private:
@@ -1100,18 +1097,10 @@ void Core::IoLoop(const std::stop_token& stop, SubState* sub) {
       LoseConnection(sub);
       continue;
     }
+    const Readable readable = WaitReadable(*sub->conn, sub->wake);
+    if (readable == Readable::kFailed) LoseConnection(sub);
+    if (readable != Readable::kYes) continue;
     amqp_connection_state_t state = sub->conn->state();
-    if (!amqp_frames_enqueued(state) && !amqp_data_in_buffer(state)) {
-      pollfd fds[2] = {{sub->conn->fd(), POLLIN, 0}, {sub->wake.fd(), POLLIN, 0}};
-      int n = poll(fds, 2, static_cast<int>(kIdlePoll.count()));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        LoseConnection(sub);
-        continue;
-      }
-      if (fds[1].revents & POLLIN) sub->wake.Drain();
-      if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    }
     amqp_maybe_release_buffers(state);
     amqp_envelope_t envelope;
     timeval tv = ToTimeval(milliseconds(100));
@@ -1426,7 +1415,9 @@ Result<std::unique_ptr<Subscription>> Core::SubscribeBroadcast(std::string_view 
     MutexLock lock(mu_);
     if (!shut_down_) {
       broadcast_subs_.emplace(id, sub);
-      return std::unique_ptr<Subscription>(new RabbitMqBroadcastSubscription(weak_from_this(), id));
+      return std::unique_ptr<Subscription>(new BroadcastSubscription([core = weak_from_this(), id] {
+        if (std::shared_ptr<Core> c = core.lock()) c->CloseBroadcast(id);
+      }));
     }
   }
   // Shut down while subscribing.
@@ -1452,19 +1443,13 @@ void Core::BroadcastLoop(const std::stop_token& stop, BroadcastSubState* sub) {
       sub->conn = std::move(conn).value();
       backoff = kMinBackoff;
     }
-    amqp_connection_state_t state = sub->conn->state();
-    if (!amqp_frames_enqueued(state) && !amqp_data_in_buffer(state)) {
-      pollfd fds[2] = {{sub->conn->fd(), POLLIN, 0}, {sub->wake.fd(), POLLIN, 0}};
-      int n = poll(fds, 2, static_cast<int>(kIdlePoll.count()));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        sub->conn->MarkBroken();
-        sub->conn.reset();
-        continue;
-      }
-      if (fds[1].revents & POLLIN) sub->wake.Drain();
-      if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    const Readable readable = WaitReadable(*sub->conn, sub->wake);
+    if (readable == Readable::kFailed) {
+      sub->conn->MarkBroken();
+      sub->conn.reset();
     }
+    if (readable != Readable::kYes) continue;
+    amqp_connection_state_t state = sub->conn->state();
     amqp_maybe_release_buffers(state);
     amqp_envelope_t envelope;
     timeval tv = ToTimeval(milliseconds(100));
