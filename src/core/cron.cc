@@ -85,10 +85,11 @@ Result<int> Value(std::string_view text, const FieldSpec& spec) {
                                      spec.names != nullptr ? " or a name" : ""));
 }
 
-// The bits of one field; `star` is set when it starts with `*` or `?`.
+// The bits of one field; `star` is set when an item of it is `*` or `?` with no step
+// above 1 (as robfig/cron v3: `*/7` restricts the field, `*` and `*/1` do not).
 Result<std::uint64_t> ParseField(std::string_view text, const FieldSpec& spec, bool* star) {
   std::uint64_t bits = 0;
-  *star = !text.empty() && (text[0] == '*' || text[0] == '?');
+  *star = false;
   for (std::string_view item : Split(text, ',')) {
     std::vector<std::string_view> slash = Split(item, '/');
     if (slash.size() > 2) {
@@ -126,6 +127,7 @@ Result<std::uint64_t> ParseField(std::string_view text, const FieldSpec& spec, b
                                            spec.name, s.substr(0, 20), spec.max - spec.min + 1));
       }
     }
+    if ((range == "*" || range == "?") && step == 1) *star = true;
     for (int v = low; v <= high; v += step) bits |= std::uint64_t{1} << v;
   }
   return bits;

@@ -88,6 +88,24 @@ TEST(CronTest, RestrictedDayOfMonthAndDayOfWeekMatchEither) {
               ::testing::ElementsAre("2026-05-15T00:00:00.000Z", "2026-06-15T00:00:00.000Z"));
 }
 
+// As robfig/cron v3 (Tork's): a star with a step above 1 restricts its field, so a
+// stepped day of month with a restricted day of week still matches either.
+TEST(CronTest, AStarWithAStepRestrictsItsDayFieldAndAStarInAListDoesNot) {
+  // Days 1, 8, 15, 22, 29 of March, or a Sunday of March. The fuzzer found this one: read
+  // as a star it fired only when March 1 is a Sunday (2026, then 2037), and Next gave up
+  // after kSearchYears.
+  EXPECT_THAT(Ticks(Cron("0 0 ?/7 3 0"), TimeZone(), "2026-03-08T05:00:00Z", 5),
+              ::testing::ElementsAre("2026-03-15T00:00:00.000Z", "2026-03-22T00:00:00.000Z",
+                                     "2026-03-29T00:00:00.000Z", "2027-03-01T00:00:00.000Z",
+                                     "2027-03-07T00:00:00.000Z"));
+  // `*/1` is a star: the 15th only, whatever its weekday.
+  EXPECT_THAT(Ticks(Cron("0 0 15 * */1"), TimeZone(), "2026-05-01T00:00:00Z", 2),
+              ::testing::ElementsAre("2026-05-15T00:00:00.000Z", "2026-06-15T00:00:00.000Z"));
+  // A star anywhere in a list makes the field a star: Mondays only (2026-05-04, 05-11).
+  EXPECT_THAT(Ticks(Cron("0 0 3,* * 1"), TimeZone(), "2026-05-01T00:00:00Z", 2),
+              ::testing::ElementsAre("2026-05-04T00:00:00.000Z", "2026-05-11T00:00:00.000Z"));
+}
+
 TEST(CronTest, DescriptorsAreTheirFiveFieldForms) {
   const std::pair<std::string_view, std::string_view> pairs[] = {
       {"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
