@@ -12,6 +12,7 @@
 #include "core/job_decode.h"
 #include "core/names.h"
 #include "datastore/sqlite/sqlite_datastore.h"
+#include "testing/event_streams.h"
 #include "testing/fake_clock.h"
 #include "testing/wait_for.h"
 
@@ -20,24 +21,10 @@ namespace {
 
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
+using testing::JobTo;
+using testing::TakeUntil;
 
 constexpr milliseconds kInterval{2000};
-
-Change JobTo(const std::string& job, const std::string& state) {
-  return {.kind = Change::Kind::kJob, .job_id = job, .state = state, .task_count = 1};
-}
-
-// Everything `stream` is given until `text` has come (or 5 s).
-std::string TakeUntil(EventStream& stream, const std::string& text) {
-  std::string got;
-  testing::WaitFor(
-      [&] {
-        got += stream.Take();
-        return got.find(text) != std::string::npos;
-      },
-      std::chrono::seconds(5));
-  return got;
-}
 
 TEST(RelayMessageTest, ChangesOfEveryKindRoundTripWithEveryField) {
   RelayMessage message{.from = "c1",

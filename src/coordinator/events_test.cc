@@ -4,33 +4,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/event_streams.h"
 #include "testing/wait_for.h"
 
 namespace baton {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::JobTo;
 using ::testing::Not;
-
-Change JobTo(const std::string& job, const std::string& state) {
-  return {.kind = Change::Kind::kJob, .job_id = job, .state = state, .task_count = 1};
-}
+using testing::TakeUntil;
 
 Change LogOf(const std::string& job, const std::string& text) {
   return {
       .kind = Change::Kind::kLog, .job_id = job, .task_id = "t1", .contents = text, .number = 1};
-}
-
-// Everything `stream` is given until `text` has come (or 5 s).
-std::string TakeUntil(EventStream& stream, const std::string& text) {
-  std::string got;
-  testing::WaitFor(
-      [&] {
-        got += stream.Take();
-        return got.find(text) != std::string::npos;
-      },
-      std::chrono::seconds(5));
-  return got;
 }
 
 TEST(EventFormatTest, EachKindIsOneEventWithItsFieldsOnOneDataLine) {
