@@ -13,10 +13,7 @@ examples=$src/examples
 # shellcheck source=netns.sh
 . "$(dirname "$0")/netns.sh"
 
-if [[ -z ${BATON_TEST_RABBITMQ_URL:-} || -z ${BATON_TEST_POSTGRES_DSN:-} ]]; then
-  echo "SKIPPED: RabbitMQ/PostgreSQL not configured (make test starts them)"
-  exit 77  # CTest: skipped (SKIP_RETURN_CODE), never passed
-fi
+needs_services
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-dist.XXXXXX")
 pids=()

@@ -16,10 +16,7 @@ src=$2
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-if [[ -z ${BATON_TEST_RABBITMQ_URL:-} || -z ${BATON_TEST_POSTGRES_DSN:-} || -z ${BATON_SERVICES_DIR:-} ]]; then
-  echo "SKIPPED: RabbitMQ/PostgreSQL not configured (make test starts them)"
-  exit 77  # CTest: skipped (SKIP_RETURN_CODE), never passed
-fi
+needs_services BATON_SERVICES_DIR
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-faults.XXXXXX")
 runs=$work_dir/runs
@@ -48,17 +45,6 @@ port2=$(free_port)
 url1=http://127.0.0.1:$port1
 url2=http://127.0.0.1:$port2
 
-# start_coordinator NAME PORT
-start_coordinator() {
-  [[ -z ${pid_of[$1]:-} ]] || { fail "coordinator $1 is already running"; exit 1; }
-  "$baton" run coordinator --address "127.0.0.1:$2" --data-dir "$work_dir/$1" >>"$work_dir/$1.log" 2>&1 &
-  pid_of[$1]=$!
-  local deadline=$((SECONDS + 60))
-  until curl -sf "http://127.0.0.1:$2/health" >/dev/null 2>&1; do
-    ((SECONDS > deadline)) && { fail "coordinator $1 did not answer"; exit 1; }
-    sleep 0.1
-  done
-}
 # start_worker NAME: also consuming a queue named NAME, so GET /nodes says which node id
 # is this process.
 start_worker() {

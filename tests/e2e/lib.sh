@@ -151,6 +151,32 @@ expect_match() {
   if [[ "$2" =~ $3 ]]; then pass "$1"; else fail "$1: got [$2], want a match of /$3/"; fi
 }
 
+# needs_services [VAR...]: skips the suite (exit 77, which a CI run counts as a failure)
+# unless RabbitMQ and PostgreSQL are configured, and each VAR named is set too.
+needs_services() {
+  local var
+  for var in BATON_TEST_RABBITMQ_URL BATON_TEST_POSTGRES_DSN "$@"; do
+    if [[ -z ${!var:-} ]]; then
+      echo "SKIPPED: RabbitMQ/PostgreSQL not configured (make test starts them)"
+      exit 77  # CTest: skipped (SKIP_RETURN_CODE), never passed
+    fi
+  done
+}
+
+# start_coordinator NAME PORT: `baton run coordinator` on PORT with its data under
+# $work_dir/NAME and its log in $work_dir/NAME.log, its pid in pid_of[NAME] (the caller's
+# associative array); returns once it answers /health, or ends the suite.
+start_coordinator() {
+  [[ -z ${pid_of[$1]:-} ]] || { fail "coordinator $1 is already running"; exit 1; }
+  "$baton" run coordinator --address "127.0.0.1:$2" --data-dir "$work_dir/$1" >>"$work_dir/$1.log" 2>&1 &
+  pid_of[$1]=$!
+  local deadline=$((SECONDS + 60))
+  until curl -sf "http://127.0.0.1:$2/health" >/dev/null 2>&1; do
+    ((SECONDS > deadline)) && { fail "coordinator $1 did not answer"; exit 1; }
+    sleep 0.1
+  done
+}
+
 # distributed_env PREFIX: a database and a RabbitMQ virtual host of this run's own (so no
 # other suite's jobs or processes interfere), exported as the BATON_* settings of
 # `baton run coordinator|worker`. Needs BATON_TEST_POSTGRES_DSN, BATON_TEST_RABBITMQ_URL

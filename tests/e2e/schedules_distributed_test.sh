@@ -10,10 +10,7 @@ baton=$1 src=$2
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-if [[ -z ${BATON_TEST_RABBITMQ_URL:-} || -z ${BATON_TEST_POSTGRES_DSN:-} ]]; then
-  echo "SKIPPED: RabbitMQ/PostgreSQL not configured (make test starts them)"
-  exit 77  # CTest: skipped (SKIP_RETURN_CODE), never passed
-fi
+needs_services
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-sched.XXXXXX")
 declare -A pid_of
@@ -36,15 +33,6 @@ port1=$(free_port)
 port2=$(free_port)
 url1=http://127.0.0.1:$port1
 url2=http://127.0.0.1:$port2
-start_coordinator() {
-  "$baton" run coordinator --address "127.0.0.1:$2" --data-dir "$work_dir/$1" >>"$work_dir/$1.log" 2>&1 &
-  pid_of[$1]=$!
-  local deadline=$((SECONDS + 60))
-  until curl -sf "http://127.0.0.1:$2/health" >/dev/null 2>&1; do
-    ((SECONDS > deadline)) && { fail "coordinator $1 did not answer"; exit 1; }
-    sleep 0.1
-  done
-}
 start_coordinator c1 "$port1"
 start_coordinator c2 "$port2"
 "$baton" run worker --queue default:4 --data-dir "$work_dir/w1" >>"$work_dir/w1.log" 2>&1 &

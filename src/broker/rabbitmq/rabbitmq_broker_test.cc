@@ -4,7 +4,6 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -15,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/url.h"
 #include "conformance/broker_conformance.h"
 #include "testing/wait_for.h"
 
@@ -240,11 +240,12 @@ class ManagementClient {
   // Closes the connection that owns exclusive queue `queue`, as a network failure would.
   // Empty when done, else what failed.
   std::string CloseOwnerOf(const std::string& vhost, const std::string& queue) {
-    auto res = client_->Get("/api/queues/" + Encode(vhost) + "/" + Encode(queue));
+    auto res = client_->Get("/api/queues/" + PercentEncode(vhost) + "/" + PercentEncode(queue));
     if (!res || res->status != 200) return "GET queue: " + (res ? res->body : "no answer");
     auto details = nlohmann::json::parse(res->body).value("owner_pid_details", nlohmann::json{});
     if (!details.contains("name")) return "no owner in " + res->body;
-    auto closed = client_->Delete("/api/connections/" + Encode(details["name"].get<std::string>()));
+    auto closed =
+        client_->Delete("/api/connections/" + PercentEncode(details["name"].get<std::string>()));
     if (!closed || closed->status != 204) {
       return "DELETE connection: " + (closed ? std::to_string(closed->status) : "no answer");
     }
@@ -252,21 +253,6 @@ class ManagementClient {
   }
 
  private:
-  static std::string Encode(const std::string& s) {
-    static constexpr char kHex[] = "0123456789ABCDEF";
-    std::string out;
-    for (unsigned char c : s) {
-      if (std::isalnum(c) || c == '-' || c == '_' || c == '.') {
-        out += static_cast<char>(c);
-      } else {
-        out += '%';
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-      }
-    }
-    return out;
-  }
-
   std::unique_ptr<httplib::Client> client_;
 };
 
