@@ -14,7 +14,7 @@
 
 #include "broker/inmemory/inmemory_broker.h"
 #include "broker/rabbitmq/rabbitmq_broker.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 #include "core/job_decode.h"
 #include "core/job_json.h"
 #include "core/record_json.h"

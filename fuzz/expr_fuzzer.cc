@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/expr.h"
+#include "expr/expr.h"
 
 namespace {
 

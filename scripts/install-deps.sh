@@ -11,7 +11,7 @@ build_pkgs=(
   libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev libssl-dev
   libpq-dev librabbitmq-dev libcurl4-openssl-dev prometheus-cpp-dev libcrypt-dev
-  libhowardhinnant-date-dev tzdata
+  libhowardhinnant-date-dev tzdata libboost1.81-dev
 )
 test_pkgs=(
   postgresql rabbitmq-server

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/document.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 #include "core/job_decode.h"
 #include "core/names.h"
 #include "core/task_kind.h"

@@ -10,7 +10,7 @@
 
 #include "base/status.h"
 #include "core/duration.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 #include "core/job.h"
 
 namespace baton {

@@ -10,7 +10,7 @@
 #include <span>
 
 #include "core/auth.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 #include "core/names.h"
 
 namespace baton {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "core/expr.h"
+#include "expr/expr.h"
 
 namespace baton {
 namespace {

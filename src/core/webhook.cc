@@ -4,7 +4,7 @@
 
 #include "core/document.h"
 #include "core/evaluate.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 #include "core/record_json.h"
 
 namespace baton {

@@ -1,4 +1,4 @@
-# Fails when a file under DIR includes a quoted header outside core/, base/ and flow/
+# Fails when a file under DIR includes a quoted header outside core/, expr/, base/ and flow/
 # (an angle-bracket include must be the standard library, nlohmann or fmt).
 file(GLOB_RECURSE files "${DIR}/*.h" "${DIR}/*.cc")
 set(bad "")
@@ -6,7 +6,7 @@ foreach(f IN LISTS files)
   file(STRINGS "${f}" lines REGEX "^#include")
   foreach(line IN LISTS lines)
     if(line MATCHES "^#include \"([^\"]+)\"")
-      if(NOT CMAKE_MATCH_1 MATCHES "^(core|base|flow)/")
+      if(NOT CMAKE_MATCH_1 MATCHES "^(core|expr|base|flow)/")
         list(APPEND bad "${f}: ${line}")
       endif()
     elseif(line MATCHES "^#include <([^>]+)>")

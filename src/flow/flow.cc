@@ -16,7 +16,7 @@
 
 #include "core/document.h"
 #include "core/evaluate.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 #include "core/messages.h"
 #include "core/redact.h"
 #include "core/task_kind.h"

@@ -11,7 +11,7 @@
 #include <variant>
 
 #include "core/evaluate.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 #include "core/task_kind.h"
 #include "flow/flow.h"
 

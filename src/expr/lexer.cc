@@ -6,7 +6,7 @@
 #include <string>
 #include <system_error>
 
-#include "core/expr_internal.h"
+#include "expr/internal.h"
 
 namespace baton::expr::internal {
 namespace {

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr_internal.h"
+#include "expr/internal.h"
 
 namespace baton::expr {
 namespace {

@@ -1,5 +1,5 @@
 // Tests of expressions: each operator, each function, errors and limits.
-#include "core/expr.h"
+#include "expr/expr.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/expr.h"
+#include "expr/expr.h"
 
 namespace baton::expr {
 namespace {

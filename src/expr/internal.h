@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "core/expr.h"
+#include "expr/expr.h"
 
 namespace baton::expr::internal {
 

@@ -13,7 +13,7 @@
 #include <system_error>
 #include <utility>
 
-#include "core/expr_internal.h"
+#include "expr/internal.h"
 
 namespace baton::expr::internal {
 

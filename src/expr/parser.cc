@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "core/expr_internal.h"
+#include "expr/internal.h"
 
 namespace baton::expr::internal {
 namespace {
