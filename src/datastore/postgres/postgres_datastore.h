@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "datastore/datastore.h"
+#include "datastore/sql/datastore.h"
 
 namespace baton {
 
@@ -47,7 +48,7 @@ struct PostgresOptions {
 // UPDATE in one transaction, so concurrent updates of a row serialise on its row lock.
 // Writes use synchronous commits: acknowledged only once committed. No exception escapes
 // a method; a broken connection is dropped and replaced by the next borrower.
-class PostgresDatastore final : public Datastore {
+class PostgresDatastore final : public sql::SqlDatastore {
  public:
   // Connects (one connection, to check the server and migrate) and applies missing
   // migrations. Fails kUnavailable when the server cannot be reached, and
@@ -59,60 +60,22 @@ class PostgresDatastore final : public Datastore {
   PostgresDatastore(const PostgresDatastore&) = delete;
   PostgresDatastore& operator=(const PostgresDatastore&) = delete;
 
-  // Applies the migrations the database lacks, each in its own transaction, holding a
-  // transaction-level advisory lock so concurrent migrators (other processes) take turns.
-  // Running it again is a no-op. Fails (changing nothing) when the schema is newer than
-  // this binary.
-  Status Migrate();
-  // The highest migration applied (0 for an empty database).
-  Result<int> SchemaVersion();
-
   const PostgresOptions& options() const { return options_; }
 
-  Status CreateJob(const JobRecord& job) override;
-  Result<JobRecord> GetJob(std::string_view id) override;
-  Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override;
-  Status UpdateJobState(std::string_view id,
-                        const std::function<Status(JobRecord&)>& modify) override;
-  Result<Page<JobRecord>> ListJobs(const JobQuery& query) override;
-  Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override;
-  Status DeleteJob(std::string_view id) override;
-  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override;
-
-  Status CreateTask(const TaskRecord& task) override;
-  Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
-  Result<TaskRecord> GetTask(std::string_view id) override;
-  Status UpdateTask(std::string_view id, const std::function<Status(TaskRecord&)>& modify) override;
-  Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
-  Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
-  Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override;
-  Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override;
-  Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
-                                                 TimePoint at) override;
-
-  Status CreateLogPart(const LogPart& part) override;
-  Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override;
-  Result<Page<LogPart>> JobLogParts(std::string_view job_id, int page, int size) override;
-
-  Status UpsertNode(const NodeRecord& node) override;
-  Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override;
-
-  // Runs SELECT 1 on a pooled connection.
-  Result<StateCounts> CountStates() override;
-  Result<EndedCounts> CountJobsEndedSince(TimePoint since) override;
-  Result<RunningCounts> CountRunning() override;
-  Status Health() override;
-  std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
-
-  Status Transact(const std::function<Status(Transaction&)>& body) override;
+ protected:
+  // sql::SqlDatastore's backend: Write runs `op` on a borrowed connection inside BEGIN ..
+  // COMMIT (sent with its first and last statements: a write of one statement runs as
+  // its own transaction, in one round trip); Read outside a transaction, or for a
+  // snapshot in a REPEATABLE READ one; Alone outside a transaction.
+  Status Write(const sql::SessionOp& op) override;
+  Status Read(const sql::SessionOp& op, bool snapshot) override;
+  Status Alone(const sql::SessionOp& op) override;
 
  private:
   using Connection = postgres_internal::Connection;
   using Op = std::function<Status(Connection&)>;
 
   explicit PostgresDatastore(PostgresOptions options);
-
-  const crypto::Keyring* keys() const { return options_.keyring.get(); }
 
   // Runs `op` on a borrowed connection, outside any transaction.
   Status WithConnection(const Op& op);

@@ -19,7 +19,7 @@
 #include "conformance/datastore_conformance.h"
 #include "conformance/locker_conformance.h"
 #include "datastore/postgres/postgres_locker.h"
-#include "datastore/postgres/postgres_migrations.h"
+#include "datastore/sql/schema.h"
 
 namespace baton {
 namespace {
@@ -307,16 +307,6 @@ INSTANTIATE_TEST_SUITE_P(Postgres, LockerConformanceTest,
 
 // ---- Beyond the conformance suite ---------------------------------------------------
 
-TEST(PostgresDatastoreTest, MigrationsAreNumberedWithoutGaps) {
-  int want = 1;
-  for (const PostgresMigration& m : PostgresMigrations()) {
-    EXPECT_EQ(m.version, want++);
-    EXPECT_FALSE(m.name.empty());
-    EXPECT_FALSE(m.sql.empty());
-  }
-  EXPECT_EQ(LatestPostgresSchemaVersion(), want - 1);
-}
-
 TEST(PostgresDatastoreTest, MigrateIsIdempotent) {
   BATON_SKIP_UNLESS_CONFIGURED();
   std::string dsn = PostgresServer::FreshDatabaseDsn();
@@ -324,13 +314,13 @@ TEST(PostgresDatastoreTest, MigrateIsIdempotent) {
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(*store->SchemaVersion(), 0);
   ASSERT_TRUE(IsOk(store->Migrate()));
-  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+  EXPECT_EQ(*store->SchemaVersion(), sql::LatestSchemaVersion());
   ASSERT_TRUE(IsOk(store->Migrate()));
-  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+  EXPECT_EQ(*store->SchemaVersion(), sql::LatestSchemaVersion());
   store.reset();
   store = OpenStore(PostgresOptions{.dsn = dsn});
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+  EXPECT_EQ(*store->SchemaVersion(), sql::LatestSchemaVersion());
 }
 
 TEST(PostgresDatastoreTest, ConcurrentMigratorsTakeTurns) {
@@ -349,7 +339,7 @@ TEST(PostgresDatastoreTest, ConcurrentMigratorsTakeTurns) {
   for (const Status& s : results) EXPECT_TRUE(IsOk(s));
   auto store = OpenStore(PostgresOptions{.dsn = dsn});
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), LatestPostgresSchemaVersion());
+  EXPECT_EQ(*store->SchemaVersion(), sql::LatestSchemaVersion());
 }
 
 TEST(PostgresDatastoreTest, ANewerSchemaIsRefused) {
@@ -358,7 +348,7 @@ TEST(PostgresDatastoreTest, ANewerSchemaIsRefused) {
   ASSERT_NE(OpenStore(PostgresOptions{.dsn = dsn}), nullptr);
   ASSERT_EQ(AdminExec(dsn, fmt::format("INSERT INTO schema_migrations (version, name, applied_at) "
                                        "VALUES ({}, 'from the future', 0)",
-                                       LatestPostgresSchemaVersion() + 1)),
+                                       sql::LatestSchemaVersion() + 1)),
             "");
   auto store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn});
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);

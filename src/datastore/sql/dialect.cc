@@ -33,21 +33,37 @@ std::string EncodeList(Dialect dialect, const std::vector<std::string_view>& ite
       return list.dump();
     }
     case Dialect::kPostgres: {
-      // Each element quoted, with its quotes and backslashes escaped.
-      std::string out = "{";
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) out += ',';
-        out += '"';
-        for (char c : items[i]) {
-          if (c == '"' || c == '\\') out += '\\';
-          out += c;
-        }
-        out += '"';
-      }
-      return out + "}";
+      ArrayLiteral list;
+      for (std::string_view item : items) list.AddText(item);
+      return list.Done();
     }
   }
   return {};
+}
+
+void ArrayLiteral::AddText(std::string_view v) {
+  Separate();
+  out_ += '"';
+  for (char c : v) {
+    if (c == '"' || c == '\\') out_ += '\\';
+    out_ += c;
+  }
+  out_ += '"';
+}
+
+void ArrayLiteral::AddRaw(std::string_view v) {
+  Separate();
+  out_ += v;
+}
+
+void ArrayLiteral::AddNull() {
+  Separate();
+  out_ += "NULL";
+}
+
+void ArrayLiteral::Separate() {
+  if (!first_) out_ += ',';
+  first_ = false;
 }
 
 std::string_view ForUpdate(Dialect dialect) {

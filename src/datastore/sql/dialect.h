@@ -22,6 +22,21 @@ std::string InList(Dialect dialect, std::string_view column, int n);
 // for PostgreSQL's text[].
 std::string EncodeList(Dialect dialect, const std::vector<std::string_view>& items);
 
+// A PostgreSQL array literal, built an element at a time (EncodeList's form, with
+// numbers and NULLs too): a parameter of `$n::text[]`, `$n::bigint[]`, ...
+class ArrayLiteral {
+ public:
+  void AddText(std::string_view v);  // quoted, its quotes and backslashes escaped
+  void AddRaw(std::string_view v);   // a number, as it is
+  void AddNull();
+  std::string Done() const { return "{" + out_ + "}"; }
+
+ private:
+  void Separate();
+  std::string out_;
+  bool first_ = true;
+};
+
 // The clause that locks the rows a SELECT reads until its transaction ends: FOR UPDATE
 // on PostgreSQL; nothing on SQLite, whose one writer already runs alone.
 std::string_view ForUpdate(Dialect dialect);

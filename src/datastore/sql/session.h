@@ -1,11 +1,13 @@
-// A backend's connection, seen through the two calls the shared transaction code needs:
-// run a statement, read its rows. Virtual, unlike rows.h's templates: these calls do I/O,
-// beside which a virtual call per column costs nothing.
+// A backend's connection, seen through the calls the shared SQL code needs (the
+// transaction, sql/datastore.h's methods, the migrations): run a statement, read its rows.
+// Virtual, unlike rows.h's templates: these calls do I/O, beside which a virtual call per
+// column costs nothing.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "base/clock.h"
@@ -40,7 +42,8 @@ class RowView {
 using Bind = std::function<void(ParamSink&)>;
 using EachRow = std::function<Status(const RowView&)>;
 
-// A connection inside an open transaction. Used by one thread.
+// A connection, inside the transaction (or read) its backend opened for the operation.
+// Used by one thread.
 class Session {
  public:
   virtual ~Session() = default;
@@ -49,6 +52,20 @@ class Session {
   // Runs `stmt`, calling `each` for every row it returns (an error from `each` stops
   // and is returned).
   virtual Status Query(const Statement& stmt, const Bind& bind, const EachRow& each) = 0;
+  // As Execute and Query, for the last statement of a write: nothing else runs in the
+  // transaction after it, so a backend may send the commit with it (PostgreSQL's
+  // pipeline: the statement and its COMMIT in one round trip; a write of one statement
+  // runs as its own transaction).
+  virtual Result<std::int64_t> ExecuteLast(const Statement& stmt, const Bind& bind) {
+    return Execute(stmt, bind);
+  }
+  virtual Status QueryLast(const Statement& stmt, const Bind& bind, const EachRow& each) {
+    return Query(stmt, bind, each);
+  }
+  // As Query, for SQL built at run time (a search): neither prepared by name nor cached.
+  virtual Status QueryOnce(const std::string& sql, const Bind& bind, const EachRow& each) = 0;
+  // Runs one or more statements without parameters (schema, transaction control).
+  virtual Status ExecScript(std::string_view sql) = 0;
 };
 
 }  // namespace baton::sql

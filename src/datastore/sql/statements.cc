@@ -182,6 +182,24 @@ Statements Build(Dialect d) {
     s.update_job_fields = s.update_job;
     s.update_task_keep_keys = s.update_task;
     s.update_task_fields = s.update_task;
+    s.insert_tasks =
+        st("insert_tasks",
+           "INSERT INTO tasks (" BATON_SQL_TASK_COLUMNS
+           ") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], "
+           "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], "
+           "$12::text[], $13::text[], $14::text[], $15::float8[], $16::int[], $17::int[], "
+           "$18::int[], $19::int[], $20::text[], $21::text[])");
+    // The rows locked, re-checked and cancelled; RETURNING gives the state each was in.
+    s.cancel_tasks =
+        st("cancel_tasks",
+           "WITH RECURSIVE below(id) AS (SELECT $2::text COLLATE \"C\" UNION "
+           "SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id WHERE t.parent_id <> "
+           "''), old AS (SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = $1 "
+           "AND state = ANY ($4::text[]) AND ($2 = '' OR (id <> $2 AND id IN (SELECT id FROM "
+           "below))) FOR UPDATE) "
+           "UPDATE tasks t SET state = 'CANCELLED', completed_at = $3 FROM old "
+           "WHERE t.id = old.id AND t.state = ANY ($4::text[]) "
+           "RETURNING old.id, old.state, old.node_id, old.subjob_id");
   }
 
   // Webhook deliveries: columns in the order BindWebhookDelivery binds them.

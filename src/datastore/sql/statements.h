@@ -1,6 +1,7 @@
 // The statements of the SQL datastore, written once (statements.cc) and spelled for each
-// dialect. A backend runs them; it adds only what its dialect does differently
-// (SQLite's CancelTasks in two steps, PostgreSQL's multi-row insert of arrays).
+// dialect. A backend runs them and has none of its own; where a dialect does a thing in a
+// way of its own, the statement is here, absent from the other dialect (PostgreSQL's
+// multi-row insert of arrays and one-statement cancel).
 #pragma once
 
 #include <optional>
@@ -78,6 +79,12 @@ struct Statements {
   Statement active_job_tasks;
   Statement active_tasks_under;
   Statement cancel_rows;
+  // PostgreSQL only (empty `sql` on SQLite): many task rows in one statement, each
+  // parameter an array of one column's values (TaskArrays, one element per row); and
+  // Datastore::CancelTasks in one statement ($1: the job, $2: the row below which, or '',
+  // $3: the time, $4: a list of the active states) returning the rows as they were.
+  Statement insert_tasks;
+  Statement cancel_tasks;
 
   // Log parts and nodes.
   Statement insert_log_part;

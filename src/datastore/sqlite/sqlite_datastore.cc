@@ -11,15 +11,10 @@
 #include <unordered_map>
 #include <utility>
 
-#include "base/log.h"
 #include "datastore/adapter_util.h"
-#include "datastore/sql/migrate.h"
 #include "datastore/sql/rows.h"
-#include "datastore/sql/search.h"
 #include "datastore/sql/session.h"
 #include "datastore/sql/statements.h"
-#include "datastore/sql/transaction.h"
-#include "datastore/sqlite/sqlite_migrations.h"
 
 namespace baton {
 namespace sqlite_internal {
@@ -274,86 +269,55 @@ class StmtRow final : public sql::RowView {
   const Stmt& s_;
 };
 
-// The write connection inside the batch transaction, for Transact.
+// A connection inside the operation its backend runs (sql/session.h).
 class ConnectionSession final : public sql::Session {
  public:
   explicit ConnectionSession(Connection& c) : c_(c) {}
   Result<std::int64_t> Execute(const sql::Statement& stmt, const sql::Bind& bind) override {
-    Result<Stmt> s = c_.Prepare(stmt);
-    if (!s.ok()) return s.status();
-    Binder binder(*s);
+    BATON_ASSIGN_OR_RETURN(Stmt s, c_.Prepare(stmt));
+    Binder binder(s);
     bind(binder);
-    BATON_RETURN_IF_ERROR(s->Run());
+    BATON_RETURN_IF_ERROR(s.Run());
     return c_.Changes();
   }
   Status Query(const sql::Statement& stmt, const sql::Bind& bind,
                const sql::EachRow& each) override {
-    Result<Stmt> s = c_.Prepare(stmt);
-    if (!s.ok()) return s.status();
-    Binder binder(*s);
+    BATON_ASSIGN_OR_RETURN(Stmt s, c_.Prepare(stmt));
+    return Rows(s, bind, each);
+  }
+  Status QueryOnce(const std::string& sql, const sql::Bind& bind,
+                   const sql::EachRow& each) override {
+    BATON_ASSIGN_OR_RETURN(Stmt s, c_.PrepareOnce(sql));
+    return Rows(s, bind, each);
+  }
+  Status ExecScript(std::string_view sql) override {
+    return c_.ExecScript(std::string(sql).c_str());
+  }
+
+ private:
+  static Status Rows(Stmt& s, const sql::Bind& bind, const sql::EachRow& each) {
+    Binder binder(s);
     bind(binder);
-    StmtRow row(*s);
+    StmtRow row(s);
     for (;;) {
-      Result<bool> more = s->Step();
-      if (!more.ok()) return more.status();
-      if (!*more) return Status::Ok();
+      BATON_ASSIGN_OR_RETURN(bool more, s.Step());
+      if (!more) return Status::Ok();
       BATON_RETURN_IF_ERROR(each(row));
     }
   }
 
- private:
   Connection& c_;
 };
 
 }  // namespace sqlite_internal
 
-using sqlite_internal::Binder;
 using sqlite_internal::Connection;
-using sqlite_internal::Stmt;
-
-// Unwraps a Result into `lhs` or returns its error from the enclosing function.
-#define BATON_SQL_ASSIGN(lhs, expr)                     \
-  auto lhs##_result = (expr);                           \
-  if (!lhs##_result.ok()) return lhs##_result.status(); \
-  auto lhs = std::move(*lhs##_result)
 
 namespace {
 
-using datastore_util::CallModifier;
-using datastore_util::ClampPage;
-using datastore_util::MakePage;
 using datastore_util::NoThrow;
-using datastore_util::PageSpec;
-using sql::Corrupt;
-using sql::DefinitionCaches;
-using sql::EncodeJobText;
-using sql::EncodeTask;
-using sql::JobFromRow;
-using sql::TaskFromRow;
 
 constexpr int kMaxIdleReaders = 8;
-
-const sql::Statements& S() {
-  static const sql::Statements& statements = sql::StatementsFor(sql::Dialect::kSqlite);
-  return statements;
-}
-
-// ---- SQL of SQLite's own ------------------------------------------------------------
-
-// CancelTasks in two steps (SQLite's RETURNING cannot name the rows as they were): the
-// active rows of a job, all of them or those below a row (through the tasks_parent
-// index), with what cancelling them needs; then each one's update.
-#define BATON_ACTIVE_STATES "('PENDING', 'CREATED', 'SCHEDULED', 'RUNNING')"
-constexpr const char* kActiveJobTasks =
-    "SELECT id, state, node_id, subjob_id FROM tasks WHERE job_id = ?1 AND state "
-    "IN " BATON_ACTIVE_STATES;
-constexpr const char* kActiveTasksUnder =
-    "WITH RECURSIVE below(id) AS (SELECT ?2 UNION "
-    "SELECT t.id FROM tasks t JOIN below ON t.parent_id = below.id WHERE t.parent_id <> '') "
-    "SELECT t.id, t.state, t.node_id, t.subjob_id FROM tasks t JOIN below ON t.id = below.id "
-    "WHERE t.id <> ?2 AND t.job_id = ?1 AND t.state IN " BATON_ACTIVE_STATES;
-constexpr const char* kCancelTask =
-    "UPDATE tasks SET state = 'CANCELLED', completed_at = ?2 WHERE id = ?1";
 
 constexpr const char* kBeginImmediate = "BEGIN IMMEDIATE";
 constexpr const char* kBegin = "BEGIN";
@@ -362,178 +326,6 @@ constexpr const char* kRollback = "ROLLBACK";
 constexpr const char* kSavepoint = "SAVEPOINT w";
 constexpr const char* kRelease = "RELEASE w";
 constexpr const char* kRollbackTo = "ROLLBACK TO w";
-
-constexpr const char* kCreateMigrationsTable =
-    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-    "version INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT '', applied_at TEXT NOT NULL)";
-constexpr const char* kMigrationsTableExists =
-    "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'";
-
-// ---- Helpers ------------------------------------------------------------------------
-
-// Reads every row of `s` through `decode` (a row -> Result<T> function).
-template <typename T, typename Decode>
-Status CollectRows(Stmt& s, Decode decode, std::vector<T>& out) {
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
-    Result<T> item = decode(s);
-    if (!item.ok()) return item.status();
-    out.push_back(std::move(*item));
-  }
-}
-
-Result<std::int64_t> CountRows(Stmt& s) {
-  Result<bool> row = s.Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return Internal("sqlite: count returned no row");
-  return s.Int(0);
-}
-
-template <typename State>
-std::string StatesList(const std::vector<State>& states) {
-  std::vector<std::string_view> names;
-  for (State state : states) names.push_back(ToString(state));
-  return sql::EncodeList(sql::Dialect::kSqlite, names);
-}
-
-Status InsertTask(Connection& c, const TaskRecord& task, std::string_view definition) {
-  BATON_SQL_ASSIGN(s, c.Prepare(S().insert_task));
-  Binder p(s);
-  sql::BindTask(p, task, definition);
-  return sql::TaskInsertError(s.Run(), task);
-}
-
-Status InsertJob(Connection& c, const JobRecord& job, const sql::JobText& text) {
-  BATON_SQL_ASSIGN(s, c.Prepare(S().insert_job));
-  Binder p(s);
-  sql::BindJob(p, job, text);
-  return sql::JobInsertError(s.Run(), job);
-}
-
-Result<int> ReadSchemaVersion(Connection& c) {
-  BATON_SQL_ASSIGN(exists, c.Prepare(kMigrationsTableExists));
-  BATON_SQL_ASSIGN(has_table, exists.Step());
-  if (!has_table) return 0;
-  BATON_SQL_ASSIGN(s, c.Prepare(S().max_schema_version));
-  BATON_SQL_ASSIGN(count, CountRows(s));
-  return static_cast<int>(count);
-}
-
-Status CheckNotNewer(int version) {
-  return sql::CheckNotNewer(version, LatestSqliteSchemaVersion());
-}
-
-// The steps of sql::RunMigrations on the write connection.
-class MigrationSteps final : public sql::MigrationSteps {
- public:
-  explicit MigrationSteps(Connection& c) : c_(c) {}
-  Result<int> SchemaVersion() override { return ReadSchemaVersion(c_); }
-  // BEGIN IMMEDIATE takes the database's write lock: other processes wait their turn.
-  Status Begin() override {
-    BATON_RETURN_IF_ERROR(c_.Exec(kBeginImmediate));
-    return c_.ExecScript(kCreateMigrationsTable);
-  }
-  Status Apply(std::string_view sql) override { return c_.ExecScript(std::string(sql).c_str()); }
-  Status Record(const sql::Migration& migration) override {
-    BATON_SQL_ASSIGN(s, c_.Prepare(S().record_migration));
-    s.BindInt(1, migration.version);
-    s.BindText(2, migration.name);
-    s.BindText(3, FormatTime(Now()));
-    return s.Run();
-  }
-  Status Commit() override { return c_.Exec(kCommit); }
-  void Rollback() override {
-    if (!c_.InAutocommit()) (void)c_.Exec(kRollback);
-  }
-
- private:
-  Connection& c_;
-};
-
-// The read-modify-write of UpdateJob, on a connection inside a write transaction.
-Status UpdateJobRow(Connection& c, DefinitionCaches* caches, const crypto::Keyring* keyring,
-                    std::string_view id, const std::function<Status(JobRecord&)>& modify) {
-  std::optional<JobRecord> job;
-  std::string definition;
-  std::shared_ptr<const Job> before;
-  {
-    BATON_SQL_ASSIGN(s, c.Prepare(S().select_job));
-    s.BindText(1, id);
-    BATON_SQL_ASSIGN(row, s.Step());
-    if (!row) return NotFound(fmt::format("job {} not found", id));
-    BATON_SQL_ASSIGN(decoded, JobFromRow(s, caches, keyring, &before));
-    job = std::move(decoded);
-    definition = std::string(s.Text(sql::kJobDefinitionColumn));
-  }
-  const sql::JobKeys keys = sql::KeysOf(*job);
-  BATON_RETURN_IF_ERROR(CallModifier(modify, *job));
-  job->id = std::string(id);  // the key is not the modifier's to change
-  // Most updates change state, not the definition: keep its stored text then.
-  std::optional<std::string> same;
-  if (job->job == *before) same = std::move(definition);
-  BATON_SQL_ASSIGN(text, EncodeJobText(*job, std::move(same), keyring));
-  BATON_SQL_ASSIGN(s, c.Prepare(sql::JobUpdate(S(), keys, *job)));
-  Binder p(s);
-  sql::BindJob(p, *job, text);
-  BATON_RETURN_IF_ERROR(s.Run());
-  // Forgotten before the commit: were it rolled back, the next read caches it again.
-  if (caches != nullptr) caches->Written(*job);
-  return Status::Ok();
-}
-
-// The read-modify-write of UpdateJobState, on a connection inside a write transaction.
-Status UpdateJobStateRow(Connection& c, DefinitionCaches* caches, std::string_view id,
-                         const std::function<Status(JobRecord&)>& modify) {
-  JobRecord job;
-  {
-    BATON_SQL_ASSIGN(s, c.Prepare(S().select_job_state_for_update));
-    s.BindText(1, id);
-    BATON_SQL_ASSIGN(row, s.Step());
-    if (!row) return NotFound(fmt::format("job {} not found", id));
-    BATON_SQL_ASSIGN(read, sql::JobStateFromRow(s));
-    job = std::move(read);
-  }
-  BATON_RETURN_IF_ERROR(CallModifier(modify, job));
-  job.id = std::string(id);
-  BATON_SQL_ASSIGN(s, c.Prepare(S().update_job_state_only));
-  Binder p(s);
-  sql::BindJobState(p, job);
-  BATON_RETURN_IF_ERROR(s.Run());
-  if (caches != nullptr) caches->Written(job);
-  return Status::Ok();
-}
-
-// The read-modify-write of UpdateTask, on a connection inside a write transaction.
-Status UpdateTaskRow(Connection& c, DefinitionCaches* caches, const crypto::Keyring* keyring,
-                     std::string_view id, const std::function<Status(TaskRecord&)>& modify) {
-  std::optional<TaskRecord> task;
-  std::string definition;
-  std::shared_ptr<const Task> before;
-  {
-    BATON_SQL_ASSIGN(s, c.Prepare(S().select_task));
-    s.BindText(1, id);
-    BATON_SQL_ASSIGN(row, s.Step());
-    if (!row) return NotFound(fmt::format("task {} not found", id));
-    BATON_SQL_ASSIGN(decoded, TaskFromRow(s, caches, keyring, &before));
-    task = std::move(decoded);
-    definition = std::string(s.Text(sql::kTaskDefinitionColumn));
-  }
-  const sql::TaskKeys keys = sql::KeysOf(*task);
-  BATON_RETURN_IF_ERROR(CallModifier(modify, *task));
-  task->id = std::string(id);  // the key is not the modifier's to change
-  if (!(task->task == *before)) {
-    BATON_SQL_ASSIGN(encoded, EncodeTask(task->task, keyring));
-    definition = std::move(encoded);
-  }
-  BATON_SQL_ASSIGN(s, c.Prepare(sql::TaskUpdate(S(), keys, *task)));
-  Binder p(s);
-  sql::BindTask(p, *task, definition);
-  BATON_RETURN_IF_ERROR(s.Run());
-  if (caches != nullptr) caches->Written(*task);
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -551,25 +343,22 @@ Result<std::unique_ptr<SqliteDatastore>> SqliteDatastore::Open(SqliteOptions opt
         return Unavailable(fmt::format("sqlite: creating {}: {}", parent.string(), ec.message()));
       }
     }
-    BATON_SQL_ASSIGN(writer, Connection::Open(options, /*reader=*/false));
-    bool auto_migrate = options.auto_migrate;
+    BATON_ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer,
+                           Connection::Open(options, /*reader=*/false));
+    const bool auto_migrate = options.auto_migrate;
     std::unique_ptr<SqliteDatastore> store(
         new SqliteDatastore(std::move(options), std::move(writer)));
-    if (auto_migrate) {
-      BATON_RETURN_IF_ERROR(store->Migrate());
-    } else {
-      BATON_SQL_ASSIGN(version, store->SchemaVersion());
-      BATON_RETURN_IF_ERROR(CheckNotNewer(version));
-    }
+    BATON_RETURN_IF_ERROR(store->OpenSchema(auto_migrate));
     return store;
   });
 }
 
 SqliteDatastore::SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer)
-    : options_(std::move(options)),
+    : sql::SqlDatastore(sql::Dialect::kSqlite, /*cache_definitions=*/true, options.keyring,
+                        options.max_job_bytes),
+      options_(std::move(options)),
       in_memory_(options_.path == ":memory:"),
-      writer_(std::move(writer)),
-      caches_(std::make_unique<sql::DefinitionCaches>()) {}
+      writer_(std::move(writer)) {}
 
 SqliteDatastore::~SqliteDatastore() {
   {
@@ -584,7 +373,7 @@ SqliteDatastore::~SqliteDatastore() {
 
 SqliteStats SqliteDatastore::Stats() const {
   return {writes_.load(std::memory_order_relaxed), commits_.load(std::memory_order_relaxed),
-          caches_->jobs.size(), caches_->tasks.size()};
+          caches()->jobs.size(), caches()->tasks.size()};
 }
 
 // ---- Group commit -------------------------------------------------------------------
@@ -595,8 +384,30 @@ namespace {
 thread_local bool in_write_batch = false;
 }  // namespace
 
-Status SqliteDatastore::Write(const Op& op) { return Enqueue(op, /*solo=*/false); }
-Status SqliteDatastore::Solo(const Op& op) { return Enqueue(op, /*solo=*/true); }
+namespace {
+// `op` on a session over the connection it is given.
+auto OnSession(const sql::SessionOp& op) {
+  return [&op](Connection& c) {
+    sqlite_internal::ConnectionSession session(c);
+    return op(session);
+  };
+}
+}  // namespace
+
+// One write of the batch: its savepoint (or, alone, the transaction) is rolled back when
+// `op` fails, so nothing of it is stored.
+Status SqliteDatastore::Write(const sql::SessionOp& op) {
+  return Enqueue(OnSession(op), /*solo=*/false);
+}
+
+Status SqliteDatastore::Alone(const sql::SessionOp& op) {
+  return Enqueue(OnSession(op), /*solo=*/true);
+}
+
+// Every read is in one read transaction: a snapshot.
+Status SqliteDatastore::Read(const sql::SessionOp& op, bool /*snapshot*/) {
+  return ReadOn(OnSession(op));
+}
 
 Status SqliteDatastore::Enqueue(const Op& op, bool solo) {
   if (in_write_batch) {
@@ -732,10 +543,10 @@ void SqliteDatastore::ReleaseMemory() {
   for (const std::unique_ptr<Connection>& reader : idle_readers_) reader->ReleaseMemory();
 }
 
-Status SqliteDatastore::Read(const Op& op) {
+Status SqliteDatastore::ReadOn(const Op& op) {
   // A private in-memory database has one connection: the write connection.
-  if (in_memory_) return Solo(op);
-  BATON_SQL_ASSIGN(reader, AcquireReader());
+  if (in_memory_) return Enqueue(op, /*solo=*/true);
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Connection> reader, AcquireReader());
   // One read transaction, so a count and its page see the same snapshot.
   Status status = reader->Exec(kBegin);
   if (status.ok()) status = NoThrow([&] { return op(*reader); });
@@ -746,509 +557,17 @@ Status SqliteDatastore::Read(const Op& op) {
   return status;
 }
 
-// ---- Migrations ---------------------------------------------------------------------
-
-Status SqliteDatastore::Migrate() {
-  return Solo([](Connection& c) -> Status {
-    MigrationSteps steps(c);
-    return sql::RunMigrations(steps, SqliteMigrations(), "sqlite");
-  });
-}
-
-Result<int> SqliteDatastore::SchemaVersion() {
-  std::optional<int> version;
-  Status status = Solo([&](Connection& c) -> Status {
-    BATON_SQL_ASSIGN(v, ReadSchemaVersion(c));
-    version = v;
-    return Status::Ok();
-  });
-  if (!status.ok()) return status;
-  return *version;
-}
+// ---- Settings -----------------------------------------------------------------------
 
 Result<int> SqliteDatastore::Synchronous() {
   std::string level;
-  Status status = Solo([&](Connection& c) -> Status {
-    BATON_SQL_ASSIGN(v, c.PragmaText("PRAGMA synchronous"));
-    level = v;
-    return Status::Ok();
-  });
-  if (!status.ok()) return status;
+  BATON_RETURN_IF_ERROR(Enqueue(
+      [&](Connection& c) -> Status {
+        BATON_ASSIGN_OR_RETURN(level, c.PragmaText("PRAGMA synchronous"));
+        return Status::Ok();
+      },
+      /*solo=*/true));
   return std::atoi(level.c_str());
-}
-
-// ---- Transactions -------------------------------------------------------------------
-
-Status SqliteDatastore::Transact(const std::function<Status(Transaction&)>& body) {
-  return NoThrow([&]() -> Status {
-    // One write of the batch: its savepoint (or, alone, the transaction) is rolled back
-    // when the scope fails, so nothing of it is stored.
-    return Write([&](Connection& c) -> Status {
-      sqlite_internal::ConnectionSession session(c);
-      return sql::RunScope(session, S(), caches_.get(), keys(), options_.max_job_bytes, body);
-    });
-  });
-}
-
-template <typename T>
-Result<T> SqliteDatastore::ReadScope(const std::function<Result<T>(Transaction&)>& read) {
-  return NoThrow([&]() -> Result<T> {
-    std::optional<T> out;
-    Status status = Read([&](Connection& c) -> Status {
-      sqlite_internal::ConnectionSession session(c);
-      sql::SqlTransaction tx(session, S(), nullptr, keys(), options_.max_job_bytes);
-      Result<T> r = read(tx);
-      if (!r.ok()) return r.status();
-      out = std::move(*r);
-      return Status::Ok();
-    });
-    if (!status.ok()) return status;
-    return std::move(*out);
-  });
-}
-
-Result<UserRecord> SqliteDatastore::GetUser(std::string_view username) {
-  return ReadScope<UserRecord>([&](Transaction& tx) { return tx.GetUser(username); });
-}
-
-Result<ApiKeyRecord> SqliteDatastore::GetApiKeyByHash(std::string_view key_hash) {
-  return ReadScope<ApiKeyRecord>([&](Transaction& tx) { return tx.GetApiKeyByHash(key_hash); });
-}
-
-Result<std::vector<ApiKeyRecord>> SqliteDatastore::ApiKeys(std::string_view username) {
-  return ReadScope<std::vector<ApiKeyRecord>>(
-      [&](Transaction& tx) { return tx.ApiKeys(username); });
-}
-
-// ---- Jobs ---------------------------------------------------------------------------
-
-Status SqliteDatastore::CreateJob(const JobRecord& job) {
-  return NoThrow([&]() -> Status {
-    // Encoded here, before queueing: the writes queued behind this one wait for it.
-    BATON_SQL_ASSIGN(text, EncodeJobText(job, std::nullopt, keys()));
-    BATON_RETURN_IF_ERROR(CheckStoredJobSize(text.bytes(), options_.max_job_bytes));
-    BATON_RETURN_IF_ERROR(Write([&](Connection& c) { return InsertJob(c, job, text); }));
-    RememberDefinition(job, text.definition);
-    return Status::Ok();
-  });
-}
-
-void SqliteDatastore::RememberDefinition(const JobRecord& job, std::string_view definition) {
-  // The first read of a big job (its start, a cancel, the API) would decode the whole
-  // definition again — seconds for a 100,000-input job: the cache starts with the one
-  // just stored (the decode of its text gives it back: the round-trip contract).
-  if (definition.size() < sql::DefinitionCache<Job>::kMinBytes) return;
-  caches_->jobs.Put(job.id, definition, std::make_shared<const Job>(job.job));
-}
-
-Result<JobRecord> SqliteDatastore::GetJob(std::string_view id) {
-  return NoThrow([&]() -> Result<JobRecord> {
-    std::optional<JobRecord> out;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().select_job));
-      s.BindText(1, id);
-      BATON_SQL_ASSIGN(row, s.Step());
-      if (!row) return NotFound(fmt::format("job {} not found", id));
-      BATON_SQL_ASSIGN(job, JobFromRow(s, caches_.get(), keys()));
-      out = std::move(job);
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return std::move(*out);
-  });
-}
-
-Status SqliteDatastore::UpdateJob(std::string_view id,
-                                  const std::function<Status(JobRecord&)>& modify) {
-  return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) { return UpdateJobRow(c, caches_.get(), keys(), id, modify); });
-  });
-}
-
-Status SqliteDatastore::UpdateJobState(std::string_view id,
-                                       const std::function<Status(JobRecord&)>& modify) {
-  return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) { return UpdateJobStateRow(c, caches_.get(), id, modify); });
-  });
-}
-
-Result<Page<JobRecord>> SqliteDatastore::ListJobs(const JobQuery& query) {
-  return NoThrow([&]() -> Result<Page<JobRecord>> {
-    BATON_RETURN_IF_ERROR(ValidateJobQuery(query));
-    PageSpec spec = ClampPage(query.page, query.size);
-    sql::JobSearch search = sql::BuildJobSearch(sql::Dialect::kSqlite, query);
-    std::optional<Page<JobRecord>> out;
-    Status read = Read([&](Connection& c) -> Status {
-      std::int64_t total = 0;
-      {
-        BATON_SQL_ASSIGN(s, c.PrepareOnce(search.count_sql));
-        Binder p(s);
-        for (const std::string& param : search.params) p.Text(param);
-        BATON_SQL_ASSIGN(count, CountRows(s));
-        total = count;
-      }
-      BATON_SQL_ASSIGN(s, c.PrepareOnce(search.list_sql));
-      Binder p(s);
-      for (const std::string& param : search.params) p.Text(param);
-      p.Int(spec.size);
-      p.Int(spec.offset);
-      std::vector<JobRecord> items;
-      BATON_RETURN_IF_ERROR(CollectRows<JobRecord>(
-          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get(), keys()); }, items));
-      out = MakePage(spec, total, std::move(items));
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return std::move(*out);
-  });
-}
-
-Result<std::vector<JobRecord>> SqliteDatastore::JobsInState(const std::vector<JobState>& states) {
-  return NoThrow([&]() -> Result<std::vector<JobRecord>> {
-    std::vector<JobRecord> out;
-    if (states.empty()) return out;
-    std::string names = StatesList(states);
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().jobs_in_state));
-      s.BindText(1, names);
-      return CollectRows<JobRecord>(
-          s, [&](const Stmt& row) { return JobFromRow(row, caches_.get(), keys()); }, out);
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
-}
-
-Status SqliteDatastore::DeleteJob(std::string_view id) {
-  return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) -> Status {
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(S().job_exists));
-        s.BindText(1, id);
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) return NotFound(fmt::format("job {} not found", id));
-      }
-      // Its sub-jobs go with it: they would be left where no link reaches them.
-      std::vector<std::string> tree;
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(S().job_tree));
-        s.BindText(1, id);
-        for (;;) {
-          BATON_SQL_ASSIGN(row, s.Step());
-          if (!row) break;
-          tree.emplace_back(s.Text(0));
-        }
-      }
-      // Children first, so the foreign keys' cascades find nothing left to do.
-      for (const std::string& job_id : tree) {
-        for (const sql::Statement* stmt :
-             {&S().delete_job_log_parts, &S().delete_job_webhook_deliveries, &S().delete_job_tasks,
-              &S().delete_job}) {
-          BATON_SQL_ASSIGN(s, c.Prepare(*stmt));
-          s.BindText(1, job_id);
-          BATON_RETURN_IF_ERROR(s.Run());
-        }
-      }
-      return Status::Ok();
-    });
-  });
-}
-
-Result<std::vector<std::string>> SqliteDatastore::JobsDueForDeletion(TimePoint now, int limit) {
-  return NoThrow([&]() -> Result<std::vector<std::string>> {
-    std::vector<std::string> ids;
-    if (limit <= 0) return ids;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().jobs_due_for_deletion));
-      s.BindTime(1, now);
-      s.BindInt(2, limit);
-      for (;;) {
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) return Status::Ok();
-        ids.emplace_back(s.Text(0));
-      }
-    });
-    if (!read.ok()) return read;
-    return ids;
-  });
-}
-
-// ---- Tasks --------------------------------------------------------------------------
-
-Status SqliteDatastore::CreateTask(const TaskRecord& task) {
-  return NoThrow([&]() -> Status {
-    BATON_SQL_ASSIGN(definition, EncodeTask(task.task, keys()));
-    return Write([&](Connection& c) { return InsertTask(c, task, definition); });
-  });
-}
-
-Status SqliteDatastore::CreateTasks(const std::vector<TaskRecord>& tasks) {
-  return NoThrow([&]() -> Status {
-    if (tasks.empty()) return Status::Ok();
-    std::vector<std::string> definitions;
-    definitions.reserve(tasks.size());
-    for (const TaskRecord& task : tasks) {
-      BATON_SQL_ASSIGN(definition, EncodeTask(task.task, keys()));
-      definitions.push_back(std::move(definition));
-    }
-    // One write: all rows or (its savepoint rolled back) none.
-    return Write([&](Connection& c) -> Status {
-      for (std::size_t i = 0; i < tasks.size(); ++i) {
-        BATON_RETURN_IF_ERROR(InsertTask(c, tasks[i], definitions[i]));
-      }
-      return Status::Ok();
-    });
-  });
-}
-
-Result<TaskRecord> SqliteDatastore::GetTask(std::string_view id) {
-  return NoThrow([&]() -> Result<TaskRecord> {
-    std::optional<TaskRecord> out;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().select_task));
-      s.BindText(1, id);
-      BATON_SQL_ASSIGN(row, s.Step());
-      if (!row) return NotFound(fmt::format("task {} not found", id));
-      BATON_SQL_ASSIGN(task, TaskFromRow(s, caches_.get(), keys()));
-      out = std::move(task);
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return std::move(*out);
-  });
-}
-
-Status SqliteDatastore::UpdateTask(std::string_view id,
-                                   const std::function<Status(TaskRecord&)>& modify) {
-  return NoThrow([&]() -> Status {
-    return Write(
-        [&](Connection& c) { return UpdateTaskRow(c, caches_.get(), keys(), id, modify); });
-  });
-}
-
-Result<std::vector<TaskRecord>> SqliteDatastore::TaskRows(const sql::Statement& stmt,
-                                                          std::string_view key) {
-  return NoThrow([&]() -> Result<std::vector<TaskRecord>> {
-    std::vector<TaskRecord> out;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(stmt));
-      s.BindText(1, key);
-      return CollectRows<TaskRecord>(
-          s, [&](const Stmt& row) { return TaskFromRow(row, caches_.get(), keys()); }, out);
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
-}
-
-Result<std::vector<TaskRecord>> SqliteDatastore::JobTasks(std::string_view job_id) {
-  return TaskRows(S().job_tasks, job_id);
-}
-
-Result<std::vector<TaskRecord>> SqliteDatastore::ChildTasks(std::string_view parent_id) {
-  return TaskRows(S().child_tasks, parent_id);
-}
-
-Result<std::vector<TaskRecord>> SqliteDatastore::TasksInState(
-    const std::vector<TaskState>& states) {
-  if (states.empty()) return std::vector<TaskRecord>();
-  return TaskRows(S().tasks_in_state, StatesList(states));
-}
-
-Status SqliteDatastore::MarkScheduled(const std::vector<std::string>& ids, TimePoint at) {
-  return NoThrow([&]() -> Status {
-    if (ids.empty()) return Status::Ok();
-    std::vector<std::string_view> list(ids.begin(), ids.end());
-    std::string id_list = sql::EncodeList(sql::Dialect::kSqlite, list);
-    std::string states =
-        StatesList(std::vector<TaskState>{TaskState::kPending, TaskState::kCreated});
-    // One statement: the rows of the list that are still waiting.
-    return Write([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().mark_scheduled));
-      s.BindText(1, id_list);
-      s.BindText(2, ToString(TaskState::kScheduled));
-      s.BindTime(3, at);
-      s.BindText(4, states);
-      return s.Run();
-    });
-  });
-}
-
-Result<std::vector<CancelledTask>> SqliteDatastore::CancelTasks(std::string_view job_id,
-                                                                std::string_view under,
-                                                                TimePoint at) {
-  return NoThrow([&]() -> Result<std::vector<CancelledTask>> {
-    std::vector<CancelledTask> out;
-    Status write = Write([&](Connection& c) -> Status {
-      out.clear();  // a batch rolled back and retried would have filled it
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(under.empty() ? kActiveJobTasks : kActiveTasksUnder));
-        s.BindText(1, job_id);
-        if (!under.empty()) s.BindText(2, under);
-        BATON_RETURN_IF_ERROR(CollectRows<CancelledTask>(
-            s, [](const Stmt& row) { return sql::CancelledFromRow(row); }, out));
-      }
-      for (const CancelledTask& t : out) {
-        BATON_SQL_ASSIGN(s, c.Prepare(kCancelTask));
-        s.BindText(1, t.id);
-        s.BindTime(2, at);
-        BATON_RETURN_IF_ERROR(s.Run());
-      }
-      return Status::Ok();
-    });
-    if (!write.ok()) return write;
-    return out;
-  });
-}
-
-// ---- Log parts ----------------------------------------------------------------------
-
-Status SqliteDatastore::CreateLogPart(const LogPart& part) {
-  return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().insert_log_part));
-      Binder p(s);
-      sql::BindLogPart(p, part);
-      return sql::LogPartInsertError(s.Run(), part);
-    });
-  });
-}
-
-Result<Page<LogPart>> SqliteDatastore::LogPage(const sql::Statement& count_sql,
-                                               const sql::Statement& list_sql, std::string_view key,
-                                               int page, int size) {
-  return NoThrow([&]() -> Result<Page<LogPart>> {
-    std::optional<Page<LogPart>> out;
-    PageSpec spec = ClampPage(page, size);
-    Status read = Read([&](Connection& c) -> Status {
-      std::int64_t total = 0;
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(count_sql));
-        s.BindText(1, key);
-        BATON_SQL_ASSIGN(count, CountRows(s));
-        total = count;
-      }
-      BATON_SQL_ASSIGN(s, c.Prepare(list_sql));
-      s.BindText(1, key);
-      s.BindInt(2, spec.size);
-      s.BindInt(3, spec.offset);
-      std::vector<LogPart> items;
-      BATON_RETURN_IF_ERROR(CollectRows<LogPart>(
-          s, [](const Stmt& row) { return sql::LogPartFromRow(row); }, items));
-      out = MakePage(spec, total, std::move(items));
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return std::move(*out);
-  });
-}
-
-Result<Page<LogPart>> SqliteDatastore::TaskLogParts(std::string_view task_id, int page, int size) {
-  return LogPage(S().count_task_log_parts, S().task_log_parts, task_id, page, size);
-}
-
-Result<Page<LogPart>> SqliteDatastore::JobLogParts(std::string_view job_id, int page, int size) {
-  return LogPage(S().count_job_log_parts, S().job_log_parts, job_id, page, size);
-}
-
-// ---- Nodes --------------------------------------------------------------------------
-
-Status SqliteDatastore::UpsertNode(const NodeRecord& node) {
-  return NoThrow([&]() -> Status {
-    return Write([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().upsert_node));
-      Binder p(s);
-      sql::BindNode(p, node);
-      return s.Run();
-    });
-  });
-}
-
-Result<std::vector<NodeRecord>> SqliteDatastore::ActiveNodes(TimePoint since) {
-  return NoThrow([&]() -> Result<std::vector<NodeRecord>> {
-    std::vector<NodeRecord> out;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().active_nodes));
-      s.BindTime(1, since);
-      return CollectRows<NodeRecord>(
-          s, [](const Stmt& row) { return sql::NodeFromRow(row); }, out);
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
-}
-
-Result<StateCounts> SqliteDatastore::CountStates() {
-  return NoThrow([&]() -> Result<StateCounts> {
-    StateCounts out;
-    Status read = Read([&](Connection& c) -> Status {
-      {
-        BATON_SQL_ASSIGN(s, c.Prepare(S().count_jobs_by_state));
-        for (;;) {
-          BATON_SQL_ASSIGN(row, s.Step());
-          if (!row) break;
-          std::optional<JobState> state = ParseJobState(s.Text(0));
-          if (!state) return Internal(fmt::format("a job has an unknown state '{}'", s.Text(0)));
-          out.jobs[*state] = s.Int(1);
-        }
-      }
-      BATON_SQL_ASSIGN(s, c.Prepare(S().count_tasks_by_state));
-      for (;;) {
-        BATON_SQL_ASSIGN(row, s.Step());
-        if (!row) break;
-        std::optional<TaskState> state = ParseTaskState(s.Text(0));
-        if (!state) return Internal(fmt::format("a task has an unknown state '{}'", s.Text(0)));
-        out.tasks[*state] = s.Int(1);
-      }
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
-}
-
-Result<EndedCounts> SqliteDatastore::CountJobsEndedSince(TimePoint since) {
-  return NoThrow([&]() -> Result<EndedCounts> {
-    EndedCounts out;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().count_jobs_ended_since));
-      s.BindTime(1, since);
-      BATON_SQL_ASSIGN(row, s.Step());
-      if (!row) return Internal("counting ended jobs returned no row");
-      out.completed = s.Int(0);
-      out.failed = s.Int(1);
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
-}
-
-Result<RunningCounts> SqliteDatastore::CountRunning() {
-  return NoThrow([&]() -> Result<RunningCounts> {
-    RunningCounts out;
-    Status read = Read([&](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().count_running));
-      BATON_SQL_ASSIGN(row, s.Step());
-      if (!row) return Internal("counting running jobs returned no row");
-      out.jobs = s.Int(0);
-      out.tasks = s.Int(1);
-      return Status::Ok();
-    });
-    if (!read.ok()) return read;
-    return out;
-  });
-}
-
-Status SqliteDatastore::Health() {
-  return NoThrow([&]() -> Status {
-    return Read([](Connection& c) -> Status {
-      BATON_SQL_ASSIGN(s, c.Prepare(S().health));
-      BATON_SQL_ASSIGN(row, s.Step());
-      if (!row) return Internal("sqlite: health query returned no row");
-      return Status::Ok();
-    });
-  });
 }
 
 }  // namespace baton

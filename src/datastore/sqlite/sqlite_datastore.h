@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "datastore/datastore.h"
+#include "datastore/sql/datastore.h"
 
 namespace baton {
 
@@ -26,10 +27,6 @@ class Keyring;
 namespace sqlite_internal {
 class Connection;
 }  // namespace sqlite_internal
-namespace sql {
-struct DefinitionCaches;
-struct Statement;
-}  // namespace sql
 
 enum class SqliteSync { kFull, kNormal, kOff };
 
@@ -77,7 +74,7 @@ struct SqliteStats {
 // connections, one per concurrent reader, each query in its own read transaction (WAL
 // lets them run beside the writer). An in-memory database has a single connection, so
 // its reads queue up with the writes.
-class SqliteDatastore final : public Datastore {
+class SqliteDatastore final : public sql::SqlDatastore {
  public:
   // Opens (creating if needed) the database. Fails when the
   // database cannot be opened, or its schema is newer than this binary knows.
@@ -87,12 +84,6 @@ class SqliteDatastore final : public Datastore {
   ~SqliteDatastore() override;
   SqliteDatastore(const SqliteDatastore&) = delete;
   SqliteDatastore& operator=(const SqliteDatastore&) = delete;
-
-  // Applies the migrations the database lacks, each in its own transaction. Running it
-  // again is a no-op. Fails (changing nothing) when the schema is newer than this binary.
-  Status Migrate();
-  // The highest migration applied (0 for an empty database).
-  Result<int> SchemaVersion();
 
   const std::string& path() const { return options_.path; }
   SqliteStats Stats() const;
@@ -104,45 +95,13 @@ class SqliteDatastore final : public Datastore {
   // calls it before giving freed memory back (MemoryTrimmer).
   void ReleaseMemory();
 
-  Status CreateJob(const JobRecord& job) override;
-  Result<JobRecord> GetJob(std::string_view id) override;
-  Status UpdateJob(std::string_view id, const std::function<Status(JobRecord&)>& modify) override;
-  Status UpdateJobState(std::string_view id,
-                        const std::function<Status(JobRecord&)>& modify) override;
-  Result<Page<JobRecord>> ListJobs(const JobQuery& query) override;
-  Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) override;
-  Status DeleteJob(std::string_view id) override;
-  Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override;
-
-  Status CreateTask(const TaskRecord& task) override;
-  Status CreateTasks(const std::vector<TaskRecord>& tasks) override;
-  Result<TaskRecord> GetTask(std::string_view id) override;
-  Status UpdateTask(std::string_view id, const std::function<Status(TaskRecord&)>& modify) override;
-  Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override;
-  Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) override;
-  Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override;
-  Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override;
-  Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
-                                                 TimePoint at) override;
-
-  Status CreateLogPart(const LogPart& part) override;
-  Result<Page<LogPart>> TaskLogParts(std::string_view task_id, int page, int size) override;
-  Result<Page<LogPart>> JobLogParts(std::string_view job_id, int page, int size) override;
-
-  Status UpsertNode(const NodeRecord& node) override;
-  Result<std::vector<NodeRecord>> ActiveNodes(TimePoint since) override;
-
-  Result<StateCounts> CountStates() override;
-  Result<EndedCounts> CountJobsEndedSince(TimePoint since) override;
-  Result<RunningCounts> CountRunning() override;
-  Status Health() override;
-  std::size_t MaxJobBytes() const override { return options_.max_job_bytes; }
-
-  Status Transact(const std::function<Status(Transaction&)>& body) override;
-  // On a read connection, beside the writes (Datastore's default queues them on the writer).
-  Result<UserRecord> GetUser(std::string_view username) override;
-  Result<ApiKeyRecord> GetApiKeyByHash(std::string_view key_hash) override;
-  Result<std::vector<ApiKeyRecord>> ApiKeys(std::string_view username) override;
+ protected:
+  // sql::SqlDatastore's backend: Write runs `op` as one write of a group-commit batch,
+  // Read in a read transaction on a pooled read connection (always a snapshot), Alone
+  // on the write connection with no transaction around it.
+  Status Write(const sql::SessionOp& op) override;
+  Status Read(const sql::SessionOp& op, bool snapshot) override;
+  Status Alone(const sql::SessionOp& op) override;
 
  private:
   using Connection = sqlite_internal::Connection;
@@ -160,27 +119,12 @@ class SqliteDatastore final : public Datastore {
 
   SqliteDatastore(SqliteOptions options, std::unique_ptr<Connection> writer);
 
-  const crypto::Keyring* keys() const { return options_.keyring.get(); }
-
-  // The rows `stmt` selects by one key.
-  Result<std::vector<TaskRecord>> TaskRows(const sql::Statement& stmt, std::string_view key);
-  Result<Page<LogPart>> LogPage(const sql::Statement& count_sql, const sql::Statement& list_sql,
-                                std::string_view key, int page, int size);
-
-  // Caches the definition of a job just stored (when large enough to be cached).
-  void RememberDefinition(const JobRecord& job, std::string_view definition);
-
-  // Runs `op` inside a batch transaction; returns once committed.
-  Status Write(const Op& op);
-  // Runs `op` on the write connection with no transaction around it.
-  Status Solo(const Op& op);
+  // Runs `op` inside a batch transaction (returning once committed), or with `solo` on
+  // the write connection with no transaction around it.
   Status Enqueue(const Op& op, bool solo);
   // Runs `op` in a read transaction on a pooled read connection (or, for an in-memory
   // database, queued with the writes).
-  Status Read(const Op& op);
-  // What `read` returns from the shared SQL's reads, on a read connection.
-  template <typename T>
-  Result<T> ReadScope(const std::function<Result<T>(Transaction&)>& read);
+  Status ReadOn(const Op& op);
 
   void RunBatch(const std::vector<PendingOp*>& batch);
   static void Complete(PendingOp* pending, Status status);
@@ -198,9 +142,6 @@ class SqliteDatastore final : public Datastore {
   std::condition_variable drained_cv_;  // the queue emptied while closing
   std::deque<PendingOp*> queue_;        // guarded by queue_mu_; the front one leads
   bool closing_ = false;                // guarded by queue_mu_
-
-  // Decoded definitions of large rows, so reading one again costs a copy, not a parse.
-  std::unique_ptr<sql::DefinitionCaches> caches_;
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;

@@ -17,7 +17,7 @@
 
 #include "base/log.h"
 #include "conformance/datastore_conformance.h"
-#include "datastore/sqlite/sqlite_migrations.h"
+#include "datastore/sql/schema.h"
 
 namespace baton {
 namespace {
@@ -183,16 +183,6 @@ TEST(SqliteDatastoreTest, SynchronousNormalAndOffAreOptions) {
   EXPECT_EQ(*off->Synchronous(), 0);
 }
 
-TEST(SqliteDatastoreTest, MigrationsAreNumberedWithoutGaps) {
-  auto migrations = SqliteMigrations();
-  ASSERT_FALSE(migrations.empty());
-  for (std::size_t i = 0; i < migrations.size(); ++i) {
-    EXPECT_EQ(migrations[i].version, static_cast<int>(i) + 1);
-    EXPECT_FALSE(migrations[i].name.empty());
-  }
-  EXPECT_EQ(LatestSqliteSchemaVersion(), migrations.back().version);
-}
-
 TEST(SqliteDatastoreTest, OpenWithoutAutoMigrateLeavesTheSchemaAlone) {
   std::string path = FreshPath();
   auto store = OpenStore(SqliteOptions{.path = path, .auto_migrate = false});
@@ -208,7 +198,7 @@ TEST(SqliteDatastoreTest, MigrateIsIdempotentAndRecordsEachMigration) {
   auto store = OpenStore(SqliteOptions{.path = path, .auto_migrate = false});
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(IsOk(store->Migrate()));
-  EXPECT_EQ(*store->SchemaVersion(), LatestSqliteSchemaVersion());
+  EXPECT_EQ(*store->SchemaVersion(), sql::LatestSchemaVersion());
   ASSERT_TRUE(IsOk(store->Migrate()));
   store.reset();
   store = OpenStore(path);  // auto_migrate: nothing left to do
@@ -217,7 +207,7 @@ TEST(SqliteDatastoreTest, MigrateIsIdempotentAndRecordsEachMigration) {
 
   std::vector<std::string> rows =
       RawDb(path).Rows("SELECT version, name, applied_at FROM schema_migrations ORDER BY version");
-  auto migrations = SqliteMigrations();
+  auto migrations = sql::Migrations(sql::Dialect::kSqlite);
   ASSERT_EQ(rows.size(), migrations.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::string prefix =
@@ -233,7 +223,7 @@ TEST(SqliteDatastoreTest, MigrateIsIdempotentAndRecordsEachMigration) {
 TEST(SqliteDatastoreTest, RefusesADatabaseWithANewerSchema) {
   std::string path = FreshPath();
   ASSERT_NE(OpenStore(path), nullptr);
-  int newer = LatestSqliteSchemaVersion() + 1;
+  int newer = sql::LatestSchemaVersion() + 1;
   RawDb(path).Exec("INSERT INTO schema_migrations (version, name, applied_at) VALUES (" +
                    std::to_string(newer) + ", 'from the future', '2040-01-01T00:00:00.000Z')");
   for (bool auto_migrate : {true, false}) {
