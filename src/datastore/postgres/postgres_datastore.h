@@ -57,19 +57,8 @@ class PostgresDatastore final : public sql::SqlDatastore {
 
   // Closes every pooled connection. Calls still running must have returned.
   ~PostgresDatastore() override;
-  PostgresDatastore(const PostgresDatastore&) = delete;
-  PostgresDatastore& operator=(const PostgresDatastore&) = delete;
 
   const PostgresOptions& options() const { return options_; }
-
- protected:
-  // sql::SqlDatastore's backend: Write runs `op` on a borrowed connection inside BEGIN ..
-  // COMMIT (sent with its first and last statements: a write of one statement runs as
-  // its own transaction, in one round trip); Read outside a transaction, or for a
-  // snapshot in a REPEATABLE READ one; Alone outside a transaction.
-  Status Write(const sql::SessionOp& op) override;
-  Status Read(const sql::SessionOp& op, bool snapshot) override;
-  Status Alone(const sql::SessionOp& op) override;
 
  private:
   using Connection = postgres_internal::Connection;
@@ -92,6 +81,15 @@ class PostgresDatastore final : public sql::SqlDatastore {
   std::condition_variable pool_cv_;
   std::vector<std::unique_ptr<Connection>> idle_;  // guarded by pool_mu_
   int open_ = 0;  // connections idle or borrowed (or being opened); guarded by pool_mu_
+
+ protected:
+  // sql::SqlDatastore's backend: Write runs `op` on a borrowed connection inside BEGIN ..
+  // COMMIT (sent with its first and last statements: a write of one statement runs as
+  // its own transaction, in one round trip); Read outside a transaction, or for a
+  // snapshot in a REPEATABLE READ one; Alone outside a transaction.
+  Status Write(const sql::SessionOp& op) override;
+  Status Read(const sql::SessionOp& op, bool snapshot) override;
+  Status Alone(const sql::SessionOp& op) override;
 };
 
 }  // namespace baton

@@ -27,10 +27,8 @@ namespace {
 using conformance::LockerConformanceTest;
 using testing::DatastoreConformanceTest;
 using testing::DatastoreFactory;
-using testing::DatastoreFactoryName;
 using testing::SecretsAtRestConformanceTest;
 using testing::SecretsFactory;
-using testing::SecretsFactoryName;
 using namespace testing::datastore_conformance;
 
 constexpr const char* kNotConfigured =
@@ -205,12 +203,9 @@ class NoDatastore final : public Datastore {
 };
 
 std::unique_ptr<PostgresDatastore> OpenStore(PostgresOptions options) {
-  auto store = PostgresDatastore::Open(std::move(options));
-  if (!store.ok()) {
-    ADD_FAILURE() << store.status().ToString();
-    return nullptr;
-  }
-  return std::move(*store);
+  Result<std::unique_ptr<PostgresDatastore>> store = PostgresDatastore::Open(std::move(options));
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(*store) : nullptr;
 }
 
 std::unique_ptr<PostgresDatastore> OpenStore() {
@@ -266,7 +261,7 @@ INSTANTIATE_TEST_SUITE_P(Postgres, SecretsAtRestConformanceTest,
                                    PostgresOptions{.dsn = dsn, .keyring = std::move(keys)});
                              },
                              [](const std::string& dsn) { return TablesText(dsn); }}),
-                         SecretsFactoryName);
+                         testing::SecretsFactoryName);
 
 INSTANTIATE_TEST_SUITE_P(
     Postgres, DatastoreConformanceTest,
@@ -283,7 +278,7 @@ INSTANTIATE_TEST_SUITE_P(
         DatastoreFactory{"one_connection", [] { return MakeStore({.dsn = "", .pool_size = 1}); },
                          nullptr,
                          /*one_writer=*/true}),
-    DatastoreFactoryName);
+    testing::DatastoreFactoryName);
 
 std::string LockerFactoryName(const ::testing::TestParamInfo<conformance::LockerFactory>& param) {
   return param.param.name;

@@ -82,8 +82,6 @@ class SqliteDatastore final : public sql::SqlDatastore {
 
   // Waits for queued writes, then closes every connection.
   ~SqliteDatastore() override;
-  SqliteDatastore(const SqliteDatastore&) = delete;
-  SqliteDatastore& operator=(const SqliteDatastore&) = delete;
 
   const std::string& path() const { return options_.path; }
   SqliteStats Stats() const;
