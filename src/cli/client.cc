@@ -1,7 +1,6 @@
 #include "cli/client.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -19,6 +18,9 @@
 #include "cli/validate.h"
 #include "core/job_decode.h"
 #include "core/job_json.h"
+#include "core/names.h"
+#include "core/states.h"
+#include "http/client.h"
 
 namespace baton::cli {
 namespace {
@@ -32,87 +34,90 @@ constexpr std::chrono::hours kSubmitReadTimeout{1};
 // Table cells longer than this are cut, so one long result does not wreck the layout.
 constexpr std::size_t kMaxCellWidth = 48;
 
+// The responses the CLI reads are JSON pages of at most kMaxPageSize rows; anything far
+// larger is not the API.
+constexpr std::size_t kMaxResponseBytes = std::size_t{64} << 20;
+
 struct Reply {
   int status = 0;
   std::string body;
   bool ok() const { return status >= 200 && status < 300; }
 };
 
-std::string Describe(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-      return "connection refused";
-    case httplib::Error::ConnectionTimeout:
-      return "connection timed out";
-    case httplib::Error::Read:
-      return "no response (read error or timeout)";
-    case httplib::Error::Write:
-      return "the request could not be sent";
-    case httplib::Error::SSLConnection:
-    case httplib::Error::SSLServerVerification:
-    case httplib::Error::SSLLoadingCerts:
-      return "TLS error";
-    default:
-      return httplib::to_string(error);
-  }
-}
-
-// One connection to the API. Requests that cannot reach the server print why to `err`
-// and return nothing; the caller turns that into kExitFailure.
+// One server of the API, over http/client.h. Requests that cannot reach the server print
+// why to `err` and return nothing; the caller turns that into kExitFailure.
 class Api {
  public:
   Api(const ClientOptions& options, std::ostream& err)
-      : url_(Normalise(options.url)), client_(url_), err_(err) {
-    client_.set_connection_timeout(std::chrono::seconds(5));
-    client_.set_read_timeout(options.request_timeout);
-    client_.set_write_timeout(options.request_timeout);
-    if (!options.token.empty()) {
-      client_.set_bearer_token_auth(options.token);
-    } else if (!options.user.empty()) {
-      auto colon = options.user.find(':');
-      client_.set_basic_auth(options.user.substr(0, colon),
-                             colon == std::string::npos ? "" : options.user.substr(colon + 1));
-    }
-  }
+      : url_(Normalise(options.url)), options_(options), err_(err) {}
 
-  // False (with a message) when the URL is not scheme://host[:port].
+  // False (with a message) when the URL is not http(s)://host[:port].
   bool Valid() const {
     auto scheme = url_.find("://");
-    auto host = scheme == std::string::npos ? 0 : scheme + 3;
-    if (client_.is_valid() && url_.find('/', host) == std::string::npos) {
+    std::string_view name =
+        scheme == std::string::npos ? "" : std::string_view(url_).substr(0, scheme);
+    std::size_t host = scheme == std::string::npos ? 0 : scheme + 3;
+    if ((name == "http" || name == "https") && host < url_.size() &&
+        url_.find_first_of("/?#", host) == std::string::npos) {
       return true;
     }
-    err_ << fmt::format("baton: invalid --url \"{}\": expected http://HOST:PORT\n", url_);
+    err_ << fmt::format(
+        "baton: invalid --url \"{}\": expected http://HOST:PORT or https://HOST:PORT\n", url_);
     return false;
   }
 
-  std::optional<Reply> Get(const std::string& path) { return Done(client_.Get(path)); }
+  std::optional<Reply> Get(const std::string& path) { return Send("GET", path, "", ""); }
   std::optional<Reply> Put(const std::string& path) {
-    return Done(client_.Put(path, std::string(), "application/json"));
+    return Send("PUT", path, "", "application/json");
   }
-  std::optional<Reply> Delete(const std::string& path) { return Done(client_.Delete(path)); }
+  std::optional<Reply> Delete(const std::string& path) { return Send("DELETE", path, "", ""); }
   std::optional<Reply> Post(const std::string& path, const std::string& body,
                             const std::string& content_type) {
-    client_.set_read_timeout(kSubmitReadTimeout);
-    return Done(client_.Post(path, body, content_type));
+    return Send("POST", path, body, content_type);
   }
 
  private:
   static std::string Normalise(std::string url) {
     while (url.ends_with('/')) url.pop_back();
+    // A bare HOST:PORT means plain HTTP, as it always has.
+    if (url.find("://") == std::string::npos) url = "http://" + url;
     return url;
   }
 
-  std::optional<Reply> Done(const httplib::Result& result) {
-    if (!result) {
-      err_ << fmt::format("baton: cannot reach {}: {}\n", url_, Describe(result.error()));
+  std::optional<Reply> Send(const char* method, const std::string& path, const std::string& body,
+                            const std::string& content_type) {
+    http::Request request;
+    request.method = method;
+    request.url = url_ + path;
+    request.body = body;
+    if (!content_type.empty()) request.headers.emplace_back("Content-Type", content_type);
+    if (!options_.token.empty()) {
+      request.headers.emplace_back("Authorization", "Bearer " + options_.token);
+    } else if (!options_.user.empty()) {
+      auto colon = options_.user.find(':');
+      request.user = options_.user.substr(0, colon);
+      request.password = colon == std::string::npos ? "" : options_.user.substr(colon + 1);
+    }
+    request.ca_file = options_.cacert;
+    request.connect_timeout = std::chrono::seconds(5);
+    request.timeout = request.method == "POST" ? kSubmitReadTimeout : options_.request_timeout;
+    request.max_response_bytes = kMaxResponseBytes;
+    auto response = http::Client().Send(request);
+    if (!response.ok()) {
+      std::string why = response.status().message();
+      if (why.starts_with("TLS:") && options_.cacert.empty()) {
+        why +=
+            "; for a private CA or a self-signed certificate, pass --cacert FILE or set "
+            "BATON_CACERT";
+      }
+      err_ << fmt::format("baton: cannot reach {}: {}\n", url_, why);
       return std::nullopt;
     }
-    return Reply{result->status, result->body};
+    return Reply{response->status, std::move(response->body)};
   }
 
   std::string url_;
-  httplib::Client client_;
+  const ClientOptions& options_;
   std::ostream& err_;
 };
 
@@ -193,8 +198,10 @@ void PrintTable(const std::vector<std::string>& header,
   for (const auto& row : rows) print_row(row);
 }
 
-bool IsTerminal(const std::string& state) {
-  return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED";
+// Whether a job's wire state is one it ends in; an unknown state is not.
+bool Ended(const std::string& state) {
+  std::optional<JobState> parsed = ParseJobState(state);
+  return parsed && IsTerminal(*parsed);
 }
 
 // The final lines of `--wait` / `--follow`: the state, then the result or the error.
@@ -209,7 +216,7 @@ int PrintOutcome(const json& job, const ClientOptions& options, std::ostream& ou
     if (!result.empty()) out << result << (result.ends_with('\n') ? "" : "\n");
     if (!error.empty()) out << "error: " << error << (error.ends_with('\n') ? "" : "\n");
   }
-  return state == "COMPLETED" ? kExitOk : kExitFailure;
+  return ParseJobState(state) == JobState::kCompleted ? kExitOk : kExitFailure;
 }
 
 // Polling delays: start short so quick jobs return at once, back off towards `poll_max`.
@@ -304,7 +311,7 @@ int WaitForJob(Api& api, const ClientOptions& options, const SubmitOptions& subm
       }
       std::string progress = Progress(job);
       std::string status = progress.empty() ? state : state + " " + progress;
-      if (submit.tty && !IsTerminal(state)) {
+      if (submit.tty && !Ended(state)) {
         // Redrawn only when it changed or log lines pushed it away, so it does not flicker.
         if (!progress_drawn || status != last_status) {
           clear_progress();
@@ -318,7 +325,7 @@ int WaitForJob(Api& api, const ClientOptions& options, const SubmitOptions& subm
       last_status = status;
       out << std::flush;
     }
-    if (IsTerminal(state)) {
+    if (Ended(state)) {
       clear_progress();
       return PrintOutcome(job, options, out);
     }

@@ -1,8 +1,9 @@
 // The client commands of `baton`: submit a job and drive the REST API from the shell
 // (`baton submit`, `baton jobs ...`, `baton health`). Each command talks to one server
-// over HTTP, prints a human-readable view (or the server's JSON with `json`), and returns
-// an exit code: kExitOk, kExitFailure (the server said no, the job did not complete, the
-// server cannot be reached) or kExitUsage (bad arguments, an unreadable file).
+// over HTTP or HTTPS (http/client.h), prints a human-readable view (or the server's JSON
+// with `json`), and returns an exit code: kExitOk, kExitFailure (the server said no, the
+// job did not complete, the server cannot be reached) or kExitUsage (bad arguments, an
+// unreadable file).
 #pragma once
 
 #include <chrono>
@@ -16,8 +17,12 @@ namespace baton::cli {
 inline constexpr const char* kDefaultUrl = "http://localhost:8000";
 
 struct ClientOptions {
-  std::string url = kDefaultUrl;  // scheme://host[:port] of the API
-  bool json = false;              // print the server's JSON instead of tables
+  std::string url = kDefaultUrl;  // http(s)://host[:port] of the API
+  // With an https URL: a PEM file of the CA(s) the server's certificate must chain to
+  // (--cacert, BATON_CACERT), for a private CA or a self-signed certificate; empty: the
+  // system's trust store.
+  std::string cacert;
+  bool json = false;  // print the server's JSON instead of tables
   // How often `--wait` and `--follow` poll: the first delay, growing by half each time up
   // to the maximum, so short jobs finish fast and long ones do not hammer the server.
   std::chrono::milliseconds poll_initial{50};

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/validate.h"
+#include "testing/answer_server.h"
 #include "testing/wait_for.h"
 
 namespace baton::cli {
@@ -339,6 +340,64 @@ TEST_F(FakeServerTest, AnInvalidUrlIsAUsageError) {
   EXPECT_EQ(Health(options_, out_, err_), kExitUsage);
 
   EXPECT_THAT(err_.str(), HasSubstr("invalid --url"));
+}
+
+// HTTPS against a server whose certificate a private CA signed (made by the test).
+class HttpsClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto made = testing::MakeTestCertificates(::testing::TempDir() + "/cli_client_test_tls");
+    ASSERT_TRUE(made) << "openssl could not make the test certificates";
+    certificates_ = *made;
+  }
+  testing::TestCertificates certificates_;
+  ClientOptions options_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+TEST_F(HttpsClientTest, TalksHttpsToAServerTheCacertVouchesFor) {
+  testing::AnswerServer server(certificates_, 200, R"({"status":"UP","version":"9.9"})");
+  options_.url = server.url();
+  options_.cacert = certificates_.ca;
+
+  EXPECT_EQ(Health(options_, out_, err_), kExitOk) << err_.str();
+
+  EXPECT_EQ(out_.str(), "UP (baton 9.9)\n");
+  EXPECT_THAT(server.last_request(), StartsWith("GET /health HTTP/1.1\r\n"));
+}
+
+TEST_F(HttpsClientTest, AServerTheCacertDoesNotVouchForIsRefusedClearly) {
+  testing::AnswerServer server(certificates_, 200, R"({"status":"UP"})");
+  options_.url = server.url();
+  options_.cacert = certificates_.other_ca;
+
+  EXPECT_EQ(Health(options_, out_, err_), kExitFailure);
+
+  EXPECT_THAT(err_.str(), StartsWith("baton: cannot reach " + server.url() +
+                                     ": TLS: the server's certificate is not trusted"));
+  EXPECT_EQ(server.requests(), 0);
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(HttpsClientTest, WithoutACacertAPrivateCaIsRefusedAndTheFlagSuggested) {
+  testing::AnswerServer server(certificates_, 200, R"({"status":"UP"})");
+  options_.url = server.url();
+
+  EXPECT_EQ(Health(options_, out_, err_), kExitFailure);
+
+  EXPECT_THAT(err_.str(), HasSubstr("not trusted"));
+  EXPECT_THAT(err_.str(), HasSubstr("pass --cacert FILE or set BATON_CACERT"));
+}
+
+TEST_F(HttpsClientTest, AnUnreadableCacertIsNamed) {
+  testing::AnswerServer server(certificates_, 200, R"({"status":"UP"})");
+  options_.url = server.url();
+  options_.cacert = "/nonexistent/ca.pem";
+
+  EXPECT_EQ(Health(options_, out_, err_), kExitFailure);
+
+  EXPECT_THAT(err_.str(), HasSubstr("/nonexistent/ca.pem"));
 }
 
 TEST_F(FakeServerTest, ListJobsSendsTheQueryAndPrintsATable) {

@@ -55,11 +55,16 @@ int main(int argc, char** argv) {
   secrets_rotate->add_option("--batch", rotate_batch, "Rows per transaction (default 100)")
       ->check(CLI::Range(1, 10000));
 
-  // The client commands. Every one takes --url (BATON_URL) and --json.
+  // The client commands. Every one takes --url (BATON_URL), --cacert (BATON_CACERT) and
+  // --json.
   baton::cli::ClientOptions client;
   auto add_client_flags = [&](CLI::App* command) {
     command->add_option("--url", client.url, "API address (default http://localhost:8000)")
         ->envname("BATON_URL");
+    command
+        ->add_option("--cacert", client.cacert,
+                     "CA certificate(s) (PEM) to trust for an https --url")
+        ->envname("BATON_CACERT");
     command->add_flag("--json", client.json, "Print the server's JSON");
     command->add_option("--user", client.user, "Credentials NAME:PASSWORD (HTTP basic)")
         ->envname("BATON_USER");

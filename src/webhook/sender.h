@@ -1,6 +1,6 @@
 // Webhook sending: the one HTTP POST of a delivery (WebhookSender; CurlWebhookSender is
-// the real one, libcurl staying in this folder), and its signature (HMAC-SHA256 through
-// OpenSSL, which stays here too).
+// the real one, over http/client.h's libcurl client), and its signature (HMAC-SHA256
+// through OpenSSL, which stays here).
 //
 // Thread-safety: Post may be called from several threads at once.
 #pragma once

@@ -1,13 +1,13 @@
 #include "broker/rabbitmq/management.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "base/url.h"
+#include "http/client.h"
 
 namespace baton::rabbitmq_internal {
 namespace {
@@ -68,29 +68,26 @@ Result<ManagementApi> ManagementApi::Parse(std::string_view url, std::string use
 }
 
 Result<std::string> ManagementApi::Get(const std::string& path) const {
-  try {
-    httplib::Client client(host_, port_);
-    client.set_connection_timeout(std::chrono::seconds(5));
-    client.set_read_timeout(std::chrono::seconds(10));
-    client.set_basic_auth(user_, password_);
-    auto res = client.Get(path);
-    if (!res) {
-      return Unavailable(fmt::format("RabbitMQ management API at {}: {}", where_,
-                                     httplib::to_string(res.error())));
-    }
-    if (res->status == 404) return NotFound("not found");
-    if (res->status == 401 || res->status == 403) {
-      return FailedPrecondition(fmt::format(
-          "RabbitMQ management API at {} refused the credentials (HTTP {})", where_, res->status));
-    }
-    if (res->status != 200) {
-      return Unavailable(
-          fmt::format("RabbitMQ management API at {}: HTTP {}", where_, res->status));
-    }
-    return std::move(res->body);
-  } catch (const std::exception& e) {
-    return Unavailable(fmt::format("RabbitMQ management API at {}: {}", where_, e.what()));
+  http::Request request;
+  request.url = fmt::format("http://{}{}", where_, path);
+  request.user = user_;
+  request.password = password_;
+  request.connect_timeout = std::chrono::seconds(5);
+  request.timeout = std::chrono::seconds(15);
+  auto res = http::Client().Send(request);
+  if (!res.ok()) {
+    return Unavailable(
+        fmt::format("RabbitMQ management API at {}: {}", where_, res.status().message()));
   }
+  if (res->status == 404) return NotFound("not found");
+  if (res->status == 401 || res->status == 403) {
+    return FailedPrecondition(fmt::format(
+        "RabbitMQ management API at {} refused the credentials (HTTP {})", where_, res->status));
+  }
+  if (res->status != 200) {
+    return Unavailable(fmt::format("RabbitMQ management API at {}: HTTP {}", where_, res->status));
+  }
+  return std::move(res->body);
 }
 
 Result<QueueInfo> ManagementApi::Queue(std::string_view vhost, std::string_view name) const {

@@ -1,7 +1,6 @@
 #include "broker/rabbitmq/rabbitmq_broker.h"
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +15,7 @@
 
 #include "base/url.h"
 #include "conformance/broker_conformance.h"
+#include "http/client.h"
 #include "testing/wait_for.h"
 
 namespace baton::testing {
@@ -216,19 +216,17 @@ class ManagementClient {
     while (!rest.empty() && rest.back() == '/') rest.pop_back();
     auto at = rest.rfind('@');
     std::string userinfo = rest.substr(0, at);
-    std::string hostport = rest.substr(at + 1);
-    auto colon = hostport.rfind(':');
-    client_ = std::make_unique<httplib::Client>(hostport.substr(0, colon),
-                                                std::stoi(hostport.substr(colon + 1)));
+    base_ = "http://" + rest.substr(at + 1);
     auto sep = userinfo.find(':');
-    client_->set_basic_auth(userinfo.substr(0, sep), userinfo.substr(sep + 1));
+    user_ = userinfo.substr(0, sep);
+    password_ = userinfo.substr(sep + 1);
   }
 
   // The vhost and name of each queue bound to `exchange`.
   std::vector<std::pair<std::string, std::string>> BoundQueues(const std::string& exchange) {
     std::vector<std::pair<std::string, std::string>> out;
-    auto res = client_->Get("/api/bindings");
-    if (!res || res->status != 200) return out;
+    auto res = Send("GET", "/api/bindings");
+    if (!res.ok() || res->status != 200) return out;
     for (const auto& b : nlohmann::json::parse(res->body)) {
       if (b.value("source", "") == exchange && b.value("destination_type", "") == "queue") {
         out.emplace_back(b.value("vhost", ""), b.value("destination", ""));
@@ -240,20 +238,34 @@ class ManagementClient {
   // Closes the connection that owns exclusive queue `queue`, as a network failure would.
   // Empty when done, else what failed.
   std::string CloseOwnerOf(const std::string& vhost, const std::string& queue) {
-    auto res = client_->Get("/api/queues/" + PercentEncode(vhost) + "/" + PercentEncode(queue));
-    if (!res || res->status != 200) return "GET queue: " + (res ? res->body : "no answer");
+    auto res = Send("GET", "/api/queues/" + PercentEncode(vhost) + "/" + PercentEncode(queue));
+    if (!res.ok() || res->status != 200) {
+      return "GET queue: " + (res.ok() ? res->body : res.status().ToString());
+    }
     auto details = nlohmann::json::parse(res->body).value("owner_pid_details", nlohmann::json{});
     if (!details.contains("name")) return "no owner in " + res->body;
     auto closed =
-        client_->Delete("/api/connections/" + PercentEncode(details["name"].get<std::string>()));
-    if (!closed || closed->status != 204) {
-      return "DELETE connection: " + (closed ? std::to_string(closed->status) : "no answer");
+        Send("DELETE", "/api/connections/" + PercentEncode(details["name"].get<std::string>()));
+    if (!closed.ok() || closed->status != 204) {
+      return "DELETE connection: " +
+             (closed.ok() ? std::to_string(closed->status) : closed.status().ToString());
     }
     return "";
   }
 
  private:
-  std::unique_ptr<httplib::Client> client_;
+  Result<http::Response> Send(const std::string& method, const std::string& path) {
+    http::Request request;
+    request.method = method;
+    request.url = base_ + path;
+    request.user = user_;
+    request.password = password_;
+    return http::Client().Send(request);
+  }
+
+  std::string base_;
+  std::string user_;
+  std::string password_;
 };
 
 const char* ManagementUrl() {

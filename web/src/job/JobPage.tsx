@@ -15,11 +15,11 @@ import { Timeline } from "./Timeline";
 import type { LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
 import { definitionOf, toYaml } from "../pages/yaml";
+import { ACTIVE_JOB_STATES } from "../states";
 import "./job.css";
 
 const TABS = [["graph", "Graph"], ["timeline", "Timeline"], ["definition", "Definition"]] as const;
 type Tab = (typeof TABS)[number][0];
-const ACTIVE = new Set(["PENDING", "SCHEDULED", "RUNNING"]);
 
 export function JobPage(props: { id: string; params: Record<string, string> }) {
   const { id, params } = props;
@@ -43,7 +43,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
   const show = (j: Job) => {
     jobRef.current = j;
     rowsRef.current = j.execution?.length ?? 0;
-    activeRef.current = ACTIVE.has(j.state);
+    activeRef.current = ACTIVE_JOB_STATES.has(j.state);
     setJob(j);
   };
 
@@ -90,7 +90,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
           pending.push(e);
           // A big job's graph and timeline are rebuilt at most once a second.
           if (!flushTimer) flushTimer = setTimeout(flush, rowsRef.current > 2000 ? 1000 : 200);
-          refetcher.request(e.type === "job" && !ACTIVE.has(e.state));
+          refetcher.request(e.type === "job" && !ACTIVE_JOB_STATES.has(e.state));
         }
       },
       // While the stream is down, every few seconds; while live, every 15 s and after a
@@ -117,7 +117,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     return () => { gone = true; };
   }, [parentId]);
 
-  const active = !!job && ACTIVE.has(job.state);
+  const active = !!job && ACTIVE_JOB_STATES.has(job.state);
   useEffect(() => {
     if (job) document.title = `${job.name ?? "Job"} · ${job.state.toLowerCase()} · Baton`;
   }, [job?.name, job?.state]);

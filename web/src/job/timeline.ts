@@ -3,6 +3,7 @@
 // computes and renders only the rows in sight.
 import type { TaskRow } from "../api";
 import { attemptNumber, groupAttempts } from "./graph";
+import { ACTIVE_TASK_STATES } from "../states";
 
 export interface Bar {
   row: TaskRow;
@@ -27,15 +28,13 @@ export interface Timeline {
   t1: number;
 }
 
-const ACTIVE = new Set(["CREATED", "PENDING", "SCHEDULED", "RUNNING"]);
-
 function ms(s?: string): number | undefined { if (!s) return undefined; const t = Date.parse(s); return Number.isNaN(t) ? undefined : t; }
 
 export function barOf(row: TaskRow, now: number): Bar {
   const scheduled = ms(row.scheduledAt);
   const started = ms(row.startedAt);
   const start = started ?? scheduled ?? ms(row.createdAt) ?? now;
-  const active = ACTIVE.has(row.state);
+  const active = ACTIVE_TASK_STATES.has(row.state);
   const ended = ms(row.completedAt) ?? ms(row.failedAt);
   const end = ended ?? (active ? now : start);
   const attempt = attemptNumber(row);
