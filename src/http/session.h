@@ -139,15 +139,15 @@ class Session final : public SessionBase {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   State state_ = State::kReading;
-  bool head_only_ = false;          // the request in hand is a HEAD
-  bool keep_alive_ = true;          // the request in hand lets the connection stay open
-  std::size_t counted_ = 0;         // this session's part of Shared::buffered
-  std::string out_;                 // being written
-  std::string stream_out_;          // a stream's bytes waiting for the write in progress
-  bool writing_ = false;            // a stream write is in progress
-  bool stream_ended_ = false;       // the stream's poll ended: close once written
-  bool watching_ = false;           // a read for the client's hang-up is pending
-  std::array<char, 4096> scratch_;  // what WatchForHangUp reads, dropped
+  bool head_only_ = false;         // the request in hand is a HEAD
+  bool keep_alive_ = true;         // the request in hand lets the connection stay open
+  std::size_t counted_ = 0;        // this session's part of Shared::buffered
+  std::string out_;                // being written
+  std::string stream_out_;         // a stream's bytes waiting for the write in progress
+  bool writing_ = false;           // a stream write is in progress
+  bool stream_ended_ = false;      // the stream's poll ended: close once written
+  bool watching_ = false;          // a read for the client's hang-up is pending
+  std::array<char, 512> scratch_;  // what WatchForHangUp reads, dropped
   std::shared_ptr<LongPoll> poll_;
   std::string ping_;
   std::string remote_addr_;
