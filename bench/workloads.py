@@ -145,17 +145,39 @@ def wait_health(port, proc, what):
     raise RuntimeError(f"{what} did not answer /health within 60 s")
 
 
+def wait_tls(port, proc):
+    """Until the TLS port accepts a handshake and answers GET /health."""
+    import ssl
+    context = ssl._create_unverified_context()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if proc.proc.poll() is not None:
+            raise RuntimeError(f"baton run standalone (TLS) exited at start (see {proc.log.name})")
+        try:
+            c = http.client.HTTPSConnection("127.0.0.1", port, timeout=2, context=context)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("baton run standalone (TLS) did not answer /health within 60 s")
+
+
 class Standalone:
     """`baton run standalone` on a free port with a fresh data directory."""
 
-    def __init__(self, baton, work, concurrency):
+    def __init__(self, baton, work, concurrency, extra_env=None):
         self.dir = tempfile.mkdtemp(prefix="standalone.", dir=work)
         self.port = free_port()
         env = dict(os.environ, BATON_WORKER_QUEUES=f"default:{concurrency}",
-                   BATON_LOGGING_LEVEL="warn", BATON_RUNTIME_TYPE="shell")
+                   BATON_LOGGING_LEVEL="warn", BATON_RUNTIME_TYPE="shell", **(extra_env or {}))
         self.proc = Process([baton, "run", "standalone", "--address", f"127.0.0.1:{self.port}",
                              "--data-dir", self.dir + "/data"], env, self.dir + "/server.log")
-        wait_health(self.port, self.proc, "baton run standalone")
+        if extra_env and "BATON_API_TLS_CERT" in extra_env:
+            wait_tls(self.port, self.proc)
+        else:
+            wait_health(self.port, self.proc, "baton run standalone")
         self.client = Client(self.port)
 
     @property
@@ -422,6 +444,45 @@ def w5(args, engine_factory, seconds=3, connections=8, concurrency=2):
     ]
 
 
+def w5s(args, engine_factory, seconds=3, connections=8, concurrency=2):
+    """W5 over HTTPS: the same submissions and GET /health with wrk over keep-alive TLS
+    connections (a certificate made here), beside the same over plain HTTP; the
+    difference is what HTTPS costs a request."""
+    script = os.path.join(args.work, "post_job.lua")
+    with open(script, "w") as f:
+        f.write(WRK_SCRIPT)
+    cert, key = os.path.join(args.work, "tls.crt"), os.path.join(args.work, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    rates = {"http": ([], []), "https": ([], [])}
+    for i in range(args.reps):
+        for scheme in (["http", "https"] if i % 2 == 0 else ["https", "http"]):
+            tls = {"BATON_API_TLS_CERT": cert, "BATON_API_TLS_KEY": key} if scheme == "https" else {}
+            engine = engine_factory(concurrency, tls)
+            try:
+                _, acc, _ = wrk(f"{scheme}://127.0.0.1:{engine.port}/jobs", seconds, connections, script)
+                _, h, _ = wrk(f"{scheme}://127.0.0.1:{engine.port}/health", seconds, connections)
+                rates[scheme][0].append(acc)
+                rates[scheme][1].append(h)
+            finally:
+                engine.stop()
+    med = {k: (statistics.median(a), statistics.median(h)) for k, (a, h) in rates.items()}
+    log(f"    http: accepted/s {fmt_list(rates['http'][0])}  GET /health/s {fmt_list(rates['http'][1])}")
+    log(f"    https: accepted/s {fmt_list(rates['https'][0])}  GET /health/s {fmt_list(rates['https'][1])}")
+    cost = lambda k: 1e6 / med["https"][k] - 1e6 / med["http"][k]  # noqa: E731
+    return [
+        Row(f"W5S jobs accepted/s over HTTPS (wrk -c{connections}, keep-alive)", "/s",
+            "the same over HTTP", med["http"][0], med["https"][0], "≥ 0.7 × HTTP",
+            med["https"][0] >= 0.7 * med["http"][0],
+            f"HTTPS adds {cost(0):.0f} µs a submission"),
+        Row(f"W5S GET /health/s over HTTPS (wrk -c{connections}, keep-alive)", "/s",
+            "the same over HTTP", med["http"][1], med["https"][1], "≥ 0.5 × HTTP",
+            med["https"][1] >= 0.5 * med["http"][1],
+            f"HTTPS adds {cost(1):.0f} µs a request"),
+    ]
+
+
 def wait_count(client, word, n, timeout=600):
     deadline = time.time() + timeout
     while client.count(word) < n:
@@ -650,7 +711,7 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--w7-reps", type=int, default=0, help="repetitions of W7 (default --reps)")
     p.add_argument("--w8-reps", type=int, default=0, help="repetitions of W8 (default 1)")
-    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,W7,W8,D1,D2")
+    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W5S,W6,W7,W8,D1,D2")
     p.add_argument("--results", default="", help="append the table to this Markdown file")
     p.add_argument("--distributed", action="store_true", help="also D1/D2 (RabbitMQ + PostgreSQL)")
     p.add_argument("--label", default="", help="what was measured, when not the checked-out commit")
@@ -669,7 +730,7 @@ def main():
 
     args.work = tempfile.mkdtemp(prefix="baton-bench.")
     os.chmod(args.work, 0o755)  # PostgreSQL runs as its own user under it
-    standalone = lambda c: Standalone(args.baton, args.work, c)  # noqa: E731
+    standalone = lambda c, env=None: Standalone(args.baton, args.work, c, env)  # noqa: E731
     rows = []
     started = time.time()
     try:
@@ -679,6 +740,7 @@ def main():
             ("W3", lambda: w3(args, standalone)),
             ("W4", lambda: w4(args, standalone)),
             ("W5", lambda: w5(args, standalone)),
+            ("W5S", lambda: w5s(args, standalone)),
             ("W6", lambda: w6(args, standalone)),
             ("W7", lambda: w7(args, standalone)),
             ("W8", lambda: w8(args, standalone)),

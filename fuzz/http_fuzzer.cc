@@ -1,10 +1,10 @@
 // Fuzzes the HTTP request path: any bytes, as one connection's input, go through the
-// server's framing and httplib's request processing to Api::Handle (HttpProtocol, the
-// code every connection runs, without sockets), over an in-memory datastore, broker and
-// coordinator. Whatever the bytes, the server must not crash, leak or hang, and what it
-// sends must be a sequence of well-formed HTTP/1.1 responses: a status line, CRLF-ended
-// headers, and a body of exactly its Content-Length (none for 100 Continue); an event
-// stream (GET /events) has none, and is the last response: its body runs to the end.
+// Beast server's connection code (http/server.h, over a socket pair: HttpProtocol) to
+// Api::Handle, over an in-memory datastore, broker and coordinator. Whatever the bytes, the server
+// must not crash, leak or hang, and what it sends must be a sequence of well-formed HTTP/1.1
+// responses: a status line, CRLF-ended headers, and a body of exactly its Content-Length (none for
+// 100 Continue); an event stream (GET /events) has none, and is the last response: its body runs to
+// the end.
 #include <charconv>
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The REST API of api.md as a plain function of a request: routing, parameters, JSON
 // shapes, the one table from error codes to HTTP statuses, and redaction. The HTTP
-// server (server.h) only adapts cpp-httplib to it, so the handlers are tested and fuzzed
-// without sockets.
+// server (http/server.h, adapted in server.h) only carries requests to it, so the
+// handlers are tested without sockets.
 //
 // Thread-safety: Handle may be called concurrently.
 #pragma once

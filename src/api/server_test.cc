@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -229,7 +231,8 @@ TEST_F(ServerTest, RestartBindsWhileOldConnectionsAreInTimeWait) {
 // answered until one of them gave up.
 TEST_F(ServerTest, HealthAnswersWhileManyClientsWaitOrSendHeadersSlowly) {
   Server& server = StartServer({.host = "127.0.0.1", .port = 0});
-  std::atomic<int> answered = 0;
+  static std::atomic<int> answered;  // outlives the test: TearDown answers the waits
+  answered = 0;
   for (int i = 0; i < 16; ++i) SubmitWaitingJob(server.port(), answered);
   ASSERT_TRUE(testing::WaitFor(
       [&] {
@@ -312,7 +315,8 @@ TEST_F(ServerTest, KeptAliveConnectionServesManyRequests) {
 
 TEST_F(ServerTest, WaitsOverMaxWaitsAreRefusedWith503BeforeSubmitting) {
   Server& server = StartServer({.host = "127.0.0.1", .port = 0}, ApiOptions{.max_waits = 1});
-  std::atomic<int> answered = 0;
+  static std::atomic<int> answered;  // outlives the test: TearDown answers the wait
+  answered = 0;
   SubmitWaitingJob(server.port(), answered);
   ASSERT_TRUE(testing::WaitFor([&] {
     auto jobs = datastore_->ListJobs(JobQuery{.page = 1, .size = 1});
@@ -508,6 +512,61 @@ TEST_F(ServerTest, ARangeHeaderIsIgnored) {
   auto bad = client.Get("/jobs?size=100", {{"Range", "bytes=junk"}});
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 200);
+}
+
+}  // namespace
+}  // namespace baton::api
+
+namespace baton::api {
+namespace {
+
+// The threads of this process, as the kernel counts them.
+int ThreadCount() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    ++count;
+  }
+  return count;
+}
+
+// A waiting connection holds no thread: 2,000 idle connections and 500 parked waits
+// together add no thread to the process (the server's I/O thread and its 8 handlers were
+// there before them; a little slack for the coordinator's own timers).
+TEST_F(ServerTest, TwoThousandIdleConnectionsAndFiveHundredParkedWaitsHoldNoThread) {
+  Server& server =
+      StartServer({.host = "127.0.0.1", .port = 0, .keep_alive = std::chrono::seconds(60)});
+  ASSERT_TRUE(Health(server.port(), std::chrono::seconds(2)));
+  const int before = ThreadCount();
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 2000; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  std::string body =
+      "name: w\nwait: {timeout: 60s}\ntasks:\n  - {name: t, run: hang, queue: nowhere}\n";
+  std::string request = fmt::format(
+      "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: text/yaml\r\nContent-Length: {}\r\n\r\n{}",
+      body.size(), body);
+  std::vector<std::unique_ptr<RawConnection>> waits;
+  for (int i = 0; i < 500; ++i) {
+    waits.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(waits.back()->Send(request));
+  }
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto jobs = datastore_->ListJobs(JobQuery{.page = 1, .size = 1});
+        return jobs.ok() && jobs->total_items == 500;
+      },
+      std::chrono::seconds(60)));
+  auto health = Health(server.port(), std::chrono::seconds(2));
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  const int during = ThreadCount();
+  std::printf("threads: %d before, %d with 2,000 idle connections and 500 parked waits\n", before,
+              during);
+  EXPECT_LE(during, before + 2);
+  for (auto& c : waits) EXPECT_EQ(c->ReceiveWithin(std::chrono::milliseconds(1)), "");
 }
 
 }  // namespace

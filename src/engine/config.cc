@@ -29,7 +29,7 @@ constexpr const char* kKeys[] = {
     "coordinator.schedules.interval", "coordinator.schedules.max_idle",
     // The API's HTTP server.
     "api.max_connections", "api.max_waits", "api.keep_alive", "api.request_timeout",
-    "api.handler_threads", "api.max_buffered_bytes",
+    "api.handler_threads", "api.max_buffered_bytes", "api.tls.cert", "api.tls.key",
     // Sizes of what clients send (bytes).
     "api.max_document_bytes", "datastore.max_job_bytes",
     // Webhooks.
@@ -167,6 +167,10 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     }
     (key == "api.max_document_bytes" ? config.api_max_document_bytes
                                      : config.datastore_max_job_bytes) = n;
+  } else if (key == "api.tls.cert") {
+    config.api_tls_cert = value;
+  } else if (key == "api.tls.key") {
+    config.api_tls_key = value;
   } else if (key == "api.keep_alive") {
     BATON_RETURN_IF_ERROR(duration(config.api_keep_alive));
   } else if (key == "api.request_timeout") {
@@ -387,6 +391,10 @@ Status MakePathsAbsolute(Config& config) {
   if (!config.encryption_key_file.empty()) {
     BATON_RETURN_IF_ERROR(absolute("datastore.encryption.key_file", config.encryption_key_file));
   }
+  if (!config.api_tls_cert.empty())
+    BATON_RETURN_IF_ERROR(absolute("api.tls.cert", config.api_tls_cert));
+  if (!config.api_tls_key.empty())
+    BATON_RETURN_IF_ERROR(absolute("api.tls.key", config.api_tls_key));
   return Status::Ok();
 }
 
@@ -425,6 +433,10 @@ Result<Config> LoadConfig(const std::string& file,
         fmt::format("api.max_waits ({}) must be less than api.max_connections ({}), or waiting "
                     "submissions could take every connection",
                     config.api_max_waits, config.api_max_connections));
+  }
+  if (config.api_tls_cert.empty() != config.api_tls_key.empty()) {
+    return InvalidArgument(
+        "api.tls.cert and api.tls.key go together: set both for HTTPS, or neither");
   }
   // Room for two requests of the largest body at least, or one could never be served.
   if (config.api_max_buffered_bytes < 2 * config.api_max_body_bytes) {

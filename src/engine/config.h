@@ -49,6 +49,10 @@ struct Config {
   std::size_t api_max_buffered_bytes = 256 << 20;
   std::chrono::milliseconds api_keep_alive = std::chrono::seconds(5);
   std::chrono::milliseconds api_request_timeout = std::chrono::seconds(10);
+  // api.tls.cert / api.tls.key: PEM files of the certificate (its chain after it) and its
+  // key; both set, the API speaks HTTPS only (TLS 1.2+), and re-reads them on SIGHUP.
+  std::string api_tls_cert;
+  std::string api_tls_key;
   // api.max_document_bytes: the text a submitted document may expand to, YAML aliases
   // counted at each use (core/document.h); datastore.max_job_bytes: the most a job may
   // take as stored, however it was created (datastore/datastore.h).

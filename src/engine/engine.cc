@@ -399,7 +399,9 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
                          .handler_threads = config.api_handler_threads,
                          .max_buffered_bytes = config.api_max_buffered_bytes,
                          .keep_alive = config.api_keep_alive,
-                         .request_timeout = config.api_request_timeout},
+                         .request_timeout = config.api_request_timeout,
+                         .tls_cert = config.api_tls_cert,
+                         .tls_key = config.api_tls_key},
       options.max_body_bytes);
   return server_->Bind();
 }
