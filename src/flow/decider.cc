@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <type_traits>
 
 #include "core/document.h"
@@ -36,6 +38,27 @@ JobColumns ColumnsOf(const JobRecord& j) {
           j.position, j.task_count, j.progress,     j.result,    j.error};
 }
 
+// A row's move that core/states.h does not allow, described.
+template <typename State>
+std::optional<std::string> MoveProblem(const std::string& id, State from, State to) {
+  if (from == to || CanReach(from, to)) return std::nullopt;
+  constexpr bool kJob = std::is_same_v<State, JobState>;
+  return fmt::format("{} {} moves from {} to {}, which core/states.h does not allow",
+                     kJob ? "job" : "task", id, ToString(from), ToString(to));
+}
+
+// Debug builds stop at a move the state machines do not allow: a bug in a rule.
+void AssertMove(const std::optional<std::string>& problem) {
+#ifndef NDEBUG
+  if (problem) {
+    std::fprintf(stderr, "flow: %s\n", problem->c_str());
+    std::abort();
+  }
+#else
+  (void)problem;
+#endif
+}
+
 // A step of SplitMix64: a small, good, portable stream of 64-bit numbers.
 std::uint64_t SplitMix(std::uint64_t& state) {
   std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -45,6 +68,23 @@ std::uint64_t SplitMix(std::uint64_t& state) {
 }
 
 }  // namespace
+
+bool HasAttemptsLeft(const TaskRecord& failed) {
+  return failed.task.retry && failed.task.retry->attempts < failed.task.retry->limit;
+}
+
+TimePoint RetryDueAt(const TaskRecord& row) {
+  if (!row.task.retry || row.task.retry->attempts <= 0) return row.created_at;
+  return row.created_at + RetryDelay(*row.task.retry, row.task.retry->attempts);
+}
+
+const TaskRecord* LatestAttempt(const TaskRecord* latest, const TaskRecord& row) {
+  if (latest == nullptr || row.created_at > latest->created_at ||
+      (row.created_at == latest->created_at && !IsTerminal(row.state))) {
+    return &row;
+  }
+  return latest;
+}
 
 // Children a composite must see finish before it completes.
 int Expected(const TaskRecord& row) {
@@ -142,9 +182,24 @@ void Decider::On(const StepFailed& e) {
 
 // Once, at the end: the rows move into their effects.
 std::vector<Effect> Decider::Effects() {
-  std::vector<Effect> out;
   // Copies taken before the rows move: a start carries a leaf row (small), a finished
   // job its row (once per job).
+  std::vector<Effect> starts = Starts();
+  std::vector<Effect> finished;
+  for (const std::string& id : finished_jobs_) finished.push_back(JobFinished{view_.jobs.at(id)});
+  std::vector<Effect> out;
+  out.reserve(job_order_.size() + task_order_.size() + cancels_.size() + after_.size() +
+              starts.size() + finished.size() + follow_.size());
+  RowEffects(out);
+  for (CancelActive& c : cancels_) out.push_back(std::move(c));
+  for (Effect& e : after_) out.push_back(std::move(e));
+  for (Effect& e : starts) out.push_back(std::move(e));
+  for (Effect& e : finished) out.push_back(std::move(e));
+  for (Event& e : follow_) out.push_back(FollowUp{std::move(e)});
+  return out;
+}
+
+std::vector<Effect> Decider::Starts() const {
   std::vector<Effect> starts;
   std::set<std::string> started;
   for (const std::string& id : starts_) {
@@ -155,10 +210,12 @@ std::vector<Effect> Decider::Effects() {
       starts.push_back(Start{row});
     }
   }
-  std::vector<Effect> finished;
-  for (const std::string& id : finished_jobs_) finished.push_back(JobFinished{view_.jobs.at(id)});
-  out.reserve(job_order_.size() + task_order_.size() + cancels_.size() + after_.size() +
-              starts.size() + finished.size() + follow_.size());
+  return starts;
+}
+
+// Every touched row that changed, moved into its write; in debug builds every move is
+// checked against core/states.h.
+void Decider::RowEffects(std::vector<Effect>& out) {
   for (const std::string& id : job_order_) {
     JobRecord& row = view_.jobs.at(id);
     if (new_jobs_.contains(id)) {
@@ -168,6 +225,7 @@ std::vector<Effect> Decider::Effects() {
     bool context = context_changed_.contains(id);
     const JobColumns& was = job_columns_.at(id);
     if (context || !(was == ColumnsOf(row))) {
+      AssertMove(MoveProblem(id, was.state, row.state));
       bool state = was.state != row.state;
       bool progress = was.progress != row.progress;
       out.push_back(UpdateJob{std::move(row), context, state, progress});
@@ -178,17 +236,12 @@ std::vector<Effect> Decider::Effects() {
     if (new_tasks_.contains(id)) {
       out.push_back(CreateTask{std::move(row)});
     } else if (const TaskColumns& was = task_columns_.at(id); !(was == ColumnsOf(row))) {
+      AssertMove(MoveProblem(id, was.state, row.state));
       bool state = was.state != row.state;
       bool progress = was.progress != row.progress;
       out.push_back(UpdateTask{std::move(row), state, progress});
     }
   }
-  for (CancelActive& c : cancels_) out.push_back(std::move(c));
-  for (Effect& e : after_) out.push_back(std::move(e));
-  for (Effect& e : starts) out.push_back(std::move(e));
-  for (Effect& e : finished) out.push_back(std::move(e));
-  for (Event& e : follow_) out.push_back(FollowUp{std::move(e)});
-  return out;
 }
 
 // A row the decision may change: its columns are noted the first time.
@@ -268,7 +321,7 @@ void Decider::StartJobRule(const std::string& job_id) {
 
 void Decider::Advance(const std::string& job_id, int position) {
   JobRecord* job = J(job_id);
-  if (job == nullptr || !Going(job->state) || job->position != position) return;
+  if (job == nullptr || !IsGoing(job->state) || job->position != position) return;
   if (position >= job->task_count) {
     // Past its last task, as Tork counts: a restart then has nothing left to run.
     job->position = job->task_count + 1;
@@ -283,7 +336,7 @@ void Decider::Advance(const std::string& job_id, int position) {
 
 void Decider::CompleteJob(const std::string& job_id) {
   JobRecord& job = *J(job_id);
-  if (!Going(job.state)) return;
+  if (!IsGoing(job.state)) return;
   std::string result;
   if (!Def(job).output.empty()) {
     auto value = expr::EvaluateTemplateValue(Def(job).output, Ctx(job), options_);
@@ -385,18 +438,25 @@ expr::Vars Decider::VarsFor(const JobRecord& job, const json& extra) const {
   return expr::Vars(Ctx(job), extra);
 }
 
-// A new row for definition `def`, taken as far as it goes now.
-void Decider::DispatchNew(Task def, const std::string& job_id, const std::string& parent_id,
-                          int position, const json& extra, int index) {
-  const JobRecord& job = *J(job_id);
+// A new row's links, its id made and its creation now (its definition is the caller's).
+TaskRecord Decider::MakeRow(const std::string& job_id, const std::string& parent_id, int position,
+                            int each_index, TaskState state) {
   TaskRecord row;
   row.id = MakeId();
   row.job_id = job_id;
   row.parent_id = parent_id;
   row.position = position;
-  row.each_index = index;
-  row.state = TaskState::kPending;
+  row.each_index = each_index;
+  row.state = state;
   row.created_at = now_;
+  return row;
+}
+
+// A new row for definition `def`, taken as far as it goes now.
+void Decider::DispatchNew(Task def, const std::string& job_id, const std::string& parent_id,
+                          int position, const json& extra, int index) {
+  const JobRecord& job = *J(job_id);
+  TaskRecord row = MakeRow(job_id, parent_id, position, index, TaskState::kPending);
   ApplyDefaults(Def(job).defaults, def);
   row.task = std::move(def);
   if (row.task.IsComposite()) row.scope = extra;
@@ -474,20 +534,25 @@ void Decider::ChildDone(const std::string& parent_id) {
 
 void Decider::Retry(const std::string& failed_id) {
   const TaskRecord& failed = *T(failed_id);
-  TaskRecord next;
-  next.id = MakeId();
-  next.job_id = failed.job_id;
-  next.parent_id = failed.parent_id;
-  next.position = failed.position;
-  next.state = TaskState::kPending;
-  next.created_at = now_;
+  TaskRecord next = MakeRow(failed.job_id, failed.parent_id, failed.position, failed.each_index,
+                            TaskState::kPending);
   next.task = failed.task;
   next.task.retry->attempts = failed.task.retry->attempts + 1;
-  next.each_index = failed.each_index;
   TaskRecord& row = NewTask(std::move(next));
-  Duration delay = RetryDelay(*row.task.retry, row.task.retry->attempts);
-  if (delay <= Duration::zero()) return Queue(row);
-  after_.push_back(StartAt{row.id, now_ + delay});
+  if (RetryDueAt(row) <= now_) return Queue(row);
+  after_.push_back(StartAt{row.id, RetryDueAt(row)});
+}
+
+bool Decider::RetryOrFail(const std::string& failed_id) {
+  const TaskRecord& failed = *T(failed_id);
+  const JobRecord* job = J(failed.job_id);
+  if (failed.state == TaskState::kFailed && job != nullptr && IsActive(job->state) &&
+      HasAttemptsLeft(failed)) {
+    Retry(failed_id);
+    return true;
+  }
+  TaskFailed(failed_id);
+  return false;
 }
 
 void Decider::TaskFailed(const std::string& id) {
@@ -547,6 +612,40 @@ void Decider::CancelRows(const std::string& job_id, const std::string& under) {
     }
   }
   cancels_.push_back(CancelActive{job_id, under, now_});
+}
+
+std::string_view NameOf(const Event& event) {
+  static constexpr std::string_view kNames[] = {
+      "Submit",       "StartJob",   "Started",      "Completed", "Failed", "WorkerCancelled",
+      "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",  "Cancel", "Restart",
+      "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed"};
+  static_assert(std::size(kNames) == std::variant_size_v<Event>, "every Event needs its name");
+  return kNames[event.index()];
+}
+
+std::optional<std::string> BadMove(const View& before, const std::vector<Effect>& effects) {
+  for (const Effect& effect : effects) {
+    if (const auto* job = std::get_if<UpdateJob>(&effect)) {
+      auto was = before.jobs.find(job->row.id);
+      if (was == before.jobs.end()) continue;
+      if (auto problem = MoveProblem(job->row.id, was->second.state, job->row.state)) {
+        return problem;
+      }
+    } else if (const auto* task = std::get_if<UpdateTask>(&effect)) {
+      std::optional<TaskState> from;
+      if (auto was = before.tasks.find(task->row.id); was != before.tasks.end()) {
+        from = was->second.state;
+      }
+      for (const auto& [each_id, children] : before.next_created) {
+        for (const TaskRecord& child : children) {
+          if (child.id == task->row.id) from = child.state;
+        }
+      }
+      if (!from) continue;
+      if (auto problem = MoveProblem(task->row.id, *from, task->row.state)) return problem;
+    }
+  }
+  return std::nullopt;
 }
 
 bool IsRowEffect(const Effect& effect) {

@@ -30,11 +30,14 @@ namespace baton::flow {
 
 using nlohmann::json;
 
-// A task that ended well: COMPLETED, or SKIPPED (its `if` was false).
-inline bool IsDone(TaskState s) { return s == TaskState::kCompleted || s == TaskState::kSkipped; }
-// Started: its tasks are being run. SCHEDULED until one of them starts, RUNNING after (as
-// Tork's jobs).
-inline bool Going(JobState s) { return s == JobState::kScheduled || s == JobState::kRunning; }
+// The retry rule: a FAILED row is tried again (a new row, its attempt + 1) while its
+// `retry` has attempts left (and its job is active: Decider::RetryOrFail).
+bool HasAttemptsLeft(const TaskRecord& failed);
+// When a row may be queued: a retry after its backoff (RetryDelay) from its creation;
+// any other row at once (its creation).
+TimePoint RetryDueAt(const TaskRecord& row);
+// Whether LeaseExpired `e` ends `row` (see LeaseExpired).
+bool LeaseLost(const TaskRecord& row, const LeaseExpired& e, TimePoint now);
 
 // Children a composite must see finish before it completes.
 int Expected(const TaskRecord& row);
@@ -99,6 +102,17 @@ class Decider {
   JobRecord& NewJob(JobRecord row);
   TaskRecord& NewTask(TaskRecord row);
   std::string MakeId();
+  TaskRecord MakeRow(const std::string& job_id, const std::string& parent_id, int position,
+                     int each_index, TaskState state);
+  std::vector<Effect> Starts() const;
+  void RowEffects(std::vector<Effect>& out);
+
+  // Reconciling (frontier.cc).
+  std::map<std::string, std::vector<std::string>> ReconcileWaiting(
+      const std::vector<std::string>& ids);
+  void ReconcileRunnable(const std::string& id, const std::set<std::string>* live_nodes);
+  void ReconcileComposite(const std::string& id, const std::vector<std::string>& children);
+  void ReconcileStep(const std::string& job_id, const std::vector<std::string>& ids);
 
   // Jobs.
   void Ran(const std::string& job_id);
@@ -125,6 +139,9 @@ class Decider {
   void TaskDone(const std::string& id);
   void ChildDone(const std::string& parent_id);
   void Retry(const std::string& failed_id);
+  // The one retry rule: a new attempt of a FAILED row with attempts left in an active
+  // job (true), else the failure goes up (TaskFailed; false).
+  bool RetryOrFail(const std::string& failed_id);
   void TaskFailed(const std::string& id);
   bool Under(const TaskRecord& row, const std::string& ancestor);
   void CancelRows(const std::string& job_id, const std::string& under);
@@ -137,6 +154,8 @@ class Decider {
   void DispatchParallel(const std::string& id, const json& extra);
   void DispatchEach(const std::string& id, const json& extra);
   void FillSlots(const std::string& each_id);
+  Result<TaskRecord> EachChild(const TaskRecord& each, std::size_t index, const json& item,
+                               const json& extra, json& loop, const expr::Vars& vars);
   void DispatchSubJob(const std::string& id);
 
   View view_;  // its jobs and tasks are the rows as this decision leaves them

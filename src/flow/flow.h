@@ -24,8 +24,10 @@
 // Thread-safety: every function is a pure function of its arguments.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flow/types.h"
@@ -45,6 +47,20 @@ Reads ReadsOf(const Event& event);
 
 // Row effects come first, then the after-commit ones, then follow-ups.
 bool IsRowEffect(const Effect& effect);
+
+// The event's name ("Submit", "Completed", ...): for metrics and logs, one table.
+std::string_view NameOf(const Event& event);
+
+// Of two rows of one slot (a step's position, a composite child's each_index: its
+// retries and redeliveries share it), the attempt that counts: the later created, or,
+// created at the same time, the unfinished one. `latest` may be null (then `row`).
+const TaskRecord* LatestAttempt(const TaskRecord* latest, const TaskRecord& row);
+
+// Checked mode: the first UpdateJob or UpdateTask of `effects` whose state change
+// core/states.h does not allow (CanReach: a decision may take a row through several
+// moves) from the row as `before` holds it, described; nullopt when there is none.
+// Decide checks the same on every row effect in debug builds, and stops at a violation.
+std::optional<std::string> BadMove(const View& before, const std::vector<Effect>& effects);
 
 // ------------------------------------------------------------------------- rules
 

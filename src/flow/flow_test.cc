@@ -1037,5 +1037,110 @@ TEST(FlowTest, TheSameInputGivesTheSameEffectsAlsoWithNowAndRandomIntTemplates) 
   EXPECT_TRUE(differs);
 }
 
+// Lease grace, decided by flow: a RUNNING runnable on the event's node whose node has
+// been silent for more than a lease and that started at least a lease ago.
+struct LeaseCase {
+  std::string name;
+  std::string node;                    // the event's node (the row runs on w1)
+  std::optional<TimePoint> last_seen;  // the node's last heartbeat
+  Duration lease;                      // 0: the caller judged it
+  Duration started_ago;                // when the row started, before kNow
+  TaskState state;                     // the row's state
+  bool expires;
+};
+
+class LeaseTest : public testing::TestWithParam<LeaseCase> {};
+
+TEST_P(LeaseTest, ARowExpiresOnlyWhenItsNodeIsSilentForALease) {
+  const LeaseCase& c = GetParam();
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")})));
+  TaskRecord& row = rows.view.tasks.begin()->second;
+  row.state = c.state;
+  row.node_id = "w1";
+  row.started_at = kNow - c.started_ago;
+  auto effects = Decide(LeaseExpired{row.id, c.node, c.last_seen, c.lease}, rows.view, kNow);
+  EXPECT_EQ(All<CreateTask>(effects).size(), c.expires ? 1u : 0u);
+  EXPECT_EQ(All<UpdateTask>(effects).size(), c.expires ? 1u : 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grace, LeaseTest,
+    testing::Values(LeaseCase{"WithoutALeaseTheCallerJudged", "w1", kNow, Duration::zero(),
+                              seconds(1), TaskState::kRunning, true},
+                    LeaseCase{"ANodeSilentForMoreThanALease", "w1", kNow - minutes(2), minutes(1),
+                              minutes(10), TaskState::kRunning, true},
+                    LeaseCase{"ANodeNeverSeen", "w1", std::nullopt, minutes(1), minutes(10),
+                              TaskState::kRunning, true},
+                    LeaseCase{"ANodeSeenWithinALease", "w1", kNow - seconds(30), minutes(1),
+                              minutes(10), TaskState::kRunning, false},
+                    LeaseCase{"ANodeSeenExactlyALeaseAgo", "w1", kNow - minutes(1), minutes(1),
+                              minutes(10), TaskState::kRunning, false},
+                    LeaseCase{"ATaskStartedLessThanALeaseAgo", "w1", std::nullopt, minutes(1),
+                              seconds(30), TaskState::kRunning, false},
+                    LeaseCase{"ARowOnAnotherNode", "w2", std::nullopt, minutes(1), minutes(10),
+                              TaskState::kRunning, false},
+                    LeaseCase{"ARowNotRunning", "w1", std::nullopt, minutes(1), minutes(10),
+                              TaskState::kCompleted, false}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(FlowTest, ACompositeHasNoLease) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({ParallelOf({Runnable("a")})})));
+  for (auto& [id, row] : rows.view.tasks) {
+    if (!row.task.IsComposite()) continue;
+    row.node_id = "w1";  // as no composite is; still not a lease's
+    auto effects = Decide(LeaseExpired{id, "w1"}, rows.view, kNow);
+    EXPECT_TRUE(All<UpdateTask>(effects).empty());
+  }
+}
+
+// Checked mode: a move core/states.h does not allow is found (Decide asserts the same
+// in debug builds on every row effect).
+TEST(FlowTest, BadMoveFindsAMoveTheStateMachinesDoNotAllow) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")})));
+  TaskRecord task = rows.view.tasks.begin()->second;
+  JobRecord job = rows.view.jobs.at("job1");
+  task.state = TaskState::kCompleted;
+  rows.view.tasks[task.id] = task;
+  TaskRecord back = task;
+  back.state = TaskState::kRunning;
+  auto problem = BadMove(rows.view, {UpdateTask{back, true, false}});
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("from COMPLETED to RUNNING"), std::string::npos) << *problem;
+  job.state = JobState::kCompleted;
+  rows.view.jobs["job1"] = job;
+  JobRecord again = job;
+  again.state = JobState::kScheduled;
+  EXPECT_TRUE(BadMove(rows.view, {UpdateJob{again, false, true, false}}));
+  // Allowed moves, also through several steps in one decision, are not.
+  job.state = JobState::kPending;
+  rows.view.jobs["job1"] = job;
+  again.state = JobState::kCompleted;  // PENDING -> SCHEDULED -> COMPLETED
+  EXPECT_FALSE(BadMove(rows.view, {UpdateJob{again, false, true, false}}));
+}
+
+TEST(FlowTest, DecisionsMakeOnlyMovesTheStateMachinesAllow) {
+  Shell shell;
+  shell.On(Submit{JobOf({Runnable("a"), ParallelOf({Runnable("b"), Runnable("c")})})});
+  for (int step = 0; step < 4; ++step) {
+    for (const auto& [id, row] : View(shell.view).tasks) {
+      if (row.state != TaskState::kScheduled) continue;
+      View before = shell.view;
+      auto effects = Decide(Completed{id, "w1", "", kNow}, before, kNow);
+      EXPECT_FALSE(BadMove(before, effects));
+      shell.On(Completed{id, "w1", "", kNow});
+    }
+  }
+  EXPECT_EQ(shell.view.jobs.at("job1").state, JobState::kCompleted);
+}
+
+TEST(FlowTest, EveryEventHasAName) {
+  EXPECT_EQ(NameOf(Submit{}), "Submit");
+  EXPECT_EQ(NameOf(LeaseExpired{}), "LeaseExpired");
+  EXPECT_EQ(NameOf(StepFailed{}), "StepFailed");
+}
+
 }  // namespace
 }  // namespace baton::flow

@@ -34,6 +34,14 @@ void Decider::Reconcile(const std::string& job_id, const std::vector<std::string
     return;
   }
   if (Def(*job).timeout && job->started_at) Arm(*job, *job->started_at);
+  std::map<std::string, std::vector<std::string>> children = ReconcileWaiting(ids);
+  for (const std::string& id : ids) ReconcileRunnable(id, live_nodes);
+  for (const std::string& id : ids) ReconcileComposite(id, children[id]);
+  ReconcileStep(job_id, ids);
+}
+
+std::map<std::string, std::vector<std::string>> Decider::ReconcileWaiting(
+    const std::vector<std::string>& ids) {
   // Every each's CREATED children, in index order, wait for a slot.
   std::vector<const TaskRecord*> created;
   std::map<std::string, std::vector<std::string>> children;  // composite → its rows
@@ -45,77 +53,67 @@ void Decider::Reconcile(const std::string& job_id, const std::vector<std::string
   std::sort(created.begin(), created.end(),
             [](const TaskRecord* a, const TaskRecord* b) { return a->each_index < b->each_index; });
   for (const TaskRecord* row : created) waiting_[row->parent_id].push_back(row->id);
-  // Runnable rows lost in flight (or on a node that is gone).
-  for (const std::string& id : ids) {
-    TaskRecord* row = T(id);
-    if (row == nullptr || KindOf(row->task) != TaskKind::kRunnable) continue;
-    if (row->state == TaskState::kPending ||
-        (row->state == TaskState::kScheduled && !view_.policy.durable_broker)) {
-      if (row->state == TaskState::kPending && row->task.retry && row->task.retry->attempts > 0) {
-        TimePoint due = row->created_at + RetryDelay(*row->task.retry, row->task.retry->attempts);
-        if (due > now_) {
-          after_.push_back(StartAt{row->id, due});
-          continue;
-        }
-      }
-      if (row->state == TaskState::kScheduled) {
-        starts_.push_back(row->id);  // stored as queued already: published again only
-      } else {
-        Queue(*row);
-      }
-    } else if (row->state == TaskState::kRunning && live_nodes != nullptr &&
-               !live_nodes->contains(row->node_id)) {
-      On(LeaseExpired{row->id, row->node_id});
+  return children;
+}
+
+// A runnable row lost in flight (or on a node that is gone).
+void Decider::ReconcileRunnable(const std::string& id, const std::set<std::string>* live_nodes) {
+  TaskRecord* row = T(id);
+  if (row == nullptr || KindOf(row->task) != TaskKind::kRunnable) return;
+  if (row->state == TaskState::kPending ||
+      (row->state == TaskState::kScheduled && !view_.policy.durable_broker)) {
+    if (row->state == TaskState::kPending && RetryDueAt(*row) > now_) {
+      after_.push_back(StartAt{row->id, RetryDueAt(*row)});  // in its backoff still
+    } else if (row->state == TaskState::kScheduled) {
+      starts_.push_back(row->id);  // stored as queued already: published again only
+    } else {
+      Queue(*row);
     }
+  } else if (row->state == TaskState::kRunning && live_nodes != nullptr &&
+             !live_nodes->contains(row->node_id)) {
+    On(LeaseExpired{row->id, row->node_id});
   }
-  // Composites: recount from their children, finish or refill them. A child is known
-  // by its each_index (its retries share it); its latest row counts.
-  for (const std::string& id : ids) {
-    TaskRecord* row = T(id);
-    if (row == nullptr || row->state != TaskState::kRunning) continue;
-    TaskKind kind = KindOf(row->task);
-    if (kind != TaskKind::kParallel && kind != TaskKind::kEach) continue;
-    std::map<int, const TaskRecord*> latest;
-    for (const std::string& child_id : children[row->id]) {
-      const TaskRecord* child = T(child_id);
-      const TaskRecord*& slot = latest[child->each_index];
-      if (slot == nullptr || child->created_at > slot->created_at ||
-          (child->created_at == slot->created_at && !IsTerminal(child->state))) {
-        slot = child;
-      }
-    }
-    int done = 0;
-    int running = 0;
-    const TaskRecord* failed = nullptr;
-    for (const auto& [index, child] : latest) {
-      if (IsDone(child->state)) ++done;
-      if (child->state != TaskState::kCreated && !IsTerminal(child->state)) ++running;
-      if (!IsDone(child->state) && IsTerminal(child->state) && failed == nullptr) failed = child;
-    }
-    row->completions = done;
-    if (kind == TaskKind::kEach) {
-      running_[row->id] = running;
-      all_known_.insert(row->id);
-    }
-    if (failed != nullptr) {
-      const auto& retry = failed->task.retry;
-      if (failed->state == TaskState::kFailed && retry && retry->attempts < retry->limit) {
-        Retry(failed->id);
-      } else {
-        TaskFailed(failed->id);
-        continue;
-      }
-    }
-    if (done >= Expected(*row)) {
-      if (Finish(*row, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(row->id);
-      continue;
-    }
-    if (kind == TaskKind::kEach) FillSlots(row->id);
+}
+
+// A composite: recounted from its children, finished or refilled. A child is known by
+// its each_index (its retries share it); its latest row counts.
+void Decider::ReconcileComposite(const std::string& id, const std::vector<std::string>& children) {
+  TaskRecord* row = T(id);
+  if (row == nullptr || row->state != TaskState::kRunning) return;
+  TaskKind kind = KindOf(row->task);
+  if (kind != TaskKind::kParallel && kind != TaskKind::kEach) return;
+  std::map<int, const TaskRecord*> latest;
+  for (const std::string& child_id : children) {
+    const TaskRecord* child = T(child_id);
+    latest[child->each_index] = LatestAttempt(latest[child->each_index], *child);
   }
-  // The current top-level step: never created, or finished and not acted on. The rows
-  // created above count: a step whose lease expired has its new attempt as its latest
-  // row (otherwise its old, FAILED, row read as the step's end and failed the job).
-  if (!Going(job->state)) return;
+  int done = 0;
+  int running = 0;
+  const TaskRecord* failed = nullptr;
+  for (const auto& [index, child] : latest) {
+    if (IsDone(child->state)) ++done;
+    if (child->state != TaskState::kCreated && !IsTerminal(child->state)) ++running;
+    if (!IsDone(child->state) && IsTerminal(child->state) && failed == nullptr) failed = child;
+  }
+  row->completions = done;
+  if (kind == TaskKind::kEach) {
+    running_[row->id] = running;
+    all_known_.insert(row->id);
+  }
+  if (failed != nullptr && !RetryOrFail(failed->id)) return;
+  if (done >= Expected(*row)) {
+    if (Finish(*row, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(row->id);
+    return;
+  }
+  if (kind == TaskKind::kEach) FillSlots(row->id);
+}
+
+// The current top-level step: never created, or finished and not acted on. The rows
+// created by the reconcile count: a step whose lease expired has its new attempt as its
+// latest row (otherwise its old, FAILED, row read as the step's end and failed the job).
+void Decider::ReconcileStep(const std::string& job_id, const std::vector<std::string>& ids) {
+  JobRecord* job = J(job_id);
+  if (!IsGoing(job->state)) return;
   std::vector<std::string> rows = ids;
   for (const std::string& id : task_order_) {
     if (new_tasks_.contains(id)) rows.push_back(id);
@@ -123,10 +121,8 @@ void Decider::Reconcile(const std::string& job_id, const std::vector<std::string
   const TaskRecord* latest = nullptr;
   for (const std::string& id : rows) {
     const TaskRecord* row = T(id);
-    if (!row->parent_id.empty() || row->position != job->position) continue;
-    if (latest == nullptr || row->created_at > latest->created_at ||
-        (row->created_at == latest->created_at && !IsTerminal(row->state))) {
-      latest = row;
+    if (row->parent_id.empty() && row->position == job->position) {
+      latest = LatestAttempt(latest, *row);
     }
   }
   if (latest == nullptr) {
@@ -141,12 +137,7 @@ void Decider::Reconcile(const std::string& job_id, const std::vector<std::string
   if (IsDone(latest->state)) {
     TaskDone(latest->id);
   } else if (latest->state == TaskState::kFailed) {
-    const auto& retry = latest->task.retry;
-    if (retry && retry->attempts < retry->limit) {
-      Retry(latest->id);
-    } else {
-      TaskFailed(latest->id);
-    }
+    RetryOrFail(latest->id);
   }
 }
 

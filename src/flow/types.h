@@ -68,10 +68,16 @@ struct Redelivery {
   std::string node_id;
   std::string error;
 };
-// The task's node stopped heartbeating while it ran.
+// The task's node stopped heartbeating while it ran. It ends the row only when the row is
+// RUNNING a runnable on `node_id`; and, with a `lease` (> 0), only when the node was
+// last seen more than a lease ago (`node_last_seen`: its last heartbeat; none, never
+// seen) and the task started at least a lease ago (a node's first heartbeat may still
+// be on its way). Without a lease (the default), the caller has judged both.
 struct LeaseExpired {
   std::string task_id;
   std::string node_id;
+  std::optional<TimePoint> node_last_seen{};
+  Duration lease{};
 };
 // Progress of a running task, 0..100.
 struct Progress {

@@ -23,7 +23,6 @@ void Decider::DispatchEach(const std::string& id, const json& extra) {
   TaskRecord& t = *T(id);
   const JobRecord& job = *J(t.job_id);
   const Each& each = *t.task.each;
-  std::string var = each.var.empty() ? "item" : each.var;
   json loop = extra;  // and each child's item, bound in turn
   const expr::Vars vars = VarsFor(job, loop);
   auto list = EvaluateEachList(each.list, vars, options_);
@@ -45,37 +44,10 @@ void Decider::DispatchEach(const std::string& id, const json& extra) {
   children.reserve(list->size());
   int skipped = 0;
   for (std::size_t i = 0; i < list->size(); ++i) {
-    json binding = {{"index", i}, {"value", (*list)[i]}};
-    TaskRecord child;
-    child.id = MakeId();
-    child.job_id = t.job_id;
-    child.parent_id = id;
-    child.position = t.position;
-    child.state = TaskState::kCreated;
-    child.created_at = now_;
-    child.each_index = static_cast<int>(i);
-    child.task = *each.task;
-    ApplyDefaults(Def(job).defaults, child.task);
-    if (child.task.IsComposite()) {
-      child.scope = extra;
-      child.scope[var] = binding;
-    }
-    loop[var] = binding;
-    if (!child.task.if_expr.empty()) {
-      auto runs = EvaluateCondition(child.task.if_expr, vars, options_);
-      if (!runs.ok()) return FailNow(*T(id), "each: " + runs.status().message());
-      if (!*runs) {
-        child.state = TaskState::kSkipped;
-        child.completed_at = now_;
-        ++skipped;
-      }
-      child.task.if_expr.clear();
-    }
-    if (child.state == TaskState::kCreated) {
-      Status ok = EvaluateTask(child.task, vars, options_);
-      if (!ok.ok()) return FailNow(*T(id), "each: " + ok.message());
-    }
-    children.push_back(std::move(child));
+    Result<TaskRecord> child = EachChild(*T(id), i, (*list)[i], extra, loop, vars);
+    if (!child.ok()) return FailNow(*T(id), "each: " + child.status().message());
+    if (child->state == TaskState::kSkipped) ++skipped;
+    children.push_back(std::move(*child));
   }
   TaskRecord& parent = *T(id);
   parent.state = TaskState::kRunning;
@@ -93,6 +65,38 @@ void Decider::DispatchEach(const std::string& id, const json& extra) {
     return;
   }
   FillSlots(id);
+}
+
+// The each's child `index`, its item bound in `loop` (which `vars` reads) and evaluated
+// now: CREATED, or SKIPPED when its `if` is false.
+Result<TaskRecord> Decider::EachChild(const TaskRecord& each, std::size_t index, const json& item,
+                                      const json& extra, json& loop, const expr::Vars& vars) {
+  const Each& def = *each.task.each;
+  std::string var = def.var.empty() ? "item" : def.var;
+  json binding = {{"index", index}, {"value", item}};
+  TaskRecord child =
+      MakeRow(each.job_id, each.id, each.position, static_cast<int>(index), TaskState::kCreated);
+  child.task = *def.task;
+  ApplyDefaults(Def(*J(each.job_id)).defaults, child.task);
+  if (child.task.IsComposite()) {
+    child.scope = extra;
+    child.scope[var] = binding;
+  }
+  loop[var] = binding;
+  if (!child.task.if_expr.empty()) {
+    auto runs = EvaluateCondition(child.task.if_expr, vars, options_);
+    if (!runs.ok()) return runs.status();
+    if (!*runs) {
+      child.state = TaskState::kSkipped;
+      child.completed_at = now_;
+    }
+    child.task.if_expr.clear();
+  }
+  if (child.state == TaskState::kCreated) {
+    Status ok = EvaluateTask(child.task, vars, options_);
+    if (!ok.ok()) return ok;
+  }
+  return child;
 }
 
 // Starts CREATED children of an each while it has free slots.

@@ -12,6 +12,18 @@
 
 namespace baton::flow {
 
+bool LeaseLost(const TaskRecord& row, const LeaseExpired& e, TimePoint now) {
+  if (row.state != TaskState::kRunning || row.node_id != e.node_id ||
+      KindOf(row.task) != TaskKind::kRunnable) {
+    return false;
+  }
+  if (e.lease <= Duration::zero()) return true;  // the caller judged the lease
+  // The node heartbeated within a lease; or the task started less than a lease ago (its
+  // node's first heartbeat may be on its way).
+  if (e.node_last_seen && now - *e.node_last_seen <= e.lease) return false;
+  return !row.started_at || now - *row.started_at >= e.lease;
+}
+
 void Decider::On(const Started& e) {
   TaskRecord* t = T(e.task_id);
   if (t == nullptr) return;
@@ -66,10 +78,7 @@ void Decider::On(const Redelivery& e) {
 
 void Decider::On(const LeaseExpired& e) {
   TaskRecord* t = T(e.task_id);
-  if (t == nullptr || t->state != TaskState::kRunning || t->node_id != e.node_id ||
-      KindOf(t->task) != TaskKind::kRunnable) {
-    return;
-  }
+  if (t == nullptr || !LeaseLost(*t, e, now_)) return;
   std::string error = fmt::format("node {} stopped heartbeating while the task ran", e.node_id);
   if (!Finish(*t, TaskState::kFailed, "", error, e.node_id, std::nullopt)) return;
   Redeliver(t->id);
@@ -82,7 +91,7 @@ void Decider::On(const Progress& e) {
   t->progress = p;
   if (!t->parent_id.empty()) return;
   JobRecord* job = J(t->job_id);
-  if (job == nullptr || !Going(job->state) || job->position != t->position) return;
+  if (job == nullptr || !IsGoing(job->state) || job->position != t->position) return;
   job->progress = 100.0 * ((t->position - 1) + p / 100.0) / std::max(1, job->task_count);
 }
 
@@ -109,14 +118,7 @@ void Decider::WorkerFailure(const std::string& task_id, const std::string& node,
   TaskRecord* t = T(task_id);
   if (t != nullptr && !IsTerminal(t->state) && !node.empty()) Ran(t->job_id);
   if (t == nullptr || !Finish(*t, TaskState::kFailed, "", error, node, started_at)) return;
-  const auto& retry = t->task.retry;
-  JobRecord* job = J(t->job_id);
-  bool job_active = job != nullptr && IsActive(job->state);
-  if (job_active && retry && retry->attempts < retry->limit) {
-    Retry(task_id);
-  } else {
-    TaskFailed(task_id);
-  }
+  RetryOrFail(task_id);
 }
 
 void Decider::Redeliver(const std::string& lost_id) {
