@@ -41,6 +41,28 @@ constexpr std::array<std::array<bool, kTaskStates>, kTaskStates> kTaskMoves = {{
     {false, false, false, false, false, false, false, false},  // SKIPPED: final
 }};
 
+// Whether `to` follows `from` through allowed moves in `moves` (a breadth-first walk).
+template <std::size_t N>
+bool Reachable(const std::array<std::array<bool, N>, N>& moves, std::size_t from, std::size_t to) {
+  if (from >= N || to >= N) return false;
+  std::array<bool, N> seen{};
+  std::array<std::size_t, N> queue{};
+  std::size_t head = 0;
+  std::size_t tail = 0;
+  queue[tail++] = from;
+  seen[from] = true;
+  while (head < tail) {
+    std::size_t at = queue[head++];
+    for (std::size_t next = 0; next < N; ++next) {
+      if (!moves[at][next] || seen[next]) continue;
+      if (next == to) return true;
+      seen[next] = true;
+      queue[tail++] = next;
+    }
+  }
+  return false;
+}
+
 constexpr std::size_t Index(JobState s) { return static_cast<std::size_t>(s); }
 constexpr std::size_t Index(TaskState s) { return static_cast<std::size_t>(s); }
 
@@ -58,6 +80,12 @@ bool IsTerminal(JobState state) {
 
 bool IsActive(JobState state) { return !IsTerminal(state); }
 
+bool IsGoing(JobState state) {
+  return state == JobState::kScheduled || state == JobState::kRunning;
+}
+
+bool CanReach(JobState from, JobState to) { return Reachable(kJobMoves, Index(from), Index(to)); }
+
 bool CanMove(JobState from, JobState to) {
   if (Index(from) >= kJobStates || Index(to) >= kJobStates) return false;
   return kJobMoves[Index(from)][Index(to)];
@@ -73,6 +101,14 @@ bool IsTerminal(TaskState state) {
 }
 
 bool IsActive(TaskState state) { return Index(state) < kTaskStates && !IsTerminal(state); }
+
+bool IsDone(TaskState state) {
+  return state == TaskState::kCompleted || state == TaskState::kSkipped;
+}
+
+bool CanReach(TaskState from, TaskState to) {
+  return Reachable(kTaskMoves, Index(from), Index(to));
+}
 
 bool CanMove(TaskState from, TaskState to) {
   if (Index(from) >= kTaskStates || Index(to) >= kTaskStates) return false;

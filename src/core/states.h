@@ -26,14 +26,24 @@ namespace baton {
 bool IsTerminal(JobState state);
 // Not terminal: PENDING, SCHEDULED or RUNNING; what a cancel may stop.
 bool IsActive(JobState state);
+// Started, its tasks being run: SCHEDULED until one of them starts, RUNNING after (as
+// Tork's jobs).
+bool IsGoing(JobState state);
 // Whether a job in `from` may move to `to`. A state never "moves" to itself.
 bool CanMove(JobState from, JobState to);
+// Whether `to` follows `from` through one or more moves CanMove allows (a decision may
+// take a row through several: PENDING -> SCHEDULED -> COMPLETED for a job without tasks).
+bool CanReach(JobState from, JobState to);
 
 // Final: COMPLETED, FAILED, CANCELLED or SKIPPED.
 bool IsTerminal(TaskState state);
 // Not terminal: CREATED, PENDING, SCHEDULED or RUNNING.
 bool IsActive(TaskState state);
+// Ended well: COMPLETED, or SKIPPED (its `if` was false). What a parent counts.
+bool IsDone(TaskState state);
 // Whether a task row in `from` may move to `to`. A state never "moves" to itself.
 bool CanMove(TaskState from, TaskState to);
+// As CanReach for jobs.
+bool CanReach(TaskState from, TaskState to);
 
 }  // namespace baton

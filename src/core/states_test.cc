@@ -142,5 +142,37 @@ TEST(StatesTest, EveryActiveStateCanEnd) {
   }
 }
 
+TEST(StatesTest, AStateReachesWhatAChainOfAllowedMovesLeadsTo) {
+  // A decision may take a row through several moves: a job without tasks starts and
+  // completes at once, a new task is queued and reported done in one decision.
+  EXPECT_FALSE(CanMove(JobState::kPending, JobState::kCompleted));
+  EXPECT_TRUE(CanReach(JobState::kPending, JobState::kCompleted));
+  EXPECT_TRUE(CanReach(JobState::kFailed, JobState::kCompleted));  // restarted, then done
+  EXPECT_FALSE(CanReach(JobState::kCompleted, JobState::kRunning));
+  EXPECT_FALSE(CanReach(JobState::kRunning, JobState::kPending));
+  EXPECT_TRUE(CanReach(TaskState::kCreated, TaskState::kCompleted));
+  EXPECT_FALSE(CanReach(TaskState::kRunning, TaskState::kPending));
+  EXPECT_FALSE(CanReach(TaskState::kCompleted, TaskState::kRunning));
+  for (JobState from : kAllJobStates) {
+    for (JobState to : kAllJobStates) {
+      if (CanMove(from, to)) EXPECT_TRUE(CanReach(from, to)) << Name(from) << " -> " << Name(to);
+    }
+  }
+  for (TaskState from : kAllTaskStates) {
+    for (TaskState to : kAllTaskStates) {
+      if (CanMove(from, to)) EXPECT_TRUE(CanReach(from, to)) << Name(from) << " -> " << Name(to);
+    }
+  }
+}
+
+TEST(StatesTest, DoneIsCompletedOrSkippedAndGoingIsScheduledOrRunning) {
+  for (TaskState s : kAllTaskStates) {
+    EXPECT_EQ(IsDone(s), s == TaskState::kCompleted || s == TaskState::kSkipped) << Name(s);
+  }
+  for (JobState s : kAllJobStates) {
+    EXPECT_EQ(IsGoing(s), s == JobState::kScheduled || s == JobState::kRunning) << Name(s);
+  }
+}
+
 }  // namespace
 }  // namespace baton

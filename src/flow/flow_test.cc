@@ -927,5 +927,220 @@ TEST(FlowTest, ASubJobOverMaxJobBytesFailsItsTaskWithTheSizeAndCreatesNoJob) {
   EXPECT_EQ(Count<CreateJob>(SubmitOf(JobOf({sub}), policy)), 2);
 }
 
+// What each event reads (ReadsOf): the spec the shell's ReadView and the simulator follow.
+struct ReadsCase {
+  std::string name;
+  Event event;
+  Reads reads;
+};
+
+class ReadsTest : public testing::TestWithParam<ReadsCase> {};
+
+TEST_P(ReadsTest, EachEventReadsWhatItsRulesNeed) {
+  EXPECT_EQ(ReadsOf(GetParam().event), GetParam().reads);
+}
+
+// The tree up to the top-level job, every job whole, every each's next children.
+Reads TaskTreeReads(std::string task_id) {
+  return {.task_id = std::move(task_id),
+          .task = true,
+          .job = true,
+          .job_whole = true,
+          .ancestors = true,
+          .each_children = true};
+}
+Reads JobTreeReads(std::string job_id) {
+  return {.job_id = std::move(job_id),
+          .job = true,
+          .job_whole = true,
+          .ancestors = true,
+          .each_children = true};
+}
+Reads TaskRowReads(std::string task_id) { return {.task_id = std::move(task_id), .task = true}; }
+
+JobRecord SubmittedJob() {
+  JobRecord row;
+  row.id = "j1";
+  return row;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Events, ReadsTest,
+    testing::Values(
+        ReadsCase{"SubmitReadsNothing", Submit{SubmittedJob()}, Reads{.job_id = "j1"}},
+        ReadsCase{"StartJobReadsItsJobAndParentChain", StartJob{"j1"}, JobTreeReads("j1")},
+        ReadsCase{"StartedReadsItsTaskAndTheScheduledJobsAbove", Started{"t1", "n1", kNow},
+                  Reads{.task_id = "t1", .task = true, .job = true, .scheduled_parents = true}},
+        ReadsCase{"CompletedReadsItsTree", Completed{"t1", "n1", "ok", {}}, TaskTreeReads("t1")},
+        ReadsCase{"FailedReadsItsTree", Failed{"t1", "n1", "bad", {}}, TaskTreeReads("t1")},
+        ReadsCase{"WorkerCancelledReadsItsTaskRow", WorkerCancelled{"t1", "n1", "stopped"},
+                  TaskRowReads("t1")},
+        ReadsCase{"TaskTimedOutReadsItsTree", TaskTimedOut{"t1", "n1", seconds(1)},
+                  TaskTreeReads("t1")},
+        ReadsCase{"RedeliveryReadsItsTree", Redelivery{"t1", "n1", "stopping"},
+                  TaskTreeReads("t1")},
+        ReadsCase{"LeaseExpiredReadsItsTree", LeaseExpired{"t1", "n1"}, TaskTreeReads("t1")},
+        ReadsCase{"ProgressReadsItsTaskAndJobState", Progress{"t1", 50},
+                  Reads{.task_id = "t1", .task = true, .job = true}},
+        ReadsCase{"CancelReadsItsJobAndParentChain", Cancel{"j1"}, JobTreeReads("j1")},
+        ReadsCase{"RestartReadsItsJobAndParentChain", Restart{"j1"}, JobTreeReads("j1")},
+        ReadsCase{"JobTimedOutReadsItsJobAndParentChain", JobTimedOut{"j1", seconds(1)},
+                  JobTreeReads("j1")},
+        ReadsCase{"RetryDueReadsItsTaskRow", RetryDue{"t1"}, TaskRowReads("t1")},
+        ReadsCase{"FillEachReadsTheEachsTree", FillEach{"t1"}, TaskTreeReads("t1")},
+        ReadsCase{"StepFailedReadsItsJobAndParentChain", StepFailed{"j1", "disk full"},
+                  JobTreeReads("j1")}),
+    [](const auto& info) { return info.param.name; });
+
+// Every event has a case above.
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 16u); }
+
+// Templates' now() is the decision's time and randomInt() draws from a source seeded by
+// the view: Decide is a function of its input.
+TEST(FlowTest, TheSameInputGivesTheSameEffectsAlsoWithNowAndRandomIntTemplates) {
+  Task leaf = Runnable("r{{ randomInt(1000000000) }}");
+  leaf.env["AT"] = "{{ now() }}";
+  leaf.env["R"] = "{{ randomInt() }}";
+  Task item = Runnable("item {{ item.value }} {{ randomInt(1000) }}");
+  Task each = EachOf(item, "{{ [randomInt(1000), randomInt(1000), randomInt(1000)] }}");
+  JobRecord job = JobOf({ParallelOf({leaf, each})});
+  job.job.tasks[0].if_expr = "{{ randomInt(2) >= 0 }}";
+  auto rows = [&](const View& view) {
+    std::vector<TaskRecord> out;
+    for (const CreateTask& c : All<CreateTask>(Decide(Submit{job}, view, kNow))) {
+      out.push_back(c.row);
+    }
+    return out;
+  };
+  View view;
+  view.id_seed = kSeed;
+  std::vector<TaskRecord> first = rows(view);
+  ASSERT_EQ(first.size(), 6u);  // the parallel, the leaf, the each and its 3 children
+  EXPECT_EQ(rows(view), first);
+  const TaskRecord* leaf_row = nullptr;
+  for (const TaskRecord& row : first) {
+    if (row.task.env.contains("AT")) leaf_row = &row;
+  }
+  ASSERT_NE(leaf_row, nullptr);
+  EXPECT_EQ(leaf_row->task.env.at("AT"), "2023-11-14T22:13:20Z");  // kNow
+  // Another seed, other draws (and the same ones again with it).
+  View other = view;
+  other.random_seed = 42;
+  std::vector<TaskRecord> reseeded = rows(other);
+  EXPECT_EQ(rows(other), reseeded);
+  ASSERT_EQ(reseeded.size(), first.size());
+  bool differs = false;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    differs = differs || reseeded[i].task.env != first[i].task.env ||
+              reseeded[i].task.name != first[i].task.name;
+  }
+  EXPECT_TRUE(differs);
+}
+
+// Lease grace, decided by flow: a RUNNING runnable on the event's node whose node has
+// been silent for more than a lease and that started at least a lease ago.
+struct LeaseCase {
+  std::string name;
+  std::string node;                    // the event's node (the row runs on w1)
+  std::optional<TimePoint> last_seen;  // the node's last heartbeat
+  Duration lease;                      // 0: the caller judged it
+  Duration started_ago;                // when the row started, before kNow
+  TaskState state;                     // the row's state
+  bool expires;
+};
+
+class LeaseTest : public testing::TestWithParam<LeaseCase> {};
+
+TEST_P(LeaseTest, ARowExpiresOnlyWhenItsNodeIsSilentForALease) {
+  const LeaseCase& c = GetParam();
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")})));
+  TaskRecord& row = rows.view.tasks.begin()->second;
+  row.state = c.state;
+  row.node_id = "w1";
+  row.started_at = kNow - c.started_ago;
+  auto effects = Decide(LeaseExpired{row.id, c.node, c.last_seen, c.lease}, rows.view, kNow);
+  EXPECT_EQ(All<CreateTask>(effects).size(), c.expires ? 1u : 0u);
+  EXPECT_EQ(All<UpdateTask>(effects).size(), c.expires ? 1u : 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grace, LeaseTest,
+    testing::Values(LeaseCase{"WithoutALeaseTheCallerJudged", "w1", kNow, Duration::zero(),
+                              seconds(1), TaskState::kRunning, true},
+                    LeaseCase{"ANodeSilentForMoreThanALease", "w1", kNow - minutes(2), minutes(1),
+                              minutes(10), TaskState::kRunning, true},
+                    LeaseCase{"ANodeNeverSeen", "w1", std::nullopt, minutes(1), minutes(10),
+                              TaskState::kRunning, true},
+                    LeaseCase{"ANodeSeenWithinALease", "w1", kNow - seconds(30), minutes(1),
+                              minutes(10), TaskState::kRunning, false},
+                    LeaseCase{"ANodeSeenExactlyALeaseAgo", "w1", kNow - minutes(1), minutes(1),
+                              minutes(10), TaskState::kRunning, false},
+                    LeaseCase{"ATaskStartedLessThanALeaseAgo", "w1", std::nullopt, minutes(1),
+                              seconds(30), TaskState::kRunning, false},
+                    LeaseCase{"ARowOnAnotherNode", "w2", std::nullopt, minutes(1), minutes(10),
+                              TaskState::kRunning, false},
+                    LeaseCase{"ARowNotRunning", "w1", std::nullopt, minutes(1), minutes(10),
+                              TaskState::kCompleted, false}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(FlowTest, ACompositeHasNoLease) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({ParallelOf({Runnable("a")})})));
+  for (auto& [id, row] : rows.view.tasks) {
+    if (!row.task.IsComposite()) continue;
+    row.node_id = "w1";  // as no composite is; still not a lease's
+    auto effects = Decide(LeaseExpired{id, "w1"}, rows.view, kNow);
+    EXPECT_TRUE(All<UpdateTask>(effects).empty());
+  }
+}
+
+// Checked mode: a move core/states.h does not allow is found (Decide asserts the same
+// in debug builds on every row effect).
+TEST(FlowTest, BadMoveFindsAMoveTheStateMachinesDoNotAllow) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")})));
+  TaskRecord task = rows.view.tasks.begin()->second;
+  JobRecord job = rows.view.jobs.at("job1");
+  task.state = TaskState::kCompleted;
+  rows.view.tasks[task.id] = task;
+  TaskRecord back = task;
+  back.state = TaskState::kRunning;
+  auto problem = BadMove(rows.view, {UpdateTask{back, true, false}});
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("from COMPLETED to RUNNING"), std::string::npos) << *problem;
+  job.state = JobState::kCompleted;
+  rows.view.jobs["job1"] = job;
+  JobRecord again = job;
+  again.state = JobState::kScheduled;
+  EXPECT_TRUE(BadMove(rows.view, {UpdateJob{again, false, true, false}}));
+  // Allowed moves, also through several steps in one decision, are not.
+  job.state = JobState::kPending;
+  rows.view.jobs["job1"] = job;
+  again.state = JobState::kCompleted;  // PENDING -> SCHEDULED -> COMPLETED
+  EXPECT_FALSE(BadMove(rows.view, {UpdateJob{again, false, true, false}}));
+}
+
+TEST(FlowTest, DecisionsMakeOnlyMovesTheStateMachinesAllow) {
+  Shell shell;
+  shell.On(Submit{JobOf({Runnable("a"), ParallelOf({Runnable("b"), Runnable("c")})})});
+  for (int step = 0; step < 4; ++step) {
+    for (const auto& [id, row] : View(shell.view).tasks) {
+      if (row.state != TaskState::kScheduled) continue;
+      View before = shell.view;
+      auto effects = Decide(Completed{id, "w1", "", kNow}, before, kNow);
+      EXPECT_FALSE(BadMove(before, effects));
+      shell.On(Completed{id, "w1", "", kNow});
+    }
+  }
+  EXPECT_EQ(shell.view.jobs.at("job1").state, JobState::kCompleted);
+}
+
+TEST(FlowTest, EveryEventHasAName) {
+  EXPECT_EQ(NameOf(Submit{}), "Submit");
+  EXPECT_EQ(NameOf(LeaseExpired{}), "LeaseExpired");
+  EXPECT_EQ(NameOf(StepFailed{}), "StepFailed");
+}
+
 }  // namespace
 }  // namespace baton::flow
