@@ -1,4 +1,4 @@
-#include "flow/simulator/simulator.h"
+#include "testing/simulator/simulator.h"
 
 #include <gtest/gtest.h>
 

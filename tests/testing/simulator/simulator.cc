@@ -1,4 +1,4 @@
-#include "flow/simulator/simulator.h"
+#include "testing/simulator/simulator.h"
 
 #include <fmt/format.h>
 
@@ -11,8 +11,8 @@
 #include <variant>
 
 #include "core/evaluate.h"
-#include "expr/expr.h"
 #include "core/task_kind.h"
+#include "expr/expr.h"
 #include "flow/flow.h"
 
 namespace baton::flow::sim {
