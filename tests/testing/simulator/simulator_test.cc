@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 
 namespace baton::flow::sim {
 namespace {
@@ -23,6 +24,8 @@ TEST(FlowSimulatorTest, RandomJobsEndAsTheReferenceInterpreterSays) {
   long decisions = 0;
   long timers = 0;
   int timed_out = 0;
+  std::map<JobState, int> endings;
+  int restarted = 0;
   for (std::uint64_t seed = first; std::chrono::steady_clock::now() - start < budget; ++seed) {
     Choices choices(seed);
     Result r = RunOne(choices, seed * 7919);
@@ -31,16 +34,21 @@ TEST(FlowSimulatorTest, RandomJobsEndAsTheReferenceInterpreterSays) {
     decisions += r.decisions;
     timers += r.timers;
     timed_out += r.timed_out ? 1 : 0;
+    ++endings[r.ending];
+    restarted += r.restarted ? 1 : 0;
     if (std::getenv("BATON_SIM_VERBOSE"))
       std::printf("seed %llu: %d decisions, %d deliveries, %d rows\n",
                   static_cast<unsigned long long>(seed), r.decisions, r.deliveries, r.rows);
     if (std::getenv("BATON_SIM_SEED")) break;
   }
-  std::printf("%d jobs (%d timed out), %ld decisions, %ld timers fired in %lld ms\n", jobs,
-              timed_out, decisions, timers,
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::steady_clock::now() - start)
-                                         .count()));
+  std::printf(
+      "%d jobs (%d completed, %d failed of which %d timed out, %d cancelled; %d restarted), "
+      "%ld decisions, %ld timers fired in %lld ms\n",
+      jobs, endings[JobState::kCompleted], endings[JobState::kFailed], timed_out,
+      endings[JobState::kCancelled], restarted, decisions, timers,
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count()));
   EXPECT_GT(jobs, 100);
 }
 
