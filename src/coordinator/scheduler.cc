@@ -453,79 +453,51 @@ Status Scheduler::CancelledHooks(Transaction& tx, const std::string& job_id,
 
 Result<flow::View> Scheduler::ReadView(Transaction& tx, const flow::Event& event,
                                        ScopeContexts& contexts) {
+  // Exactly what flow::ReadsOf says: the event's task and, as its flags say, its job,
+  // and up the tree through sub-jobs.
+  const flow::Reads reads = flow::ReadsOf(event);
   flow::View view;
   view.policy = Policy();
   view.id_seed = NewId();
-  if (std::holds_alternative<flow::Submit>(event)) return view;
-  flow::ViewKeys keys = flow::KeysOf(event);
-  std::string task_id = keys.task_id;
-  std::string job_id = keys.job_id;
-  // Events that read their task row alone (flow.h says which).
-  const bool row_only = std::holds_alternative<flow::Started>(event) ||
-                        std::holds_alternative<flow::WorkerCancelled>(event) ||
-                        std::holds_alternative<flow::RetryDue>(event);
-  if (!task_id.empty()) {
-    auto task = Optional(tx.GetTask(task_id));
-    if (!task.ok()) return task.status();
-    if (!*task) return view;
-    job_id = (*task)->job_id;
-    if (row_only) {
-      view.tasks[task_id] = std::move(**task);
-      // A start moves its job, and the jobs above it through sub-jobs, from SCHEDULED to
-      // RUNNING: their state rows, as far up as they are SCHEDULED (flow.h).
-      if (std::holds_alternative<flow::Started>(event)) {
-        for (int depth = 0; depth < 100; ++depth) {
-          int version = 0;
-          auto job = Optional(tx.GetJobState(job_id, &version));
-          if (!job.ok()) return job.status();
-          if (!*job) break;
-          const bool scheduled = (*job)->state == JobState::kScheduled;
-          std::string parent = (*job)->parent_id;
-          view.jobs[job_id] = std::move(**job);
-          if (!scheduled || parent.empty()) break;
-          auto parent_row = Optional(tx.GetTask(parent));
-          if (!parent_row.ok()) return parent_row.status();
-          if (!*parent_row) break;
-          job_id = (*parent_row)->job_id;
-          view.tasks[parent] = std::move(**parent_row);
-        }
-      }
-      return view;
-    }
-  }
-  const bool task_and_job = std::holds_alternative<flow::Progress>(event);
-  // The event's task and its ancestors, through sub-jobs up to the top-level job.
+  std::string task_id = reads.task ? reads.task_id : "";
+  std::string job_id = reads.job_id;
   for (int depth = 0; depth < 100; ++depth) {
-    while (!task_id.empty()) {
+    // The task rows of a job: the event's task (or the one that started the job below as
+    // a sub-job) and, when read, its ancestors. The first one names the job.
+    for (bool first = true; !task_id.empty(); first = false) {
       auto task = Optional(tx.GetTask(task_id));
       if (!task.ok()) return task.status();
+      if (!*task && first) return view;
       if (!*task) break;
       TaskRecord& row = **task;
-      if (KindOf(row.task) == TaskKind::kEach) BATON_RETURN_IF_ERROR(AddEach(tx, row, view));
-      task_id = row.parent_id;
+      if (first) job_id = row.job_id;
+      if (reads.each_children && KindOf(row.task) == TaskKind::kEach) {
+        BATON_RETURN_IF_ERROR(AddEach(tx, row, view));
+      }
+      task_id = reads.ancestors ? row.parent_id : "";
       view.tasks[row.id] = std::move(row);
-      if (task_and_job) break;
     }
-    // The row without its definition and context, which are shared (DefinitionOf,
-    // ContextOf): what a step reads of its job does not grow with the job's length.
+    if (!reads.job) break;
     int version = 0;
     auto job = Optional(tx.GetJobState(job_id, &version));
     if (!job.ok()) return job.status();
     if (!*job) break;
-    auto definition = DefinitionOf(tx, job_id);
-    if (!definition.ok()) return definition.status();
-    auto context = ContextOf(tx, job_id, version, contexts);
-    if (!context.ok()) return context.status();
+    if (reads.job_whole) {
+      // The row is read without its definition and context, which are shared
+      // (DefinitionOf, ContextOf): what a step reads of its job does not grow with it.
+      auto definition = DefinitionOf(tx, job_id);
+      if (!definition.ok()) return definition.status();
+      auto context = ContextOf(tx, job_id, version, contexts);
+      if (!context.ok()) return context.status();
+      view.definitions[job_id] = std::move(*definition);
+      view.contexts[job_id] = std::move(*context);
+    }
+    const bool up =
+        reads.ancestors || (reads.scheduled_parents && (*job)->state == JobState::kScheduled);
     std::string parent = (*job)->parent_id;
     view.jobs[job_id] = std::move(**job);
-    view.definitions[job_id] = std::move(*definition);
-    view.contexts[job_id] = std::move(*context);
-    if (parent.empty() || task_and_job) break;
-    auto parent_row = Optional(tx.GetTask(parent));
-    if (!parent_row.ok()) return parent_row.status();
-    if (!*parent_row) break;
+    if (parent.empty() || !up) break;
     task_id = parent;
-    job_id = (*parent_row)->job_id;
   }
   return view;
 }

@@ -36,6 +36,14 @@ JobColumns ColumnsOf(const JobRecord& j) {
           j.position, j.task_count, j.progress,     j.result,    j.error};
 }
 
+// A step of SplitMix64: a small, good, portable stream of 64-bit numbers.
+std::uint64_t SplitMix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
 
 // Children a composite must see finish before it completes.
@@ -64,6 +72,14 @@ Decider::Decider(View view, TimePoint now) : view_(std::move(view)), now_(now) {
     }
   }
   running_ = view_.running_children;
+  // Templates see the decision's time and a source seeded by the view: the same input
+  // gives the same effects.
+  std::string at = FormatTime(now);  // now() as the expression language gives it: seconds
+  options_.now = [text = at.substr(0, 19) + "Z"] { return text; };
+  random_ = view_.random_seed != 0 ? view_.random_seed : Fnv("random/" + view_.id_seed);
+  options_.random = [this](std::int64_t n) {
+    return static_cast<std::int64_t>(SplitMix(random_) % static_cast<std::uint64_t>(n));
+  };
 }
 
 void Decider::On(const Submit& e) {
@@ -270,7 +286,7 @@ void Decider::CompleteJob(const std::string& job_id) {
   if (!Going(job.state)) return;
   std::string result;
   if (!Def(job).output.empty()) {
-    auto value = expr::EvaluateTemplateValue(Def(job).output, Ctx(job));
+    auto value = expr::EvaluateTemplateValue(Def(job).output, Ctx(job), options_);
     if (!value.ok()) {
       FailJob(job_id, "output: " + value.status().message(), JobState::kFailed);
       return;
@@ -402,7 +418,7 @@ void Decider::Dispatch(const std::string& id, const json& extra, bool evaluated)
   if (!evaluated) {
     const expr::Vars vars = VarsFor(job, extra);
     if (!t.task.if_expr.empty()) {
-      auto runs = EvaluateCondition(t.task.if_expr, vars);
+      auto runs = EvaluateCondition(t.task.if_expr, vars, options_);
       if (!runs.ok()) return FailNow(t, runs.status().message());
       if (!*runs) {
         t.state = TaskState::kSkipped;
@@ -410,7 +426,7 @@ void Decider::Dispatch(const std::string& id, const json& extra, bool evaluated)
         return TaskDone(id);
       }
     }
-    Status ok = EvaluateTask(t.task, vars);
+    Status ok = EvaluateTask(t.task, vars, options_);
     if (!ok.ok()) return FailNow(t, ok.message());
   }
   switch (KindOf(t.task)) {
@@ -531,21 +547,6 @@ void Decider::CancelRows(const std::string& job_id, const std::string& under) {
     }
   }
   cancels_.push_back(CancelActive{job_id, under, now_});
-}
-
-ViewKeys KeysOf(const Event& event) {
-  return std::visit(
-      [](const auto& e) -> ViewKeys {
-        using E = std::decay_t<decltype(e)>;
-        if constexpr (std::is_same_v<E, Submit>) {
-          return {"", e.job.id};
-        } else if constexpr (requires { e.task_id; }) {
-          return {e.task_id, ""};
-        } else {
-          return {"", e.job_id};
-        }
-      },
-      event);
 }
 
 bool IsRowEffect(const Effect& effect) {

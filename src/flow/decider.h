@@ -13,6 +13,7 @@
 // Thread-safety: a Decider is used by one thread, for one decision.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,9 @@ struct JobColumns {
 class Decider {
  public:
   Decider(View view, TimePoint now);
+  // Its templates' random source refers to it.
+  Decider(const Decider&) = delete;
+  Decider& operator=(const Decider&) = delete;
 
   // Events (decider.cc; a runnable's in kinds/runnable.cc, FillEach in kinds/each.cc).
   void On(const Submit& e);
@@ -154,6 +158,8 @@ class Decider {
   std::vector<std::string> finished_jobs_;
   std::vector<Event> follow_;
   int made_ = 0;
+  expr::EvalOptions options_;  // what templates' now() and randomInt() give
+  std::uint64_t random_ = 0;   // randomInt()'s state
 };
 
 }  // namespace baton::flow

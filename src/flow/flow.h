@@ -4,15 +4,15 @@
 // rows alone, what must be in flight (reconciling after a crash).
 //
 // Pure: no I/O, no clock, no threads, no randomness (new ids are derived from
-// View::id_seed). The same input gives the same effects. Deciding is idempotent: an
-// event that the rows show to be a duplicate or late (a finished task, a report from
-// another node than the one running it, a cancel of a finished job) decides nothing,
-// so applying a decision's effects and then deciding the same event again changes
-// nothing more.
+// View::id_seed; templates' now() is the decision's `now`, their randomInt() is seeded
+// by View::random_seed or id_seed). The same input gives the same effects. Deciding is idempotent:
+// an event that the rows show to be a duplicate or late (a finished task, a report from another
+// node than the one running it, a cancel of a finished job) decides nothing, so applying a
+// decision's effects and then deciding the same event again changes nothing more.
 //
 // How a shell uses it (the scheduler, or the simulator in tests), per event:
 //   1. take the lock of the event's job tree;
-//   2. in one transaction, read the View that the event names (see ViewFor below),
+//   2. in one transaction, read the View that the event names (ReadsOf),
 //      call Decide, and apply the row effects in their order (a CancelActive returns the
 //      rows it cancelled: pass them to AfterCancel and keep its effects with the rest);
 //   3. commit; then run the after-commit effects in their order;
@@ -40,8 +40,8 @@ namespace baton::flow {
 inline constexpr int kMaxNextCreated = 64;
 int NextCreatedWanted(const TaskRecord& each, int running);
 
-// What the shell reads for `event` (see ViewKeys).
-ViewKeys KeysOf(const Event& event);
+// What a decision about `event` reads (see Reads).
+Reads ReadsOf(const Event& event);
 
 // Row effects come first, then the after-commit ones, then follow-ups.
 bool IsRowEffect(const Effect& effect);

@@ -3,6 +3,7 @@
 // are in flow/flow.h.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,28 +19,24 @@
 namespace baton::flow {
 
 // ------------------------------------------------------------------------- events
+// What each event reads: ReadsOf (reads.cc).
 
-// A job to store and start (its row, PENDING, not stored yet). Reads nothing.
+// A job to store and start (its row, PENDING, not stored yet).
 struct Submit {
   JobRecord job;
 };
 // A stored PENDING job to start (started in the background, a sub-job, a reconcile).
-// Reads the job (and, for a sub-job, its parent chain).
 struct StartJob {
   std::string job_id;
 };
-// A worker took the task. Reads the task row and its job's state row (no definition or
-// context): a SCHEDULED job is RUNNING once one of its tasks starts; while the job is
-// SCHEDULED, also the row of the task that started it as a sub-job and that task's job,
-// up the chain, for the same move.
+// A worker took the task: a SCHEDULED job is RUNNING once one of its tasks starts, and
+// so are the SCHEDULED jobs above it through sub-jobs.
 struct Started {
   std::string task_id;
   std::string node_id;
   TimePoint at{};
 };
-// A worker's outcomes. Read the task, its ancestors (rows and jobs, up through sub-jobs
-// to the top-level job) and, of every ancestor each, its next CREATED children and its
-// count of running ones (View).
+// A worker's outcomes.
 struct Completed {
   std::string task_id;
   std::string node_id;
@@ -52,7 +49,7 @@ struct Failed {
   std::string error;
   std::optional<TimePoint> started_at;
 };
-// The worker stopped the task because a cancel told it to. Reads the task row.
+// The worker stopped the task because a cancel told it to.
 struct WorkerCancelled {
   std::string task_id;
   std::string node_id;
@@ -65,23 +62,22 @@ struct TaskTimedOut {
   Duration timeout{};
 };
 // The worker handed the task back unrun (it is stopping): a new attempt elsewhere, at
-// most max_redeliveries times. Reads as Failed.
+// most max_redeliveries times.
 struct Redelivery {
   std::string task_id;
   std::string node_id;
   std::string error;
 };
-// The task's node stopped heartbeating while it ran. Reads as Failed.
+// The task's node stopped heartbeating while it ran.
 struct LeaseExpired {
   std::string task_id;
   std::string node_id;
 };
-// Progress of a running task, 0..100. Reads the task and its job.
+// Progress of a running task, 0..100.
 struct Progress {
   std::string task_id;
   double progress = 0;
 };
-// Reads the job (and its parent chain, for a sub-job).
 struct Cancel {
   std::string job_id;
 };
@@ -92,12 +88,12 @@ struct JobTimedOut {
   std::string job_id;
   Duration timeout{};
 };
-// A retry's backoff is over. Reads the task row.
+// A retry's backoff is over.
 struct RetryDue {
   std::string task_id;
 };
 // An each has free slots and CREATED children the view did not hold (Decide asks for
-// it with a FollowUp). Reads the each as Completed reads its task.
+// it with a FollowUp).
 struct FillEach {
   std::string task_id;
 };
@@ -105,7 +101,7 @@ struct FillEach {
 // A decision about the job's tree could not be stored for a lasting reason (a row the
 // datastore refuses, an internal error): the job (the shell names the top-level one)
 // fails with "the engine could not take a step: <error>" rather than stay RUNNING with
-// nothing in flight. Reads the job.
+// nothing in flight.
 struct StepFailed {
   std::string job_id;
   std::string error;
@@ -170,12 +166,39 @@ struct View {
   // New ids are derived from this (the shell gives a fresh NewId() per decision): the
   // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).
   std::string id_seed;
+  // Templates' randomInt() draws from a stream seeded with this; 0 (the default): seeded
+  // from id_seed, as ids are, so a shell that gives a fresh id_seed per decision need not
+  // set it. (Templates' now() is the decision's `now`.)
+  std::uint64_t random_seed = 0;
 };
 
-// What the shell reads for `event`: the ids of the task and job it names (one is empty).
-struct ViewKeys {
+// What a decision about an event reads (ReadsOf): the one spec of the View a shell builds
+// for it (the scheduler's ReadView, the simulator's view builder). Nothing else is read.
+// A row the spec names and the store does not hold is left out (a late event about a
+// deleted job decides nothing for that part); a missing event task leaves the view empty.
+struct Reads {
+  // The task the event is about ("" for a job's event) and the job ("" for a task's event:
+  // the task row's job_id; for Submit, the new job's id, whose row the event carries).
   std::string task_id;
   std::string job_id;
+  // The event's task row.
+  bool task = false;
+  // The event's job (a task event's: the task row's job) as its state row (jobs, without
+  // its definition and context)...
+  bool job = false;
+  // ...and with them (definitions, contexts: a shell may share them between decisions).
+  bool job_whole = false;
+  // Up to the top-level job: the task's ancestor rows (parent_id), then the task that
+  // started the job as a sub-job (its parent_id) and its ancestors, and each of their
+  // jobs (read as `job_whole` says), up to a job without a parent task.
+  bool ancestors = false;
+  // Up only while the job is SCHEDULED (what a start moves to RUNNING): the task that
+  // started it as a sub-job, that task's job's state row, and so on while SCHEDULED.
+  bool scheduled_parents = false;
+  // For every each among the task rows read: running_children (counted only for an each
+  // with a concurrency; 0 otherwise) and next_created (NextCreatedWanted of them).
+  bool each_children = false;
+  friend bool operator==(const Reads&, const Reads&) = default;
 };
 
 // ------------------------------------------------------------------------- effects

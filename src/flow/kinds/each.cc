@@ -26,7 +26,7 @@ void Decider::DispatchEach(const std::string& id, const json& extra) {
   std::string var = each.var.empty() ? "item" : each.var;
   json loop = extra;  // and each child's item, bound in turn
   const expr::Vars vars = VarsFor(job, loop);
-  auto list = EvaluateEachList(each.list, vars);
+  auto list = EvaluateEachList(each.list, vars, options_);
   if (!list.ok()) return FailNow(t, "each.list: " + list.status().message());
   if (!list->is_array()) {
     return FailNow(t, fmt::format("each.list: expected a list, got {}",
@@ -62,7 +62,7 @@ void Decider::DispatchEach(const std::string& id, const json& extra) {
     }
     loop[var] = binding;
     if (!child.task.if_expr.empty()) {
-      auto runs = EvaluateCondition(child.task.if_expr, vars);
+      auto runs = EvaluateCondition(child.task.if_expr, vars, options_);
       if (!runs.ok()) return FailNow(*T(id), "each: " + runs.status().message());
       if (!*runs) {
         child.state = TaskState::kSkipped;
@@ -72,7 +72,7 @@ void Decider::DispatchEach(const std::string& id, const json& extra) {
       child.task.if_expr.clear();
     }
     if (child.state == TaskState::kCreated) {
-      Status ok = EvaluateTask(child.task, vars);
+      Status ok = EvaluateTask(child.task, vars, options_);
       if (!ok.ok()) return FailNow(*T(id), "each: " + ok.message());
     }
     children.push_back(std::move(child));
