@@ -513,38 +513,42 @@ class Sim {
         e);
   }
 
-  // ---- views, as the scheduler's shell would read them
+  // ---- views, as the scheduler's shell reads them: exactly what flow::ReadsOf says (a
+  // rule that needs a row ReadsOf does not name finds it absent here too).
   View ViewFor(const Event& e) {
+    const Reads reads = ReadsOf(e);
     View view;
     view.policy = policy_;
     view.id_seed = NextSeed();
-    Reads keys = ReadsOf(e);
-    std::string task_id = keys.task_id;
-    std::string job_id = keys.job_id;
-    if (std::holds_alternative<Submit>(e)) return view;
-    if (!task_id.empty()) {
-      auto t = store_.tasks.find(task_id);
-      if (t == store_.tasks.end()) return view;
-      job_id = t->second.job_id;
-    }
-    for (int depth = 0; depth < 64; ++depth) {
-      while (!task_id.empty()) {
+    std::string task_id = reads.task ? reads.task_id : "";
+    std::string job_id = reads.job_id;
+    for (int depth = 0; depth < 100; ++depth) {
+      // The task rows of a job: the event's task (or the one that started the job below
+      // as a sub-job) and, when read, its ancestors. The first one names the job.
+      for (bool first = true; !task_id.empty(); first = false) {
         auto t = store_.tasks.find(task_id);
+        if (t == store_.tasks.end() && first) return view;
         if (t == store_.tasks.end()) break;
-        view.tasks[task_id] = t->second;
-        if (KindOf(t->second.task) == TaskKind::kEach) AddNextCreated(t->second.id, view);
-        task_id = t->second.parent_id;
+        const TaskRecord& row = t->second;
+        if (first) job_id = row.job_id;
+        if (reads.each_children && KindOf(row.task) == TaskKind::kEach) {
+          AddNextCreated(row.id, view);
+        }
+        task_id = reads.ancestors ? row.parent_id : "";
+        view.tasks[row.id] = row;
       }
+      if (!reads.job) break;
       auto j = store_.jobs.find(job_id);
       if (j == store_.jobs.end()) break;
+      if (reads.job_whole) {
+        view.definitions[job_id] = store_.definitions.at(job_id);
+        view.contexts[job_id] = store_.contexts.at(job_id);
+      }
+      const bool up =
+          reads.ancestors || (reads.scheduled_parents && j->second.state == JobState::kScheduled);
       view.jobs[job_id] = j->second;
-      view.definitions[job_id] = store_.definitions.at(job_id);
-      view.contexts[job_id] = store_.contexts.at(job_id);
-      if (j->second.parent_id.empty()) break;
+      if (j->second.parent_id.empty() || !up) break;
       task_id = j->second.parent_id;
-      auto parent = store_.tasks.find(task_id);
-      if (parent == store_.tasks.end()) break;
-      job_id = parent->second.job_id;
     }
     return view;
   }
