@@ -1,11 +1,11 @@
 // Random jobs and event histories from fuzzer bytes, run through flow by the simulator
-// and checked against its reference interpreter (src/flow/simulator/).
+// and checked against its reference interpreter (tests/testing/simulator/).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
-#include "flow/simulator/simulator.h"
+#include "testing/simulator/simulator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   baton::flow::sim::Choices choices(data, size);

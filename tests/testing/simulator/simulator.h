@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
+
 namespace baton::flow::sim {
 
 // Where the random choices come from: a seeded generator, or a fuzzer's bytes (then, once
@@ -38,8 +40,10 @@ struct Result {
   int decisions = 0;
   int deliveries = 0;
   int rows = 0;
-  int timers = 0;          // retry backoffs and job deadlines that fired
-  bool timed_out = false;  // the job ended at its deadline
+  int timers = 0;                          // retry backoffs and job deadlines that fired
+  bool timed_out = false;                  // the job ended at its deadline
+  JobState ending = JobState::kCompleted;  // how the top-level job ended
+  bool restarted = false;                  // it was restarted (after a cancel or a failure)
 };
 
 // One random job (every composite kind nested in every other, to depth 4, with `if`,

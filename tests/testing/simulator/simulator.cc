@@ -1,4 +1,4 @@
-#include "flow/simulator/simulator.h"
+#include "testing/simulator/simulator.h"
 
 #include <fmt/format.h>
 
@@ -11,8 +11,8 @@
 #include <variant>
 
 #include "core/evaluate.h"
-#include "expr/expr.h"
 #include "core/task_kind.h"
+#include "expr/expr.h"
 #include "flow/flow.h"
 
 namespace baton::flow::sim {
@@ -141,70 +141,103 @@ class Generator {
 // ----------------------------------------------------------------------- the reference
 
 // A deliberately plain recursive interpreter of the job format: tasks in order, one at a
-// time, each to its end. Where fail-fast makes what runs depend on timing, it records
-// every run that may happen (`possible`); when nothing fails what runs is certain (`runs`).
+// time, each to its end. It keeps what it ran by job and step, so that any ending of the
+// simulated job can be held against it: a job (the top-level one or a sub-job) runs its
+// steps in order, so whatever ran of it is every run of its first steps, exactly as
+// here, and some of one step more; a job that completes ran exactly these runs. Inside a
+// step (a parallel, an each) what ran before a failure or a cancel depends on timing, so
+// the interpreter runs every child: what may run.
 class Interpreter {
  public:
   explicit Interpreter(std::uint64_t seed) : seed_(seed) {}
 
+  struct Step {
+    // Exactly what runs when the step completes, in it and in the sub-jobs it waits
+    // for (a detached sub-job's runs are its own).
+    std::multiset<std::string> runs;
+    bool completes = false;
+  };
   struct JobOutcome {
     JobState state = JobState::kCompleted;
     std::string result;
     json tasks = json::object();
+    // Every step the interpreter reached: up to the failing one when the job fails.
+    std::vector<Step> steps;
   };
 
-  JobOutcome RunJob(const Job& job) {
+  // Runs `job`, which jobs()[0] then holds.
+  const JobOutcome& RunTop(const Job& job) { return jobs_[RunJob(job)]; }
+
+  const std::vector<JobOutcome>& jobs() const { return jobs_; }
+  // A runnable task's name → the (job, step) pairs it runs in: its job's, then, while
+  // that job is a sub-job its parent waits for, the parent's, up to the top or a
+  // detached job.
+  const std::vector<std::pair<int, int>>* Where(const std::string& name) const {
+    auto it = where_.find(name);
+    return it == where_.end() ? nullptr : &it->second;
+  }
+  // A sub-job task's name → its job in jobs().
+  std::optional<int> SubJobOf(const std::string& name) const {
+    auto it = subjob_of_.find(name);
+    return it == subjob_of_.end() ? std::nullopt : std::optional<int>(it->second);
+  }
+  // A composite task's name → its result, when it completes.
+  const std::string* ResultOfComposite(const std::string& name) const {
+    auto it = results_.find(name);
+    return it == results_.end() ? nullptr : &it->second;
+  }
+  bool Possible(const std::string& run) const { return possible_.contains(run); }
+
+ private:
+  int RunJob(const Job& job) {
+    int index = static_cast<int>(jobs_.size());
+    jobs_.emplace_back();
     json context = {{"inputs", job.inputs},
                     {"secrets", job.secrets},
                     {"tasks", json::object()},
                     {"job", {{"name", job.name}}}};
-    JobOutcome out;
-    for (const Task& def : job.tasks) {
-      Task t = def;
+    JobState state = JobState::kCompleted;
+    std::string result;
+    for (std::size_t i = 0; i < job.tasks.size(); ++i) {
+      jobs_[index].steps.emplace_back();
+      chain_.emplace_back(index, static_cast<int>(i));
+      Task t = job.tasks[i];
       ApplyDefaults(job.defaults, t);
-      if (!RunTask(std::move(t), job, context, json::object(), false)) {
-        out.state = JobState::kFailed;
-        out.tasks = context["tasks"];
-        return out;
+      bool ok = RunTask(std::move(t), job.defaults, context, json::object(), false);
+      chain_.pop_back();
+      jobs_[index].steps.back().completes = ok;
+      if (!ok) {
+        state = JobState::kFailed;
+        break;
       }
     }
-    if (!job.output.empty()) {
+    if (state == JobState::kCompleted && !job.output.empty()) {
       auto value = expr::EvaluateTemplateValue(job.output, context);
-      if (!value.ok()) {
-        out.state = JobState::kFailed;
-        out.tasks = context["tasks"];
-        return out;
+      if (value.ok()) {
+        result = expr::ToText(*value);
+      } else {
+        state = JobState::kFailed;
       }
-      out.result = expr::ToText(*value);
     }
-    out.tasks = context["tasks"];
-    return out;
-  }
-
-  std::multiset<std::string> runs;  // when the job completes: exactly what ran
-  std::set<std::string> possible;   // every run that may happen
-  bool failed_somewhere = false;
-
- private:
-  json Vars(const json& context, const json& scope) {
-    json vars = context;
-    for (auto it = scope.begin(); it != scope.end(); ++it) vars[it.key()] = it.value();
-    return vars;
+    JobOutcome& out = jobs_[index];
+    out.state = state;
+    out.result = std::move(result);
+    out.tasks = std::move(context["tasks"]);
+    return index;
   }
 
   // True when the task completed or was skipped. `evaluated`: its `if` and fields were
   // evaluated already (an each's child).
-  bool RunTask(Task t, const Job& job, json& context, const json& scope, bool evaluated) {
+  bool RunTask(Task t, const std::optional<Defaults>& defaults, json& context, const json& scope,
+               bool evaluated) {
     if (!evaluated) {
-      json merged;
-      if (!scope.empty()) merged = Vars(context, scope);
-      const json& vars = scope.empty() ? context : merged;
+      const expr::Vars vars(context, scope);
       if (!t.if_expr.empty()) {
         auto runs_now = EvaluateCondition(t.if_expr, vars);
-        if (!runs_now.ok()) return Fail();
+        if (!runs_now.ok()) return false;
         if (!*runs_now) return true;
       }
-      if (!EvaluateTask(t, vars).ok()) return Fail();
+      if (!EvaluateTask(t, vars).ok()) return false;
     }
     std::optional<std::string> result;
     switch (KindOf(t)) {
@@ -223,36 +256,36 @@ class Interpreter {
         bool ok = true;
         for (const Task& child : t.parallel->tasks) {
           Task c = child;
-          ApplyDefaults(job.defaults, c);
-          ok = RunTask(std::move(c), job, context, scope, false) && ok;  // every child: all may run
+          ApplyDefaults(defaults, c);
+          // Every child, also after one failed: all may run.
+          ok = RunTask(std::move(c), defaults, context, scope, false) && ok;
         }
         if (ok) result = "";
         break;
       }
       case TaskKind::kEach: {
-        auto list = EvaluateEachList(t.each->list, Vars(context, scope));
-        if (!list.ok() || !list->is_array()) return Fail();
+        auto list = EvaluateEachList(t.each->list, expr::Vars(context, scope));
+        if (!list.ok() || !list->is_array()) return false;
         std::string var = t.each->var.empty() ? "item" : t.each->var;
         std::vector<std::pair<Task, json>> children;
         for (std::size_t i = 0; i < list->size(); ++i) {
-          json binding = {{"index", i}, {"value", (*list)[i]}};
           json child_scope = scope;
-          child_scope[var] = binding;
-          json vars = Vars(context, child_scope);
+          child_scope[var] = {{"index", i}, {"value", (*list)[i]}};
+          const expr::Vars vars(context, child_scope);
           Task c = *t.each->task;
-          ApplyDefaults(job.defaults, c);
+          ApplyDefaults(defaults, c);
           if (!c.if_expr.empty()) {
             auto runs_now = EvaluateCondition(c.if_expr, vars);
-            if (!runs_now.ok()) return Fail();
+            if (!runs_now.ok()) return false;
             if (!*runs_now) continue;
             c.if_expr.clear();
           }
-          if (!EvaluateTask(c, vars).ok()) return Fail();
+          if (!EvaluateTask(c, vars).ok()) return false;
           children.emplace_back(std::move(c), std::move(child_scope));
         }
         bool ok = true;
         for (auto& [c, child_scope] : children) {
-          ok = RunTask(std::move(c), job, context, child_scope, true) && ok;
+          ok = RunTask(std::move(c), defaults, context, child_scope, true) && ok;
         }
         if (ok) result = "";
         break;
@@ -264,34 +297,41 @@ class Interpreter {
         child.inputs = t.subjob->inputs;
         child.secrets = t.subjob->secrets;
         child.output = t.subjob->output;
-        std::multiset<std::string> before = runs;
-        JobOutcome sub = RunJob(child);
+        // A detached job runs on its own: its runs are no step's of its parent.
+        std::vector<std::pair<int, int>> outer;
+        if (t.subjob->detached) outer.swap(chain_);
+        int sub = RunJob(child);
+        if (t.subjob->detached) outer.swap(chain_);
+        subjob_of_[t.name] = sub;
         if (t.subjob->detached) {
-          // A detached job that fails stops its own tasks (fail-fast): which ran then
-          // depends on timing, and its parent's outcome does not.
-          if (sub.state != JobState::kCompleted) runs = std::move(before);
           result = "";
-        } else if (sub.state == JobState::kCompleted) {
-          result = sub.result;
+        } else if (jobs_[sub].state == JobState::kCompleted) {
+          result = jobs_[sub].result;
         }
         break;
       }
     }
-    if (!result) return Fail();
+    if (!result) return false;
+    if (KindOf(t) != TaskKind::kRunnable) results_[t.name] = *result;
     if (!t.var.empty()) context["tasks"][t.var] = *result;
     return true;
   }
 
-  bool Fail() {
-    failed_somewhere = true;
-    return false;
-  }
   void Record(const std::string& name, int attempt) {
-    runs.insert(RunKey(name, attempt));
-    possible.insert(RunKey(name, attempt));
+    std::string run = RunKey(name, attempt);
+    for (const auto& [job, step] : chain_) jobs_[job].steps[step].runs.insert(run);
+    possible_.insert(run);
+    std::vector<std::pair<int, int>>& where = where_[name];
+    if (where.empty()) where.assign(chain_.rbegin(), chain_.rend());
   }
 
   std::uint64_t seed_;
+  std::vector<JobOutcome> jobs_;
+  std::vector<std::pair<int, int>> chain_;  // the (job, step) pairs now running, outermost first
+  std::map<std::string, std::vector<std::pair<int, int>>> where_;
+  std::map<std::string, int> subjob_of_;
+  std::map<std::string, std::string> results_;
+  std::set<std::string> possible_;
 };
 
 // ----------------------------------------------------------------------- the shell
@@ -340,7 +380,7 @@ class Sim {
   Result Run() {
     Job def = Generator(c_).MakeJob();
     Interpreter ref(seed_);
-    Interpreter::JobOutcome expected = ref.RunJob(def);
+    ref.RunTop(def);
 
     JobRecord row = NewJobRecord(def, "", NextSeed(), Now());
     top_ = row.id;
@@ -394,8 +434,7 @@ class Sim {
       FireDue();
       if (queue_.empty()) ReconcileAll();
     }
-    if (failure_.empty())
-      CheckEnd(def, ref, expected, disturbance == kNone, disturbance == kCancelRestart);
+    if (failure_.empty()) CheckEnd(def, ref);
     Result r;
     r.ok = failure_.empty();
     r.decisions = decisions_;
@@ -403,6 +442,8 @@ class Sim {
     r.rows = static_cast<int>(store_.tasks.size());
     r.timers = timers_fired_;
     r.timed_out = store_.jobs.at(top_).error.starts_with("job timed out");
+    r.ending = store_.jobs.at(top_).state;
+    r.restarted = !restarts_.empty();
     if (!r.ok) {
       r.failure = failure_ + "\nhistory (last 40):\n";
       std::size_t from = history_.size() > 40 ? history_.size() - 40 : 0;
@@ -472,38 +513,42 @@ class Sim {
         e);
   }
 
-  // ---- views, as the scheduler's shell would read them
+  // ---- views, as the scheduler's shell reads them: exactly what flow::ReadsOf says (a
+  // rule that needs a row ReadsOf does not name finds it absent here too).
   View ViewFor(const Event& e) {
+    const Reads reads = ReadsOf(e);
     View view;
     view.policy = policy_;
     view.id_seed = NextSeed();
-    Reads keys = ReadsOf(e);
-    std::string task_id = keys.task_id;
-    std::string job_id = keys.job_id;
-    if (std::holds_alternative<Submit>(e)) return view;
-    if (!task_id.empty()) {
-      auto t = store_.tasks.find(task_id);
-      if (t == store_.tasks.end()) return view;
-      job_id = t->second.job_id;
-    }
-    for (int depth = 0; depth < 64; ++depth) {
-      while (!task_id.empty()) {
+    std::string task_id = reads.task ? reads.task_id : "";
+    std::string job_id = reads.job_id;
+    for (int depth = 0; depth < 100; ++depth) {
+      // The task rows of a job: the event's task (or the one that started the job below
+      // as a sub-job) and, when read, its ancestors. The first one names the job.
+      for (bool first = true; !task_id.empty(); first = false) {
         auto t = store_.tasks.find(task_id);
+        if (t == store_.tasks.end() && first) return view;
         if (t == store_.tasks.end()) break;
-        view.tasks[task_id] = t->second;
-        if (KindOf(t->second.task) == TaskKind::kEach) AddNextCreated(t->second.id, view);
-        task_id = t->second.parent_id;
+        const TaskRecord& row = t->second;
+        if (first) job_id = row.job_id;
+        if (reads.each_children && KindOf(row.task) == TaskKind::kEach) {
+          AddNextCreated(row.id, view);
+        }
+        task_id = reads.ancestors ? row.parent_id : "";
+        view.tasks[row.id] = row;
       }
+      if (!reads.job) break;
       auto j = store_.jobs.find(job_id);
       if (j == store_.jobs.end()) break;
+      if (reads.job_whole) {
+        view.definitions[job_id] = store_.definitions.at(job_id);
+        view.contexts[job_id] = store_.contexts.at(job_id);
+      }
+      const bool up =
+          reads.ancestors || (reads.scheduled_parents && j->second.state == JobState::kScheduled);
       view.jobs[job_id] = j->second;
-      view.definitions[job_id] = store_.definitions.at(job_id);
-      view.contexts[job_id] = store_.contexts.at(job_id);
-      if (j->second.parent_id.empty()) break;
+      if (j->second.parent_id.empty() || !up) break;
       task_id = j->second.parent_id;
-      auto parent = store_.tasks.find(task_id);
-      if (parent == store_.tasks.end()) break;
-      job_id = parent->second.job_id;
     }
     return view;
   }
@@ -543,6 +588,9 @@ class Sim {
     // Decided in order, each against the rows as the ones before left them. A crash
     // before the commit loses all of it: nothing is applied.
     Store before = crash_before ? store_ : Store{};
+    std::size_t ends = ends_.size();
+    std::size_t restarts = restarts_.size();
+    std::map<std::string, int> run_of = crash_before ? run_of_ : std::map<std::string, int>{};
     for (std::size_t i = 0; i < pending.size() && i < 10000; ++i) {
       Event e = pending[i];
       std::vector<Effect> effects = Decide(e, ViewFor(e), Now());
@@ -552,6 +600,9 @@ class Sim {
     }
     if (crash_before) {
       store_ = std::move(before);
+      ends_.resize(ends);
+      restarts_.resize(restarts);
+      run_of_ = std::move(run_of);
       history_.push_back("  (crashed before commit)");
       return;
     }
@@ -577,6 +628,7 @@ class Sim {
             using E = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<E, CreateJob>) {
               if (store_.jobs.contains(e.row.id)) Fail("job created twice");
+              if (e.row.id == top_) NoteTop(JobState::kPending, e.row);
               store_.definitions[e.row.id] = std::make_shared<const Job>(std::move(e.row.job));
               store_.contexts[e.row.id] =
                   std::make_shared<const nlohmann::json>(std::move(e.row.context));
@@ -601,6 +653,7 @@ class Sim {
                 Fail("a job update changed the definition");
               }
               e.row.job = Job{};
+              if (e.row.id == top_) NoteTop(it->second.state, e.row);
               it->second = std::move(e.row);
             } else if constexpr (std::is_same_v<E, CreateTask>) {
               if (store_.tasks.contains(e.row.id)) return Fail("task created twice");
@@ -872,36 +925,218 @@ class Sim {
   }
 
   // ---- the end
-  void CheckEnd(const Job& def, const Interpreter& ref, const Interpreter::JobOutcome& expected,
-                bool undisturbed, bool restarted) {
+  // The top-level job's row is about to become `row`: note when it ends (each time: a
+  // restart, maybe delivered twice, makes it active again) and when it restarts (the
+  // rows it had then are of the runs before).
+  void NoteTop(JobState was, const JobRecord& row) {
+    if (ActiveJob(was) && !ActiveJob(row.state)) {
+      ends_.push_back({Now(), row.state, row.error.starts_with("job timed out")});
+    } else if (!ActiveJob(was) && ActiveJob(row.state)) {
+      int run = static_cast<int>(restarts_.size());
+      for (const auto& [id, t] : store_.tasks) run_of_.try_emplace(id, run);
+      restarts_.push_back(row.position);
+    }
+  }
+
+  // The reported outcome's time of a row a worker ran, if one was accepted.
+  static std::optional<TimePoint> Reported(const TaskRecord& t) {
+    if (KindOf(t.task) != TaskKind::kRunnable || t.node_id.empty()) return std::nullopt;
+    if (t.state == TaskState::kCompleted) return t.completed_at;
+    if (t.state == TaskState::kFailed &&
+        (t.error == "exit status 1" || t.error.starts_with("task timed out"))) {
+      return t.failed_at;
+    }
+    return std::nullopt;
+  }
+
+  struct Ending {
+    TimePoint at{};
+    JobState state = JobState::kCompleted;
+    bool timed_out = false;
+  };
+
+  // One run of a job (`rows`: the runnable rows of it and of the sub-jobs it waits for)
+  // against the interpreter's job `ref_job`, from its step `from` (0, or where a restart
+  // took it up), ended as `end` says at `position` (the job row's, 1-based). A job that
+  // completed or failed (not at its deadline) ends as the interpreter's; whatever ran,
+  // however it ended, is every run of its first steps exactly as the interpreter's, up
+  // to the step it was at, and of that step only runs the interpreter has there, once;
+  // no outcome was accepted after the job ended.
+  void CheckJob(const std::string& what, const Interpreter& ref, int ref_job,
+                const std::vector<const TaskRecord*>& rows, int from, int position,
+                const Ending& end, std::optional<TimePoint> ended_at) {
+    const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
+    bool completed = end.state == JobState::kCompleted;
+    bool failed = end.state == JobState::kFailed && !end.timed_out;
+    if ((completed || failed) && end.state != expected.state) {
+      return Fail(fmt::format("{} is {}, the interpreter's {}", what, ToString(end.state),
+                              ToString(expected.state)));
+    }
+    std::map<int, std::multiset<std::string>> ran;
+    int last = from - 1;  // the last step a task started in
+    for (const TaskRecord* t : rows) {
+      if (!t->started_at) continue;
+      const auto* where = ref.Where(t->task.name);
+      std::string run = RunKey(t->task.name, AttemptOf(t->task));
+      if (where == nullptr || !ref.Possible(run)) {
+        return Fail(fmt::format("{}: ran what the interpreter never runs: {}", what, run));
+      }
+      auto at = std::find_if(where->begin(), where->end(),
+                             [&](const auto& w) { return w.first == ref_job; });
+      if (at == where->end()) return Fail(fmt::format("{}: {} ran in another job", what, run));
+      if (at->second < from) {
+        return Fail(fmt::format("{}: {} ran again in step {}, before the restart's {}", what, run,
+                                at->second + 1, from + 1));
+      }
+      last = std::max(last, at->second);
+      std::optional<TimePoint> reported = Reported(*t);
+      if (!reported) continue;
+      if (ended_at && *reported > *ended_at) {
+        return Fail(fmt::format("{}: {} was accepted {} ms after the job ended", what, run,
+                                (*reported - *ended_at).count()));
+      }
+      ran[at->second].insert(std::move(run));
+    }
+    int steps = static_cast<int>(expected.steps.size());
+    int exact = completed ? steps : std::max(last, std::min(position - 1, steps));
+    auto diff = [&](int step) {
+      std::string text;
+      const std::multiset<std::string>& want = expected.steps[static_cast<std::size_t>(step)].runs;
+      const std::multiset<std::string>& got = ran[step];
+      std::set<std::string> keys(want.begin(), want.end());
+      keys.insert(got.begin(), got.end());
+      for (const std::string& k : keys) {
+        if (got.count(k) != want.count(k))
+          text += fmt::format(" {}(x{} vs x{})", k, got.count(k), want.count(k));
+      }
+      return text;
+    };
+    for (int step = from; step < exact; ++step) {
+      if (step >= steps || !expected.steps[static_cast<std::size_t>(step)].completes) {
+        return Fail(
+            fmt::format("{} went past step {}, where the interpreter's fails", what, step + 1));
+      }
+      if (std::string d = diff(step); !d.empty()) {
+        return Fail(
+            fmt::format("{}: the tasks that ran in step {} differ from the "
+                        "interpreter's:{}",
+                        what, step + 1, d));
+      }
+    }
+    // The step it was at: some of the interpreter's runs there, each once.
+    if (last >= exact && last < steps) {
+      const std::multiset<std::string>& want = expected.steps[static_cast<std::size_t>(last)].runs;
+      for (const std::string& k : ran[last]) {
+        if (ran[last].count(k) > want.count(k)) {
+          return Fail(fmt::format("{}: in step {}, {} ran {} times, the interpreter's {}", what,
+                                  last + 1, k, ran[last].count(k), want.count(k)));
+        }
+      }
+    }
+  }
+
+  // The rows' results, every job's runs and outputs, against the interpreter's, however
+  // each job ended (completed, failed, cancelled, timed out, restarted, after crashes).
+  void CheckEnd(const Job& def, const Interpreter& ref) {
     for (const auto& [id, j] : store_.jobs) {
       if (ActiveJob(j.state)) {
         return Fail(fmt::format("job {} ({}) never ended: {}", id.substr(20),
                                 store_.definitions.at(id)->name, ToString(j.state)));
       }
     }
+    std::map<std::string, const TaskRecord*> parent_of;  // job → the task that started it
     for (const auto& [id, t] : store_.tasks) {
       if (!Terminal(t.state)) {
         return Fail(fmt::format("task {} ({}) of a finished job is {}", id.substr(20), t.task.name,
                                 ToString(t.state)));
       }
+      if (!t.subjob_id.empty()) parent_of[t.subjob_id] = &t;
+      // A result as the interpreter's.
+      if (t.state != TaskState::kCompleted) continue;
+      if (KindOf(t.task) == TaskKind::kRunnable) {
+        if (t.result != ResultOf(t.task.name, AttemptOf(t.task))) {
+          return Fail(fmt::format("{} completed with '{}'", t.task.name, t.result));
+        }
+      } else if (const std::string* want = ref.ResultOfComposite(t.task.name); want == nullptr) {
+        return Fail(fmt::format("{} ({}) completed where the interpreter's does not", t.task.name,
+                                ToString(KindOf(t.task))));
+      } else if (t.result != *want) {
+        return Fail(fmt::format("{} completed with '{}', the interpreter's '{}'", t.task.name,
+                                t.result, *want));
+      }
+    }
+    // Every job: the interpreter's that its task started, and the runnable rows of it
+    // and of the sub-jobs it waits for.
+    std::map<std::string, std::vector<const TaskRecord*>> rows_of;
+    for (const auto& [id, t] : store_.tasks) {
+      if (KindOf(t.task) != TaskKind::kRunnable) continue;
+      for (std::string job = t.job_id;;) {
+        rows_of[job].push_back(&t);
+        const std::string& parent = store_.jobs.at(job).parent_id;
+        if (parent.empty()) break;
+        job = store_.tasks.at(parent).job_id;
+      }
+    }
+    for (const auto& [id, j] : store_.jobs) {
+      int ref_job = 0;
+      if (id != top_) {
+        auto parent = parent_of.find(id);
+        std::optional<int> sub;
+        if (parent != parent_of.end()) sub = ref.SubJobOf(parent->second->task.name);
+        if (!sub) return Fail("a sub-job the interpreter never starts: " + j.job.name);
+        ref_job = *sub;
+      }
+      const std::vector<const TaskRecord*>& rows = rows_of[id];
+      std::string what = id == top_ ? "the job" : "sub-job " + parent_of[id]->task.name;
+      Ending end{TimePoint{}, j.state, j.error.starts_with("job timed out")};
+      std::optional<TimePoint> ended_at;
+      if (id == top_) {
+        if (ends_.empty()) return Fail("the job's end was not seen");
+        end = ends_.back();
+        ended_at = end.at;
+      }
+      if (id == top_ && !restarts_.empty()) {
+        // Each run (a restart, maybe delivered twice, starts another): cut short or failed
+        // where it was, the last to its end; each restarted from the step it was at.
+        if (ends_.size() != restarts_.size() + 1) return Fail("the job's restarts were not seen");
+        std::vector<std::vector<const TaskRecord*>> runs(restarts_.size() + 1);
+        for (const TaskRecord* t : rows) {
+          auto run = run_of_.find(t->id);
+          runs[run == run_of_.end() ? restarts_.size() : static_cast<std::size_t>(run->second)]
+              .push_back(t);
+        }
+        for (std::size_t i = 0; i < runs.size() && failure_.empty(); ++i) {
+          int from = i == 0 ? 0 : restarts_[i - 1] - 1;
+          int position = i < restarts_.size() ? restarts_[i] : j.position;
+          CheckJob(fmt::format("the job's run {} (of {})", i + 1, runs.size()), ref, 0, runs[i],
+                   from, position, ends_[i], ends_[i].at);
+        }
+      } else {
+        CheckJob(what, ref, ref_job, rows, 0, j.position, end, ended_at);
+      }
+      if (!failure_.empty()) return;
+      // Its outputs: what it has, as the interpreter's; all of them when it completed.
+      const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
+      const json& outputs = store_.contexts.at(id)->value("tasks", json::object());
+      for (auto it = outputs.begin(); it != outputs.end(); ++it) {
+        if (!expected.tasks.contains(it.key()) || expected.tasks[it.key()] != it.value()) {
+          return Fail(fmt::format("{}: output {} is {}, the interpreter's {}", what, it.key(),
+                                  it.value().dump(),
+                                  expected.tasks.value(it.key(), json()).dump()));
+        }
+      }
+      if (j.state == JobState::kCompleted) {
+        if (outputs.size() != expected.tasks.size()) {
+          return Fail(fmt::format("{}: outputs {}, the interpreter's {}", what, outputs.dump(),
+                                  expected.tasks.dump()));
+        }
+        if (j.result != expected.result) {
+          return Fail(fmt::format("{}: result '{}', the interpreter's '{}'", what, j.result,
+                                  expected.result));
+        }
+      }
     }
     const JobRecord& top = store_.jobs.at(top_);
-    // What ran: the attempts whose outcome the worker reported and flow accepted.
-    std::multiset<std::string> ran;
-    for (const auto& [id, t] : store_.tasks) {
-      if (KindOf(t.task) != TaskKind::kRunnable || t.node_id.empty()) continue;
-      bool reported = t.state == TaskState::kCompleted ||
-                      (t.state == TaskState::kFailed &&
-                       (t.error == "exit status 1" || t.error.starts_with("task timed out")));
-      if (reported) ran.insert(RunKey(t.task.name, AttemptOf(t.task)));
-    }
-    for (const std::string& run : ran) {
-      if (!ref.possible.contains(run)) return Fail("ran what the interpreter never runs: " + run);
-    }
-    if (restarted && top.state == JobState::kCompleted && expected.state != JobState::kCompleted) {
-      return Fail("a restarted job completed where the interpreter's fails");
-    }
     // Time: a retry never starts before its backoff is over. (A row re-queued after its
     // node was lost, redelivered, starts at once: its attempt waited out its backoff.)
     for (const auto& [id, t] : store_.tasks) {
@@ -930,39 +1165,6 @@ class Sim {
                                 (*ended - deadline).count()));
       }
     }
-    if (!undisturbed || timed_out) return;
-    if (top.state != expected.state) {
-      return Fail(fmt::format("the job is {}, the interpreter's {} (job '{}')", ToString(top.state),
-                              ToString(expected.state), def.name));
-    }
-    if (top.state != JobState::kCompleted) return;
-    if (top.result != expected.result) {
-      return Fail(fmt::format("result '{}', the interpreter's '{}'", top.result, expected.result));
-    }
-    const nlohmann::json outputs = store_.contexts.at(top_)->value("tasks", nlohmann::json());
-    if (!(outputs == expected.tasks)) {
-      return Fail(
-          fmt::format("outputs {}, the interpreter's {}", outputs.dump(), expected.tasks.dump()));
-    }
-    // Exactly what the interpreter is sure of; beyond it (inside a detached job that
-    // failed) only what it may run, once.
-    std::string diff;
-    for (const std::string& r : ref.runs) {
-      if (ran.count(r) != ref.runs.count(r)) {
-        diff += fmt::format(" {}(x{} vs x{})", r, ran.count(r), ref.runs.count(r));
-      }
-    }
-    for (const std::string& r : ran) {
-      if (!ref.runs.contains(r) && ran.count(r) > 1)
-        diff += fmt::format(" {}(x{})", r, ran.count(r));
-    }
-    if (!diff.empty()) {
-      for (const auto& [id, t] : store_.tasks) {
-        diff += fmt::format("\n    row {} {} {} node={} parent={} err={}", id.substr(20),
-                            t.task.name, ToString(t.state), t.node_id, t.parent_id, t.error);
-      }
-      return Fail("the tasks that ran differ from the interpreter's:" + diff);
-    }
   }
 
   Choices& c_;
@@ -985,6 +1187,9 @@ class Sim {
   std::multimap<TimePoint, Event> timers_;                         // retries' backoffs
   std::map<std::string, std::pair<TimePoint, Event>> job_timers_;  // job → deadline
   std::uint64_t seeds_ = 0;
+  std::vector<Ending> ends_;           // the top-level job's endings
+  std::vector<int> restarts_;          // at each restart of it, its step (1-based)
+  std::map<std::string, int> run_of_;  // a row there was at a restart → the run before
   int steps_ = 0;
   int timers_fired_ = 0;
   int decisions_ = 0;
