@@ -19,6 +19,7 @@
 
 #include "base/mutex.h"
 #include "broker/inmemory/inmemory_broker.h"
+#include "coordinator/executors/broker_executor.h"
 #include "coordinator/scheduler.h"
 #include "core/job_decode.h"
 #include "core/names.h"
@@ -53,9 +54,14 @@ bool IsFinished(JobState s) {
 // from their queues to the scheduler, heartbeats to the datastore.
 class Host {
  public:
+  // `executor`: what starts runnable rows (null: the broker executor, to the workers).
   Host(Datastore& datastore, Broker& broker, testing::FakeClock& clock, SchedulerOptions options,
-       int prefetch = 16)
-      : scheduler_(datastore, broker, clock, clock, options), datastore_(datastore) {
+       int prefetch = 16, Executor* executor = nullptr)
+      : broker_executor_(broker, options.durable_broker),
+        scheduler_(datastore, broker, clock, clock,
+                   Executors{.runnable = executor != nullptr ? executor : &broker_executor_},
+                   options),
+        datastore_(datastore) {
     auto subscribe = [&](std::string_view queue, auto handle) {
       auto sub = broker.Subscribe(queue, prefetch, [handle](std::unique_ptr<Delivery> d) {
         if (handle(d->body()).ok()) {
@@ -93,6 +99,7 @@ class Host {
   Scheduler& scheduler() { return scheduler_; }
 
  private:
+  BrokerExecutor broker_executor_;
   Scheduler scheduler_;
   Datastore& datastore_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
