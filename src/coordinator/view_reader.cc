@@ -21,90 +21,69 @@ Result<std::optional<T>> Optional(Result<T> read) {
 
 Status ViewReader::Read(Transaction& tx, const flow::Event& event, JobCache::Scope& scope,
                         flow::View& view) {
-  if (std::holds_alternative<flow::Submit>(event)) return Status::Ok();
-  flow::ViewKeys keys = flow::KeysOf(event);
-  std::string job_id = keys.job_id;
-  // Events that read their task row alone (flow.h says which).
-  const bool row_only = std::holds_alternative<flow::Started>(event) ||
-                        std::holds_alternative<flow::WorkerCancelled>(event) ||
-                        std::holds_alternative<flow::RetryDue>(event);
-  if (!keys.task_id.empty() && row_only) {
-    auto task = Optional(tx.GetTask(keys.task_id));
-    if (!task.ok()) return task.status();
-    if (!*task) return Status::Ok();
-    job_id = (*task)->job_id;
-    view.tasks[keys.task_id] = std::move(**task);
-    if (!std::holds_alternative<flow::Started>(event)) return Status::Ok();
-    return ReadStarted(tx, std::move(job_id), view);
-  }
-  const bool nearest = std::holds_alternative<flow::Progress>(event);
-  return ReadChain(tx, keys.task_id, std::move(job_id), nearest, scope, view);
-}
-
-Status ViewReader::ReadStarted(Transaction& tx, std::string job_id, flow::View& view) {
+  // Exactly what flow::ReadsOf says: the event's task and, as its flags say, its job, and
+  // up the tree through sub-jobs.
+  const flow::Reads reads = flow::ReadsOf(event);
+  std::string task_id = reads.task ? reads.task_id : "";
+  std::string job_id = reads.job_id;
   for (int depth = 0; depth < 100; ++depth) {
-    int version = 0;
-    auto job = Optional(tx.GetJobState(job_id, &version));
-    if (!job.ok()) return job.status();
-    if (!*job) break;
-    const bool scheduled = (*job)->state == JobState::kScheduled;
-    std::string parent = (*job)->parent_id;
-    view.jobs[job_id] = std::move(**job);
-    if (!scheduled || parent.empty()) break;
-    auto parent_row = Optional(tx.GetTask(parent));
-    if (!parent_row.ok()) return parent_row.status();
-    if (!*parent_row) break;
-    job_id = (*parent_row)->job_id;
-    view.tasks[parent] = std::move(**parent_row);
-  }
-  return Status::Ok();
-}
-
-Status ViewReader::ReadChain(Transaction& tx, std::string task_id, std::string job_id, bool nearest,
-                             JobCache::Scope& scope, flow::View& view) {
-  for (int depth = 0; depth < 100; ++depth) {
-    while (!task_id.empty()) {
-      auto task = Optional(tx.GetTask(task_id));
-      if (!task.ok()) return task.status();
-      if (!*task) {
-        if (depth == 0 && view.tasks.empty()) return Status::Ok();  // the event's task is gone
-        break;
-      }
-      TaskRecord& row = **task;
-      if (job_id.empty()) job_id = row.job_id;
-      if (KindOf(row.task) == TaskKind::kEach) BATON_RETURN_IF_ERROR(AddEach(tx, row, view));
-      task_id = row.parent_id;
-      view.tasks[row.id] = std::move(row);
-      if (nearest) break;
+    if (!task_id.empty()) {
+      auto first = ReadTasks(tx, reads, task_id, view);
+      if (!first.ok()) return first.status();
+      if (first->empty()) return Status::Ok();  // a missing task: nothing more
+      job_id = *first;
     }
-    auto found = ReadJob(tx, job_id, scope, view);
-    if (!found.ok()) return found.status();
-    if (!*found) break;
-    const std::string parent = view.jobs[job_id].parent_id;
-    if (parent.empty() || nearest) break;
-    auto parent_row = Optional(tx.GetTask(parent));
-    if (!parent_row.ok()) return parent_row.status();
-    if (!*parent_row) break;
-    task_id = parent;
-    job_id = (*parent_row)->job_id;
+    if (!reads.job) break;
+    auto parent = ReadJob(tx, reads, job_id, scope, view);
+    if (!parent.ok()) return parent.status();
+    if (parent->empty()) break;
+    task_id = *parent;
   }
   return Status::Ok();
 }
 
-Result<bool> ViewReader::ReadJob(Transaction& tx, const std::string& job_id, JobCache::Scope& scope,
-                                 flow::View& view) {
+Result<std::string> ViewReader::ReadTasks(Transaction& tx, const flow::Reads& reads,
+                                          std::string task_id, flow::View& view) {
+  // The event's task (or the one that started the job below as a sub-job) and, when read,
+  // its ancestors. The first one names the job.
+  std::string job_id;
+  for (bool first = true; !task_id.empty(); first = false) {
+    auto task = Optional(tx.GetTask(task_id));
+    if (!task.ok()) return task.status();
+    if (!*task) break;
+    TaskRecord& row = **task;
+    if (first) job_id = row.job_id;
+    if (reads.each_children && KindOf(row.task) == TaskKind::kEach) {
+      BATON_RETURN_IF_ERROR(AddEach(tx, row, view));
+    }
+    task_id = reads.ancestors ? row.parent_id : "";
+    view.tasks[row.id] = std::move(row);
+  }
+  return job_id;
+}
+
+Result<std::string> ViewReader::ReadJob(Transaction& tx, const flow::Reads& reads,
+                                        const std::string& job_id, JobCache::Scope& scope,
+                                        flow::View& view) {
   int version = 0;
   auto job = Optional(tx.GetJobState(job_id, &version));
   if (!job.ok()) return job.status();
-  if (!*job) return false;
-  auto definition = cache_.DefinitionOf(tx, job_id);
-  if (!definition.ok()) return definition.status();
-  auto context = cache_.ContextOf(tx, job_id, version, scope);
-  if (!context.ok()) return context.status();
+  if (!*job) return std::string();
+  if (reads.job_whole) {
+    // The row is read without its definition and context, which are shared (JobCache):
+    // what a step reads of its job does not grow with it.
+    auto definition = cache_.DefinitionOf(tx, job_id);
+    if (!definition.ok()) return definition.status();
+    auto context = cache_.ContextOf(tx, job_id, version, scope);
+    if (!context.ok()) return context.status();
+    view.definitions[job_id] = std::move(*definition);
+    view.contexts[job_id] = std::move(*context);
+  }
+  const bool up =
+      reads.ancestors || (reads.scheduled_parents && (*job)->state == JobState::kScheduled);
+  std::string parent = up ? (*job)->parent_id : "";
   view.jobs[job_id] = std::move(**job);
-  view.definitions[job_id] = std::move(*definition);
-  view.contexts[job_id] = std::move(*context);
-  return true;
+  return parent;
 }
 
 Status ViewReader::AddEach(Transaction& tx, const TaskRecord& each, flow::View& view) {

@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "core/document.h"
-#include "expr/expr.h"
 #include "core/job_decode.h"
 #include "core/names.h"
 #include "core/task_kind.h"
+#include "expr/expr.h"
 
 namespace baton {
 namespace {
@@ -25,10 +25,10 @@ std::string TrimCopy(std::string_view s) {
 
 // Evaluates a field's templates in place; the value must pass what a literal one would.
 // `required`: a literal would need to be non-empty (a name).
-Status EvaluateField(std::string& field, const expr::Vars& vars, std::string_view name,
-                     bool required = false) {
+Status EvaluateField(std::string& field, const expr::Vars& vars, const expr::EvalOptions& options,
+                     std::string_view name, bool required = false) {
   if (!expr::HasTemplate(field)) return Status::Ok();
-  auto value = expr::EvaluateTemplate(field, vars);
+  auto value = expr::EvaluateTemplate(field, vars, options);
   if (!value.ok()) return InvalidArgument(fmt::format("{}: {}", name, value.status().message()));
   if (InvalidUtf8At(*value) != std::string_view::npos) {
     return InvalidArgument(fmt::format("{}: {}", name, kNotUtf8));
@@ -41,28 +41,31 @@ Status EvaluateField(std::string& field, const expr::Vars& vars, std::string_vie
   return Status::Ok();
 }
 
-Status EvaluateList(std::vector<std::string>& list, const expr::Vars& vars, std::string_view name) {
+Status EvaluateList(std::vector<std::string>& list, const expr::Vars& vars,
+                    const expr::EvalOptions& options, std::string_view name) {
   for (std::size_t i = 0; i < list.size(); ++i) {
-    BATON_RETURN_IF_ERROR(EvaluateField(list[i], vars, fmt::format("{}[{}]", name, i)));
+    BATON_RETURN_IF_ERROR(EvaluateField(list[i], vars, options, fmt::format("{}[{}]", name, i)));
   }
   return Status::Ok();
 }
 
-Status EvaluateMap(StringMap& map, const expr::Vars& vars, std::string_view name) {
+Status EvaluateMap(StringMap& map, const expr::Vars& vars, const expr::EvalOptions& options,
+                   std::string_view name) {
   for (auto& [key, value] : map) {
-    BATON_RETURN_IF_ERROR(EvaluateField(value, vars, fmt::format("{}.{}", name, key)));
+    BATON_RETURN_IF_ERROR(EvaluateField(value, vars, options, fmt::format("{}.{}", name, key)));
   }
   return Status::Ok();
 }
 
-Status EvaluateAux(std::vector<AuxTask>& steps, const expr::Vars& vars, std::string_view name) {
+Status EvaluateAux(std::vector<AuxTask>& steps, const expr::Vars& vars,
+                   const expr::EvalOptions& options, std::string_view name) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     std::string prefix = fmt::format("{}[{}]", name, i);
-    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].name, vars, prefix + ".name", true));
-    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].image, vars, prefix + ".image"));
-    BATON_RETURN_IF_ERROR(EvaluateList(steps[i].cmd, vars, prefix + ".cmd"));
-    BATON_RETURN_IF_ERROR(EvaluateList(steps[i].entrypoint, vars, prefix + ".entrypoint"));
-    BATON_RETURN_IF_ERROR(EvaluateMap(steps[i].env, vars, prefix + ".env"));
+    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].name, vars, options, prefix + ".name", true));
+    BATON_RETURN_IF_ERROR(EvaluateField(steps[i].image, vars, options, prefix + ".image"));
+    BATON_RETURN_IF_ERROR(EvaluateList(steps[i].cmd, vars, options, prefix + ".cmd"));
+    BATON_RETURN_IF_ERROR(EvaluateList(steps[i].entrypoint, vars, options, prefix + ".entrypoint"));
+    BATON_RETURN_IF_ERROR(EvaluateMap(steps[i].env, vars, options, prefix + ".env"));
   }
   return Status::Ok();
 }
@@ -85,8 +88,9 @@ bool IsUtf8(const json& value) {
   return true;
 }
 
-Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars) {
-  auto cond = expr::EvaluateTemplateValue(if_expr, vars);
+Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars,
+                               const expr::EvalOptions& options) {
+  auto cond = expr::EvaluateTemplateValue(if_expr, vars, options);
   if (!cond.ok()) return InvalidArgument("if: " + cond.status().message());
   if (!IsUtf8(*cond)) return InvalidArgument(fmt::format("if: {}", kNotUtf8));
   return TrimCopy(expr::ToText(*cond)) != "false";
@@ -101,35 +105,36 @@ void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task) {
   if (!task.priority && defaults->priority) task.priority = defaults->priority;
 }
 
-Status EvaluateTask(Task& task, const expr::Vars& vars) {
+Status EvaluateTask(Task& task, const expr::Vars& vars, const expr::EvalOptions& options) {
   // The checks validation makes on literals, made again on what templates gave.
-  BATON_RETURN_IF_ERROR(EvaluateField(task.name, vars, "name", true));
-  BATON_RETURN_IF_ERROR(EvaluateField(task.var, vars, "var"));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.name, vars, options, "name", true));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.var, vars, options, "var"));
   if (auto problem = VarProblem(task.var)) return InvalidArgument("var: " + *problem);
-  BATON_RETURN_IF_ERROR(EvaluateField(task.image, vars, "image"));
-  BATON_RETURN_IF_ERROR(EvaluateField(task.queue, vars, "queue"));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.image, vars, options, "image"));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.queue, vars, options, "queue"));
   // The engine's own queues would swallow the task (and its job would never end).
   if (auto problem = QueueProblem(task.queue)) return InvalidArgument("queue: " + *problem);
   // A runnable row says where it goes, as Tork's do.
   if (task.queue.empty() && KindOf(task) == TaskKind::kRunnable) task.queue = kQueueDefault;
-  BATON_RETURN_IF_ERROR(EvaluateField(task.workdir, vars, "workdir"));
-  BATON_RETURN_IF_ERROR(EvaluateList(task.cmd, vars, "cmd"));
-  BATON_RETURN_IF_ERROR(EvaluateList(task.entrypoint, vars, "entrypoint"));
-  BATON_RETURN_IF_ERROR(EvaluateMap(task.env, vars, "env"));
-  BATON_RETURN_IF_ERROR(EvaluateAux(task.pre, vars, "pre"));
-  BATON_RETURN_IF_ERROR(EvaluateAux(task.post, vars, "post"));
-  BATON_RETURN_IF_ERROR(EvaluateAux(task.sidecars, vars, "sidecars"));
+  BATON_RETURN_IF_ERROR(EvaluateField(task.workdir, vars, options, "workdir"));
+  BATON_RETURN_IF_ERROR(EvaluateList(task.cmd, vars, options, "cmd"));
+  BATON_RETURN_IF_ERROR(EvaluateList(task.entrypoint, vars, options, "entrypoint"));
+  BATON_RETURN_IF_ERROR(EvaluateMap(task.env, vars, options, "env"));
+  BATON_RETURN_IF_ERROR(EvaluateAux(task.pre, vars, options, "pre"));
+  BATON_RETURN_IF_ERROR(EvaluateAux(task.post, vars, options, "post"));
+  BATON_RETURN_IF_ERROR(EvaluateAux(task.sidecars, vars, options, "sidecars"));
   if (task.subjob) {
-    BATON_RETURN_IF_ERROR(EvaluateField(task.subjob->name, vars, "subjob.name", true));
-    BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->inputs, vars, "subjob.inputs"));
-    BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->secrets, vars, "subjob.secrets"));
+    BATON_RETURN_IF_ERROR(EvaluateField(task.subjob->name, vars, options, "subjob.name", true));
+    BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->inputs, vars, options, "subjob.inputs"));
+    BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->secrets, vars, options, "subjob.secrets"));
   }
   return Status::Ok();
 }
 
-Result<expr::Value> EvaluateEachList(std::string_view list, const expr::Vars& vars) {
-  if (expr::HasTemplate(list)) return expr::EvaluateTemplateValue(list, vars);
-  return expr::Evaluate(list, vars);
+Result<expr::Value> EvaluateEachList(std::string_view list, const expr::Vars& vars,
+                                     const expr::EvalOptions& options) {
+  if (expr::HasTemplate(list)) return expr::EvaluateTemplateValue(list, vars, options);
+  return expr::Evaluate(list, vars, options);
 }
 
 Duration RetryDelay(const Retry& retry, int attempt) {

@@ -1,6 +1,7 @@
 // Template evaluation of task definitions, as the engine does it when a task is
 // scheduled: the job's defaults, the `if`, every templated field (checked as a literal
-// would be), and the wait before a retry. Pure: no I/O, no clock.
+// would be), and the wait before a retry. Pure: no I/O, no clock, when `options` pin
+// now() and randomInt() (flow gives the decision's time and a seeded source).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,8 +11,8 @@
 
 #include "base/status.h"
 #include "core/duration.h"
-#include "expr/expr.h"
 #include "core/job.h"
+#include "expr/expr.h"
 
 namespace baton {
 
@@ -27,17 +28,19 @@ bool IsUtf8(const nlohmann::json& value);
 void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task);
 
 // An `if`: false (skip the task) when it evaluates to "false"; an error names the field.
-Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars);
+Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars,
+                               const expr::EvalOptions& options = {});
 
 // Evaluates the templates of a task definition in place (not its children, which are
 // evaluated when they are scheduled). Every evaluated field passes the checks a literal
 // one would (UTF-8, a non-empty name, no engine queue, a valid var). Errors name the
 // field, never its value. A runnable task without a queue gets the default one.
-Status EvaluateTask(Task& task, const expr::Vars& vars);
+Status EvaluateTask(Task& task, const expr::Vars& vars, const expr::EvalOptions& options = {});
 
 // An each's list: a template ("{{ sequence(1, 3) }}"), or, as Tork takes it, a bare
 // expression without braces ("[1, 2, 3]", "inputs.items").
-Result<expr::Value> EvaluateEachList(std::string_view list, const expr::Vars& vars);
+Result<expr::Value> EvaluateEachList(std::string_view list, const expr::Vars& vars,
+                                     const expr::EvalOptions& options = {});
 
 // The wait before retry attempt `attempt` (1-based): none without initialDelay.
 Duration RetryDelay(const Retry& retry, int attempt);

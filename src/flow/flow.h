@@ -4,15 +4,15 @@
 // rows alone, what must be in flight (reconciling after a crash).
 //
 // Pure: no I/O, no clock, no threads, no randomness (new ids are derived from
-// View::id_seed). The same input gives the same effects. Deciding is idempotent: an
-// event that the rows show to be a duplicate or late (a finished task, a report from
-// another node than the one running it, a cancel of a finished job) decides nothing,
-// so applying a decision's effects and then deciding the same event again changes
-// nothing more.
+// View::id_seed; templates' now() is the decision's `now`, their randomInt() is seeded
+// by View::random_seed or id_seed). The same input gives the same effects. Deciding is idempotent:
+// an event that the rows show to be a duplicate or late (a finished task, a report from another
+// node than the one running it, a cancel of a finished job) decides nothing, so applying a
+// decision's effects and then deciding the same event again changes nothing more.
 //
 // How a shell uses it (the scheduler, or the simulator in tests), per event:
 //   1. take the lock of the event's job tree;
-//   2. in one transaction, read the View that the event names (see ViewFor below),
+//   2. in one transaction, read the View that the event names (ReadsOf),
 //      call Decide, and apply the row effects in their order (a CancelActive returns the
 //      rows it cancelled: pass them to AfterCancel and keep its effects with the rest);
 //   3. commit; then run the after-commit effects in their order;
@@ -24,174 +24,13 @@
 // Thread-safety: every function is a pure function of its arguments.
 #pragma once
 
-#include <map>
-#include <memory>
-#include <optional>
 #include <set>
 #include <string>
-#include <variant>
 #include <vector>
 
-#include "base/clock.h"
-#include "core/duration.h"
-#include "core/records.h"
+#include "flow/types.h"
 
 namespace baton::flow {
-
-// ------------------------------------------------------------------------- events
-
-// A job to store and start (its row, PENDING, not stored yet). Reads nothing.
-struct Submit {
-  JobRecord job;
-};
-// A stored PENDING job to start (started in the background, a sub-job, a reconcile).
-// Reads the job (and, for a sub-job, its parent chain).
-struct StartJob {
-  std::string job_id;
-};
-// A worker took the task. Reads the task row and its job's state row (no definition or
-// context): a SCHEDULED job is RUNNING once one of its tasks starts; while the job is
-// SCHEDULED, also the row of the task that started it as a sub-job and that task's job,
-// up the chain, for the same move.
-struct Started {
-  std::string task_id;
-  std::string node_id;
-  TimePoint at{};
-};
-// A worker's outcomes. Read the task, its ancestors (rows and jobs, up through sub-jobs
-// to the top-level job) and, of every ancestor each, its next CREATED children and its
-// count of running ones (View).
-struct Completed {
-  std::string task_id;
-  std::string node_id;
-  std::string result;
-  std::optional<TimePoint> started_at;
-};
-struct Failed {
-  std::string task_id;
-  std::string node_id;
-  std::string error;
-  std::optional<TimePoint> started_at;
-};
-// The worker stopped the task because a cancel told it to. Reads the task row.
-struct WorkerCancelled {
-  std::string task_id;
-  std::string node_id;
-  std::string error;
-};
-// The worker's runtime stopped the task at its `timeout`: a failure (retried as one).
-struct TaskTimedOut {
-  std::string task_id;
-  std::string node_id;
-  Duration timeout{};
-};
-// The worker handed the task back unrun (it is stopping): a new attempt elsewhere, at
-// most max_redeliveries times. Reads as Failed.
-struct Redelivery {
-  std::string task_id;
-  std::string node_id;
-  std::string error;
-};
-// The task's node stopped heartbeating while it ran. Reads as Failed.
-struct LeaseExpired {
-  std::string task_id;
-  std::string node_id;
-};
-// Progress of a running task, 0..100. Reads the task and its job.
-struct Progress {
-  std::string task_id;
-  double progress = 0;
-};
-// Reads the job (and its parent chain, for a sub-job).
-struct Cancel {
-  std::string job_id;
-};
-struct Restart {
-  std::string job_id;
-};
-struct JobTimedOut {
-  std::string job_id;
-  Duration timeout{};
-};
-// A retry's backoff is over. Reads the task row.
-struct RetryDue {
-  std::string task_id;
-};
-// An each has free slots and CREATED children the view did not hold (Decide asks for
-// it with a FollowUp). Reads the each as Completed reads its task.
-struct FillEach {
-  std::string task_id;
-};
-
-// A decision about the job's tree could not be stored for a lasting reason (a row the
-// datastore refuses, an internal error): the job (the shell names the top-level one)
-// fails with "the engine could not take a step: <error>" rather than stay RUNNING with
-// nothing in flight. Reads the job.
-struct StepFailed {
-  std::string job_id;
-  std::string error;
-};
-
-using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
-                           TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
-                           JobTimedOut, RetryDue, FillEach, StepFailed>;
-
-// ------------------------------------------------------------------------- view
-
-// What the shell knows of its deployment that changes a decision.
-struct Policy {
-  // The broker keeps messages (RabbitMQ): a row to publish is stored PENDING and marked
-  // SCHEDULED by the shell once the broker confirmed it; otherwise it is stored SCHEDULED.
-  bool durable_broker = false;
-  int max_redeliveries = 3;
-  // The most bytes a job may take as stored (the datastore's MaxJobBytes): a sub-job
-  // bigger than that, once its templates are evaluated, fails its task with the sizes.
-  std::size_t max_job_bytes = 32u << 20;
-};
-
-// The stored rows a decision reads: bounded by the depth of nesting and by the slots an
-// each may fill, never by the size of a job (a decision in a job of 20,000 tasks, or
-// about an each of 20,000 children, reads a handful of rows).
-//   - `jobs`: the event's job and, for a sub-job, the jobs of its parent chain;
-//   - `tasks`: the event's task row and every ancestor row (parent_id, and from a
-//     sub-job's job its parent_id task, up to the top-level job);
-//   - `next_created`: for every each among those rows, its CREATED children with the
-//     lowest each_index, in each_index order, as many as NextCreatedWanted says (or
-//     fewer: an each that runs out of them with slots free asks for more with a FillEach
-//     follow-up, decided against a fresh view);
-//   - `running_children`: for every each among those rows, how many of its children are
-//     neither CREATED nor finished (what its `concurrency` counts). A child's each_index
-//     is its index in its each, also when it is an each itself, so the count cannot be
-//     kept in the each's own each_index. Only an each with a `concurrency` needs it: for
-//     one without, a shell may give 0 (counting would read every queued child, 20,000 of
-//     them at each completion of an each of 20,000).
-//   - `definitions`: the definition of a job in `jobs` whose row was read without it (its
-//     `job` left empty). A running job's definition never changes and grows with the job
-//     (a chain of 20,000 steps), so a shell reads it once per job and shares it between
-//     decisions instead of copying it into every view. A job absent here has its
-//     definition in its row (what a test or the simulator may give). Decide neither
-//     copies nor writes it: a job's row effects carry its row as given.
-//   - `contexts`: the same for a job's context (its `context` left empty): it holds the
-//     job's inputs and secrets (100,000 inputs make 1.6 MB) and changes only when a task
-//     with a `var` completes, so a shell keeps it parsed between decisions. Decide reads
-//     it there, copies it only to change it, and then its UpdateJob (context set) carries
-//     the whole new context; any other UpdateJob of that job carries an empty one.
-// A parallel needs nothing of its children (its row counts their completions). A row
-// the decision needs and does not find makes it decide nothing for that part (a late
-// event about a deleted job, say).
-struct View {
-  std::map<std::string, JobRecord> jobs;
-  std::map<std::string, TaskRecord> tasks;
-  // each id → its next CREATED children, lowest each_index first
-  std::map<std::string, std::vector<TaskRecord>> next_created;
-  std::map<std::string, int> running_children;  // each id → children started, not done
-  std::map<std::string, std::shared_ptr<const Job>> definitions;  // job id → its definition
-  std::map<std::string, std::shared_ptr<const nlohmann::json>> contexts;  // job id → context
-  Policy policy;
-  // New ids are derived from this (the shell gives a fresh NewId() per decision): the
-  // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).
-  std::string id_seed;
-};
 
 // How many of an each's next CREATED children a view holds, given `running` (its
 // running_children): its free slots and one more, for the slot the event may free (a
@@ -201,95 +40,8 @@ struct View {
 inline constexpr int kMaxNextCreated = 64;
 int NextCreatedWanted(const TaskRecord& each, int running);
 
-// What the shell reads for `event`: the ids of the task and job it names (one is empty).
-struct ViewKeys {
-  std::string task_id;
-  std::string job_id;
-};
-ViewKeys KeysOf(const Event& event);
-
-// ------------------------------------------------------------------------- effects
-
-// Row writes, applied in order in the decision's transaction.
-struct CreateJob {
-  JobRecord row;
-};
-// `context`: the context changed too; else only the state columns (state, times,
-// position, progress, result, error, delete_at) need writing. Never the definition (a
-// stored job's never changes; `row.job` is empty when the view shared it).
-// `state_changed` and `progress_changed` (UpdateJob and UpdateTask): how the row differs
-// from the row as read, for the shell's webhooks (job.StateChange, task.Progress, ...).
-struct UpdateJob {
-  JobRecord row;
-  bool context = false;
-  bool state_changed = false;
-  bool progress_changed = false;
-};
-struct CreateTask {
-  TaskRecord row;
-};
-struct UpdateTask {
-  TaskRecord row;
-  bool state_changed = false;
-  bool progress_changed = false;
-};
-// Every active row of job `job_id` (below row `under`, when given) → CANCELLED at `at`,
-// in one write. The shell passes the rows it cancelled to AfterCancel.
-struct CancelActive {
-  std::string job_id;
-  std::string under;
-  TimePoint at{};
-};
-
-// After the commit.
-// Start the stored row through the executor of its kind (today every leaf kind is
-// runnable: the broker executor publishes it; with a durable broker the shell marks the
-// row SCHEDULED once the broker confirmed).
-struct Start {
-  TaskRecord row;
-};
-// Decide RetryDue{task_id} at `at` (a retry's backoff).
-struct StartAt {
-  std::string task_id;
-  TimePoint at{};
-};
-// Tell node `node_id` to stop the task (it runs there).
-struct Kill {
-  std::string node_id;
-  std::string task_id;
-};
-// Tell every live worker not to start the task (it may wait in a queue).
-struct Drop {
-  std::string task_id;
-};
-// Decide JobTimedOut at `at`, unless disarmed first. Arming again replaces the timer.
-struct ArmJobTimeout {
-  std::string job_id;
-  Duration timeout{};
-  TimePoint at{};
-};
-struct DisarmJobTimeout {
-  std::string job_id;
-};
-// The job reached a terminal state (the row as stored; its definition only if the
-// view's row held it).
-struct JobFinished {
-  JobRecord row;
-};
-// The request is refused (a cancel of a finished job, a restart of a running one): the
-// shell answers its caller with FailedPrecondition and this reason. Nothing else is
-// decided.
-struct Refused {
-  std::string reason;
-};
-// Decide this next, under the same tree lock, after this decision's effects.
-struct FollowUp {
-  Event event;
-};
-
-using Effect =
-    std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Start, StartAt, Kill,
-                 Drop, ArmJobTimeout, DisarmJobTimeout, JobFinished, Refused, FollowUp>;
+// What a decision about `event` reads (see Reads).
+Reads ReadsOf(const Event& event);
 
 // Row effects come first, then the after-commit ones, then follow-ups.
 bool IsRowEffect(const Effect& effect);
@@ -304,12 +56,6 @@ std::vector<Effect> Decide(const Event& event, const View& view, TimePoint now);
 // What a CancelActive's cancelled rows need after the commit: a running one is killed on
 // its node, one that may wait in a queue is dropped everywhere, a sub-job is cancelled
 // (a FollowUp Cancel).
-struct CancelledRow {
-  std::string id;
-  TaskState was = TaskState::kPending;
-  std::string node_id;
-  std::string subjob_id;
-};
 std::vector<Effect> AfterCancel(const std::vector<CancelledRow>& rows, const Policy& policy);
 
 // From a job's rows alone (`rows`: every task row of the job), what must be in flight:

@@ -927,5 +927,115 @@ TEST(FlowTest, ASubJobOverMaxJobBytesFailsItsTaskWithTheSizeAndCreatesNoJob) {
   EXPECT_EQ(Count<CreateJob>(SubmitOf(JobOf({sub}), policy)), 2);
 }
 
+// What each event reads (ReadsOf): the spec the shell's ReadView and the simulator follow.
+struct ReadsCase {
+  std::string name;
+  Event event;
+  Reads reads;
+};
+
+class ReadsTest : public testing::TestWithParam<ReadsCase> {};
+
+TEST_P(ReadsTest, EachEventReadsWhatItsRulesNeed) {
+  EXPECT_EQ(ReadsOf(GetParam().event), GetParam().reads);
+}
+
+// The tree up to the top-level job, every job whole, every each's next children.
+Reads TaskTreeReads(std::string task_id) {
+  return {.task_id = std::move(task_id),
+          .task = true,
+          .job = true,
+          .job_whole = true,
+          .ancestors = true,
+          .each_children = true};
+}
+Reads JobTreeReads(std::string job_id) {
+  return {.job_id = std::move(job_id),
+          .job = true,
+          .job_whole = true,
+          .ancestors = true,
+          .each_children = true};
+}
+Reads TaskRowReads(std::string task_id) { return {.task_id = std::move(task_id), .task = true}; }
+
+JobRecord SubmittedJob() {
+  JobRecord row;
+  row.id = "j1";
+  return row;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Events, ReadsTest,
+    testing::Values(
+        ReadsCase{"SubmitReadsNothing", Submit{SubmittedJob()}, Reads{.job_id = "j1"}},
+        ReadsCase{"StartJobReadsItsJobAndParentChain", StartJob{"j1"}, JobTreeReads("j1")},
+        ReadsCase{"StartedReadsItsTaskAndTheScheduledJobsAbove", Started{"t1", "n1", kNow},
+                  Reads{.task_id = "t1", .task = true, .job = true, .scheduled_parents = true}},
+        ReadsCase{"CompletedReadsItsTree", Completed{"t1", "n1", "ok", {}}, TaskTreeReads("t1")},
+        ReadsCase{"FailedReadsItsTree", Failed{"t1", "n1", "bad", {}}, TaskTreeReads("t1")},
+        ReadsCase{"WorkerCancelledReadsItsTaskRow", WorkerCancelled{"t1", "n1", "stopped"},
+                  TaskRowReads("t1")},
+        ReadsCase{"TaskTimedOutReadsItsTree", TaskTimedOut{"t1", "n1", seconds(1)},
+                  TaskTreeReads("t1")},
+        ReadsCase{"RedeliveryReadsItsTree", Redelivery{"t1", "n1", "stopping"},
+                  TaskTreeReads("t1")},
+        ReadsCase{"LeaseExpiredReadsItsTree", LeaseExpired{"t1", "n1"}, TaskTreeReads("t1")},
+        ReadsCase{"ProgressReadsItsTaskAndJobState", Progress{"t1", 50},
+                  Reads{.task_id = "t1", .task = true, .job = true}},
+        ReadsCase{"CancelReadsItsJobAndParentChain", Cancel{"j1"}, JobTreeReads("j1")},
+        ReadsCase{"RestartReadsItsJobAndParentChain", Restart{"j1"}, JobTreeReads("j1")},
+        ReadsCase{"JobTimedOutReadsItsJobAndParentChain", JobTimedOut{"j1", seconds(1)},
+                  JobTreeReads("j1")},
+        ReadsCase{"RetryDueReadsItsTaskRow", RetryDue{"t1"}, TaskRowReads("t1")},
+        ReadsCase{"FillEachReadsTheEachsTree", FillEach{"t1"}, TaskTreeReads("t1")},
+        ReadsCase{"StepFailedReadsItsJobAndParentChain", StepFailed{"j1", "disk full"},
+                  JobTreeReads("j1")}),
+    [](const auto& info) { return info.param.name; });
+
+// Every event has a case above.
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 16u); }
+
+// Templates' now() is the decision's time and randomInt() draws from a source seeded by
+// the view: Decide is a function of its input.
+TEST(FlowTest, TheSameInputGivesTheSameEffectsAlsoWithNowAndRandomIntTemplates) {
+  Task leaf = Runnable("r{{ randomInt(1000000000) }}");
+  leaf.env["AT"] = "{{ now() }}";
+  leaf.env["R"] = "{{ randomInt() }}";
+  Task item = Runnable("item {{ item.value }} {{ randomInt(1000) }}");
+  Task each = EachOf(item, "{{ [randomInt(1000), randomInt(1000), randomInt(1000)] }}");
+  JobRecord job = JobOf({ParallelOf({leaf, each})});
+  job.job.tasks[0].if_expr = "{{ randomInt(2) >= 0 }}";
+  auto rows = [&](const View& view) {
+    std::vector<TaskRecord> out;
+    for (const CreateTask& c : All<CreateTask>(Decide(Submit{job}, view, kNow))) {
+      out.push_back(c.row);
+    }
+    return out;
+  };
+  View view;
+  view.id_seed = kSeed;
+  std::vector<TaskRecord> first = rows(view);
+  ASSERT_EQ(first.size(), 6u);  // the parallel, the leaf, the each and its 3 children
+  EXPECT_EQ(rows(view), first);
+  const TaskRecord* leaf_row = nullptr;
+  for (const TaskRecord& row : first) {
+    if (row.task.env.contains("AT")) leaf_row = &row;
+  }
+  ASSERT_NE(leaf_row, nullptr);
+  EXPECT_EQ(leaf_row->task.env.at("AT"), "2023-11-14T22:13:20Z");  // kNow
+  // Another seed, other draws (and the same ones again with it).
+  View other = view;
+  other.random_seed = 42;
+  std::vector<TaskRecord> reseeded = rows(other);
+  EXPECT_EQ(rows(other), reseeded);
+  ASSERT_EQ(reseeded.size(), first.size());
+  bool differs = false;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    differs = differs || reseeded[i].task.env != first[i].task.env ||
+              reseeded[i].task.name != first[i].task.name;
+  }
+  EXPECT_TRUE(differs);
+}
+
 }  // namespace
 }  // namespace baton::flow

@@ -477,7 +477,7 @@ class Sim {
     View view;
     view.policy = policy_;
     view.id_seed = NextSeed();
-    ViewKeys keys = KeysOf(e);
+    Reads keys = ReadsOf(e);
     std::string task_id = keys.task_id;
     std::string job_id = keys.job_id;
     if (std::holds_alternative<Submit>(e)) return view;
@@ -708,8 +708,8 @@ class Sim {
     bool outcome = std::holds_alternative<Completed>(e) || std::holds_alternative<Failed>(e) ||
                    std::holds_alternative<TaskTimedOut>(e);
     if (outcome && took_cancelled_.contains(
-                       fmt::format("{}/{}/{}", d.node, d.incarnation, KeysOf(e).task_id))) {
-      const TaskRecord& t = store_.tasks.at(KeysOf(e).task_id);
+                       fmt::format("{}/{}/{}", d.node, d.incarnation, ReadsOf(e).task_id))) {
+      const TaskRecord& t = store_.tasks.at(ReadsOf(e).task_id);
       return Fail(fmt::format("a task cancelled while queued ran to its end: {}", t.task.name));
     }
     bool crash_before = c_.Percent(4);
@@ -782,7 +782,7 @@ class Sim {
     for (auto it = queue_.begin(); it != queue_.end();) {
       const Event* e = std::get_if<Event>(&it->what);
       bool outcome = e != nullptr && it->node == node && it->incarnation == inc &&
-                     KeysOf(*e).task_id == task_id && !std::holds_alternative<Started>(*e) &&
+                     ReadsOf(*e).task_id == task_id && !std::holds_alternative<Started>(*e) &&
                      !std::holds_alternative<Progress>(*e);
       if (outcome) {
         it = queue_.erase(it);

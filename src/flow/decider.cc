@@ -1,0 +1,608 @@
+// The Decider's events, a job's steps, the rules common to every task and the effects
+// (see decider.h); the flow.h functions that are not Frontier.
+#include "flow/decider.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/document.h"
+#include "core/evaluate.h"
+#include "core/messages.h"
+#include "core/redact.h"
+#include "core/task_kind.h"
+#include "expr/expr.h"
+
+namespace baton::flow {
+namespace {
+
+std::uint64_t Fnv(std::string_view text, std::uint64_t h = 1469598103934665603ULL) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+TaskColumns ColumnsOf(const TaskRecord& t) {
+  return {t.state,       t.scheduled_at, t.started_at, t.completed_at, t.failed_at,
+          t.error,       t.result,       t.node_id,    t.subjob_id,    t.progress,
+          t.redelivered, t.each_size,    t.each_index, t.completions};
+}
+JobColumns ColumnsOf(const JobRecord& j) {
+  return {j.state,    j.started_at, j.completed_at, j.failed_at, j.delete_at,
+          j.position, j.task_count, j.progress,     j.result,    j.error};
+}
+
+// A step of SplitMix64: a small, good, portable stream of 64-bit numbers.
+std::uint64_t SplitMix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+// Children a composite must see finish before it completes.
+int Expected(const TaskRecord& row) {
+  switch (KindOf(row.task)) {
+    case TaskKind::kParallel:
+      return static_cast<int>(row.task.parallel->tasks.size());
+    case TaskKind::kEach:
+      return row.each_size;
+    case TaskKind::kRunnable:
+    case TaskKind::kSubJob:
+      return 0;
+  }
+  return 0;
+}
+
+Decider::Decider(View view, TimePoint now) : view_(std::move(view)), now_(now) {
+  // The next CREATED children join the other rows (moved, not copied); the entries
+  // stay, empty, to say which eaches have more CREATED children than the view holds.
+  for (auto& [each_id, children] : view_.next_created) {
+    std::deque<std::string>& waiting = waiting_[each_id];
+    for (TaskRecord& child : children) {
+      waiting.push_back(child.id);
+      std::string id = child.id;
+      view_.tasks.try_emplace(std::move(id), std::move(child));
+    }
+  }
+  running_ = view_.running_children;
+  // Templates see the decision's time and a source seeded by the view: the same input
+  // gives the same effects.
+  std::string at = FormatTime(now);  // now() as the expression language gives it: seconds
+  options_.now = [text = at.substr(0, 19) + "Z"] { return text; };
+  random_ = view_.random_seed != 0 ? view_.random_seed : Fnv("random/" + view_.id_seed);
+  options_.random = [this](std::int64_t n) {
+    return static_cast<std::int64_t>(SplitMix(random_) % static_cast<std::uint64_t>(n));
+  };
+}
+
+void Decider::On(const Submit& e) {
+  JobRecord& job = NewJob(e.job);
+  StartJobRule(job.id);
+}
+
+void Decider::On(const StartJob& e) {
+  JobRecord* job = J(e.job_id);
+  if (job == nullptr || job->state != JobState::kPending) return;
+  StartJobRule(e.job_id);
+}
+
+void Decider::On(const Cancel& e) {
+  JobRecord* job = J(e.job_id);
+  if (job == nullptr) return;
+  if (!IsActive(job->state)) {
+    after_.push_back(Refused{fmt::format("job is {}", ToString(job->state))});
+    return;
+  }
+  FailJob(e.job_id, "", JobState::kCancelled);
+}
+
+void Decider::On(const Restart& e) {
+  JobRecord* job = J(e.job_id);
+  if (job == nullptr) return;
+  if (job->state != JobState::kFailed && job->state != JobState::kCancelled) {
+    after_.push_back(Refused{fmt::format(
+        "only a FAILED or CANCELLED job can be restarted; this one is {}", ToString(job->state))});
+    return;
+  }
+  if (job->position > job->task_count) {
+    after_.push_back(Refused{"the job has no more tasks to run"});
+    return;
+  }
+  job->state = JobState::kScheduled;
+  job->error.clear();
+  job->failed_at.reset();
+  job->completed_at.reset();
+  // The run starts again: its timeout counts from now, also when Frontier arms it
+  // again after a crash (from started_at).
+  job->started_at = now_;
+  if (Def(*job).timeout) Arm(*job, now_);
+  int position = std::clamp(job->position, 1, job->task_count);
+  DispatchNew(Def(*job).tasks[static_cast<std::size_t>(position - 1)], job->id, "", position,
+              json::object(), 0);
+}
+
+void Decider::On(const JobTimedOut& e) {
+  JobRecord* job = J(e.job_id);
+  if (job == nullptr || !IsActive(job->state)) return;
+  FailJob(e.job_id, "job timed out after " + FormatDuration(e.timeout), JobState::kFailed);
+}
+
+void Decider::On(const StepFailed& e) {
+  JobRecord* job = J(e.job_id);
+  if (job == nullptr || !IsActive(job->state)) return;
+  FailJob(e.job_id, "the engine could not take a step: " + e.error, JobState::kFailed);
+}
+
+// Once, at the end: the rows move into their effects.
+std::vector<Effect> Decider::Effects() {
+  std::vector<Effect> out;
+  // Copies taken before the rows move: a start carries a leaf row (small), a finished
+  // job its row (once per job).
+  std::vector<Effect> starts;
+  std::set<std::string> started;
+  for (const std::string& id : starts_) {
+    const TaskRecord& row = view_.tasks.at(id);
+    if (!started.insert(id).second) continue;
+    // A row started in this decision and cancelled later in it is not started.
+    if (row.state == TaskState::kPending || row.state == TaskState::kScheduled) {
+      starts.push_back(Start{row});
+    }
+  }
+  std::vector<Effect> finished;
+  for (const std::string& id : finished_jobs_) finished.push_back(JobFinished{view_.jobs.at(id)});
+  out.reserve(job_order_.size() + task_order_.size() + cancels_.size() + after_.size() +
+              starts.size() + finished.size() + follow_.size());
+  for (const std::string& id : job_order_) {
+    JobRecord& row = view_.jobs.at(id);
+    if (new_jobs_.contains(id)) {
+      out.push_back(CreateJob{std::move(row)});
+      continue;
+    }
+    bool context = context_changed_.contains(id);
+    const JobColumns& was = job_columns_.at(id);
+    if (context || !(was == ColumnsOf(row))) {
+      bool state = was.state != row.state;
+      bool progress = was.progress != row.progress;
+      out.push_back(UpdateJob{std::move(row), context, state, progress});
+    }
+  }
+  for (const std::string& id : task_order_) {
+    TaskRecord& row = view_.tasks.at(id);
+    if (new_tasks_.contains(id)) {
+      out.push_back(CreateTask{std::move(row)});
+    } else if (const TaskColumns& was = task_columns_.at(id); !(was == ColumnsOf(row))) {
+      bool state = was.state != row.state;
+      bool progress = was.progress != row.progress;
+      out.push_back(UpdateTask{std::move(row), state, progress});
+    }
+  }
+  for (CancelActive& c : cancels_) out.push_back(std::move(c));
+  for (Effect& e : after_) out.push_back(std::move(e));
+  for (Effect& e : starts) out.push_back(std::move(e));
+  for (Effect& e : finished) out.push_back(std::move(e));
+  for (Event& e : follow_) out.push_back(FollowUp{std::move(e)});
+  return out;
+}
+
+// A row the decision may change: its columns are noted the first time.
+TaskRecord* Decider::T(const std::string& id) {
+  auto it = view_.tasks.find(id);
+  if (it == view_.tasks.end()) return nullptr;
+  if (!new_tasks_.contains(id) && !task_columns_.contains(id)) {
+    task_columns_.emplace(id, ColumnsOf(it->second));
+    task_order_.push_back(id);
+  }
+  return &it->second;
+}
+
+JobRecord* Decider::J(const std::string& id) {
+  auto it = view_.jobs.find(id);
+  if (it == view_.jobs.end()) return nullptr;
+  if (!new_jobs_.contains(id) && !job_columns_.contains(id)) {
+    job_columns_.emplace(id, ColumnsOf(it->second));
+    job_order_.push_back(id);
+  }
+  return &it->second;
+}
+
+// A job's definition: shared by the view when the shell read the row without it.
+const Job& Decider::Def(const JobRecord& job) const {
+  auto it = view_.definitions.find(job.id);
+  return it != view_.definitions.end() && it->second != nullptr ? *it->second : job.job;
+}
+
+JobRecord& Decider::NewJob(JobRecord row) {
+  std::string id = row.id;
+  new_jobs_.insert(id);
+  job_order_.push_back(id);
+  return view_.jobs.insert_or_assign(id, std::move(row)).first->second;
+}
+
+TaskRecord& Decider::NewTask(TaskRecord row) {
+  std::string id = row.id;
+  new_tasks_.insert(id);
+  task_order_.push_back(id);
+  return view_.tasks.insert_or_assign(id, std::move(row)).first->second;
+}
+
+std::string Decider::MakeId() {
+  std::string seed = view_.id_seed.size() >= 12 ? view_.id_seed : std::string(32, '0');
+  std::uint64_t h = Fnv(fmt::format("{}/{}", seed, ++made_));
+  std::uint64_t g = Fnv(fmt::format("{}", h), h);
+  return fmt::format("{}{:016x}{:04x}", seed.substr(0, 12), h, g & 0xffff);
+}
+
+// A task of `job_id` ran: the job, and the jobs whose sub-job it is, as far as the view
+// holds them, are RUNNING from SCHEDULED.
+void Decider::Ran(const std::string& job_id) {
+  for (JobRecord* job = J(job_id); job != nullptr && job->state == JobState::kScheduled;) {
+    job->state = JobState::kRunning;
+    const TaskRecord* parent = job->parent_id.empty() ? nullptr : T(job->parent_id);
+    job = parent == nullptr ? nullptr : J(parent->job_id);
+  }
+}
+
+void Decider::Arm(const JobRecord& job, TimePoint from) {
+  after_.push_back(ArmJobTimeout{job.id, *Def(job).timeout, from + *Def(job).timeout});
+}
+
+void Decider::StartJobRule(const std::string& job_id) {
+  JobRecord& job = *J(job_id);
+  job.state = JobState::kScheduled;
+  job.started_at = now_;
+  if (Def(job).timeout) Arm(job, now_);
+  if (Def(job).tasks.empty()) {
+    job.position = 1;  // past its (no) tasks
+    CompleteJob(job_id);
+    return;
+  }
+  DispatchNew(Def(job).tasks[0], job_id, "", 1, json::object(), 0);
+}
+
+void Decider::Advance(const std::string& job_id, int position) {
+  JobRecord* job = J(job_id);
+  if (job == nullptr || !Going(job->state) || job->position != position) return;
+  if (position >= job->task_count) {
+    // Past its last task, as Tork counts: a restart then has nothing left to run.
+    job->position = job->task_count + 1;
+    CompleteJob(job_id);
+    return;
+  }
+  job->position = position + 1;
+  job->progress = 100.0 * position / std::max(1, job->task_count);
+  Task next = Def(*job).tasks[static_cast<std::size_t>(position)];
+  DispatchNew(std::move(next), job_id, "", position + 1, json::object(), 0);
+}
+
+void Decider::CompleteJob(const std::string& job_id) {
+  JobRecord& job = *J(job_id);
+  if (!Going(job.state)) return;
+  std::string result;
+  if (!Def(job).output.empty()) {
+    auto value = expr::EvaluateTemplateValue(Def(job).output, Ctx(job), options_);
+    if (!value.ok()) {
+      FailJob(job_id, "output: " + value.status().message(), JobState::kFailed);
+      return;
+    }
+    result = expr::ToText(*value);
+    if (InvalidUtf8At(result) != std::string_view::npos) {
+      FailJob(job_id, fmt::format("output: {}", kNotUtf8), JobState::kFailed);
+      return;
+    }
+  }
+  job.state = JobState::kCompleted;
+  job.completed_at = now_;
+  job.result = result;
+  job.progress = 100;
+  if (Def(job).auto_delete) job.delete_at = now_ + Def(job).auto_delete->after;
+  Ended(job);
+  if (job.parent_id.empty()) return;
+  TaskRecord* parent = T(job.parent_id);
+  if (parent == nullptr) return;
+  if (Finish(*parent, TaskState::kCompleted, result, "", "", std::nullopt)) TaskDone(parent->id);
+}
+
+void Decider::FailJob(const std::string& job_id, const std::string& error, JobState state) {
+  JobRecord& job = *J(job_id);
+  if (!IsActive(job.state)) return;
+  job.state = state;
+  if (state == JobState::kFailed) {
+    job.failed_at = now_;
+    job.error = SanitizeUtf8(error);
+  }
+  Ended(job);
+  CancelRows(job_id, "");
+  // A failed sub-job fails the task that started it; a cancelled one was cancelled
+  // with (or by) its parent, which decides for itself.
+  if (job.parent_id.empty() || state != JobState::kFailed) return;
+  TaskRecord* parent = T(job.parent_id);
+  if (parent == nullptr) return;
+  if (Finish(*parent, TaskState::kFailed, "", error, "", std::nullopt)) TaskFailed(parent->id);
+}
+
+void Decider::Ended(const JobRecord& job) {
+  if (Def(job).timeout) after_.push_back(DisarmJobTimeout{job.id});
+  finished_jobs_.push_back(job.id);
+}
+
+bool Decider::Finish(TaskRecord& t, TaskState state, const std::string& result,
+                     const std::string& error, const std::string& from_node,
+                     std::optional<TimePoint> started_at, TimePoint now) {
+  if (IsTerminal(t.state)) return false;
+  if (!from_node.empty()) {
+    if (!t.node_id.empty() && t.node_id != from_node) return false;  // a duplicate
+    t.node_id = from_node;
+    if (!t.started_at) t.started_at = started_at.value_or(now);
+  }
+  t.state = state;
+  if (state == TaskState::kFailed) {
+    t.failed_at = now;
+    t.error = SanitizeUtf8(error);
+  } else {
+    t.completed_at = now;
+    if (state == TaskState::kCompleted) {
+      t.result = result;
+      t.progress = 100;
+    }
+    if (state == TaskState::kCancelled && !error.empty()) t.error = error;
+  }
+  return true;
+}
+
+bool Decider::Finish(TaskRecord& t, TaskState state, const std::string& result,
+                     const std::string& error, const std::string& from_node,
+                     std::optional<TimePoint> started_at) {
+  return Finish(t, state, result, error, from_node, started_at, now_);
+}
+
+// The job's context: its row's, or the view's shared one until this decision changes it.
+const json& Decider::Ctx(const JobRecord& job) const {
+  if (context_changed_.contains(job.id)) return job.context;
+  auto it = view_.contexts.find(job.id);
+  return it != view_.contexts.end() && it->second != nullptr ? *it->second : job.context;
+}
+
+// The context of `job`, owned by its row from now on, to be changed.
+json& Decider::MutableCtx(JobRecord& job) {
+  if (!context_changed_.contains(job.id)) {
+    auto it = view_.contexts.find(job.id);
+    if (it != view_.contexts.end() && it->second != nullptr) job.context = *it->second;
+    context_changed_.insert(job.id);
+  }
+  return job.context;
+}
+
+// What a task's templates see: the loop variables `extra` over the job's context (no
+// copy of the context, however big).
+expr::Vars Decider::VarsFor(const JobRecord& job, const json& extra) const {
+  return expr::Vars(Ctx(job), extra);
+}
+
+// A new row for definition `def`, taken as far as it goes now.
+void Decider::DispatchNew(Task def, const std::string& job_id, const std::string& parent_id,
+                          int position, const json& extra, int index) {
+  const JobRecord& job = *J(job_id);
+  TaskRecord row;
+  row.id = MakeId();
+  row.job_id = job_id;
+  row.parent_id = parent_id;
+  row.position = position;
+  row.each_index = index;
+  row.state = TaskState::kPending;
+  row.created_at = now_;
+  ApplyDefaults(Def(job).defaults, def);
+  row.task = std::move(def);
+  if (row.task.IsComposite()) row.scope = extra;
+  std::string id = NewTask(std::move(row)).id;
+  Dispatch(id, extra, /*evaluated=*/false);
+}
+
+void Decider::FailNow(TaskRecord& t, const std::string& error) {
+  t.state = TaskState::kFailed;
+  t.failed_at = now_;
+  t.error = SanitizeUtf8(error);
+  TaskFailed(t.id);
+}
+
+// Takes a row (PENDING or CREATED) as far as its kind takes it now.
+void Decider::Dispatch(const std::string& id, const json& extra, bool evaluated) {
+  TaskRecord& t = *T(id);
+  const JobRecord& job = *J(t.job_id);
+  if (!evaluated) {
+    const expr::Vars vars = VarsFor(job, extra);
+    if (!t.task.if_expr.empty()) {
+      auto runs = EvaluateCondition(t.task.if_expr, vars, options_);
+      if (!runs.ok()) return FailNow(t, runs.status().message());
+      if (!*runs) {
+        t.state = TaskState::kSkipped;
+        t.completed_at = now_;
+        return TaskDone(id);
+      }
+    }
+    Status ok = EvaluateTask(t.task, vars, options_);
+    if (!ok.ok()) return FailNow(t, ok.message());
+  }
+  switch (KindOf(t.task)) {
+    case TaskKind::kRunnable:
+      return Queue(t);
+    case TaskKind::kParallel:
+      return DispatchParallel(id, extra);
+    case TaskKind::kEach:
+      return DispatchEach(id, extra);
+    case TaskKind::kSubJob:
+      return DispatchSubJob(id);
+  }
+}
+
+void Decider::TaskDone(const std::string& id) {
+  TaskRecord& t = *T(id);
+  JobRecord* job = J(t.job_id);
+  if (job == nullptr) return;
+  if (t.state == TaskState::kCompleted && !t.task.var.empty()) {
+    json value = SanitizeUtf8(t.result);
+    const json& context = Ctx(*job);
+    auto tasks = context.find("tasks");
+    bool same = false;
+    if (tasks != context.end() && tasks->is_object()) {
+      auto slot = tasks->find(t.task.var);
+      same = slot != tasks->end() && *slot == value;
+    }
+    if (!same) MutableCtx(*job)["tasks"][t.task.var] = std::move(value);
+  }
+  if (t.parent_id.empty()) return Advance(t.job_id, t.position);
+  ChildDone(t.parent_id);
+}
+
+void Decider::ChildDone(const std::string& parent_id) {
+  TaskRecord* p = T(parent_id);
+  if (p == nullptr || IsTerminal(p->state)) return;
+  ++p->completions;
+  if (KindOf(p->task) == TaskKind::kEach && running_[parent_id] > 0) --running_[parent_id];
+  if (p->completions >= Expected(*p)) {
+    if (Finish(*p, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(parent_id);
+    return;
+  }
+  if (KindOf(p->task) == TaskKind::kEach) FillSlots(parent_id);
+}
+
+void Decider::Retry(const std::string& failed_id) {
+  const TaskRecord& failed = *T(failed_id);
+  TaskRecord next;
+  next.id = MakeId();
+  next.job_id = failed.job_id;
+  next.parent_id = failed.parent_id;
+  next.position = failed.position;
+  next.state = TaskState::kPending;
+  next.created_at = now_;
+  next.task = failed.task;
+  next.task.retry->attempts = failed.task.retry->attempts + 1;
+  next.each_index = failed.each_index;
+  TaskRecord& row = NewTask(std::move(next));
+  Duration delay = RetryDelay(*row.task.retry, row.task.retry->attempts);
+  if (delay <= Duration::zero()) return Queue(row);
+  after_.push_back(StartAt{row.id, now_ + delay});
+}
+
+void Decider::TaskFailed(const std::string& id) {
+  TaskRecord& t = *T(id);
+  // The error (often the task's last output lines) goes up to the parent and the job:
+  // its own secret values are hidden in it now.
+  std::vector<std::string> secrets;
+  AddSecretValues(t.task, secrets);
+  std::string error = RedactText(t.error, secrets);
+  if (t.parent_id.empty()) return FailJob(t.job_id, error, JobState::kFailed);
+  TaskRecord* parent = T(t.parent_id);
+  if (parent == nullptr) return;
+  if (!Finish(*parent, TaskState::kFailed, "", error, "", std::nullopt)) return;
+  // Fail fast: the group's other children are cancelled.
+  CancelRows(parent->job_id, parent->id);
+  TaskFailed(parent->id);
+}
+
+bool Decider::Under(const TaskRecord& row, const std::string& ancestor) {
+  for (const TaskRecord* r = &row; !r->parent_id.empty();) {
+    if (r->parent_id == ancestor) return true;
+    r = T(r->parent_id);
+    if (r == nullptr) return false;
+  }
+  return false;
+}
+
+// Cancels the active rows of a job (below `under`): the rows this decision holds in
+// the overlay, with what their cancel must tell; the stored rest in one CancelActive.
+void Decider::CancelRows(const std::string& job_id, const std::string& under) {
+  std::vector<std::string> ids;
+  const std::vector<std::string> order = task_order_;  // Under may read more rows
+  for (const std::string& id : order) {
+    const TaskRecord& row = view_.tasks.at(id);
+    if (row.job_id != job_id || IsTerminal(row.state)) continue;
+    if (!under.empty() && !Under(row, under)) continue;
+    ids.push_back(id);
+  }
+  std::vector<CancelledRow> told;
+  for (const std::string& id : ids) {
+    TaskRecord& row = view_.tasks.at(id);
+    CancelledRow c{row.id, row.state, row.node_id, row.subjob_id};
+    row.state = TaskState::kCancelled;
+    row.completed_at = now_;
+    // A row made in this decision was never published: nothing to tell about it.
+    if (!new_tasks_.contains(id)) {
+      told.push_back(std::move(c));
+    } else if (!row.subjob_id.empty()) {
+      follow_.push_back(Cancel{row.subjob_id});
+    }
+  }
+  for (Effect& e : AfterCancel(told, view_.policy)) {
+    if (auto* f = std::get_if<FollowUp>(&e)) {
+      follow_.push_back(std::move(f->event));
+    } else {
+      after_.push_back(std::move(e));
+    }
+  }
+  cancels_.push_back(CancelActive{job_id, under, now_});
+}
+
+bool IsRowEffect(const Effect& effect) {
+  return std::holds_alternative<CreateJob>(effect) || std::holds_alternative<UpdateJob>(effect) ||
+         std::holds_alternative<CreateTask>(effect) || std::holds_alternative<UpdateTask>(effect) ||
+         std::holds_alternative<CancelActive>(effect);
+}
+
+std::vector<Effect> Decide(const Event& event, const View& view, TimePoint now) {
+  return Decide(event, View(view), now);
+}
+
+std::vector<Effect> Decide(const Event& event, View&& view, TimePoint now) {
+  Decider decider(std::move(view), now);
+  std::visit([&](const auto& e) { decider.On(e); }, event);
+  return decider.Effects();
+}
+
+std::vector<Effect> AfterCancel(const std::vector<CancelledRow>& rows, const Policy& policy) {
+  std::vector<Effect> out;
+  std::vector<Effect> kills;
+  std::vector<Effect> follow;
+  for (const CancelledRow& row : rows) {
+    if (!row.subjob_id.empty()) follow.push_back(FollowUp{Cancel{row.subjob_id}});
+    if (!row.node_id.empty()) {
+      kills.push_back(Kill{row.node_id, row.id});
+    } else if (row.was == TaskState::kRunning) {
+      // Running on no node: a composite, whose rows below were cancelled with it.
+    } else if (row.was != TaskState::kCreated || policy.durable_broker) {
+      // Possibly in a queue. (A CREATED row is in one only with a durable broker, whose
+      // confirm comes before the row is marked.)
+      out.push_back(Drop{row.id});
+    }
+  }
+  // Drops first: the slot a kill frees must not take a dropped task before its worker
+  // heard of the drop.
+  for (Effect& e : kills) out.push_back(std::move(e));
+  for (Effect& e : follow) out.push_back(std::move(e));
+  return out;
+}
+
+JobRecord NewJobRecord(const Job& job, const std::string& parent_task_id, std::string id,
+                       TimePoint now) {
+  JobRecord record;
+  record.id = std::move(id);
+  record.parent_id = parent_task_id;
+  record.state = JobState::kPending;
+  record.created_at = now;
+  record.job = job;
+  record.task_count = static_cast<int>(job.tasks.size());
+  record.position = 1;
+  record.context = {{"inputs", job.inputs},
+                    {"secrets", job.secrets},
+                    {"tasks", json::object()},
+                    {"job", {{"id", record.id}, {"name", job.name}}}};
+  return record;
+}
+
+}  // namespace baton::flow

@@ -1,0 +1,165 @@
+// The Decider: one per decision. It owns the view and changes its rows in place; the
+// first time a rule touches a stored row, the row's state columns are noted, and the
+// effects are the touched rows whose state differs at the end (one write per changed
+// row, the row moved into its effect), then what the commit must be followed by. Nothing
+// here copies a job's definition or a composite's subtree: a decision costs what the rows
+// it touches cost, bounded by the depth of nesting, never by the size of the job.
+//
+// Where each rule is defined: the events, the job's steps, the common task rules and the
+// effects in decider.cc; a kind's own rules in kinds/<kind>.cc (runnable: the worker's
+// events, queueing, retries' redelivery; parallel; each: its slots; subjob); reconciling
+// from stored rows in frontier.cc. Internal to flow: callers use flow/flow.h.
+//
+// Thread-safety: a Decider is used by one thread, for one decision.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/states.h"
+#include "expr/expr.h"
+#include "flow/flow.h"
+
+namespace baton::flow {
+
+using nlohmann::json;
+
+// A task that ended well: COMPLETED, or SKIPPED (its `if` was false).
+inline bool IsDone(TaskState s) { return s == TaskState::kCompleted || s == TaskState::kSkipped; }
+// Started: its tasks are being run. SCHEDULED until one of them starts, RUNNING after (as
+// Tork's jobs).
+inline bool Going(JobState s) { return s == JobState::kScheduled || s == JobState::kRunning; }
+
+// Children a composite must see finish before it completes.
+int Expected(const TaskRecord& row);
+
+// The columns a rule may change on a stored row (a stored row's definition, scope, id,
+// parents and position never change): what Effects compares to tell a write.
+struct TaskColumns {
+  TaskState state;
+  std::optional<TimePoint> scheduled_at, started_at, completed_at, failed_at;
+  std::string error, result, node_id, subjob_id;
+  double progress;
+  int redelivered, each_size, each_index, completions;
+  friend bool operator==(const TaskColumns&, const TaskColumns&) = default;
+};
+// The same for a job; its context is tracked apart (Decider::context_changed_).
+struct JobColumns {
+  JobState state;
+  std::optional<TimePoint> started_at, completed_at, failed_at, delete_at;
+  int position, task_count;
+  double progress;
+  std::string result, error;
+  friend bool operator==(const JobColumns&, const JobColumns&) = default;
+};
+
+class Decider {
+ public:
+  Decider(View view, TimePoint now);
+  // Its templates' random source refers to it.
+  Decider(const Decider&) = delete;
+  Decider& operator=(const Decider&) = delete;
+
+  // Events (decider.cc; a runnable's in kinds/runnable.cc, FillEach in kinds/each.cc).
+  void On(const Submit& e);
+  void On(const StartJob& e);
+  void On(const Started& e);
+  void On(const Completed& e);
+  void On(const Failed& e);
+  void On(const TaskTimedOut& e);
+  void On(const WorkerCancelled& e);
+  void On(const Redelivery& e);
+  void On(const LeaseExpired& e);
+  void On(const Progress& e);
+  void On(const Cancel& e);
+  void On(const Restart& e);
+  void On(const JobTimedOut& e);
+  void On(const StepFailed& e);
+  void On(const RetryDue& e);
+  void On(const FillEach& e);
+
+  // What must be in flight for a job whose every row the view holds (frontier.cc).
+  void Reconcile(const std::string& job_id, const std::vector<std::string>& ids,
+                 const std::set<std::string>* live_nodes);
+
+  // Once, at the end: the rows move into their effects.
+  std::vector<Effect> Effects();
+
+ private:
+  // The overlay.
+  TaskRecord* T(const std::string& id);
+  JobRecord* J(const std::string& id);
+  const Job& Def(const JobRecord& job) const;
+  JobRecord& NewJob(JobRecord row);
+  TaskRecord& NewTask(TaskRecord row);
+  std::string MakeId();
+
+  // Jobs.
+  void Ran(const std::string& job_id);
+  void Arm(const JobRecord& job, TimePoint from);
+  void StartJobRule(const std::string& job_id);
+  void Advance(const std::string& job_id, int position);
+  void CompleteJob(const std::string& job_id);
+  void FailJob(const std::string& job_id, const std::string& error, JobState state);
+  void Ended(const JobRecord& job);
+
+  // Tasks.
+  static bool Finish(TaskRecord& t, TaskState state, const std::string& result,
+                     const std::string& error, const std::string& from_node,
+                     std::optional<TimePoint> started_at, TimePoint now);
+  bool Finish(TaskRecord& t, TaskState state, const std::string& result, const std::string& error,
+              const std::string& from_node, std::optional<TimePoint> started_at);
+  const json& Ctx(const JobRecord& job) const;
+  json& MutableCtx(JobRecord& job);
+  expr::Vars VarsFor(const JobRecord& job, const json& extra) const;
+  void DispatchNew(Task def, const std::string& job_id, const std::string& parent_id, int position,
+                   const json& extra, int index);
+  void FailNow(TaskRecord& t, const std::string& error);
+  void Dispatch(const std::string& id, const json& extra, bool evaluated);
+  void TaskDone(const std::string& id);
+  void ChildDone(const std::string& parent_id);
+  void Retry(const std::string& failed_id);
+  void TaskFailed(const std::string& id);
+  bool Under(const TaskRecord& row, const std::string& ancestor);
+  void CancelRows(const std::string& job_id, const std::string& under);
+
+  // Kinds.
+  void Queue(TaskRecord& t);  // runnable
+  void WorkerFailure(const std::string& task_id, const std::string& node, const std::string& error,
+                     std::optional<TimePoint> started_at);
+  void Redeliver(const std::string& lost_id);
+  void DispatchParallel(const std::string& id, const json& extra);
+  void DispatchEach(const std::string& id, const json& extra);
+  void FillSlots(const std::string& each_id);
+  void DispatchSubJob(const std::string& id);
+
+  View view_;  // its jobs and tasks are the rows as this decision leaves them
+  TimePoint now_;
+  std::map<std::string, JobColumns> job_columns_;    // touched stored job → as read
+  std::map<std::string, TaskColumns> task_columns_;  // touched stored task → as read
+  std::set<std::string> context_changed_;
+  std::vector<std::string> job_order_;
+  std::vector<std::string> task_order_;
+  std::set<std::string> new_jobs_;
+  std::set<std::string> new_tasks_;
+  std::map<std::string, std::deque<std::string>> waiting_;
+  std::set<std::string> fill_asked_;
+  std::map<std::string, int> running_;  // each → children started and not done
+  std::set<std::string> all_known_;     // eaches whose every CREATED child is in waiting_
+  std::vector<CancelActive> cancels_;
+  std::vector<Effect> after_;
+  std::vector<std::string> starts_;
+  std::vector<std::string> finished_jobs_;
+  std::vector<Event> follow_;
+  int made_ = 0;
+  expr::EvalOptions options_;  // what templates' now() and randomInt() give
+  std::uint64_t random_ = 0;   // randomInt()'s state
+};
+
+}  // namespace baton::flow

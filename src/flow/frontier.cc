@@ -1,0 +1,165 @@
+// Frontier: from a job's rows alone, what must be in flight (reconciling after a crash).
+#include <algorithm>
+#include <map>
+
+#include "core/evaluate.h"
+#include "core/task_kind.h"
+#include "flow/decider.h"
+
+namespace baton::flow {
+namespace {
+
+// Frontier's view holds every row of the job.
+View FullView(const JobRecord& job, std::vector<TaskRecord>&& rows, const Policy& policy,
+              const std::string& id_seed) {
+  View view;
+  view.jobs[job.id] = job;
+  view.policy = policy;
+  view.id_seed = id_seed;
+  for (TaskRecord& row : rows) {
+    std::string id = row.id;
+    view.tasks.insert_or_assign(std::move(id), std::move(row));
+  }
+  return view;
+}
+
+}  // namespace
+
+void Decider::Reconcile(const std::string& job_id, const std::vector<std::string>& ids,
+                        const std::set<std::string>* live_nodes) {
+  JobRecord* job = J(job_id);
+  if (job == nullptr || !IsActive(job->state)) return;
+  if (job->state == JobState::kPending) {
+    StartJobRule(job->id);
+    return;
+  }
+  if (Def(*job).timeout && job->started_at) Arm(*job, *job->started_at);
+  // Every each's CREATED children, in index order, wait for a slot.
+  std::vector<const TaskRecord*> created;
+  std::map<std::string, std::vector<std::string>> children;  // composite → its rows
+  for (const std::string& id : ids) {
+    const TaskRecord& row = view_.tasks.at(id);
+    if (row.state == TaskState::kCreated && !row.parent_id.empty()) created.push_back(&row);
+    if (!row.parent_id.empty()) children[row.parent_id].push_back(id);
+  }
+  std::sort(created.begin(), created.end(),
+            [](const TaskRecord* a, const TaskRecord* b) { return a->each_index < b->each_index; });
+  for (const TaskRecord* row : created) waiting_[row->parent_id].push_back(row->id);
+  // Runnable rows lost in flight (or on a node that is gone).
+  for (const std::string& id : ids) {
+    TaskRecord* row = T(id);
+    if (row == nullptr || KindOf(row->task) != TaskKind::kRunnable) continue;
+    if (row->state == TaskState::kPending ||
+        (row->state == TaskState::kScheduled && !view_.policy.durable_broker)) {
+      if (row->state == TaskState::kPending && row->task.retry && row->task.retry->attempts > 0) {
+        TimePoint due = row->created_at + RetryDelay(*row->task.retry, row->task.retry->attempts);
+        if (due > now_) {
+          after_.push_back(StartAt{row->id, due});
+          continue;
+        }
+      }
+      if (row->state == TaskState::kScheduled) {
+        starts_.push_back(row->id);  // stored as queued already: published again only
+      } else {
+        Queue(*row);
+      }
+    } else if (row->state == TaskState::kRunning && live_nodes != nullptr &&
+               !live_nodes->contains(row->node_id)) {
+      On(LeaseExpired{row->id, row->node_id});
+    }
+  }
+  // Composites: recount from their children, finish or refill them. A child is known
+  // by its each_index (its retries share it); its latest row counts.
+  for (const std::string& id : ids) {
+    TaskRecord* row = T(id);
+    if (row == nullptr || row->state != TaskState::kRunning) continue;
+    TaskKind kind = KindOf(row->task);
+    if (kind != TaskKind::kParallel && kind != TaskKind::kEach) continue;
+    std::map<int, const TaskRecord*> latest;
+    for (const std::string& child_id : children[row->id]) {
+      const TaskRecord* child = T(child_id);
+      const TaskRecord*& slot = latest[child->each_index];
+      if (slot == nullptr || child->created_at > slot->created_at ||
+          (child->created_at == slot->created_at && !IsTerminal(child->state))) {
+        slot = child;
+      }
+    }
+    int done = 0;
+    int running = 0;
+    const TaskRecord* failed = nullptr;
+    for (const auto& [index, child] : latest) {
+      if (IsDone(child->state)) ++done;
+      if (child->state != TaskState::kCreated && !IsTerminal(child->state)) ++running;
+      if (!IsDone(child->state) && IsTerminal(child->state) && failed == nullptr) failed = child;
+    }
+    row->completions = done;
+    if (kind == TaskKind::kEach) {
+      running_[row->id] = running;
+      all_known_.insert(row->id);
+    }
+    if (failed != nullptr) {
+      const auto& retry = failed->task.retry;
+      if (failed->state == TaskState::kFailed && retry && retry->attempts < retry->limit) {
+        Retry(failed->id);
+      } else {
+        TaskFailed(failed->id);
+        continue;
+      }
+    }
+    if (done >= Expected(*row)) {
+      if (Finish(*row, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(row->id);
+      continue;
+    }
+    if (kind == TaskKind::kEach) FillSlots(row->id);
+  }
+  // The current top-level step: never created, or finished and not acted on. The rows
+  // created above count: a step whose lease expired has its new attempt as its latest
+  // row (otherwise its old, FAILED, row read as the step's end and failed the job).
+  if (!Going(job->state)) return;
+  std::vector<std::string> rows = ids;
+  for (const std::string& id : task_order_) {
+    if (new_tasks_.contains(id)) rows.push_back(id);
+  }
+  const TaskRecord* latest = nullptr;
+  for (const std::string& id : rows) {
+    const TaskRecord* row = T(id);
+    if (!row->parent_id.empty() || row->position != job->position) continue;
+    if (latest == nullptr || row->created_at > latest->created_at ||
+        (row->created_at == latest->created_at && !IsTerminal(row->state))) {
+      latest = row;
+    }
+  }
+  if (latest == nullptr) {
+    if (job->position > job->task_count || job->task_count == 0) {
+      CompleteJob(job->id);
+    } else {
+      DispatchNew(Def(*job).tasks[static_cast<std::size_t>(job->position - 1)], job->id, "",
+                  job->position, json::object(), 0);
+    }
+    return;
+  }
+  if (IsDone(latest->state)) {
+    TaskDone(latest->id);
+  } else if (latest->state == TaskState::kFailed) {
+    const auto& retry = latest->task.retry;
+    if (retry && retry->attempts < retry->limit) {
+      Retry(latest->id);
+    } else {
+      TaskFailed(latest->id);
+    }
+  }
+}
+
+std::vector<Effect> Frontier(const JobRecord& job, std::vector<TaskRecord> rows, TimePoint now,
+                             const Policy& policy, const std::set<std::string>* live_nodes,
+                             const std::string& id_seed) {
+  std::vector<std::string> ids;
+  ids.reserve(rows.size());
+  for (const TaskRecord& row : rows) ids.push_back(row.id);
+  View view = FullView(job, std::move(rows), policy, id_seed);
+  Decider decider(std::move(view), now);
+  decider.Reconcile(job.id, ids, live_nodes);
+  return decider.Effects();
+}
+
+}  // namespace baton::flow

@@ -1,0 +1,143 @@
+// A runnable task: queued for a worker (the broker executor starts it), and the events
+// its worker reports: started, progress, an outcome, handed back, its lease lost.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/duration.h"
+#include "core/evaluate.h"
+#include "core/messages.h"
+#include "core/task_kind.h"
+#include "flow/decider.h"
+
+namespace baton::flow {
+
+void Decider::On(const Started& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr) return;
+  bool elsewhere = !t->node_id.empty() && t->node_id != e.node_id;
+  if (IsTerminal(t->state) || (t->state == TaskState::kRunning && elsewhere)) {
+    // Cancelled while queued, or a second delivery: stop it where it runs now (a start
+    // heard after the same node reported it done has nothing left to stop).
+    bool done_here = t->state == TaskState::kCompleted && t->node_id == e.node_id;
+    if (!done_here && !e.node_id.empty()) after_.push_back(Kill{e.node_id, e.task_id});
+    return;
+  }
+  if (t->state != TaskState::kScheduled && t->state != TaskState::kPending &&
+      t->state != TaskState::kCreated) {
+    return;
+  }
+  t->state = TaskState::kRunning;
+  t->started_at = e.at;
+  if (!t->scheduled_at) t->scheduled_at = e.at;
+  t->node_id = e.node_id;
+  Ran(t->job_id);
+}
+
+void Decider::On(const Completed& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t != nullptr && !IsTerminal(t->state)) Ran(t->job_id);
+  if (t == nullptr || !Finish(*t, TaskState::kCompleted, e.result, "", e.node_id, e.started_at)) {
+    return;
+  }
+  TaskDone(t->id);
+}
+
+void Decider::On(const Failed& e) { WorkerFailure(e.task_id, e.node_id, e.error, e.started_at); }
+
+void Decider::On(const TaskTimedOut& e) {
+  WorkerFailure(e.task_id, e.node_id, "task timed out after " + FormatDuration(e.timeout),
+                std::nullopt);
+}
+
+void Decider::On(const WorkerCancelled& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t != nullptr) Finish(*t, TaskState::kCancelled, "", e.error, e.node_id, std::nullopt);
+}
+
+void Decider::On(const Redelivery& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr || !Finish(*t, TaskState::kFailed, "", e.error, e.node_id, std::nullopt)) {
+    return;
+  }
+  JobRecord* job = J(t->job_id);
+  if (job != nullptr && IsActive(job->state)) Redeliver(t->id);
+}
+
+void Decider::On(const LeaseExpired& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr || t->state != TaskState::kRunning || t->node_id != e.node_id ||
+      KindOf(t->task) != TaskKind::kRunnable) {
+    return;
+  }
+  std::string error = fmt::format("node {} stopped heartbeating while the task ran", e.node_id);
+  if (!Finish(*t, TaskState::kFailed, "", error, e.node_id, std::nullopt)) return;
+  Redeliver(t->id);
+}
+
+void Decider::On(const Progress& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr || IsTerminal(t->state)) return;
+  double p = std::clamp(e.progress, 0.0, 100.0);
+  t->progress = p;
+  if (!t->parent_id.empty()) return;
+  JobRecord* job = J(t->job_id);
+  if (job == nullptr || !Going(job->state) || job->position != t->position) return;
+  job->progress = 100.0 * ((t->position - 1) + p / 100.0) / std::max(1, job->task_count);
+}
+
+void Decider::On(const RetryDue& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr || t->state != TaskState::kPending) return;  // cancelled, or started
+  Queue(*t);
+}
+
+// Stored to be published (or, with a durable broker, PENDING until confirmed) and
+// started after the commit.
+void Decider::Queue(TaskRecord& t) {
+  if (view_.policy.durable_broker) {
+    t.state = TaskState::kPending;
+  } else {
+    t.state = TaskState::kScheduled;
+    t.scheduled_at = now_;
+  }
+  starts_.push_back(t.id);
+}
+
+void Decider::WorkerFailure(const std::string& task_id, const std::string& node,
+                            const std::string& error, std::optional<TimePoint> started_at) {
+  TaskRecord* t = T(task_id);
+  if (t != nullptr && !IsTerminal(t->state) && !node.empty()) Ran(t->job_id);
+  if (t == nullptr || !Finish(*t, TaskState::kFailed, "", error, node, started_at)) return;
+  const auto& retry = t->task.retry;
+  JobRecord* job = J(t->job_id);
+  bool job_active = job != nullptr && IsActive(job->state);
+  if (job_active && retry && retry->attempts < retry->limit) {
+    Retry(task_id);
+  } else {
+    TaskFailed(task_id);
+  }
+}
+
+void Decider::Redeliver(const std::string& lost_id) {
+  TaskRecord& lost = *T(lost_id);
+  if (lost.redelivered >= view_.policy.max_redeliveries) {
+    lost.error =
+        fmt::format("{} (re-queued {} times already: giving up)", lost.error, lost.redelivered);
+    return TaskFailed(lost_id);
+  }
+  TaskRecord next = lost;
+  next.id = MakeId();
+  next.state = TaskState::kPending;
+  next.created_at = now_;
+  next.scheduled_at.reset();
+  next.started_at.reset();
+  next.failed_at.reset();
+  next.error.clear();
+  next.node_id.clear();
+  next.progress = 0;
+  next.redelivered = lost.redelivered + 1;
+  Queue(NewTask(std::move(next)));
+}
+
+}  // namespace baton::flow

@@ -1,0 +1,57 @@
+// ReadsOf: what each event reads, in one place. The shell's ReadView and the simulator's
+// view builder read exactly this; a rule that needs a row not named here finds it absent.
+#include "flow/flow.h"
+
+namespace baton::flow {
+namespace {
+
+// The task (or the job) and everything up to the top-level job: its ancestors with
+// their eaches' children, and every job on the way whole (a step's end may complete its
+// parent, which may complete its job, which may end the task of a sub-job, and so on).
+Reads Tree(const std::string& task_id, const std::string& job_id) {
+  return {.task_id = task_id,
+          .job_id = job_id,
+          .task = !task_id.empty(),
+          .job = true,
+          .job_whole = true,
+          .ancestors = true,
+          .each_children = true};
+}
+Reads TaskTree(const std::string& task_id) { return Tree(task_id, ""); }
+Reads JobTree(const std::string& job_id) { return Tree("", job_id); }
+
+// One overload per event: a new event does not compile until it says what it reads.
+struct ReadsVisitor {
+  // The job's row is in the event.
+  Reads operator()(const Submit& e) const { return {.job_id = e.job.id}; }
+  Reads operator()(const StartJob& e) const { return JobTree(e.job_id); }
+  // A start moves the task, and its job and the SCHEDULED jobs above it to RUNNING:
+  // their state rows only.
+  Reads operator()(const Started& e) const {
+    return {.task_id = e.task_id, .task = true, .job = true, .scheduled_parents = true};
+  }
+  Reads operator()(const Completed& e) const { return TaskTree(e.task_id); }
+  Reads operator()(const Failed& e) const { return TaskTree(e.task_id); }
+  // A cancelled row's end: nothing above it decides anything more.
+  Reads operator()(const WorkerCancelled& e) const { return {.task_id = e.task_id, .task = true}; }
+  Reads operator()(const TaskTimedOut& e) const { return TaskTree(e.task_id); }
+  Reads operator()(const Redelivery& e) const { return TaskTree(e.task_id); }
+  Reads operator()(const LeaseExpired& e) const { return TaskTree(e.task_id); }
+  // The task's progress, and its job's for a top-level step (state columns).
+  Reads operator()(const Progress& e) const {
+    return {.task_id = e.task_id, .task = true, .job = true};
+  }
+  Reads operator()(const Cancel& e) const { return JobTree(e.job_id); }
+  Reads operator()(const Restart& e) const { return JobTree(e.job_id); }
+  Reads operator()(const JobTimedOut& e) const { return JobTree(e.job_id); }
+  // The row is queued again: nothing else changes.
+  Reads operator()(const RetryDue& e) const { return {.task_id = e.task_id, .task = true}; }
+  Reads operator()(const FillEach& e) const { return TaskTree(e.task_id); }
+  Reads operator()(const StepFailed& e) const { return JobTree(e.job_id); }
+};
+
+}  // namespace
+
+Reads ReadsOf(const Event& event) { return std::visit(ReadsVisitor{}, event); }
+
+}  // namespace baton::flow

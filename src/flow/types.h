@@ -1,0 +1,296 @@
+// flow's vocabulary: the events it decides, the View (the stored rows) an event reads,
+// the Policy of the deployment, and the effects a decision gives. The functions over them
+// are in flow/flow.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/clock.h"
+#include "core/duration.h"
+#include "core/records.h"
+
+namespace baton::flow {
+
+// ------------------------------------------------------------------------- events
+// What each event reads: ReadsOf (reads.cc).
+
+// A job to store and start (its row, PENDING, not stored yet).
+struct Submit {
+  JobRecord job;
+};
+// A stored PENDING job to start (started in the background, a sub-job, a reconcile).
+struct StartJob {
+  std::string job_id;
+};
+// A worker took the task: a SCHEDULED job is RUNNING once one of its tasks starts, and
+// so are the SCHEDULED jobs above it through sub-jobs.
+struct Started {
+  std::string task_id;
+  std::string node_id;
+  TimePoint at{};
+};
+// A worker's outcomes.
+struct Completed {
+  std::string task_id;
+  std::string node_id;
+  std::string result;
+  std::optional<TimePoint> started_at;
+};
+struct Failed {
+  std::string task_id;
+  std::string node_id;
+  std::string error;
+  std::optional<TimePoint> started_at;
+};
+// The worker stopped the task because a cancel told it to.
+struct WorkerCancelled {
+  std::string task_id;
+  std::string node_id;
+  std::string error;
+};
+// The worker's runtime stopped the task at its `timeout`: a failure (retried as one).
+struct TaskTimedOut {
+  std::string task_id;
+  std::string node_id;
+  Duration timeout{};
+};
+// The worker handed the task back unrun (it is stopping): a new attempt elsewhere, at
+// most max_redeliveries times.
+struct Redelivery {
+  std::string task_id;
+  std::string node_id;
+  std::string error;
+};
+// The task's node stopped heartbeating while it ran.
+struct LeaseExpired {
+  std::string task_id;
+  std::string node_id;
+};
+// Progress of a running task, 0..100.
+struct Progress {
+  std::string task_id;
+  double progress = 0;
+};
+struct Cancel {
+  std::string job_id;
+};
+struct Restart {
+  std::string job_id;
+};
+struct JobTimedOut {
+  std::string job_id;
+  Duration timeout{};
+};
+// A retry's backoff is over.
+struct RetryDue {
+  std::string task_id;
+};
+// An each has free slots and CREATED children the view did not hold (Decide asks for
+// it with a FollowUp).
+struct FillEach {
+  std::string task_id;
+};
+
+// A decision about the job's tree could not be stored for a lasting reason (a row the
+// datastore refuses, an internal error): the job (the shell names the top-level one)
+// fails with "the engine could not take a step: <error>" rather than stay RUNNING with
+// nothing in flight.
+struct StepFailed {
+  std::string job_id;
+  std::string error;
+};
+
+using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
+                           TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
+                           JobTimedOut, RetryDue, FillEach, StepFailed>;
+
+// ------------------------------------------------------------------------- view
+
+// What the shell knows of its deployment that changes a decision.
+struct Policy {
+  // The broker keeps messages (RabbitMQ): a row to publish is stored PENDING and marked
+  // SCHEDULED by the shell once the broker confirmed it; otherwise it is stored SCHEDULED.
+  bool durable_broker = false;
+  int max_redeliveries = 3;
+  // The most bytes a job may take as stored (the datastore's MaxJobBytes): a sub-job
+  // bigger than that, once its templates are evaluated, fails its task with the sizes.
+  std::size_t max_job_bytes = 32u << 20;
+};
+
+// The stored rows a decision reads: bounded by the depth of nesting and by the slots an
+// each may fill, never by the size of a job (a decision in a job of 20,000 tasks, or
+// about an each of 20,000 children, reads a handful of rows).
+//   - `jobs`: the event's job and, for a sub-job, the jobs of its parent chain;
+//   - `tasks`: the event's task row and every ancestor row (parent_id, and from a
+//     sub-job's job its parent_id task, up to the top-level job);
+//   - `next_created`: for every each among those rows, its CREATED children with the
+//     lowest each_index, in each_index order, as many as NextCreatedWanted says (or
+//     fewer: an each that runs out of them with slots free asks for more with a FillEach
+//     follow-up, decided against a fresh view);
+//   - `running_children`: for every each among those rows, how many of its children are
+//     neither CREATED nor finished (what its `concurrency` counts). A child's each_index
+//     is its index in its each, also when it is an each itself, so the count cannot be
+//     kept in the each's own each_index. Only an each with a `concurrency` needs it: for
+//     one without, a shell may give 0 (counting would read every queued child, 20,000 of
+//     them at each completion of an each of 20,000).
+//   - `definitions`: the definition of a job in `jobs` whose row was read without it (its
+//     `job` left empty). A running job's definition never changes and grows with the job
+//     (a chain of 20,000 steps), so a shell reads it once per job and shares it between
+//     decisions instead of copying it into every view. A job absent here has its
+//     definition in its row (what a test or the simulator may give). Decide neither
+//     copies nor writes it: a job's row effects carry its row as given.
+//   - `contexts`: the same for a job's context (its `context` left empty): it holds the
+//     job's inputs and secrets (100,000 inputs make 1.6 MB) and changes only when a task
+//     with a `var` completes, so a shell keeps it parsed between decisions. Decide reads
+//     it there, copies it only to change it, and then its UpdateJob (context set) carries
+//     the whole new context; any other UpdateJob of that job carries an empty one.
+// A parallel needs nothing of its children (its row counts their completions). A row
+// the decision needs and does not find makes it decide nothing for that part (a late
+// event about a deleted job, say).
+struct View {
+  std::map<std::string, JobRecord> jobs;
+  std::map<std::string, TaskRecord> tasks;
+  // each id → its next CREATED children, lowest each_index first
+  std::map<std::string, std::vector<TaskRecord>> next_created;
+  std::map<std::string, int> running_children;  // each id → children started, not done
+  std::map<std::string, std::shared_ptr<const Job>> definitions;  // job id → its definition
+  std::map<std::string, std::shared_ptr<const nlohmann::json>> contexts;  // job id → context
+  Policy policy;
+  // New ids are derived from this (the shell gives a fresh NewId() per decision): the
+  // i-th id made is the seed's first 12 characters (its time) and a hash of (seed, i).
+  std::string id_seed;
+  // Templates' randomInt() draws from a stream seeded with this; 0 (the default): seeded
+  // from id_seed, as ids are, so a shell that gives a fresh id_seed per decision need not
+  // set it. (Templates' now() is the decision's `now`.)
+  std::uint64_t random_seed = 0;
+};
+
+// What a decision about an event reads (ReadsOf): the one spec of the View a shell builds
+// for it (the scheduler's ReadView, the simulator's view builder). Nothing else is read.
+// A row the spec names and the store does not hold is left out (a late event about a
+// deleted job decides nothing for that part); a missing event task leaves the view empty.
+struct Reads {
+  // The task the event is about ("" for a job's event) and the job ("" for a task's event:
+  // the task row's job_id; for Submit, the new job's id, whose row the event carries).
+  std::string task_id;
+  std::string job_id;
+  // The event's task row.
+  bool task = false;
+  // The event's job (a task event's: the task row's job) as its state row (jobs, without
+  // its definition and context)...
+  bool job = false;
+  // ...and with them (definitions, contexts: a shell may share them between decisions).
+  bool job_whole = false;
+  // Up to the top-level job: the task's ancestor rows (parent_id), then the task that
+  // started the job as a sub-job (its parent_id) and its ancestors, and each of their
+  // jobs (read as `job_whole` says), up to a job without a parent task.
+  bool ancestors = false;
+  // Up only while the job is SCHEDULED (what a start moves to RUNNING): the task that
+  // started it as a sub-job, that task's job's state row, and so on while SCHEDULED.
+  bool scheduled_parents = false;
+  // For every each among the task rows read: running_children (counted only for an each
+  // with a concurrency; 0 otherwise) and next_created (NextCreatedWanted of them).
+  bool each_children = false;
+  friend bool operator==(const Reads&, const Reads&) = default;
+};
+
+// ------------------------------------------------------------------------- effects
+
+// Row writes, applied in order in the decision's transaction.
+struct CreateJob {
+  JobRecord row;
+};
+// `context`: the context changed too; else only the state columns (state, times,
+// position, progress, result, error, delete_at) need writing. Never the definition (a
+// stored job's never changes; `row.job` is empty when the view shared it).
+// `state_changed` and `progress_changed` (UpdateJob and UpdateTask): how the row differs
+// from the row as read, for the shell's webhooks (job.StateChange, task.Progress, ...).
+struct UpdateJob {
+  JobRecord row;
+  bool context = false;
+  bool state_changed = false;
+  bool progress_changed = false;
+};
+struct CreateTask {
+  TaskRecord row;
+};
+struct UpdateTask {
+  TaskRecord row;
+  bool state_changed = false;
+  bool progress_changed = false;
+};
+// Every active row of job `job_id` (below row `under`, when given) → CANCELLED at `at`,
+// in one write. The shell passes the rows it cancelled to AfterCancel.
+struct CancelActive {
+  std::string job_id;
+  std::string under;
+  TimePoint at{};
+};
+
+// After the commit.
+// Start the stored row through the executor of its kind (today every leaf kind is
+// runnable: the broker executor publishes it; with a durable broker the shell marks the
+// row SCHEDULED once the broker confirmed).
+struct Start {
+  TaskRecord row;
+};
+// Decide RetryDue{task_id} at `at` (a retry's backoff).
+struct StartAt {
+  std::string task_id;
+  TimePoint at{};
+};
+// Tell node `node_id` to stop the task (it runs there).
+struct Kill {
+  std::string node_id;
+  std::string task_id;
+};
+// Tell every live worker not to start the task (it may wait in a queue).
+struct Drop {
+  std::string task_id;
+};
+// Decide JobTimedOut at `at`, unless disarmed first. Arming again replaces the timer.
+struct ArmJobTimeout {
+  std::string job_id;
+  Duration timeout{};
+  TimePoint at{};
+};
+struct DisarmJobTimeout {
+  std::string job_id;
+};
+// The job reached a terminal state (the row as stored; its definition only if the
+// view's row held it).
+struct JobFinished {
+  JobRecord row;
+};
+// The request is refused (a cancel of a finished job, a restart of a running one): the
+// shell answers its caller with FailedPrecondition and this reason. Nothing else is
+// decided.
+struct Refused {
+  std::string reason;
+};
+// Decide this next, under the same tree lock, after this decision's effects.
+struct FollowUp {
+  Event event;
+};
+
+using Effect =
+    std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Start, StartAt, Kill,
+                 Drop, ArmJobTimeout, DisarmJobTimeout, JobFinished, Refused, FollowUp>;
+
+// A row a CancelActive cancelled, as the shell read it before (AfterCancel says what
+// its cancel must tell).
+struct CancelledRow {
+  std::string id;
+  TaskState was = TaskState::kPending;
+  std::string node_id;
+  std::string subjob_id;
+};
+
+}  // namespace baton::flow
