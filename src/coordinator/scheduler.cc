@@ -35,9 +35,9 @@ Status Handled(const Status& s, const char* what, const std::string& id) {
 // An event's name, as the metrics label it.
 std::string_view EventName(const flow::Event& event) {
   static constexpr std::string_view kNames[] = {
-      "Submit",       "StartJob",   "Started",      "Completed", "Failed", "WorkerCancelled",
-      "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",  "Cancel", "Restart",
-      "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed"};
+      "Submit",       "StartJob",   "Started",      "Completed",  "Failed",    "WorkerCancelled",
+      "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",   "Cancel",    "Restart",
+      "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed", "Published", "PublishRefused"};
   static_assert(std::size(kNames) == std::variant_size_v<flow::Event>,
                 "every flow::Event needs its name here");
   return kNames[event.index()];
@@ -75,7 +75,8 @@ void Scheduler::SetJobFinishedListener(std::function<void(const JobRecord&)> lis
 flow::Policy Scheduler::Policy() const {
   return flow::Policy{.durable_broker = options_.durable_broker,
                       .max_redeliveries = options_.max_redeliveries,
-                      .max_job_bytes = datastore_.MaxJobBytes()};
+                      .max_job_bytes = datastore_.MaxJobBytes(),
+                      .republish_delay = options_.republish_delay};
 }
 
 // ---------------------------------------------------------------------------- lock
@@ -235,25 +236,32 @@ void Scheduler::StartRows(std::vector<TaskRecord> rows) {
 }
 
 void Scheduler::Reported(StartReport report) {
-  if (options_.durable_broker && !report.published.empty()) {
-    Status s = datastore_.MarkScheduled(report.published, clock_.Now());
-    // Left PENDING: reconciling publishes them again, and a duplicate runs once.
-    if (!s.ok()) log::Error("marking published tasks scheduled failed", {{"error", s.message()}});
+  // Decided as events, in one scope, under the tree's lock still held: a row marked
+  // SCHEDULED or set back to PENDING sends its hook and change like any other move.
+  std::vector<flow::Event> events;
+  if (options_.durable_broker) {
+    for (std::string& id : report.published) events.push_back(flow::Published{std::move(id)});
   }
-  for (const StartReport::Refusal& refused : report.refused) {
-    if (!options_.durable_broker) {
-      // Stored SCHEDULED, but not in a queue: PENDING says so to whoever reconciles.
-      Status s = datastore_.UpdateTask(refused.task_id, [](TaskRecord& t) {
-        if (t.state == TaskState::kScheduled) t.state = TaskState::kPending;
-        return Status::Ok();
+  for (const StartReport::Refusal& r : report.refused) {
+    events.push_back(flow::PublishRefused{r.task_id, r.error});
+  }
+  if (events.empty()) return;
+  Decided decided = DecideLocked(
+      [&](Transaction& tx, JobCache::Scope& contexts) -> Result<std::vector<flow::Effect>> {
+        std::vector<flow::Effect> all;
+        for (const flow::Event& event : events) {
+          auto effects = Decide(tx, contexts, event);
+          if (!effects.ok()) return effects.status();
+          for (flow::Effect& e : *effects) all.push_back(std::move(e));
+        }
+        return all;
       });
-      if (!s.ok()) {
-        log::Error("marking a refused task pending failed",
-                   {{"task_id", refused.task_id}, {"error", s.message()}});
-      }
-    }
-    // Decided again as a retry whose backoff is over: a PENDING row is queued again.
-    RetryLater(refused.task_id, refused.job_id, clock_.Now() + options_.republish_delay);
+  if (decided.status.ok()) return;
+  // Published rows left PENDING are published again by reconciling (a duplicate runs
+  // once); refused ones are tried again all the same.
+  log::Error("recording what an executor reported failed", {{"error", decided.status.message()}});
+  for (const StartReport::Refusal& r : report.refused) {
+    RetryLater(r.task_id, r.job_id, clock_.Now() + options_.republish_delay);
   }
 }
 
