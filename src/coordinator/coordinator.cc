@@ -55,7 +55,8 @@ Coordinator::Coordinator(Datastore& datastore, Broker& broker, Clock& clock, Tim
                                                           ? JobSecrets(d.job_id)
                                                           : SecretsFor(d.job_id, d.task_id));
                           })),
-      scheduler_(datastore, broker, clock, timers,
+      broker_executor_(broker, options.scheduler.durable_broker),
+      scheduler_(datastore, broker, clock, timers, Executors{.runnable = &broker_executor_},
                  WakingWebhooks(options.scheduler, webhooks_.get(), &metrics_, &events_)),
       schedules_(datastore, scheduler_, clock, options.schedules) {
   schedules_.SetNextTickListener([this](TimePoint tick) { ArmScheduleLook(tick); });
@@ -76,54 +77,7 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   started_at_ = clock_.Now();
   if (relay_) BATON_RETURN_IF_ERROR(relay_->Start());
   if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
-  // A handler returns an error that may pass (datastore or lock unreachable) to have the
-  // event delivered again, after a pause so a long outage does not spin.
-  auto subscribe = [&](std::string_view queue, auto handle) -> Status {
-    auto sub = broker_.Subscribe(queue, options_.prefetch, [handle](std::unique_ptr<Delivery> d) {
-      Status s = handle(d->body());
-      if (s.ok()) {
-        (void)d->Ack();
-        return;
-      }
-      log::Warn("handling an event failed; it will be delivered again",
-                {{"queue", d->queue()}, {"error", s.message()}});
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      (void)d->Nack(true);
-    });
-    if (!sub.ok()) return sub.status();
-    subscriptions_.push_back(std::move(*sub));
-    return Status::Ok();
-  };
-  auto on_finished = [this](const std::string& body) {
-    auto m = DecodeTaskFinished(body);
-    if (m.ok()) return scheduler_.OnFinished(*m);
-    log::Warn("dropping a bad outcome message", {{"error", m.status().message()}});
-    return Status::Ok();
-  };
-  BATON_RETURN_IF_ERROR(subscribe(kQueueStarted, [this](const std::string& body) {
-    auto m = DecodeTaskStarted(body);
-    return m.ok() ? scheduler_.OnStarted(*m) : Status::Ok();
-  }));
-  BATON_RETURN_IF_ERROR(subscribe(kQueueCompleted, on_finished));
-  BATON_RETURN_IF_ERROR(subscribe(kQueueFailed, on_finished));
-  BATON_RETURN_IF_ERROR(subscribe(kQueueProgress, [this](const std::string& body) {
-    auto m = DecodeTaskProgress(body);
-    return m.ok() ? scheduler_.OnProgress(*m) : Status::Ok();
-  }));
-  BATON_RETURN_IF_ERROR(subscribe(kQueueLogs, [this](const std::string& body) {
-    auto m = DecodeLogPart(body);
-    if (!m.ok()) return Status::Ok();
-    return StoreLogPart(std::move(*m));
-  }));
-  BATON_RETURN_IF_ERROR(subscribe(kQueueHeartbeat, [this](const std::string& body) {
-    auto m = DecodeNodeRecord(body);
-    if (!m.ok()) return Status::Ok();
-    (void)datastore_.UpsertNode(*m);
-    // A worker heard from for the first time since tasks were dropped was not told of
-    // them (only workers with a stored heartbeat are): it is now.
-    if (!m->queue.empty()) scheduler_.TellMissedDrops(m->id);
-    return Status::Ok();
-  }));
+  BATON_RETURN_IF_ERROR(SubscribeToWorkers());
   BATON_RETURN_IF_ERROR(scheduler_.Reconcile(live_nodes));
   if (webhooks_) BATON_RETURN_IF_ERROR(webhooks_->Start());
   {
@@ -136,6 +90,59 @@ Status Coordinator::Start(const std::set<std::string>& live_nodes) {
   SchedulePeriodic(&Coordinator::sweep_timer_, options_.auto_delete_interval, &Coordinator::Sweep);
   ArmScheduleLook(clock_.Now() + options_.schedules.interval);
   return Status::Ok();
+}
+
+Status Coordinator::Subscribe(std::string_view queue,
+                              std::function<Status(const std::string&)> handle) {
+  // A handler returns an error that may pass (datastore or lock unreachable) to have the
+  // event delivered again, after a pause so a long outage does not spin.
+  auto sub = broker_.Subscribe(queue, options_.prefetch, [handle](std::unique_ptr<Delivery> d) {
+    Status s = handle(d->body());
+    if (s.ok()) {
+      (void)d->Ack();
+      return;
+    }
+    log::Warn("handling an event failed; it will be delivered again",
+              {{"queue", d->queue()}, {"error", s.message()}});
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    (void)d->Nack(true);
+  });
+  if (!sub.ok()) return sub.status();
+  subscriptions_.push_back(std::move(*sub));
+  return Status::Ok();
+}
+
+Status Coordinator::SubscribeToWorkers() {
+  auto on_finished = [this](const std::string& body) {
+    auto m = DecodeTaskFinished(body);
+    if (m.ok()) return scheduler_.OnFinished(*m);
+    log::Warn("dropping a bad outcome message", {{"error", m.status().message()}});
+    return Status::Ok();
+  };
+  BATON_RETURN_IF_ERROR(Subscribe(kQueueStarted, [this](const std::string& body) {
+    auto m = DecodeTaskStarted(body);
+    return m.ok() ? scheduler_.OnStarted(*m) : Status::Ok();
+  }));
+  BATON_RETURN_IF_ERROR(Subscribe(kQueueCompleted, on_finished));
+  BATON_RETURN_IF_ERROR(Subscribe(kQueueFailed, on_finished));
+  BATON_RETURN_IF_ERROR(Subscribe(kQueueProgress, [this](const std::string& body) {
+    auto m = DecodeTaskProgress(body);
+    return m.ok() ? scheduler_.OnProgress(*m) : Status::Ok();
+  }));
+  BATON_RETURN_IF_ERROR(Subscribe(kQueueLogs, [this](const std::string& body) {
+    auto m = DecodeLogPart(body);
+    if (!m.ok()) return Status::Ok();
+    return StoreLogPart(std::move(*m));
+  }));
+  return Subscribe(kQueueHeartbeat, [this](const std::string& body) {
+    auto m = DecodeNodeRecord(body);
+    if (!m.ok()) return Status::Ok();
+    (void)datastore_.UpsertNode(*m);
+    // A worker heard from for the first time since tasks were dropped was not told of
+    // them (only workers with a stored heartbeat are): it is now.
+    if (!m->queue.empty()) scheduler_.TellMissedDrops(m->id);
+    return Status::Ok();
+  });
 }
 
 void Coordinator::Heartbeat(NodeStatus status) {

@@ -21,6 +21,7 @@
 #include "base/mutex.h"
 #include "broker/broker.h"
 #include "coordinator/event_relay.h"
+#include "coordinator/executors/broker_executor.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/schedules.h"
 #include "coordinator/webhooks.h"
@@ -152,6 +153,9 @@ class Coordinator {
                         std::chrono::milliseconds interval, void (Coordinator::*work)())
       BATON_EXCLUDES(mu_);
   void CheckLeases();
+  // The workers' queues (outcomes, starts, progress, logs, heartbeats), each to its handler.
+  Status SubscribeToWorkers();
+  Status Subscribe(std::string_view queue, std::function<Status(const std::string&)> handle);
   // Datastore::DeleteJob, and the job's secrets forgotten.
   Status DeleteStoredJob(const std::string& job_id);
   // One autoDelete sweep (DeleteDueJobs), logged.
@@ -176,6 +180,8 @@ class Coordinator {
   std::unique_ptr<EventRelay> relay_;
   // Before the scheduler, which wakes it after commits that wrote deliveries.
   std::unique_ptr<WebhookDeliverer> webhooks_;
+  // Before the scheduler, which starts runnable rows through it.
+  BrokerExecutor broker_executor_;
   Scheduler scheduler_;
   Schedules schedules_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;

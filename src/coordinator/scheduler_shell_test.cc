@@ -19,6 +19,7 @@
 
 #include "base/mutex.h"
 #include "broker/inmemory/inmemory_broker.h"
+#include "coordinator/executors/broker_executor.h"
 #include "coordinator/scheduler.h"
 #include "core/job_decode.h"
 #include "core/names.h"
@@ -49,13 +50,51 @@ bool IsFinished(JobState s) {
   return s == JobState::kCompleted || s == JobState::kFailed || s == JobState::kCancelled;
 }
 
+// An executor that runs nothing: it keeps the rows it is given and reports each as
+// published (what a durable broker's confirm says) or, the first `refuse` of them, refused.
+class FakeExecutor : public Executor {
+ public:
+  StartReport Start(std::vector<TaskRecord> rows) override {
+    MutexLock lock(mu_);
+    StartReport report;
+    for (const TaskRecord& row : rows) {
+      started_.push_back(row.id);
+      if (refuse_ > 0) {
+        --refuse_;
+        report.refused.push_back({row.id, row.job_id, "the broker is full"});
+      } else {
+        report.published.push_back(row.id);
+      }
+    }
+    return report;
+  }
+  void Refuse(int n) {
+    MutexLock lock(mu_);
+    refuse_ = n;
+  }
+  std::vector<std::string> started() {
+    MutexLock lock(mu_);
+    return started_;
+  }
+
+ private:
+  Mutex mu_;
+  int refuse_ BATON_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> started_ BATON_GUARDED_BY(mu_);
+};
+
 // What the Coordinator does for a scheduler, cut to what these tests need: workers' events
 // from their queues to the scheduler, heartbeats to the datastore.
 class Host {
  public:
+  // `executor`: what starts runnable rows (null: the broker executor, to the workers).
   Host(Datastore& datastore, Broker& broker, testing::FakeClock& clock, SchedulerOptions options,
-       int prefetch = 16)
-      : scheduler_(datastore, broker, clock, clock, options), datastore_(datastore) {
+       int prefetch = 16, Executor* executor = nullptr)
+      : broker_executor_(broker, options.durable_broker),
+        scheduler_(datastore, broker, clock, clock,
+                   Executors{.runnable = executor != nullptr ? executor : &broker_executor_},
+                   options),
+        datastore_(datastore) {
     auto subscribe = [&](std::string_view queue, auto handle) {
       auto sub = broker.Subscribe(queue, prefetch, [handle](std::unique_ptr<Delivery> d) {
         if (handle(d->body()).ok()) {
@@ -93,6 +132,7 @@ class Host {
   Scheduler& scheduler() { return scheduler_; }
 
  private:
+  BrokerExecutor broker_executor_;
   Scheduler scheduler_;
   Datastore& datastore_;
   std::vector<std::unique_ptr<Subscription>> subscriptions_;
@@ -115,7 +155,7 @@ class ShellTest : public ::testing::Test {
     options.node_lease = std::chrono::hours(24);
     options.durable_broker = durable_;
     options.start_in_background = background_;
-    host_ = std::make_unique<Host>(*faulty_, *broker_, clock_, options);
+    host_ = std::make_unique<Host>(*faulty_, *broker_, clock_, options, 16, executor_);
     WorkerOptions worker;
     worker.node_id = "node-" + std::to_string(++generation_);
     worker.queues = {{"default", concurrency}, {"gpu", 1}};
@@ -191,6 +231,7 @@ class ShellTest : public ::testing::Test {
   int generation_ = 0;
   bool durable_ = false;
   bool background_ = false;
+  Executor* executor_ = nullptr;  // null: the broker executor
   milliseconds report_start_after_ = WorkerOptions{}.report_start_after;
 };
 
@@ -342,6 +383,63 @@ tasks:
   EXPECT_EQ(job.error, "the engine could not take a step: task row refused");
   auto ran = runtime_.ran();
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "second"), 0);
+}
+
+constexpr char kHookedJob[] = R"(
+name: hooked
+webhooks:
+  - url: http://localhost:9999/hooks/task
+    event: task.StateChange
+tasks:
+  - {name: t, run: ok}
+)";
+
+// The hooks of a job's task rows, as the bodies' "state" fields say.
+std::vector<std::string> TaskHookStates(Datastore& datastore, const std::string& job_id) {
+  std::vector<std::string> states;
+  auto hooks = datastore.Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN(auto deliveries, tx.JobWebhookDeliveries(job_id));
+    for (const WebhookDelivery& d : deliveries) {
+      if (d.event != kEventTaskStateChange) continue;
+      states.push_back(nlohmann::json::parse(d.body).value("state", ""));
+    }
+    return Status::Ok();
+  });
+  EXPECT_TRUE(hooks.ok()) << hooks.message();
+  return states;
+}
+
+// With a durable broker a row is stored PENDING and marked SCHEDULED once published, as a
+// decision of its own (flow::Published): the SCHEDULED state sends its hook like any other.
+TEST_F(ShellTest, WithADurableExecutorAPublishedRowIsScheduledAndSendsItsHook) {
+  StopEngine();
+  FakeExecutor executor;
+  executor_ = &executor;
+  durable_ = true;
+  StartEngine();
+  std::string id = Submit(kHookedJob);
+  ASSERT_EQ(executor.started().size(), 1u);
+  TaskRecord row = Execution(id)[0];
+  EXPECT_EQ(row.state, TaskState::kScheduled);
+  EXPECT_TRUE(row.scheduled_at.has_value());
+  EXPECT_THAT(TaskHookStates(*datastore_, id), ElementsAre("PENDING", "SCHEDULED"));
+}
+
+// A row the executor refused is PENDING (flow::PublishRefused) and handed to it again
+// after the republish delay.
+TEST_F(ShellTest, ARefusedRowIsPendingAndStartedAgainAfterTheDelay) {
+  StopEngine();
+  FakeExecutor executor;
+  executor.Refuse(1);
+  executor_ = &executor;
+  StartEngine();
+  std::string id = Submit(kHookedJob);
+  ASSERT_EQ(executor.started().size(), 1u);
+  EXPECT_EQ(Execution(id)[0].state, TaskState::kPending);
+  clock_.Advance(SchedulerOptions{}.republish_delay);
+  ASSERT_TRUE(testing::WaitFor([&] { return executor.started().size() == 2; }));
+  EXPECT_EQ(Execution(id)[0].state, TaskState::kScheduled);
+  EXPECT_THAT(TaskHookStates(*datastore_, id), ElementsAre("SCHEDULED", "PENDING", "SCHEDULED"));
 }
 
 }  // namespace

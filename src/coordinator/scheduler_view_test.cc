@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "broker/inmemory/inmemory_broker.h"
+#include "coordinator/executors/broker_executor.h"
 #include "coordinator/scheduler.h"
 #include "core/job_decode.h"
 #include "datastore/sqlite/sqlite_datastore.h"
@@ -30,7 +31,8 @@ class ShellViewTest : public ::testing::Test {
     datastore_ = std::move(*ds);
     faulty_ = std::make_unique<testing::FaultyDatastore>(*datastore_);
     // No worker: what the decision starts stays in the broker's queue.
-    scheduler_ = std::make_unique<Scheduler>(*faulty_, broker_, clock_, clock_);
+    scheduler_ = std::make_unique<Scheduler>(*faulty_, broker_, clock_, clock_,
+                                             Executors{.runnable = &executor_});
   }
 
   // A RUNNING job of `job`, at `position`, with `rows` stored as they are.
@@ -207,6 +209,7 @@ tasks:
 
   testing::FakeClock clock_;
   InMemoryBroker broker_;
+  BrokerExecutor executor_{broker_, /*durable_broker=*/false};
   std::unique_ptr<SqliteDatastore> datastore_;
   std::unique_ptr<testing::FaultyDatastore> faulty_;
   std::unique_ptr<Scheduler> scheduler_;

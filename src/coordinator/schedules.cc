@@ -170,92 +170,107 @@ Result<Schedules::Look> Schedules::FireDue() {
   return look;
 }
 
+namespace {
+
+// The tick of `s` to fire at `now` by its catch-up rules (a tick missed beyond the window
+// is not fired; kLatest fires only the latest due one); after `now` when none is due.
+Result<TimePoint> DueTick(const ScheduledJobRecord& s, const CompiledSchedule& compiled,
+                          TimePoint now) {
+  TimePoint tick = s.next_tick_at;
+  const TimePoint cutoff = now - s.schedule.catch_up_window;
+  if (tick < cutoff) {
+    // Missed while no coordinator ran, beyond the window: not fired.
+    log::Warn(
+        "scheduled job missed ticks beyond its catch-up window",
+        {{"scheduled_job_id", s.id}, {"from", FormatTime(tick)}, {"before", FormatTime(cutoff)}});
+    BATON_ASSIGN_OR_RETURN(
+        tick, NextTick(compiled, cutoff - std::chrono::milliseconds(1), s.schedule.cron));
+  }
+  if (tick <= now && s.schedule.catch_up == CatchUpFire::kLatest) {
+    for (;;) {
+      BATON_ASSIGN_OR_RETURN(TimePoint next, NextTick(compiled, tick, s.schedule.cron));
+      if (next > now) break;
+      tick = next;
+    }
+  }
+  return tick;
+}
+
+}  // namespace
+
+Result<bool> Schedules::PreviousActive(Transaction& tx, const ScheduledJobRecord& s) {
+  if (s.last_job_id.empty()) return false;
+  int version = 0;
+  Result<JobRecord> previous = tx.GetJobState(s.last_job_id, &version);
+  if (previous.ok()) return !IsTerminal(previous->state);
+  if (previous.status().code() == StatusCode::kNotFound) return false;
+  return previous.status();
+}
+
+Result<std::vector<JobRecord>> Schedules::TickIn(Transaction& tx, const std::string& id,
+                                                 TimePoint now, Fired& fired,
+                                                 std::string& to_cancel) {
+  std::vector<JobRecord> out;
+  Result<ScheduledJobRecord> row = tx.GetScheduledJob(id);
+  if (!row.ok() && row.status().code() == StatusCode::kNotFound) return out;  // deleted
+  if (!row.ok()) return row.status();
+  ScheduledJobRecord& s = *row;
+  if (s.state != ScheduleState::kActive) return out;
+  BATON_ASSIGN_OR_RETURN(const bool previous_active, PreviousActive(tx, s));
+  auto fire = [&](TimePoint tick) {
+    JobRecord job = flow::NewJobRecord(FiredJob(s), "", NewId(), now);
+    log::Info("scheduled job fired",
+              {{"scheduled_job_id", s.id}, {"job_id", job.id}, {"tick", FormatTime(tick)}});
+    if (previous_active && s.schedule.overlap == OverlapPolicy::kCancelOther) {
+      to_cancel = s.last_job_id;
+    }
+    s.last_job_id = job.id;
+    out.push_back(std::move(job));
+    fired.jobs = 1;
+  };
+  // A held tick (buffer_one) fires once the job it waited for has ended.
+  if (s.buffered_tick_at && !previous_active) {
+    TimePoint tick = *s.buffered_tick_at;
+    s.buffered_tick_at.reset();
+    fire(tick);
+    fired.more = s.next_tick_at <= now;
+    BATON_RETURN_IF_ERROR(tx.UpdateScheduledJob(s));
+    return out;
+  }
+  if (s.next_tick_at > now) return out;  // only a held tick, still waiting
+  BATON_ASSIGN_OR_RETURN(CompiledSchedule compiled, CompileSchedule(s.schedule));
+  BATON_ASSIGN_OR_RETURN(TimePoint tick, DueTick(s, compiled, now));
+  if (tick > now) {
+    // Every due tick was beyond the window: count from now.
+    s.last_tick_at = now;
+    BATON_ASSIGN_OR_RETURN(s.next_tick_at, NextTick(compiled, now, s.schedule.cron));
+    BATON_RETURN_IF_ERROR(tx.UpdateScheduledJob(s));
+    return out;
+  }
+  s.last_tick_at = tick;
+  BATON_ASSIGN_OR_RETURN(s.next_tick_at, NextTick(compiled, tick, s.schedule.cron));
+  fired.more = s.next_tick_at <= now;
+  if (!previous_active || s.schedule.overlap == OverlapPolicy::kAllow ||
+      s.schedule.overlap == OverlapPolicy::kCancelOther) {
+    fire(tick);
+  } else {
+    const bool hold = s.schedule.overlap == OverlapPolicy::kBufferOne && !s.buffered_tick_at;
+    if (hold) s.buffered_tick_at = tick;
+    log::Info(hold ? "scheduled job tick held until its last job ends"
+                   : "scheduled job tick skipped: its last job is still running",
+              {{"scheduled_job_id", s.id}, {"job_id", s.last_job_id}, {"tick", FormatTime(tick)}});
+  }
+  BATON_RETURN_IF_ERROR(tx.UpdateScheduledJob(s));
+  return out;
+}
+
 Result<Schedules::Fired> Schedules::FireNext(const std::string& id, TimePoint now) {
   Fired fired;
   std::string to_cancel;  // cancel_other: the job the new one replaces
-  auto jobs = scheduler_.CreateJobsWith([&](Transaction& tx) -> Result<std::vector<JobRecord>> {
+  auto jobs = scheduler_.CreateJobsWith([&](Transaction& tx) {
     fired = Fired{};
     to_cancel.clear();
-    std::vector<JobRecord> out;
-    Result<ScheduledJobRecord> row = tx.GetScheduledJob(id);
-    if (!row.ok() && row.status().code() == StatusCode::kNotFound) return out;  // deleted
-    if (!row.ok()) return row.status();
-    ScheduledJobRecord& s = *row;
-    if (s.state != ScheduleState::kActive) return out;
-    bool previous_active = false;
-    if (!s.last_job_id.empty()) {
-      int version = 0;
-      Result<JobRecord> previous = tx.GetJobState(s.last_job_id, &version);
-      if (previous.ok()) {
-        previous_active = !IsTerminal(previous->state);
-      } else if (previous.status().code() != StatusCode::kNotFound) {
-        return previous.status();
-      }
-    }
-    auto fire = [&](TimePoint tick) {
-      JobRecord job = flow::NewJobRecord(FiredJob(s), "", NewId(), now);
-      log::Info("scheduled job fired",
-                {{"scheduled_job_id", s.id}, {"job_id", job.id}, {"tick", FormatTime(tick)}});
-      if (previous_active && s.schedule.overlap == OverlapPolicy::kCancelOther) {
-        to_cancel = s.last_job_id;
-      }
-      s.last_job_id = job.id;
-      out.push_back(std::move(job));
-      fired.jobs = 1;
-    };
-    // A held tick (buffer_one) fires once the job it waited for has ended.
-    if (s.buffered_tick_at && !previous_active) {
-      TimePoint tick = *s.buffered_tick_at;
-      s.buffered_tick_at.reset();
-      fire(tick);
-      fired.more = s.next_tick_at <= now;
-      BATON_RETURN_IF_ERROR(tx.UpdateScheduledJob(s));
-      return out;
-    }
-    if (s.next_tick_at > now) return out;  // only a held tick, still waiting
-    BATON_ASSIGN_OR_RETURN(CompiledSchedule compiled, CompileSchedule(s.schedule));
-    TimePoint tick = s.next_tick_at;
-    const TimePoint cutoff = now - s.schedule.catch_up_window;
-    if (tick < cutoff) {
-      // Missed while no coordinator ran, beyond the window: not fired.
-      log::Warn(
-          "scheduled job missed ticks beyond its catch-up window",
-          {{"scheduled_job_id", s.id}, {"from", FormatTime(tick)}, {"before", FormatTime(cutoff)}});
-      BATON_ASSIGN_OR_RETURN(
-          tick, NextTick(compiled, cutoff - std::chrono::milliseconds(1), s.schedule.cron));
-    }
-    if (tick <= now && s.schedule.catch_up == CatchUpFire::kLatest) {
-      for (;;) {
-        BATON_ASSIGN_OR_RETURN(TimePoint next, NextTick(compiled, tick, s.schedule.cron));
-        if (next > now) break;
-        tick = next;
-      }
-    }
-    if (tick > now) {
-      // Every due tick was beyond the window: count from now.
-      s.last_tick_at = now;
-      BATON_ASSIGN_OR_RETURN(s.next_tick_at, NextTick(compiled, now, s.schedule.cron));
-      BATON_RETURN_IF_ERROR(tx.UpdateScheduledJob(s));
-      return out;
-    }
-    s.last_tick_at = tick;
-    BATON_ASSIGN_OR_RETURN(s.next_tick_at, NextTick(compiled, tick, s.schedule.cron));
-    fired.more = s.next_tick_at <= now;
-    if (!previous_active || s.schedule.overlap == OverlapPolicy::kAllow ||
-        s.schedule.overlap == OverlapPolicy::kCancelOther) {
-      fire(tick);
-    } else if (s.schedule.overlap == OverlapPolicy::kBufferOne && !s.buffered_tick_at) {
-      s.buffered_tick_at = tick;
-      log::Info(
-          "scheduled job tick held until its last job ends",
-          {{"scheduled_job_id", s.id}, {"job_id", s.last_job_id}, {"tick", FormatTime(tick)}});
-    } else {
-      log::Info(
-          "scheduled job tick skipped: its last job is still running",
-          {{"scheduled_job_id", s.id}, {"job_id", s.last_job_id}, {"tick", FormatTime(tick)}});
-    }
-    BATON_RETURN_IF_ERROR(tx.UpdateScheduledJob(s));
-    return out;
+    return TickIn(tx, id, now, fired, to_cancel);
   });
   if (!jobs.ok()) return jobs.status();
   if (!to_cancel.empty()) {

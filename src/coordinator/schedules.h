@@ -86,6 +86,12 @@ class Schedules {
   };
   // Handles the next due tick (or the held one) of scheduled job `id`, in one scope.
   Result<Fired> FireNext(const std::string& id, TimePoint now);
+  // FireNext's scope: the jobs to create for the tick; `to_cancel` the one a new job
+  // replaces (cancel_other).
+  Result<std::vector<JobRecord>> TickIn(Transaction& tx, const std::string& id, TimePoint now,
+                                        Fired& fired, std::string& to_cancel);
+  // Whether the job the schedule fired last is still active.
+  static Result<bool> PreviousActive(Transaction& tx, const ScheduledJobRecord& s);
 
   Datastore& datastore_;
   Scheduler& scheduler_;

@@ -114,16 +114,7 @@ void WebhookDeliverer::Deliver(WebhookDelivery d, const std::function<bool()>& s
     attempt.error = fmt::format("the host {} is not in webhooks.allowed_hosts", host);
   } else {
     std::string body = redact_ ? redact_(d) : d.body;
-    std::vector<std::pair<std::string, std::string>> headers;
-    headers.reserve(d.headers.size() + 6);
-    for (const auto& [name, value] : d.headers) headers.emplace_back(name, value);
-    headers.emplace_back("Content-Type", "application/json; charset=UTF-8");
-    headers.emplace_back("X-Baton-Delivery", d.id);
-    headers.emplace_back("Idempotency-Key", d.id);
-    headers.emplace_back("X-Baton-Event", d.event);
-    headers.emplace_back("X-Baton-Attempt", std::to_string(number));
-    const std::string& key = d.secret.empty() ? options_.secret : d.secret;
-    if (!key.empty()) headers.emplace_back("X-Baton-Signature", WebhookSignature(key, body));
+    auto headers = HeadersFor(d, number, body);
     auto started = std::chrono::steady_clock::now();
     WebhookResponse r = sender_.Post(d.url, headers, body, options_.timeout, stopped);
     attempt.duration_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -141,7 +132,27 @@ void WebhookDeliverer::Deliver(WebhookDelivery d, const std::function<bool()>& s
       retry = r.status == 429 || r.status >= 500;
     }
   }
+  Record(std::move(d), std::move(attempt), retry);
+}
+
+std::vector<std::pair<std::string, std::string>> WebhookDeliverer::HeadersFor(
+    const WebhookDelivery& d, int number, const std::string& body) const {
+  std::vector<std::pair<std::string, std::string>> headers;
+  headers.reserve(d.headers.size() + 6);
+  for (const auto& [name, value] : d.headers) headers.emplace_back(name, value);
+  headers.emplace_back("Content-Type", "application/json; charset=UTF-8");
+  headers.emplace_back("X-Baton-Delivery", d.id);
+  headers.emplace_back("Idempotency-Key", d.id);
+  headers.emplace_back("X-Baton-Event", d.event);
+  headers.emplace_back("X-Baton-Attempt", std::to_string(number));
+  const std::string& key = d.secret.empty() ? options_.secret : d.secret;
+  if (!key.empty()) headers.emplace_back("X-Baton-Signature", WebhookSignature(key, body));
+  return headers;
+}
+
+void WebhookDeliverer::Record(WebhookDelivery d, WebhookAttempt attempt, bool retry) {
   const TimePoint now = clock_.Now();
+  const int number = d.attempts + 1;
   d.attempts = number;
   d.history.push_back(attempt);
   if (d.state != DeliveryState::kDelivered) {

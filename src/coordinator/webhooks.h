@@ -87,6 +87,11 @@ class WebhookDeliverer {
   Result<std::optional<WebhookDelivery>> Claim();
   // Sends it and records the attempt.
   void Deliver(WebhookDelivery delivery, const std::function<bool()>& stopped);
+  // The headers of attempt `number` of `d` with `body` (signed when a secret is set).
+  std::vector<std::pair<std::string, std::string>> HeadersFor(const WebhookDelivery& d, int number,
+                                                              const std::string& body) const;
+  // Stores the attempt made (the next one scheduled when `retry` and attempts are left).
+  void Record(WebhookDelivery d, WebhookAttempt attempt, bool retry);
 
   Datastore& datastore_;
   WebhookSender& sender_;

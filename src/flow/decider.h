@@ -86,6 +86,8 @@ class Decider {
   void On(const StepFailed& e);
   void On(const RetryDue& e);
   void On(const FillEach& e);
+  void On(const Published& e);
+  void On(const PublishRefused& e);
 
   // What must be in flight for a job whose every row the view holds (frontier.cc).
   void Reconcile(const std::string& job_id, const std::vector<std::string>& ids,

@@ -312,6 +312,49 @@ TEST(FlowTest, AStepThatCannotBeStoredFailsTheJobAndCancelsItsTasks) {
   EXPECT_TRUE(Decide(StepFailed{"job1", "again"}, rows.view, kNow).empty());
 }
 
+// With a durable broker a row is stored PENDING; the executor's confirm makes it SCHEDULED
+// (a row update like any other: its hook and change follow), once.
+TEST(FlowTest, APublishedRowIsScheduledOnceWithADurableBroker) {
+  Policy durable;
+  durable.durable_broker = true;
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")}), durable));
+  rows.view.policy = durable;
+  std::string id = rows.view.tasks.begin()->first;
+  ASSERT_EQ(rows.view.tasks.at(id).state, TaskState::kPending);
+  auto effects = Decide(Published{id}, rows.view, kNow);
+  auto updates = All<UpdateTask>(effects);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].row.state, TaskState::kScheduled);
+  EXPECT_EQ(updates[0].row.scheduled_at, kNow);
+  EXPECT_TRUE(updates[0].state_changed);
+  rows.Apply(effects);
+  EXPECT_TRUE(Decide(Published{id}, rows.view, kNow).empty());
+  // Without a durable broker the row was stored SCHEDULED: nothing to mark.
+  Rows plain;
+  plain.Apply(SubmitOf(JobOf({Runnable("a")})));
+  EXPECT_TRUE(Decide(Published{plain.view.tasks.begin()->first}, plain.view, kNow).empty());
+}
+
+// A refused row is PENDING (not in a queue) and queued again after the republish delay.
+TEST(FlowTest, ARefusedRowIsPendingAndRepublishedAfterTheDelay) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({Runnable("a")})));
+  std::string id = rows.view.tasks.begin()->first;
+  rows.view.policy.republish_delay = seconds(5);
+  auto effects = Decide(PublishRefused{id, "refused"}, rows.view, kNow);
+  auto updates = All<UpdateTask>(effects);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].row.state, TaskState::kPending);
+  auto timers = All<StartAt>(effects);
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers[0].task_id, id);
+  EXPECT_EQ(timers[0].at, kNow + seconds(5));
+  rows.Apply(effects);
+  // Its RetryDue queues it again.
+  EXPECT_EQ(All<Start>(Decide(RetryDue{id}, rows.view, kNow)).size(), 1u);
+}
+
 TEST(FlowTest, DefaultsApplyToRunnableTasks) {
   JobRecord job = JobOf({Runnable("a")});
   job.job.defaults = Defaults{.queue = "gpu", .priority = 3};
@@ -989,11 +1032,14 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"RetryDueReadsItsTaskRow", RetryDue{"t1"}, TaskRowReads("t1")},
         ReadsCase{"FillEachReadsTheEachsTree", FillEach{"t1"}, TaskTreeReads("t1")},
         ReadsCase{"StepFailedReadsItsJobAndParentChain", StepFailed{"j1", "disk full"},
-                  JobTreeReads("j1")}),
+                  JobTreeReads("j1")},
+        ReadsCase{"PublishedReadsItsTaskRow", Published{"t1"}, TaskRowReads("t1")},
+        ReadsCase{"PublishRefusedReadsItsTaskRow", PublishRefused{"t1", "refused"},
+                  TaskRowReads("t1")}),
     [](const auto& info) { return info.param.name; });
 
 // Every event has a case above.
-TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 16u); }
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 18u); }
 
 // Templates' now() is the decision's time and randomInt() draws from a source seeded by
 // the view: Decide is a function of its input.

@@ -48,6 +48,9 @@ struct ReadsVisitor {
   Reads operator()(const RetryDue& e) const { return {.task_id = e.task_id, .task = true}; }
   Reads operator()(const FillEach& e) const { return TaskTree(e.task_id); }
   Reads operator()(const StepFailed& e) const { return JobTree(e.job_id); }
+  // The row moves between queued states: nothing else changes.
+  Reads operator()(const Published& e) const { return {.task_id = e.task_id, .task = true}; }
+  Reads operator()(const PublishRefused& e) const { return {.task_id = e.task_id, .task = true}; }
 };
 
 }  // namespace

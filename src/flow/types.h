@@ -113,9 +113,22 @@ struct StepFailed {
   std::string error;
 };
 
+// The executor holds the row somewhere durable (a durable broker confirmed its message):
+// a PENDING row is SCHEDULED, "in the broker". Reads the task row.
+struct Published {
+  std::string task_id;
+};
+// The executor could not hand the row on (the broker refused it): it is PENDING (not in
+// a queue, as whoever reconciles must know) and queued again after
+// Policy::republish_delay (a RetryDue). Reads the task row.
+struct PublishRefused {
+  std::string task_id;
+  std::string error;
+};
+
 using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
                            TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
-                           JobTimedOut, RetryDue, FillEach, StepFailed>;
+                           JobTimedOut, RetryDue, FillEach, StepFailed, Published, PublishRefused>;
 
 // ------------------------------------------------------------------------- view
 
@@ -128,6 +141,8 @@ struct Policy {
   // The most bytes a job may take as stored (the datastore's MaxJobBytes): a sub-job
   // bigger than that, once its templates are evaluated, fails its task with the sizes.
   std::size_t max_job_bytes = 32u << 20;
+  // A row the executor refused is queued again after this long (PublishRefused).
+  Duration republish_delay = std::chrono::seconds(2);
 };
 
 // The stored rows a decision reads: bounded by the depth of nesting and by the slots an

@@ -18,62 +18,36 @@ OutgoingMessage MessageFor(const TaskRecord& task) {
 
 }  // namespace
 
-bool BrokerExecutor::PublishOne(const TaskRecord& row) {
+void BrokerExecutor::PublishOne(const TaskRecord& row, StartReport& report) {
   OutgoingMessage message = MessageFor(row);
   Status published = broker_.Publish(message.queue, std::move(message.body), message.priority);
-  if (published.ok()) return true;
+  if (published.ok()) {
+    if (durable_broker_) report.published.push_back(row.id);
+    return;
+  }
   log::Warn("the broker refused a task; publishing it again later",
             {{"task_id", row.id}, {"error", published.message()}});
-  if (!durable_broker_) {
-    // Stored SCHEDULED, but not in a queue: PENDING says so to whoever reconciles.
-    Status s = datastore_.UpdateTask(row.id, [](TaskRecord& t) {
-      if (t.state == TaskState::kScheduled) t.state = TaskState::kPending;
-      return Status::Ok();
-    });
-    if (!s.ok()) {
-      log::Error("marking a refused task pending failed",
-                 {{"task_id", row.id}, {"error", s.message()}});
-    }
-  }
-  return false;
+  report.refused.push_back({row.id, row.job_id, published.message()});
 }
 
-std::vector<TaskRecord> BrokerExecutor::Start(std::vector<TaskRecord> rows) {
-  std::vector<TaskRecord> refused;
-  if (rows.empty()) return refused;
-  std::vector<std::string> confirmed;
-  auto publish_batch = [&] {
+StartReport BrokerExecutor::Start(std::vector<TaskRecord> rows) {
+  StartReport report;
+  if (rows.size() > 1) {
     std::vector<OutgoingMessage> batch;
     batch.reserve(rows.size());
     for (const TaskRecord& row : rows) batch.push_back(MessageFor(row));
-    return broker_.PublishBatch(std::move(batch)).ok();
-  };
-  if (rows.size() == 1) {
-    // Alone, a refusal is its own: published again later, not at once.
-    if (PublishOne(rows[0])) {
-      confirmed.push_back(rows[0].id);
-    } else {
-      refused.push_back(std::move(rows[0]));
+    if (broker_.PublishBatch(std::move(batch)).ok()) {
+      if (durable_broker_) {
+        for (const TaskRecord& row : rows) report.published.push_back(row.id);
+      }
+      return report;
     }
-  } else if (publish_batch()) {
-    for (const TaskRecord& row : rows) confirmed.push_back(row.id);
-  } else {
     // Some may be in the broker already; one at a time, each refusal is handled alone (a
     // message published twice is run once).
-    for (TaskRecord& row : rows) {
-      if (PublishOne(row)) {
-        confirmed.push_back(row.id);
-      } else {
-        refused.push_back(std::move(row));
-      }
-    }
   }
-  if (durable_broker_ && !confirmed.empty()) {
-    Status s = datastore_.MarkScheduled(confirmed, clock_.Now());
-    // Left PENDING: reconciling publishes them again, and a duplicate runs once.
-    if (!s.ok()) log::Error("marking published tasks scheduled failed", {{"error", s.message()}});
-  }
-  return refused;
+  // Alone, a refusal is its own: published again later, not at once.
+  for (const TaskRecord& row : rows) PublishOne(row, report);
+  return report;
 }
 
 }  // namespace baton

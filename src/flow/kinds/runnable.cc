@@ -101,6 +101,23 @@ void Decider::On(const RetryDue& e) {
   Queue(*t);
 }
 
+void Decider::On(const Published& e) {
+  TaskRecord* t = T(e.task_id);
+  // Started, cancelled or refused meanwhile: nothing to mark.
+  if (t == nullptr || t->state != TaskState::kPending || !view_.policy.durable_broker) return;
+  t->state = TaskState::kScheduled;
+  t->scheduled_at = now_;
+}
+
+void Decider::On(const PublishRefused& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr || (t->state != TaskState::kPending && t->state != TaskState::kScheduled)) {
+    return;  // started (a message published twice runs once) or cancelled meanwhile
+  }
+  t->state = TaskState::kPending;
+  after_.push_back(StartAt{t->id, now_ + view_.policy.republish_delay});
+}
+
 // Stored to be published (or, with a durable broker, PENDING until confirmed) and
 // started after the commit.
 void Decider::Queue(TaskRecord& t) {
