@@ -14,7 +14,6 @@
 
 #include "broker/inmemory/inmemory_broker.h"
 #include "broker/rabbitmq/rabbitmq_broker.h"
-#include "expr/expr.h"
 #include "core/job_decode.h"
 #include "core/job_json.h"
 #include "core/record_json.h"
@@ -23,6 +22,7 @@
 #include "datastore/postgres/postgres_datastore.h"
 #include "datastore/sql/rows.h"
 #include "datastore/sqlite/sqlite_datastore.h"
+#include "expr/expr.h"
 #include "runtime/shell/shell_runtime.h"
 
 namespace baton {

@@ -32,17 +32,6 @@ Status Handled(const Status& s, const char* what, const std::string& id) {
   return Status::Ok();
 }
 
-// An event's name, as the metrics label it.
-std::string_view EventName(const flow::Event& event) {
-  static constexpr std::string_view kNames[] = {
-      "Submit",       "StartJob",   "Started",      "Completed",  "Failed",    "WorkerCancelled",
-      "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",   "Cancel",    "Restart",
-      "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed", "Published", "PublishRefused"};
-  static_assert(std::size(kNames) == std::variant_size_v<flow::Event>,
-                "every flow::Event needs its name here");
-  return kNames[event.index()];
-}
-
 OutboxSinks SinksOf(const SchedulerOptions& options) {
   return {.on_webhooks = options.on_webhooks, .metrics = options.metrics, .events = options.events};
 }
@@ -94,7 +83,7 @@ Status Scheduler::Handle(const std::string& job_id, const flow::Event& event, De
   Notify(decided.finished);
   if (options_.metrics != nullptr) {
     options_.metrics->EventDecided(
-        EventName(event),
+        flow::NameOf(event),
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   }
   Status s = decided.status;

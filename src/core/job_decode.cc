@@ -10,8 +10,8 @@
 #include <span>
 
 #include "core/auth.h"
-#include "expr/expr.h"
 #include "core/names.h"
+#include "expr/expr.h"
 
 namespace baton {
 namespace {

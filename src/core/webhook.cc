@@ -4,8 +4,8 @@
 
 #include "core/document.h"
 #include "core/evaluate.h"
-#include "expr/expr.h"
 #include "core/record_json.h"
+#include "expr/expr.h"
 
 namespace baton {
 namespace {

@@ -494,11 +494,7 @@ class Sim {
     if (failure_.empty()) failure_ = std::move(what);
   }
   static std::string Name(const Event& e) {
-    static constexpr const char* kNames[] = {
-        "Submit",       "StartJob",   "Started",      "Completed", "Failed", "WorkerCancelled",
-        "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",  "Cancel", "Restart",
-        "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed"};
-    std::string kind = kNames[e.index()];
+    std::string kind(NameOf(e));
     return std::visit(
         [&](const auto& v) -> std::string {
           using E = std::decay_t<decltype(v)>;
