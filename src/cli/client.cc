@@ -86,7 +86,7 @@ class Api {
 
   std::optional<Reply> Send(const char* method, const std::string& path, const std::string& body,
                             const std::string& content_type) {
-    http::Request request;
+    http::ClientRequest request;
     request.method = method;
     request.url = url_ + path;
     request.body = body;

@@ -18,8 +18,8 @@ std::string Lower(std::string text) {
 
 // What one transfer collects while libcurl runs it.
 struct Transfer {
-  const Request& request;
-  Response response;
+  const ClientRequest& request;
+  ClientResponse response;
   std::size_t received = 0;
   bool too_large = false;
   bool refused_by_reader = false;
@@ -110,7 +110,7 @@ using List = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
 
 }  // namespace
 
-std::optional<std::string> Response::Header(std::string_view name) const {
+std::optional<std::string> ClientResponse::Header(std::string_view name) const {
   std::string wanted = Lower(std::string(name));
   for (const auto& [key, value] : headers) {
     if (key == wanted) return value;
@@ -124,7 +124,7 @@ Client::Client() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-Result<Response> Client::Send(const Request& request) const {
+Result<ClientResponse> Client::Send(const ClientRequest& request) const {
   Easy easy(curl_easy_init(), curl_easy_cleanup);
   if (!easy) return Internal("libcurl could not start a request");
   CURL* c = easy.get();

@@ -21,7 +21,7 @@ namespace baton::http {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
-struct Request {
+struct ClientRequest {
   std::string method = "GET";  // any token: GET, POST, PUT, DELETE, ...
   std::string url;             // http:// or https://; other schemes are refused
   Headers headers;
@@ -40,7 +40,7 @@ struct Request {
   // A response body larger than this fails the call (FailedPrecondition) instead of
   // growing without bound; with `on_body`, the limit is on what was streamed.
   std::size_t max_response_bytes = std::size_t{16} << 20;
-  // When set, each piece of the body is handed to it as it arrives, and Response::body
+  // When set, each piece of the body is handed to it as it arrives, and ClientResponse::body
   // stays empty: for answers that stream (a log followed as it is written). Returning
   // false ends the call with Cancelled.
   std::function<bool(std::string_view)> on_body;
@@ -49,7 +49,7 @@ struct Request {
   std::function<bool()> stopped;
 };
 
-struct Response {
+struct ClientResponse {
   int status = 0;
   Headers headers;  // in the order received, names lowercase
   std::string body;
@@ -63,12 +63,12 @@ class Client {
   Client();
 
   // Sends `request` and waits for the whole answer (redirects are not followed). Any
-  // status the server answered is a Response; errors are about not getting one:
+  // status the server answered is a ClientResponse; errors are about not getting one:
   // InvalidArgument (a bad URL or scheme), Unavailable (no connection, a TLS failure, the
   // connection broke; the message says which, e.g. "connection refused"),
   // DeadlineExceeded (`timeout`), Cancelled (`stopped`, `on_body`), FailedPrecondition
   // (the response exceeded `max_response_bytes`).
-  Result<Response> Send(const Request& request) const;
+  Result<ClientResponse> Send(const ClientRequest& request) const;
 };
 
 // The host of an http(s) URL, lowercase, without port, user info or brackets; empty when

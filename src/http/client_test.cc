@@ -14,8 +14,8 @@ using testing::AnswerServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-Request To(std::string url, std::string method = "GET") {
-  Request request;
+ClientRequest To(std::string url, std::string method = "GET") {
+  ClientRequest request;
   request.url = std::move(url);
   request.method = std::move(method);
   return request;
@@ -23,7 +23,7 @@ Request To(std::string url, std::string method = "GET") {
 
 TEST(HttpClientTest, SendsTheMethodHeadersAndBodyAndReadsTheAnswer) {
   AnswerServer server(std::nullopt, 201, R"({"id":"j1"})");
-  Request request = To(server.url() + "/jobs?x=1", "POST");
+  ClientRequest request = To(server.url() + "/jobs?x=1", "POST");
   request.headers = {{"Content-Type", "text/yaml"}, {"X-Baton-Attempt", "2"}};
   request.body = "name: j\n";
 
@@ -56,7 +56,7 @@ TEST(HttpClientTest, APutWithoutABodySaysItsLengthIsZero) {
 
 TEST(HttpClientTest, SendsBasicCredentials) {
   AnswerServer server(std::nullopt, 200, "{}");
-  Request request = To(server.url() + "/api/queues");
+  ClientRequest request = To(server.url() + "/api/queues");
   request.user = "guest";
   request.password = "guest";
 
@@ -77,7 +77,7 @@ TEST(HttpClientTest, AnErrorStatusIsAResponseNotAnError) {
 
 TEST(HttpClientTest, StreamsTheBodyToOnBodyInsteadOfKeepingIt) {
   AnswerServer server(std::nullopt, 200, "line 1\nline 2\n");
-  Request request = To(server.url());
+  ClientRequest request = To(server.url());
   std::string streamed;
   request.on_body = [&streamed](std::string_view piece) {
     streamed += piece;
@@ -93,7 +93,7 @@ TEST(HttpClientTest, StreamsTheBodyToOnBodyInsteadOfKeepingIt) {
 
 TEST(HttpClientTest, AResponseOverTheLimitFails) {
   AnswerServer server(std::nullopt, 200, std::string(1000, 'x'));
-  Request request = To(server.url());
+  ClientRequest request = To(server.url());
   request.max_response_bytes = 999;
 
   auto response = Client().Send(request);
@@ -130,7 +130,7 @@ class SilentServer {
 
 TEST(HttpClientTest, NoAnswerWithinTheTimeoutIsDeadlineExceeded) {
   SilentServer server;
-  Request request = To(server.url());
+  ClientRequest request = To(server.url());
   request.timeout = std::chrono::milliseconds(200);
 
   auto response = Client().Send(request);
@@ -140,7 +140,7 @@ TEST(HttpClientTest, NoAnswerWithinTheTimeoutIsDeadlineExceeded) {
 
 TEST(HttpClientTest, StoppedEndsTheWaitWithCancelled) {
   SilentServer server;
-  Request request = To(server.url());
+  ClientRequest request = To(server.url());
   request.timeout = std::chrono::seconds(30);
   request.stopped = [] { return true; };
 
@@ -163,7 +163,7 @@ class HttpsTest : public ::testing::Test {
 
 TEST_F(HttpsTest, TrustsAServerWhoseCertificateChainsToTheGivenCa) {
   AnswerServer server(certificates_, 200, R"({"status":"UP"})");
-  Request request = To(server.url() + "/health");
+  ClientRequest request = To(server.url() + "/health");
   request.ca_file = certificates_.ca;
 
   auto response = Client().Send(request);
@@ -176,7 +176,7 @@ TEST_F(HttpsTest, TrustsAServerWhoseCertificateChainsToTheGivenCa) {
 
 TEST_F(HttpsTest, RefusesAServerSignedByAnotherCa) {
   AnswerServer server(certificates_, 200, "{}");
-  Request request = To(server.url() + "/health");
+  ClientRequest request = To(server.url() + "/health");
   request.ca_file = certificates_.other_ca;
 
   auto response = Client().Send(request);
@@ -198,7 +198,7 @@ TEST_F(HttpsTest, RefusesAPrivateCaWhenOnlyTheSystemStoreIsTrusted) {
 
 TEST_F(HttpsTest, AMissingCaFileIsNamed) {
   AnswerServer server(certificates_, 200, "{}");
-  Request request = To(server.url() + "/health");
+  ClientRequest request = To(server.url() + "/health");
   request.ca_file = "/nonexistent/ca.pem";
 
   auto response = Client().Send(request);

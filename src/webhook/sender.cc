@@ -15,7 +15,7 @@ WebhookResponse CurlWebhookSender::Post(
     const std::string& url, const std::vector<std::pair<std::string, std::string>>& headers,
     const std::string& body, std::chrono::milliseconds timeout,
     const std::function<bool()>& stopped) {
-  http::Request request;
+  http::ClientRequest request;
   request.method = "POST";
   request.url = url;
   request.headers = headers;

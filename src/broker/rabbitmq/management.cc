@@ -68,7 +68,7 @@ Result<ManagementApi> ManagementApi::Parse(std::string_view url, std::string use
 }
 
 Result<std::string> ManagementApi::Get(const std::string& path) const {
-  http::Request request;
+  http::ClientRequest request;
   request.url = fmt::format("http://{}{}", where_, path);
   request.user = user_;
   request.password = password_;

@@ -254,8 +254,8 @@ class ManagementClient {
   }
 
  private:
-  Result<http::Response> Send(const std::string& method, const std::string& path) {
-    http::Request request;
+  Result<http::ClientResponse> Send(const std::string& method, const std::string& path) {
+    http::ClientRequest request;
     request.method = method;
     request.url = base_ + path;
     request.user = user_;
