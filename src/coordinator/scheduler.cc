@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <variant>
 
@@ -439,25 +440,26 @@ Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
 }
 
 Result<int> Scheduler::ExpireLeases(Duration lease) {
-  int requeued = 0;
   TimePoint now = clock_.Now();
-  auto nodes = datastore_.ActiveNodes(now - lease);
+  auto nodes = datastore_.ActiveNodes(TimePoint{});  // every node that ever heartbeated
   if (!nodes.ok()) return nodes.status();
-  std::set<std::string> alive;
-  for (const NodeRecord& node : *nodes) alive.insert(node.id);
+  std::map<std::string, TimePoint> last_seen;
+  for (const NodeRecord& node : *nodes) last_seen[node.id] = node.last_heartbeat_at;
   auto running = datastore_.TasksInState({TaskState::kRunning});
   if (!running.ok()) return running.status();
+  int requeued = 0;
   Status first_error;
+  // Only candidates are picked here (runnables on nodes that look silent); flow's
+  // LeaseExpired judges the lease and the task's start.
   for (const TaskRecord& task : *running) {
-    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty() ||
-        alive.contains(task.node_id)) {
-      continue;
-    }
-    // A task that started less than a lease ago may belong to a node whose first
-    // heartbeat is still on its way.
-    if (task.started_at && now - *task.started_at < lease) continue;
+    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty()) continue;
+    auto seen = last_seen.find(task.node_id);
+    std::optional<TimePoint> node_last_seen;
+    if (seen != last_seen.end()) node_last_seen = seen->second;
+    if (node_last_seen && now - *node_last_seen <= lease) continue;
     Decided decided;
-    Status s = Handle(task.job_id, flow::LeaseExpired{task.id, task.node_id}, &decided);
+    Status s = Handle(task.job_id, flow::LeaseExpired{task.id, task.node_id, node_last_seen, lease},
+                      &decided);
     if (!s.ok()) {
       if (first_error.ok()) first_error = s;
       continue;

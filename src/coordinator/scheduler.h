@@ -120,8 +120,9 @@ class Scheduler {
   // flow::Frontier for every active job, each under its tree's lock; RUNNING rows on a
   // node not in `live_nodes` are expired as leases.
   Status Reconcile(const std::set<std::string>& live_nodes);
-  // RUNNING runnable rows of nodes silent for longer than `lease` (and started longer
-  // ago than that) are decided as LeaseExpired. Returns how many were re-queued.
+  // Offers flow a LeaseExpired, with the node's last heartbeat and `lease`, for every
+  // RUNNING runnable row of a node silent for longer than `lease`; flow decides (it also
+  // spares a task started less than a lease ago). Returns how many were re-queued.
   Result<int> ExpireLeases(Duration lease);
 
   // Tells worker `node_id` the drops (tasks cancelled while waiting in a queue) it was not
