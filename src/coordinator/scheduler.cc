@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <variant>
 
@@ -11,25 +12,11 @@
 namespace baton {
 namespace {
 
-// Errors worth delivering the event again for; the rest are logged and dropped.
-bool MayPass(const Status& s) {
-  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
-}
-
 // Errors that delivering the event again would meet again (a row the datastore refuses,
 // an internal error): the step can never be taken.
 bool IsLasting(const Status& s) {
   return !s.ok() && !MayPass(s) && s.code() != StatusCode::kNotFound &&
          s.code() != StatusCode::kFailedPrecondition;
-}
-
-Status Handled(const Status& s, const char* what, const std::string& id) {
-  if (s.ok() || s.code() == StatusCode::kNotFound || s.code() == StatusCode::kFailedPrecondition) {
-    return Status::Ok();
-  }
-  if (MayPass(s)) return s;
-  log::Error(what, {{"task_id", id}, {"error", s.message()}});
-  return Status::Ok();
 }
 
 OutboxSinks SinksOf(const SchedulerOptions& options) {
@@ -373,36 +360,13 @@ Status Scheduler::Restart(const std::string& job_id) {
 
 // ---------------------------------------------------------------------------- events
 
-Status Scheduler::OnStarted(const TaskStarted& event) {
+Status Scheduler::OnStarted(const TaskStarted& event) { return OnWorker(FromWorker(event)); }
+Status Scheduler::OnFinished(const TaskFinished& event) { return OnWorker(FromWorker(event)); }
+Status Scheduler::OnProgress(const TaskProgress& event) { return OnWorker(FromWorker(event)); }
+
+Status Scheduler::OnWorker(const WorkerEvent& event) {
   // Under the tree's lock like every decision: the rows flow reads are the rows it writes.
-  Status s = HandleTask(event.task_id, event.job_id,
-                        flow::Started{event.task_id, event.node_id, event.at});
-  return Handled(s, "recording a start failed", event.task_id);
-}
-
-Status Scheduler::OnFinished(const TaskFinished& event) {
-  flow::Event e;
-  switch (event.outcome) {
-    case TaskFinished::Outcome::kCompleted:
-      e = flow::Completed{event.task_id, event.node_id, event.result, event.started_at};
-      break;
-    case TaskFinished::Outcome::kFailed:
-      e = flow::Failed{event.task_id, event.node_id, event.error, event.started_at};
-      break;
-    case TaskFinished::Outcome::kCancelled:
-      e = flow::WorkerCancelled{event.task_id, event.node_id, event.error};
-      break;
-    case TaskFinished::Outcome::kHandedBack:
-      e = flow::Redelivery{event.task_id, event.node_id, event.error};
-      break;
-  }
-  Status s = HandleTask(event.task_id, event.job_id, e);
-  return Handled(s, "handling a task outcome failed", event.task_id);
-}
-
-Status Scheduler::OnProgress(const TaskProgress& event) {
-  Status s = HandleTask(event.task_id, event.job_id, flow::Progress{event.task_id, event.progress});
-  return Handled(s, "recording progress failed", event.task_id);
+  return Handled(HandleTask(event.task_id, event.job_id, event.event), event);
 }
 
 // ---------------------------------------------------------------------------- recovery
@@ -439,25 +403,26 @@ Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
 }
 
 Result<int> Scheduler::ExpireLeases(Duration lease) {
-  int requeued = 0;
   TimePoint now = clock_.Now();
-  auto nodes = datastore_.ActiveNodes(now - lease);
+  auto nodes = datastore_.ActiveNodes(TimePoint{});  // every node that ever heartbeated
   if (!nodes.ok()) return nodes.status();
-  std::set<std::string> alive;
-  for (const NodeRecord& node : *nodes) alive.insert(node.id);
+  std::map<std::string, TimePoint> last_seen;
+  for (const NodeRecord& node : *nodes) last_seen[node.id] = node.last_heartbeat_at;
   auto running = datastore_.TasksInState({TaskState::kRunning});
   if (!running.ok()) return running.status();
+  int requeued = 0;
   Status first_error;
+  // Only candidates are picked here (runnables on nodes that look silent); flow's
+  // LeaseExpired judges the lease and the task's start.
   for (const TaskRecord& task : *running) {
-    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty() ||
-        alive.contains(task.node_id)) {
-      continue;
-    }
-    // A task that started less than a lease ago may belong to a node whose first
-    // heartbeat is still on its way.
-    if (task.started_at && now - *task.started_at < lease) continue;
+    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty()) continue;
+    auto seen = last_seen.find(task.node_id);
+    std::optional<TimePoint> node_last_seen;
+    if (seen != last_seen.end()) node_last_seen = seen->second;
+    if (node_last_seen && now - *node_last_seen <= lease) continue;
     Decided decided;
-    Status s = Handle(task.job_id, flow::LeaseExpired{task.id, task.node_id}, &decided);
+    Status s = Handle(task.job_id, flow::LeaseExpired{task.id, task.node_id, node_last_seen, lease},
+                      &decided);
     if (!s.ok()) {
       if (first_error.ok()) first_error = s;
       continue;

@@ -36,8 +36,10 @@
 #include "coordinator/job_cache.h"
 #include "coordinator/job_locks.h"
 #include "coordinator/outbox.h"
+#include "coordinator/scheduler_options.h"
 #include "coordinator/starter.h"
 #include "coordinator/view_reader.h"
+#include "coordinator/worker_events.h"
 #include "coordinator/worker_signals.h"
 #include "core/job.h"
 #include "core/messages.h"
@@ -48,40 +50,6 @@
 #include "metrics/metrics.h"
 
 namespace baton {
-
-struct SchedulerOptions {
-  // The broker keeps messages across restarts (RabbitMQ). Then a row is marked SCHEDULED
-  // only once the broker confirmed its message, and reconciling re-publishes PENDING rows
-  // only; otherwise (the in-memory broker) SCHEDULED rows are re-published too.
-  bool durable_broker = false;
-  // A RUNNING task whose node is gone is re-queued at most this many times.
-  int max_redeliveries = 3;
-  // Workers heard from within this long are told of cancelled tasks still in a queue,
-  // since any of them may take such a task's message.
-  Duration node_lease = std::chrono::seconds(30);
-  // Several coordinators: every decision about a job is taken under the lock
-  // "baton.job:<id of its top-level job>" of this locker, so each step is decided once.
-  // Null for a single coordinator: the scheduler then uses an in-process locker of its
-  // own, so that one job's long decision does not hold up the others'.
-  Locker* job_locker = nullptr;
-  std::chrono::milliseconds lock_timeout = std::chrono::seconds(30);
-  // A task whose message the broker refused is published again after this long.
-  Duration republish_delay = std::chrono::seconds(2);
-  // Submit returns once the job is stored (PENDING), and a thread of the scheduler
-  // starts it right after: concurrent submissions then share commits instead of queueing
-  // behind the scheduler's decisions. A crash in between leaves the job PENDING, and
-  // reconciling starts it. Off: Submit starts the job before returning (tests rely on it).
-  bool start_in_background = false;
-  // Called after a commit that wrote webhook deliveries (the coordinator's deliverer
-  // wakes up). Not under any lock of the scheduler.
-  std::function<void()> on_webhooks;
-  // What the decisions did, counted (ended jobs and task attempts, retries, each
-  // event's decision time). Null: not counted.
-  Metrics* metrics = nullptr;
-  // Told every committed change of a job or task row while a stream is subscribed
-  // (GET /events). Null: not told.
-  EventHub* events = nullptr;
-};
 
 class Scheduler {
  public:
@@ -120,8 +88,9 @@ class Scheduler {
   // flow::Frontier for every active job, each under its tree's lock; RUNNING rows on a
   // node not in `live_nodes` are expired as leases.
   Status Reconcile(const std::set<std::string>& live_nodes);
-  // RUNNING runnable rows of nodes silent for longer than `lease` (and started longer
-  // ago than that) are decided as LeaseExpired. Returns how many were re-queued.
+  // Offers flow a LeaseExpired, with the node's last heartbeat and `lease`, for every
+  // RUNNING runnable row of a node silent for longer than `lease`; flow decides (it also
+  // spares a task started less than a lease ago). Returns how many were re-queued.
   Result<int> ExpireLeases(Duration lease);
 
   // Tells worker `node_id` the drops (tasks cancelled while waiting in a queue) it was not
@@ -147,6 +116,8 @@ class Scheduler {
 
   // Decides `event` about job `job_id` under its tree's lock, then tells the listener.
   Status Handle(const std::string& job_id, const flow::Event& event, Decided* out = nullptr);
+  // A worker's message decided (HandleTask), and its answer (Handled).
+  Status OnWorker(const WorkerEvent& event);
   // The same for an event about a task whose job the message may not name.
   Status HandleTask(const std::string& task_id, const std::string& job_id, const flow::Event& event,
                     Decided* out = nullptr);
