@@ -85,9 +85,9 @@ std::variant<DocumentFormat, Response> BodyFormat(const Request& request,
                                                   std::size_t max_body_bytes,
                                                   std::string_view what) {
   if (request.body.size() > max_body_bytes) {
-    return Json(413, {{"message", fmt::format("{} is {} bytes; the limit is {}", what,
-                                              request.body.size(), max_body_bytes)},
-                      {"code", "INVALID_ARGUMENT"}});
+    return ErrorResponse(InvalidArgument(fmt::format("{} is {} bytes; the limit is {}", what,
+                                                     request.body.size(), max_body_bytes)),
+                         413);
   }
   std::string type = MediaType(request.content_type);
   if (type == "application/json") return DocumentFormat::kJson;
@@ -96,10 +96,11 @@ std::variant<DocumentFormat, Response> BodyFormat(const Request& request,
     return DocumentFormat::kYaml;
   }
   if (type.empty()) return SniffFormat(request.body);
-  return Json(415, {{"message", fmt::format("unsupported content type \"{}\": send "
-                                            "application/json, text/yaml or application/x-yaml",
-                                            type.substr(0, 100))},
-                    {"code", "INVALID_ARGUMENT"}});
+  return ErrorResponse(InvalidArgument(fmt::format("unsupported content type \"{}\": send "
+                                                   "application/json, text/yaml or "
+                                                   "application/x-yaml",
+                                                   type.substr(0, 100))),
+                       415);
 }
 
 Response DocumentProblems(const std::vector<Diagnostic>& problems, std::string message,
@@ -117,9 +118,22 @@ Response DocumentProblems(const std::vector<Diagnostic>& problems, std::string m
         problems.front().message == DocumentTooLargeMessage(max_document_bytes)) {
       message += "; the limit is api.max_document_bytes";
     }
-    return Json(413, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+    return Error(413, StatusCodeName(StatusCode::kInvalidArgument), message, {{"errors", errors}});
   }
-  return Json(400, {{"message", message}, {"code", "INVALID_ARGUMENT"}, {"errors", errors}});
+  return Error(HttpStatus(StatusCode::kInvalidArgument),
+               StatusCodeName(StatusCode::kInvalidArgument), message, {{"errors", errors}});
+}
+
+Response Error(int http_status, std::string_view code, std::string_view message,
+               const json& extra) {
+  json body = extra;
+  body["message"] = message;
+  body["code"] = code;
+  return Json(http_status, body);
+}
+
+Response PermissionDenied(std::string_view message) {
+  return Error(403, "PERMISSION_DENIED", message);
 }
 
 }  // namespace detail
@@ -150,8 +164,11 @@ int HttpStatus(StatusCode code) {
 }
 
 Response ErrorResponse(const Status& status) {
-  return Json(HttpStatus(status.code()),
-              {{"message", status.message()}, {"code", StatusCodeName(status.code())}});
+  return ErrorResponse(status, HttpStatus(status.code()));
+}
+
+Response ErrorResponse(const Status& status, int http_status) {
+  return Error(http_status, StatusCodeName(status.code()), status.message());
 }
 
 Api::Api(Coordinator& coordinator, Datastore& datastore, Broker& broker, ApiOptions options)
@@ -275,10 +292,10 @@ bool Matches(const std::vector<std::string>& want, const std::vector<std::string
 }
 
 Response Unauthenticated(const std::string& why) {
-  Response r = Json(401, {{"message", "authentication required: " + why +
-                                          "; send HTTP basic credentials (a user's name and "
-                                          "password) or an API key (Authorization: Bearer KEY)"},
-                          {"code", "UNAUTHENTICATED"}});
+  Response r = Error(401, "UNAUTHENTICATED",
+                     "authentication required: " + why +
+                         "; send HTTP basic credentials (a user's name and password) or an API "
+                         "key (Authorization: Bearer KEY)");
   r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"baton\", charset=\"UTF-8\"");
   return r;
 }
@@ -312,10 +329,11 @@ Response Api::Handle(const Request& request) {
   }
   Response response;
   if (options_.rate_limit_rps > 0 && request.path != "/health" && !TakeToken(request.remote_addr)) {
-    response = Json(429, {{"message", fmt::format("too many requests: the limit is {} a second "
-                                                  "for each client (middleware.web.ratelimit.rps)",
-                                                  options_.rate_limit_rps)},
-                          {"code", "UNAVAILABLE"}});
+    response = ErrorResponse(Unavailable(fmt::format("too many requests: the limit is {} a second "
+                                                     "for each client "
+                                                     "(middleware.web.ratelimit.rps)",
+                                                     options_.rate_limit_rps)),
+                             429);
     response.headers.emplace_back("Retry-After", "1");
   } else {
     response = Dispatch(request);
@@ -409,11 +427,9 @@ std::optional<Response> Api::Authorize(Access access, Call& call) {
       return std::nullopt;
     case Access::kAdmin:
       if (call.who->admin()) return std::nullopt;
-      return Json(403,
-                  {{"message",
-                    fmt::format("{} {} needs the {} role; {} does not have it", call.request.method,
-                                call.request.path.substr(0, 200), kAdminRole, call.who->username)},
-                   {"code", "PERMISSION_DENIED"}});
+      return PermissionDenied(fmt::format("{} {} needs the {} role; {} does not have it",
+                                          call.request.method, call.request.path.substr(0, 200),
+                                          kAdminRole, call.who->username));
     case Access::kJob:
       if (Status s = MaySeeJob(call, call.id); !s.ok()) return ErrorResponse(s);
       return std::nullopt;

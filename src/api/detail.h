@@ -34,6 +34,13 @@ nlohmann::json PageJson(const Page<T>& page, F&& item) {
 }
 // A log part, its contents with `secrets` hidden.
 nlohmann::json LogPartJson(const LogPart& part, const std::vector<std::string>& secrets);
+// Every error answer's body: `{"message": ..., "code": ...}` and `extra`'s fields. Use
+// ErrorResponse (api.h), whose status comes from the code; this is for the codes that are
+// no Status code (base/status.h's set is closed): 401 UNAUTHENTICATED, 403 PERMISSION_DENIED.
+Response Error(int http_status, std::string_view code, std::string_view message,
+               const nlohmann::json& extra = nlohmann::json::object());
+// 403 PERMISSION_DENIED: the caller is known and may not do this.
+Response PermissionDenied(std::string_view message);
 // 32 lowercase hex characters.
 bool IsId(std::string_view id);
 // A positive integer query parameter within [lo, hi]; absent gives `fallback`.

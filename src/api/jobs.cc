@@ -114,9 +114,8 @@ Response Api::SubmitJob(const Request& request, const std::optional<Principal>& 
 }
 
 Response Api::WaitTimedOut(const PendingWait& wait) {
-  return Json(408, {{"message", fmt::format("job {} did not finish within {}", wait.job_id,
-                                            FormatDuration(wait.timeout))},
-                    {"code", "DEADLINE_EXCEEDED"}});
+  return ErrorResponse(DeadlineExceeded(
+      fmt::format("job {} did not finish within {}", wait.job_id, FormatDuration(wait.timeout))));
 }
 
 Response Api::Stopping(const std::string& job_id) {

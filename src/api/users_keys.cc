@@ -118,10 +118,9 @@ Response Api::CreateKey(const Call& call) {
   if (call.who) {
     if (username.empty()) username = call.who->username;
     if (username != call.who->username && !call.who->admin()) {
-      return Json(403, {{"message", fmt::format("only an admin may create a key for another user "
-                                                "({}); leave out username for your own",
-                                                username.substr(0, 64))},
-                        {"code", "PERMISSION_DENIED"}});
+      return PermissionDenied(fmt::format(
+          "only an admin may create a key for another user ({}); leave out username for your own",
+          username.substr(0, 64)));
     }
   } else if (username.empty()) {
     return ErrorResponse(InvalidArgument(
@@ -152,8 +151,7 @@ Response Api::ListKeys(const Call& call) {
   }
   if (call.who && !call.who->admin()) {
     if (!username.empty() && username != call.who->username) {
-      return Json(403, {{"message", "only an admin may list another user's keys"},
-                        {"code", "PERMISSION_DENIED"}});
+      return PermissionDenied("only an admin may list another user's keys");
     }
     username = call.who->username;
   }
