@@ -125,6 +125,9 @@ struct ApiOptions {
 int HttpStatus(StatusCode code);
 // `{"message": ..., "code": ...}` with the status from HttpStatus.
 Response ErrorResponse(const Status& status);
+// The same body with a status that refines HttpStatus's for the code: 413 or 415 for an
+// InvalidArgument about a request's body, 429 for the rate limit's Unavailable.
+Response ErrorResponse(const Status& status, int http_status);
 
 class Api {
  public:

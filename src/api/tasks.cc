@@ -1,0 +1,37 @@
+// /tasks/{id} and its log.
+#include <fmt/format.h>
+
+#include "api/api.h"
+#include "api/detail.h"
+#include "core/record_json.h"
+#include "core/redact.h"
+
+namespace baton::api {
+
+using nlohmann::json;
+using namespace detail;
+
+Response Api::GetTask(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
+  BATON_ASSIGN_OR_RETURN(auto task, datastore_.GetTask(id), ErrorResponse);
+  json body = ToJson(task);
+  std::vector<std::string> secrets;
+  if (auto job = datastore_.GetJob(task.job_id); job.ok()) secrets = SecretValues(*job);
+  AddSecretValues(task.task, secrets);
+  RedactJson(body, secrets);
+  return Ok(body);
+}
+
+Response Api::TaskLog(const std::string& id, const Request& request) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
+  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 25, 1, 100), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto task, datastore_.GetTask(id), ErrorResponse);
+  std::vector<std::string> secrets;
+  if (auto job = datastore_.GetJob(task.job_id); job.ok()) secrets = SecretValues(*job);
+  AddSecretValues(task.task, secrets);
+  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.TaskLogParts(id, page, size), ErrorResponse);
+  return Ok(PageJson(parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
+}
+
+}  // namespace baton::api
