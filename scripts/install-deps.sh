@@ -18,7 +18,7 @@ test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libfuzzer-14-dev clang-format python3 curl
   podman runc busybox-static debootstrap
-  iproute2 socat python3-prometheus-client
+  iproute2 socat python3-prometheus-client openssl
   chromium
 )
 
