@@ -65,6 +65,13 @@ Result<int> IntParam(const Request& request, const std::string& name, int fallba
   return value;
 }
 
+Result<Paging> PagingOf(const Request& request, int size) {
+  Paging paging;
+  BATON_ASSIGN_OR_RETURN(paging.page, IntParam(request, "page", 1, 1, 1'000'000));
+  BATON_ASSIGN_OR_RETURN(paging.size, IntParam(request, "size", size, 1, 100));
+  return paging;
+}
+
 json LogPartJson(const LogPart& part, const std::vector<std::string>& secrets) {
   return {{"id", part.id},
           {"number", part.number},

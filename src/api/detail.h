@@ -45,6 +45,12 @@ Response PermissionDenied(std::string_view message);
 bool IsId(std::string_view id);
 // A positive integer query parameter within [lo, hi]; absent gives `fallback`.
 Result<int> IntParam(const Request& request, const std::string& name, int fallback, int lo, int hi);
+// A list's page: `page` (from 1, default 1) and `size` (1 to 100, default `size`).
+struct Paging {
+  int page = 1;
+  int size = 10;
+};
+Result<Paging> PagingOf(const Request& request, int size);
 // A boolean query parameter: "true" or "false" (also "1", "0"); absent gives `fallback`;
 // anything else is InvalidArgument naming it.
 Result<bool> BoolParam(const Request& request, const std::string& name, bool fallback);

@@ -150,8 +150,7 @@ Result<JobRecord> Api::WaitForJob(const std::string& id, std::chrono::millisecon
 }
 
 Response Api::ListJobs(const Request& request, const std::optional<Principal>& who) {
-  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 10, 1, 100), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto paging, PagingOf(request, 10), ErrorResponse);
   JobQuery query;
   if (auto it = request.query.find("q"); it != request.query.end()) query.q = it->second;
   // (beyond Tork) state=RUNNING,FAILED: only jobs in one of these states.
@@ -169,8 +168,8 @@ Response Api::ListJobs(const Request& request, const std::optional<Principal>& w
       }
     }
   }
-  query.page = page;
-  query.size = size;
+  query.page = paging.page;
+  query.size = paging.size;
   query.viewer = who;
   // Bounded here, before the datastore, so that a long search is a 400 stating the limit.
   if (Status valid = ValidateJobQuery(query); !valid.ok()) return ErrorResponse(valid);
@@ -202,10 +201,9 @@ Response Api::GetJob(const std::string& id) {
 
 Response Api::JobLog(const std::string& id, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
-  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 25, 1, 100), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto paging, PagingOf(request, 25), ErrorResponse);
   BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.JobLogParts(id, page, size), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.JobLogParts(id, paging.page, paging.size), ErrorResponse);
   // The values of the page's tasks (cached by the coordinator), not of every row.
   std::vector<std::string> secrets = SecretValues(job);
   std::set<std::string> seen;

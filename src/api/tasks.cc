@@ -24,13 +24,12 @@ Response Api::GetTask(const std::string& id) {
 
 Response Api::TaskLog(const std::string& id, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
-  BATON_ASSIGN_OR_RETURN(auto page, IntParam(request, "page", 1, 1, 1'000'000), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto size, IntParam(request, "size", 25, 1, 100), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto paging, PagingOf(request, 25), ErrorResponse);
   BATON_ASSIGN_OR_RETURN(auto task, datastore_.GetTask(id), ErrorResponse);
   std::vector<std::string> secrets;
   if (auto job = datastore_.GetJob(task.job_id); job.ok()) secrets = SecretValues(*job);
   AddSecretValues(task.task, secrets);
-  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.TaskLogParts(id, page, size), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.TaskLogParts(id, paging.page, paging.size), ErrorResponse);
   return Ok(PageJson(parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
 }
 

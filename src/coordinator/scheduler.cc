@@ -404,12 +404,14 @@ Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
 
 Result<int> Scheduler::ExpireLeases(Duration lease) {
   TimePoint now = clock_.Now();
-  auto nodes = datastore_.ActiveNodes(TimePoint{});  // every node that ever heartbeated
+  auto running = datastore_.TasksInState({TaskState::kRunning});
+  if (!running.ok()) return running.status();
+  if (running->empty()) return 0;
+  // The nodes seen within the lease (not every node that ever heartbeated).
+  auto nodes = datastore_.ActiveNodes(now - lease);
   if (!nodes.ok()) return nodes.status();
   std::map<std::string, TimePoint> last_seen;
   for (const NodeRecord& node : *nodes) last_seen[node.id] = node.last_heartbeat_at;
-  auto running = datastore_.TasksInState({TaskState::kRunning});
-  if (!running.ok()) return running.status();
   int requeued = 0;
   Status first_error;
   // Only candidates are picked here (runnables on nodes that look silent); flow's

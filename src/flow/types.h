@@ -70,9 +70,10 @@ struct Redelivery {
 };
 // The task's node stopped heartbeating while it ran. It ends the row only when the row is
 // RUNNING a runnable on `node_id`; and, with a `lease` (> 0), only when the node was
-// last seen more than a lease ago (`node_last_seen`: its last heartbeat; none, never
-// seen) and the task started at least a lease ago (a node's first heartbeat may still
-// be on its way). Without a lease (the default), the caller has judged both.
+// last seen more than a lease ago (`node_last_seen`: its last heartbeat as the caller
+// read it; none, not seen within the lease or never) and the task started at least a
+// lease ago (a node's first heartbeat may still be on its way). Without a lease (the
+// default), the caller has judged both.
 struct LeaseExpired {
   std::string task_id;
   std::string node_id;
