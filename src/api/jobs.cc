@@ -203,7 +203,8 @@ Response Api::JobLog(const std::string& id, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
   BATON_ASSIGN_OR_RETURN(auto paging, PagingOf(request, 25), ErrorResponse);
   BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.JobLogParts(id, paging.page, paging.size), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.JobLogParts(id, paging.page, paging.size),
+                         ErrorResponse);
   // The values of the page's tasks (cached by the coordinator), not of every row.
   std::vector<std::string> secrets = SecretValues(job);
   std::set<std::string> seen;

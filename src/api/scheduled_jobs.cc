@@ -73,7 +73,8 @@ Response Api::UpdateScheduledJob(const std::string& id, const Request& request,
 
 Response Api::ListScheduledJobs(const Request& request) {
   BATON_ASSIGN_OR_RETURN(auto paging, PagingOf(request, 10), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto list, coordinator_.schedules().List(paging.page, paging.size), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto list, coordinator_.schedules().List(paging.page, paging.size),
+                         ErrorResponse);
   json items = json::array();
   for (const ScheduledJobRecord& record : list.items) items.push_back(Redacted(record, true));
   return Ok({{"items", std::move(items)},

@@ -29,7 +29,8 @@ Response Api::TaskLog(const std::string& id, const Request& request) {
   std::vector<std::string> secrets;
   if (auto job = datastore_.GetJob(task.job_id); job.ok()) secrets = SecretValues(*job);
   AddSecretValues(task.task, secrets);
-  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.TaskLogParts(id, paging.page, paging.size), ErrorResponse);
+  BATON_ASSIGN_OR_RETURN(auto parts, datastore_.TaskLogParts(id, paging.page, paging.size),
+                         ErrorResponse);
   return Ok(PageJson(parts, [&](const LogPart& part) { return LogPartJson(part, secrets); }));
 }
 
