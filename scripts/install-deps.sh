@@ -7,7 +7,7 @@ set -euo pipefail
 profile="${1:-test}"
 
 build_pkgs=(
-  build-essential cmake ninja-build pkg-config ccache
+  build-essential clang cmake ninja-build pkg-config ccache
   libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev libssl-dev
   libpq-dev librabbitmq-dev libcurl4-openssl-dev prometheus-cpp-dev libcrypt-dev

@@ -8,7 +8,7 @@ JobLocks::JobLocks(Datastore& datastore, Locker* locker, std::chrono::millisecon
       locker_(locker == nullptr ? *own_ : *locker),
       timeout_(timeout) {}
 
-Result<std::unique_ptr<Lock>> JobLocks::Lock(const std::string& job_id) {
+Result<std::unique_ptr<Lock>> JobLocks::Acquire(const std::string& job_id) {
   auto root = RootOf(job_id);
   if (!root.ok()) return root.status();
   return locker_.Acquire("baton.job:" + *root, timeout_);

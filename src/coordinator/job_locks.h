@@ -25,7 +25,7 @@ class JobLocks {
   JobLocks(Datastore& datastore, Locker* locker, std::chrono::milliseconds timeout);
 
   // Waits at most the timeout for the tree's lock (Unavailable / DeadlineExceeded).
-  Result<std::unique_ptr<Lock>> Lock(const std::string& job_id);
+  Result<std::unique_ptr<Lock>> Acquire(const std::string& job_id);
   Result<std::string> RootOf(const std::string& job_id) BATON_EXCLUDES(mu_);
   // `job_id` is a top-level job (just created).
   void TopLevel(const std::string& job_id) BATON_EXCLUDES(mu_);

@@ -61,7 +61,7 @@ Status Scheduler::Handle(const std::string& job_id, const flow::Event& event, De
   const auto began = std::chrono::steady_clock::now();
   Decided decided;
   {
-    auto guard = locks_.Lock(job_id);
+    auto guard = locks_.Acquire(job_id);
     if (!guard.ok()) return guard.status();
     decided = DecideLocked(
         [&](Transaction& tx, JobCache::Scope& contexts) { return Decide(tx, contexts, event); });
@@ -379,7 +379,7 @@ Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
   const flow::Policy policy = Policy();
   for (const JobRecord& listed : *jobs) {
     Decided decided;
-    if (auto guard = locks_.Lock(listed.id); !guard.ok()) {
+    if (auto guard = locks_.Acquire(listed.id); !guard.ok()) {
       decided.status = guard.status();
     } else {
       decided = DecideLocked([&](Transaction& tx,
