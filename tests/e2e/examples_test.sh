@@ -249,7 +249,7 @@ case_timeout() {
   expect_match "timeout: the task FAILS timed out" "$(js "$body" 'j["execution"][0].get("error", "")')" "timed out"
   # From the row's start to its end, so that a loaded machine's slow polling is not counted.
   local ran
-  ran=$(js "$body" '(lambda t, f: (f(t["completedAt"]) - f(t["startedAt"])).total_seconds())(j["execution"][0], lambda s: __import__("datetime").datetime.fromisoformat(s.replace("Z", "+00:00")))')
+  ran=$(js "$body" '(lambda t, f: (f(t.get("completedAt") or t["failedAt"]) - f(t["startedAt"])).total_seconds())(j["execution"][0], lambda s: __import__("datetime").datetime.fromisoformat(s.replace("Z", "+00:00")))')
   python3 -c "import sys; sys.exit(0 if $ran < 8 else 1)" && pass "timeout: killed after its 1 s, not the 10 s" ||
     fail "timeout: the task ran $ran s"
   no_process '(^|/| )sleep 10$' 5 && pass "timeout: sleep is killed" || fail "timeout: sleep 10 still runs"
