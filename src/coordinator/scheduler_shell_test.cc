@@ -63,7 +63,7 @@ class FakeExecutor : public Executor {
         --refuse_;
         report.refused.push_back({row.id, row.job_id, "the broker is full"});
       } else {
-        report.published.push_back(row.id);
+        report.published.push_back({row.id, row.job_id});
       }
     }
     return report;

@@ -322,18 +322,18 @@ TEST(FlowTest, APublishedRowIsScheduledOnceWithADurableBroker) {
   rows.view.policy = durable;
   std::string id = rows.view.tasks.begin()->first;
   ASSERT_EQ(rows.view.tasks.at(id).state, TaskState::kPending);
-  auto effects = Decide(Published{id}, rows.view, kNow);
+  auto effects = Decide(Published{{id}}, rows.view, kNow);
   auto updates = All<UpdateTask>(effects);
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_EQ(updates[0].row.state, TaskState::kScheduled);
   EXPECT_EQ(updates[0].row.scheduled_at, kNow);
   EXPECT_TRUE(updates[0].state_changed);
   rows.Apply(effects);
-  EXPECT_TRUE(Decide(Published{id}, rows.view, kNow).empty());
+  EXPECT_TRUE(Decide(Published{{id}}, rows.view, kNow).empty());
   // Without a durable broker the row was stored SCHEDULED: nothing to mark.
   Rows plain;
   plain.Apply(SubmitOf(JobOf({Runnable("a")})));
-  EXPECT_TRUE(Decide(Published{plain.view.tasks.begin()->first}, plain.view, kNow).empty());
+  EXPECT_TRUE(Decide(Published{{plain.view.tasks.begin()->first}}, plain.view, kNow).empty());
 }
 
 // A refused row is PENDING (not in a queue) and queued again after the republish delay.
@@ -476,7 +476,7 @@ struct Shell {
                             t.state == TaskState::kCancelled || t.state == TaskState::kSkipped;
             if (t.job_id != c->job_id || terminal || (!c->under.empty() && !Below(t, c->under)))
               continue;
-            rows.push_back({t.id, t.state, t.node_id, t.subjob_id});
+            rows.push_back({t.id, t.state, t.node_id, t.subjob_id, {}});
             t.state = TaskState::kCancelled;
           }
           for (Effect& more : AfterCancel(rows, view.policy)) effects.push_back(more);
@@ -999,7 +999,9 @@ Reads JobTreeReads(std::string job_id) {
           .ancestors = true,
           .each_children = true};
 }
-Reads TaskRowReads(std::string task_id) { return {.task_id = std::move(task_id), .task = true}; }
+Reads TaskRowReads(std::string task_id) {
+  return {.task_id = std::move(task_id), .task = true, .hooks = true};
+}
 
 JobRecord SubmittedJob() {
   JobRecord row;
@@ -1013,7 +1015,11 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"SubmitReadsNothing", Submit{SubmittedJob()}, Reads{.job_id = "j1"}},
         ReadsCase{"StartJobReadsItsJobAndParentChain", StartJob{"j1"}, JobTreeReads("j1")},
         ReadsCase{"StartedReadsItsTaskAndTheScheduledJobsAbove", Started{"t1", "n1", kNow},
-                  Reads{.task_id = "t1", .task = true, .job = true, .scheduled_parents = true}},
+                  Reads{.task_id = "t1",
+                        .task = true,
+                        .job = true,
+                        .scheduled_parents = true,
+                        .hooks = true}},
         ReadsCase{"CompletedReadsItsTree", Completed{"t1", "n1", "ok", {}}, TaskTreeReads("t1")},
         ReadsCase{"FailedReadsItsTree", Failed{"t1", "n1", "bad", {}}, TaskTreeReads("t1")},
         ReadsCase{"WorkerCancelledReadsItsTaskRow", WorkerCancelled{"t1", "n1", "stopped"},
@@ -1024,7 +1030,7 @@ INSTANTIATE_TEST_SUITE_P(
                   TaskTreeReads("t1")},
         ReadsCase{"LeaseExpiredReadsItsTree", LeaseExpired{"t1", "n1"}, TaskTreeReads("t1")},
         ReadsCase{"ProgressReadsItsTaskAndJobState", Progress{"t1", 50},
-                  Reads{.task_id = "t1", .task = true, .job = true}},
+                  Reads{.task_id = "t1", .task = true, .job = true, .hooks = true}},
         ReadsCase{"CancelReadsItsJobAndParentChain", Cancel{"j1"}, JobTreeReads("j1")},
         ReadsCase{"RestartReadsItsJobAndParentChain", Restart{"j1"}, JobTreeReads("j1")},
         ReadsCase{"JobTimedOutReadsItsJobAndParentChain", JobTimedOut{"j1", seconds(1)},
@@ -1033,7 +1039,8 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"FillEachReadsTheEachsTree", FillEach{"t1"}, TaskTreeReads("t1")},
         ReadsCase{"StepFailedReadsItsJobAndParentChain", StepFailed{"j1", "disk full"},
                   JobTreeReads("j1")},
-        ReadsCase{"PublishedReadsItsTaskRow", Published{"t1"}, TaskRowReads("t1")},
+        ReadsCase{"PublishedReadsItsTaskRows", Published{{"t1", "t2", "t3"}},
+                  Reads{.task_id = "t1", .task = true, .more_tasks = {"t2", "t3"}, .hooks = true}},
         ReadsCase{"PublishRefusedReadsItsTaskRow", PublishRefused{"t1", "refused"},
                   TaskRowReads("t1")}),
     [](const auto& info) { return info.param.name; });
