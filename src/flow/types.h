@@ -247,7 +247,8 @@ struct CreateJob {
 // position, progress, result, error, delete_at) need writing. Never the definition (a
 // stored job's never changes; `row.job` is empty when the view shared it).
 // `state_changed` and `progress_changed` (UpdateJob and UpdateTask): how the row differs
-// from the row as read, for the shell's webhooks (job.StateChange, task.Progress, ...).
+// from the row as read (what its Notify is about; the shell's metrics count ended
+// attempts by them).
 struct UpdateJob {
   JobRecord row;
   bool context = false;
