@@ -13,6 +13,12 @@ Status Decision::Apply(std::vector<flow::Effect> effects) {
           if constexpr (std::is_same_v<E, flow::FollowUp>) {
             follow_.push_back(std::move(e.event));
             return Status::Ok();
+          } else if constexpr (std::is_same_v<E, flow::Notify>) {
+            outbox_.Hook(e);
+            return Status::Ok();
+          } else if constexpr (std::is_same_v<E, flow::Changed>) {
+            outbox_.Changed(e);
+            return Status::Ok();
           } else if constexpr (requires { Write(e); }) {
             wrote_ = true;
             return Write(e);
@@ -34,14 +40,12 @@ Result<std::optional<flow::Event>> Decision::NextFollowUp() {
 }
 
 Status Decision::Write(flow::CreateJob& e) {
-  outbox_.JobCreated(e.row);
   created_.push_back(e.row);
   contexts_[e.row.id] = std::nullopt;  // read when first decided about
   return tx_.CreateJob(e.row);
 }
 
 Status Decision::Write(flow::UpdateJob& e) {
-  BATON_RETURN_IF_ERROR(outbox_.JobUpdated(tx_, e, contexts_));
   // A job's definition is never rewritten (flow changes a stored job's state and context
   // only), and the view's row may not hold it.
   if (!e.context) return tx_.UpdateJobState(e.row);
@@ -51,7 +55,7 @@ Status Decision::Write(flow::UpdateJob& e) {
 }
 
 Status Decision::Write(flow::CreateTask& e) {
-  BATON_RETURN_IF_ERROR(outbox_.TaskCreated(tx_, e.row, contexts_));
+  outbox_.TaskCreated(e.row);
   // Moved out and freed once written: an each of 20,000 children does not hold every row
   // twice until the end of its decision.
   std::vector<TaskRecord> row;
@@ -60,20 +64,33 @@ Status Decision::Write(flow::CreateTask& e) {
 }
 
 Status Decision::Write(flow::UpdateTask& e) {
-  BATON_RETURN_IF_ERROR(outbox_.TaskUpdated(tx_, e, contexts_));
+  outbox_.TaskUpdated(e);
   return tx_.UpdateTask(e.row);
 }
 
 Status Decision::Write(flow::CancelActive& e) {
   auto cancelled = tx_.CancelTasks(e.job_id, e.under, e.at);
   if (!cancelled.ok()) return cancelled.status();
-  BATON_RETURN_IF_ERROR(outbox_.TasksCancelled(tx_, e.job_id, *cancelled, contexts_));
   std::vector<flow::CancelledRow> rows;
   rows.reserve(cancelled->size());
-  for (const CancelledTask& c : *cancelled) rows.push_back({c.id, c.was, c.node_id, c.subjob_id});
-  for (flow::Effect& more : flow::AfterCancel(rows, policy_)) {
+  for (CancelledTask& c : *cancelled) {
+    rows.push_back({std::move(c.id), c.was, std::move(c.node_id), std::move(c.subjob_id), {}});
+    // Its job calls webhooks on a task's state: the hook reports the row as cancelled,
+    // which CancelTasks does not return.
+    if (e.hook) {
+      auto row = tx_.GetTask(rows.back().id);
+      if (!row.ok()) return row.status();
+      rows.back().row = std::move(*row);
+    }
+  }
+  // The rows' notices in the scope (in order, as Apply takes them), the rest after it.
+  for (flow::Effect& more : flow::AfterCancel(e, rows, policy_)) {
     if (auto* f = std::get_if<flow::FollowUp>(&more)) {
       follow_.push_back(std::move(f->event));
+    } else if (auto* n = std::get_if<flow::Notify>(&more)) {
+      outbox_.Hook(*n);
+    } else if (auto* c = std::get_if<flow::Changed>(&more)) {
+      outbox_.Changed(*c);
     } else {
       after_.push_back(std::move(more));
     }

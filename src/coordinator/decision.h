@@ -1,8 +1,9 @@
 // Decision: one decision's scope (a Datastore::Transact body) as the scheduler writes it.
-// Row effects are written in the scope, each with what the Outbox records for it; a
-// CancelActive's cancelled rows go through flow::AfterCancel; after-commit effects are
-// kept in their order and follow-up events queued, for the scheduler to decide against the
-// rows as they now are.
+// Row effects are written in the scope (the Outbox counts what they wrote); flow's notices
+// (Notify, Changed) go to the Outbox as they come; a CancelActive's cancelled rows go
+// through flow::AfterCancel (read first, only when the cancel's `hook` asks for its rows:
+// CancelTasks does not return them); after-commit effects are kept in their order and
+// follow-up events queued, for the scheduler to decide against the rows as they now are.
 //
 // Thread-safety: not thread-safe; one per decision scope, used by the thread taking it.
 #pragma once

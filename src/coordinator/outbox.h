@@ -1,11 +1,10 @@
-// Outbox: what one decision tells the world besides its rows. The webhook deliveries its
-// row writes call for (core/webhook.h), written in the decision's own transaction (the
-// outbox table, which the deliverer drains); the live-event changes (GET /events), published
-// after the commit and only while a stream listens; and its metrics (ended attempts,
-// retries, ended jobs), counted once stored. Every job is created through it (JobCreated),
-// whichever way it came: a submission, a scheduled tick, a sub-job.
-//
-// Jobs without webhooks on an event cost a look at their (shared) definition.
+// Outbox: what one decision tells the world besides its rows, as flow's notices say
+// (flow::Notify, flow::Changed: built from the rows as the decision leaves them, so the
+// outbox reads nothing). The webhook deliveries each Notify calls for (core/webhook.h:
+// its job's webhooks on the event, their `if`), written in the decision's own
+// transaction (the outbox table, which the deliverer drains); the live-event changes
+// (GET /events), published after the commit; and its metrics (ended attempts, retries,
+// ended jobs), counted once stored.
 //
 // Thread-safety: not thread-safe; one per decision, used by the thread taking it. The
 // sinks it reports to (EventHub, Metrics, the deliverer's wake-up) are thread-safe.
@@ -14,13 +13,11 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
 #include "coordinator/events.h"
-#include "coordinator/job_cache.h"
 #include "core/records.h"
 #include "core/webhook.h"
 #include "datastore/datastore.h"
@@ -38,38 +35,24 @@ struct OutboxSinks {
 
 class Outbox {
  public:
-  Outbox(const OutboxSinks& sinks, JobCache& cache, Clock& clock);
+  Outbox(const OutboxSinks& sinks, Clock& clock);
 
   // A decision's scope begins (again, when the datastore retries it): nothing recorded.
   void Begin();
-  // Recorded for what a row effect wrote, in the scope of `tx`.
-  void JobCreated(const JobRecord& row);
-  Status JobUpdated(Transaction& tx, const flow::UpdateJob& e, JobCache::Scope& scope);
-  Status TaskCreated(Transaction& tx, const TaskRecord& row, JobCache::Scope& scope);
-  Status TaskUpdated(Transaction& tx, const flow::UpdateTask& e, JobCache::Scope& scope);
-  Status TasksCancelled(Transaction& tx, const std::string& job_id,
-                        const std::vector<CancelledTask>& cancelled, JobCache::Scope& scope);
+  // Recorded for what a row effect wrote (metrics).
+  void TaskCreated(const TaskRecord& row);
+  void TaskUpdated(const flow::UpdateTask& e);
+  // Recorded for flow's notices.
+  void Hook(const flow::Notify& notify);
+  void Changed(const flow::Changed& changed);
   // Stores the deliveries recorded, in the scope.
   Status Write(Transaction& tx);
   // The scope committed: wakes the deliverer, publishes the changes, counts.
   void Committed(const std::vector<JobRecord>& finished);
 
  private:
-  // A job's state row and context as a hook reports them.
-  struct HookJob {
-    JobRecord row;
-    std::shared_ptr<const nlohmann::json> context;
-  };
-  Result<HookJob> HookJobOf(Transaction& tx, const std::string& job_id, JobCache::Scope& scope);
-  Status TaskHooks(Transaction& tx, const TaskRecord& row, std::string_view event,
-                   JobCache::Scope& scope);
-  void Add(std::vector<WebhookDelivery> more);
-  void Change(baton::Change change);
-
   const OutboxSinks& sinks_;
-  JobCache& cache_;
   Clock& clock_;
-  EventHub* events_ = nullptr;  // sinks_.events while a stream listens
   std::vector<WebhookDelivery> hooks_;
   std::size_t hooks_written_ = 0;
   std::vector<baton::Change> changes_;

@@ -52,7 +52,8 @@ flow::Policy Scheduler::Policy() const {
   return flow::Policy{.durable_broker = options_.durable_broker,
                       .max_redeliveries = options_.max_redeliveries,
                       .max_job_bytes = datastore_.MaxJobBytes(),
-                      .republish_delay = options_.republish_delay};
+                      .republish_delay = options_.republish_delay,
+                      .live_events = options_.events != nullptr && options_.events->Wanted()};
 }
 
 // ---------------------------------------------------------------------------- lock
@@ -122,7 +123,7 @@ Result<std::vector<flow::Effect>> Scheduler::Decide(Transaction& tx, JobCache::S
 Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   Decided decided;
   JobCache::Scope contexts;
-  Outbox outbox(sinks_, cache_, clock_);
+  Outbox outbox(sinks_, clock_);
   std::vector<flow::Effect> after;
   decided.status = datastore_.Transact([&](Transaction& tx) -> Status {
     contexts.clear();
@@ -214,13 +215,7 @@ void Scheduler::StartRows(std::vector<TaskRecord> rows) {
 void Scheduler::Reported(StartReport report) {
   // Decided as events, in one scope, under the tree's lock still held: a row marked
   // SCHEDULED or set back to PENDING sends its hook and change like any other move.
-  std::vector<flow::Event> events;
-  if (options_.durable_broker) {
-    for (std::string& id : report.published) events.push_back(flow::Published{std::move(id)});
-  }
-  for (const StartReport::Refusal& r : report.refused) {
-    events.push_back(flow::PublishRefused{r.task_id, r.error});
-  }
+  const std::vector<flow::Event> events = FromExecutor(report, options_.durable_broker);
   if (events.empty()) return;
   Decided decided = DecideLocked(
       [&](Transaction& tx, JobCache::Scope& contexts) -> Result<std::vector<flow::Effect>> {
@@ -318,9 +313,7 @@ Result<std::vector<JobRecord>> Scheduler::Store(const CreateJobsBody& body) {
       DecideLocked([&](Transaction& tx, JobCache::Scope&) -> Result<std::vector<flow::Effect>> {
         auto jobs = body(tx);
         if (!jobs.ok()) return jobs.status();
-        std::vector<flow::Effect> effects;
-        for (JobRecord& job : *jobs) effects.push_back(flow::CreateJob{std::move(job)});
-        return effects;
+        return flow::StoreJobs(std::move(*jobs), Policy());
       });
   if (!decided.status.ok()) return decided.status;
   for (const JobRecord& job : decided.created) locks_.TopLevel(job.id);

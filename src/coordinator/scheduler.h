@@ -5,7 +5,7 @@
 //   read    in one decision scope (Datastore::Transact) the View the event names
 //           (ViewReader, over the JobCache of definitions and contexts);
 //   decide  flow::Decide, then the follow-ups against the rows as they now are;
-//   write   every row effect, with what the Outbox records for it (webhook deliveries in
+//   write   every row effect, and flow's notices through the Outbox (webhook deliveries in
 //           the same scope; live-event changes and metrics once committed);
 //   start   after the commit: rows through the executor of their kind (injected:
 //           Executors), timers through Deadlines, cancelled tasks through WorkerSignals,

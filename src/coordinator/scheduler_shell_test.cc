@@ -63,7 +63,7 @@ class FakeExecutor : public Executor {
         --refuse_;
         report.refused.push_back({row.id, row.job_id, "the broker is full"});
       } else {
-        report.published.push_back(row.id);
+        report.published.push_back({row.id, row.job_id});
       }
     }
     return report;
@@ -423,6 +423,75 @@ TEST_F(ShellTest, WithADurableExecutorAPublishedRowIsScheduledAndSendsItsHook) {
   EXPECT_EQ(row.state, TaskState::kScheduled);
   EXPECT_TRUE(row.scheduled_at.has_value());
   EXPECT_THAT(TaskHookStates(*datastore_, id), ElementsAre("PENDING", "SCHEDULED"));
+}
+
+constexpr char kHookedParallel[] = R"(
+name: hooked
+webhooks:
+  - url: http://localhost:9999/hooks/task
+    event: task.StateChange
+  - url: http://localhost:9999/hooks/job
+tasks:
+  - name: p
+    parallel:
+      tasks:
+        - {name: a, run: ok}
+        - {name: b, run: ok}
+        - {name: c, run: ok}
+)";
+
+// The reads of a job's rows and of what its hooks report (definition, context) so far.
+int HookReads(testing::FaultyDatastore& datastore) {
+  int reads = 0;
+  for (const char* method : {"GetJob", "GetJobState", "GetTask", "GetJobDefinition",
+                             "GetJobContext", "JobTasks", "ChildTasks"}) {
+    reads += datastore.calls(std::string("Transaction.") + method);
+  }
+  return reads;
+}
+
+// The outbox writes a decision's hooks from flow's Notify effects, which hold the job and
+// task rows as the decision leaves them: a submission of a job whose every row calls a
+// hook reads nothing.
+TEST_F(ShellTest, TheOutboxWritesADecisionsHooksWithoutReadingARow) {
+  StopEngine();
+  FakeExecutor executor;  // keeps the rows: nothing runs, nothing more is decided
+  executor_ = &executor;
+  StartEngine();
+  const int before = HookReads(*faulty_);
+  std::string id = Submit(kHookedParallel);
+  EXPECT_EQ(HookReads(*faulty_), before);
+  EXPECT_EQ(executor.started().size(), 3u);
+  // p RUNNING, a, b and c SCHEDULED: one hook each; and the job's.
+  EXPECT_THAT(TaskHookStates(*datastore_, id),
+              ElementsAre("RUNNING", "SCHEDULED", "SCHEDULED", "SCHEDULED"));
+  auto deliveries = datastore_->Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN(auto all, tx.JobWebhookDeliveries(id));
+    EXPECT_EQ(all.size(), 5u);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(deliveries.ok());
+}
+
+// A durable executor's confirms of one job's rows are one Published decision: the job's
+// state row, definition and context are read once for the three rows' hooks.
+TEST_F(ShellTest, ConfirmsOfAJobsRowsAreOneDecisionThatReadsItsJobOnce) {
+  StopEngine();
+  FakeExecutor executor;
+  executor_ = &executor;
+  durable_ = true;
+  StartEngine();
+  const int state_reads = faulty_->calls("Transaction.GetJobState");
+  const int task_reads = faulty_->calls("Transaction.GetTask");
+  std::string id = Submit(kHookedParallel);
+  EXPECT_EQ(faulty_->calls("Transaction.GetJobState") - state_reads, 1);
+  EXPECT_EQ(faulty_->calls("Transaction.GetTask") - task_reads, 3);
+  for (const TaskRecord& row : Execution(id)) {
+    if (row.task.name != "p") EXPECT_EQ(row.state, TaskState::kScheduled) << row.task.name;
+  }
+  EXPECT_THAT(TaskHookStates(*datastore_, id),
+              ElementsAre("RUNNING", "PENDING", "PENDING", "PENDING", "SCHEDULED", "SCHEDULED",
+                          "SCHEDULED"));
 }
 
 // A row the executor refused is PENDING (flow::PublishRefused) and handed to it again

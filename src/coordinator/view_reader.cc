@@ -32,8 +32,9 @@ Status ViewReader::Read(Transaction& tx, const flow::Event& event, JobCache::Sco
       if (!first.ok()) return first.status();
       if (first->empty()) return Status::Ok();  // a missing task: nothing more
       job_id = *first;
+      if (depth == 0) BATON_RETURN_IF_ERROR(ReadMoreTasks(tx, reads, view));
     }
-    if (!reads.job) break;
+    if (!reads.job) return reads.hooks ? ReadHookJob(tx, job_id, scope, view) : Status::Ok();
     auto parent = ReadJob(tx, reads, job_id, scope, view);
     if (!parent.ok()) return parent.status();
     if (parent->empty()) break;
@@ -62,6 +63,36 @@ Result<std::string> ViewReader::ReadTasks(Transaction& tx, const flow::Reads& re
   return job_id;
 }
 
+Status ViewReader::ReadMoreTasks(Transaction& tx, const flow::Reads& reads, flow::View& view) {
+  for (const std::string& id : reads.more_tasks) {
+    auto task = Optional(tx.GetTask(id));
+    if (!task.ok()) return task.status();
+    if (*task) view.tasks[id] = std::move(**task);
+  }
+  return Status::Ok();
+}
+
+Status ViewReader::ReadHookJob(Transaction& tx, const std::string& job_id, JobCache::Scope& scope,
+                               flow::View& view) {
+  // Its definition is shared (JobCache): a job without webhooks costs no more.
+  auto definition = cache_.DefinitionOf(tx, job_id);
+  if (!definition.ok()) {
+    return definition.status().code() == StatusCode::kNotFound ? Status::Ok() : definition.status();
+  }
+  const bool hooks = !(*definition)->webhooks.empty();
+  view.definitions[job_id] = std::move(*definition);
+  if (!hooks) return Status::Ok();
+  int version = 0;
+  auto job = Optional(tx.GetJobState(job_id, &version));
+  if (!job.ok()) return job.status();
+  if (!*job) return Status::Ok();
+  auto context = cache_.ContextOf(tx, job_id, version, scope);
+  if (!context.ok()) return context.status();
+  view.contexts[job_id] = std::move(*context);
+  view.jobs[job_id] = std::move(**job);
+  return Status::Ok();
+}
+
 Result<std::string> ViewReader::ReadJob(Transaction& tx, const flow::Reads& reads,
                                         const std::string& job_id, JobCache::Scope& scope,
                                         flow::View& view) {
@@ -69,15 +100,18 @@ Result<std::string> ViewReader::ReadJob(Transaction& tx, const flow::Reads& read
   auto job = Optional(tx.GetJobState(job_id, &version));
   if (!job.ok()) return job.status();
   if (!*job) return std::string();
-  if (reads.job_whole) {
+  if (reads.job_whole || reads.hooks) {
     // The row is read without its definition and context, which are shared (JobCache):
-    // what a step reads of its job does not grow with it.
+    // what a step reads of its job does not grow with it. For its webhooks alone, the
+    // context only when it has some.
     auto definition = cache_.DefinitionOf(tx, job_id);
     if (!definition.ok()) return definition.status();
-    auto context = cache_.ContextOf(tx, job_id, version, scope);
-    if (!context.ok()) return context.status();
+    if (reads.job_whole || !(*definition)->webhooks.empty()) {
+      auto context = cache_.ContextOf(tx, job_id, version, scope);
+      if (!context.ok()) return context.status();
+      view.contexts[job_id] = std::move(*context);
+    }
     view.definitions[job_id] = std::move(*definition);
-    view.contexts[job_id] = std::move(*context);
   }
   const bool up =
       reads.ancestors || (reads.scheduled_parents && (*job)->state == JobState::kScheduled);

@@ -31,6 +31,12 @@ class ViewReader {
   // The job's row (whole, when read); returns the task to read next up the tree, if any.
   Result<std::string> ReadJob(Transaction& tx, const flow::Reads& reads, const std::string& job_id,
                               JobCache::Scope& scope, flow::View& view);
+  // Reads::more_tasks, each alone.
+  Status ReadMoreTasks(Transaction& tx, const flow::Reads& reads, flow::View& view);
+  // Reads::hooks without Reads::job: the job's definition and, when it has webhooks, its
+  // state row and context.
+  Status ReadHookJob(Transaction& tx, const std::string& job_id, JobCache::Scope& scope,
+                     flow::View& view);
   Status AddEach(Transaction& tx, const TaskRecord& each, flow::View& view);
 
   JobCache& cache_;

@@ -1,5 +1,8 @@
 #include "coordinator/worker_events.h"
 
+#include <map>
+#include <utility>
+
 #include "base/log.h"
 
 namespace baton {
@@ -30,6 +33,21 @@ WorkerEvent FromWorker(const TaskFinished& m) {
 
 WorkerEvent FromWorker(const TaskProgress& m) {
   return {m.task_id, m.job_id, flow::Progress{m.task_id, m.progress}, "recording progress failed"};
+}
+
+std::vector<flow::Event> FromExecutor(StartReport report, bool durable_broker) {
+  std::vector<flow::Event> events;
+  if (durable_broker) {
+    std::map<std::string, std::vector<std::string>> by_job;
+    for (StartReport::Publication& p : report.published) {
+      by_job[p.job_id].push_back(std::move(p.task_id));
+    }
+    for (auto& [job_id, ids] : by_job) events.push_back(flow::Published{std::move(ids)});
+  }
+  for (StartReport::Refusal& r : report.refused) {
+    events.push_back(flow::PublishRefused{std::move(r.task_id), std::move(r.error)});
+  }
+  return events;
 }
 
 bool MayPass(const Status& s) {

@@ -1,10 +1,13 @@
-// What workers report (core/messages.h), as the flow events that decide it, and what a
-// failed decision answers the message with. Pure functions: thread-safe.
+// What workers report (core/messages.h), and what an executor reports (StartReport), as
+// the flow events that decide it; what a failed decision answers a worker's message
+// with. Pure functions: thread-safe.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "coordinator/executors/executor.h"
 #include "core/messages.h"
 #include "flow/types.h"
 
@@ -22,6 +25,11 @@ struct WorkerEvent {
 WorkerEvent FromWorker(const TaskStarted& message);
 WorkerEvent FromWorker(const TaskFinished& message);
 WorkerEvent FromWorker(const TaskProgress& message);
+
+// An executor's report: with a durable broker, one Published per job of the rows it
+// confirmed (decided together: the job's rows are read once); one PublishRefused per
+// row it refused.
+std::vector<flow::Event> FromExecutor(StartReport report, bool durable_broker);
 
 // Errors worth delivering the event again for (Unavailable, DeadlineExceeded).
 bool MayPass(const Status& s);

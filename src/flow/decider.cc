@@ -191,6 +191,7 @@ std::vector<Effect> Decider::Effects() {
   out.reserve(job_order_.size() + task_order_.size() + cancels_.size() + after_.size() +
               starts.size() + finished.size() + follow_.size());
   RowEffects(out);
+  for (Effect& e : Notices(out)) out.push_back(std::move(e));
   for (CancelActive& c : cancels_) out.push_back(std::move(c));
   for (Effect& e : after_) out.push_back(std::move(e));
   for (Effect& e : starts) out.push_back(std::move(e));
@@ -594,7 +595,7 @@ void Decider::CancelRows(const std::string& job_id, const std::string& under) {
   std::vector<CancelledRow> told;
   for (const std::string& id : ids) {
     TaskRecord& row = view_.tasks.at(id);
-    CancelledRow c{row.id, row.state, row.node_id, row.subjob_id};
+    CancelledRow c{row.id, row.state, row.node_id, row.subjob_id, {}};
     row.state = TaskState::kCancelled;
     row.completed_at = now_;
     // A row made in this decision was never published: nothing to tell about it.
@@ -611,7 +612,7 @@ void Decider::CancelRows(const std::string& job_id, const std::string& under) {
       after_.push_back(std::move(e));
     }
   }
-  cancels_.push_back(CancelActive{job_id, under, now_});
+  cancels_.push_back(CancelActive{job_id, under, now_, {}});
 }
 
 std::string_view NameOf(const Event& event) {

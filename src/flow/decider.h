@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/states.h"
@@ -88,6 +89,8 @@ class Decider {
   void On(const FillEach& e);
   void On(const Published& e);
   void On(const PublishRefused& e);
+  // A new job stored as it is (StoreJobs).
+  void Stored(JobRecord row) { NewJob(std::move(row)); }
 
   // What must be in flight for a job whose every row the view holds (frontier.cc).
   void Reconcile(const std::string& job_id, const std::vector<std::string>& ids,
@@ -108,6 +111,13 @@ class Decider {
                      int each_index, TaskState state);
   std::vector<Effect> Starts() const;
   void RowEffects(std::vector<Effect>& out);
+
+  // Notices (notices.cc): what the written rows tell (Changed, Notify).
+  using WrittenJobs = std::map<std::string, const JobRecord*>;  // job id → its row written
+  std::vector<Effect> Notices(const std::vector<Effect>& rows);
+  const Notify* HookJob(const std::string& job_id, const WrittenJobs& written);
+  void AddNotify(std::string_view event, const std::string& job_id, const TaskRecord* task,
+                 const WrittenJobs& written, std::vector<Effect>& out);
 
   // Reconciling (frontier.cc).
   std::map<std::string, std::vector<std::string>> ReconcileWaiting(
@@ -178,6 +188,7 @@ class Decider {
   std::vector<std::string> starts_;
   std::vector<std::string> finished_jobs_;
   std::vector<Event> follow_;
+  std::map<std::string, std::optional<Notify>> hook_jobs_;  // job id → HookJob's, once made
   int made_ = 0;
   expr::EvalOptions options_;  // what templates' now() and randomInt() give
   std::uint64_t random_ = 0;   // randomInt()'s state

@@ -14,7 +14,8 @@
 //   1. take the lock of the event's job tree;
 //   2. in one transaction, read the View that the event names (ReadsOf),
 //      call Decide, and apply the row effects in their order (a CancelActive returns the
-//      rows it cancelled: pass them to AfterCancel and keep its effects with the rest);
+//      rows it cancelled: pass them to AfterCancel and keep its effects with the rest),
+//      writing what each Notify calls for in the same transaction;
 //   3. commit; then run the after-commit effects in their order;
 //   4. decide every FollowUp event the same way, still under the tree's lock.
 // A crash before the commit loses the decision and nothing else (the event is delivered
@@ -45,8 +46,11 @@ int NextCreatedWanted(const TaskRecord& each, int running);
 // What a decision about `event` reads (see Reads).
 Reads ReadsOf(const Event& event);
 
-// Row effects come first, then the after-commit ones, then follow-ups.
+// Row effects come first (Changed and Notify after the rows they are about, before the
+// CancelActives), then the after-commit ones, then follow-ups.
 bool IsRowEffect(const Effect& effect);
+// Changed and Notify: taken in the scope, though they write no row.
+bool IsNotice(const Effect& effect);
 
 // The event's name ("Submit", "Completed", ...): for metrics and logs, one table.
 std::string_view NameOf(const Event& event);
@@ -73,6 +77,11 @@ std::vector<Effect> Decide(const Event& event, const View& view, TimePoint now);
 // its node, one that may wait in a queue is dropped everywhere, a sub-job is cancelled
 // (a FollowUp Cancel).
 std::vector<Effect> AfterCancel(const std::vector<CancelledRow>& rows, const Policy& policy);
+// The same for the rows `cancel` cancelled, preceded by what they tell: each row's
+// Changed (with Policy::live_events) and, with the cancel's `hook`, its Notify (for each
+// row given with its `row`).
+std::vector<Effect> AfterCancel(const CancelActive& cancel, const std::vector<CancelledRow>& rows,
+                                const Policy& policy);
 
 // From a job's rows alone (`rows`: every task row of the job), what must be in flight:
 // a PENDING job started; queued runnable rows started again (a retry in its backoff at
@@ -86,6 +95,10 @@ std::vector<Effect> Frontier(const JobRecord& job, std::vector<TaskRecord> rows,
                              const Policy& policy,
                              const std::set<std::string>* live_nodes = nullptr,
                              const std::string& id_seed = "");
+
+// New jobs stored as they are, without a decision (a background submission, a schedule's
+// fire): their CreateJob effects, with what they tell (Changed, Notify).
+std::vector<Effect> StoreJobs(std::vector<JobRecord> jobs, const Policy& policy);
 
 // The row a new job is stored with (PENDING, its context built), as Submit expects it.
 JobRecord NewJobRecord(const Job& job, const std::string& parent_task_id, std::string id,

@@ -6,8 +6,12 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <regex>
 #include <stdexcept>
+
+#include "core/names.h"
 
 namespace baton::flow {
 namespace {
@@ -322,18 +326,38 @@ TEST(FlowTest, APublishedRowIsScheduledOnceWithADurableBroker) {
   rows.view.policy = durable;
   std::string id = rows.view.tasks.begin()->first;
   ASSERT_EQ(rows.view.tasks.at(id).state, TaskState::kPending);
-  auto effects = Decide(Published{id}, rows.view, kNow);
+  auto effects = Decide(Published{{id}}, rows.view, kNow);
   auto updates = All<UpdateTask>(effects);
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_EQ(updates[0].row.state, TaskState::kScheduled);
   EXPECT_EQ(updates[0].row.scheduled_at, kNow);
   EXPECT_TRUE(updates[0].state_changed);
   rows.Apply(effects);
-  EXPECT_TRUE(Decide(Published{id}, rows.view, kNow).empty());
+  EXPECT_TRUE(Decide(Published{{id}}, rows.view, kNow).empty());
   // Without a durable broker the row was stored SCHEDULED: nothing to mark.
   Rows plain;
   plain.Apply(SubmitOf(JobOf({Runnable("a")})));
-  EXPECT_TRUE(Decide(Published{plain.view.tasks.begin()->first}, plain.view, kNow).empty());
+  EXPECT_TRUE(Decide(Published{{plain.view.tasks.begin()->first}}, plain.view, kNow).empty());
+}
+
+// A durable broker's confirms of a job's rows are one decision: each PENDING row is
+// SCHEDULED, one no longer PENDING (started meanwhile) is left alone.
+TEST(FlowTest, PublishedMarksEachPendingRowOfItsBatchAndLeavesTheRest) {
+  Policy durable;
+  durable.durable_broker = true;
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({ParallelOf({Runnable("a"), Runnable("b"), Runnable("c")})}), durable));
+  rows.view.policy = durable;
+  std::map<std::string, std::string> id;  // name → row id
+  for (const auto& [row_id, t] : rows.view.tasks) id[t.task.name] = row_id;
+  rows.view.tasks.at(id["b"]).state = TaskState::kRunning;
+  auto effects = Decide(Published{{id["a"], id["b"], id["c"], "gone"}}, rows.view, kNow);
+  auto updates = All<UpdateTask>(effects);
+  ASSERT_EQ(updates.size(), 2u);
+  for (const UpdateTask& u : updates) {
+    EXPECT_NE(u.row.id, id["b"]);
+    EXPECT_EQ(u.row.state, TaskState::kScheduled);
+  }
 }
 
 // A refused row is PENDING (not in a queue) and queued again after the republish delay.
@@ -476,7 +500,7 @@ struct Shell {
                             t.state == TaskState::kCancelled || t.state == TaskState::kSkipped;
             if (t.job_id != c->job_id || terminal || (!c->under.empty() && !Below(t, c->under)))
               continue;
-            rows.push_back({t.id, t.state, t.node_id, t.subjob_id});
+            rows.push_back({t.id, t.state, t.node_id, t.subjob_id, {}});
             t.state = TaskState::kCancelled;
           }
           for (Effect& more : AfterCancel(rows, view.policy)) effects.push_back(more);
@@ -971,6 +995,244 @@ TEST(FlowTest, ASubJobOverMaxJobBytesFailsItsTaskWithTheSizeAndCreatesNoJob) {
 }
 
 // What each event reads (ReadsOf): the spec the shell's ReadView and the simulator follow.
+// ---- notices: what a decision's rows tell (Changed, Notify)
+
+std::vector<Webhook> HooksOn(std::vector<std::string> events) {
+  std::vector<Webhook> hooks;
+  for (std::string& e : events) hooks.push_back({.url = "http://hook/", .event = std::move(e)});
+  return hooks;
+}
+
+// What a Notify is about, as a case names it: "<event> job" or "<event> <task name>".
+std::vector<std::string> NotifiesOf(const std::vector<Effect>& effects) {
+  std::vector<std::string> out;
+  for (const Notify& n : All<Notify>(effects)) {
+    out.push_back(fmt::format("{} {}", n.event, n.task ? n.task->task.name : "job"));
+  }
+  return out;
+}
+
+struct NoticeCase {
+  std::string name;
+  std::vector<std::string> hooks;  // the events the job's webhooks are on
+  bool live_events;
+  // The decision, from the submitted rows (a job of a parallel of a and b).
+  std::function<std::vector<Effect>(Rows&)> decide;
+  std::vector<std::string> notify;  // NotifiesOf the effects
+};
+
+class NoticeTest : public testing::TestWithParam<NoticeCase> {};
+
+std::string NamedRow(const Rows& rows, const std::string& name) {
+  for (const auto& [id, t] : rows.view.tasks) {
+    if (t.task.name == name) return id;
+  }
+  return "";
+}
+
+TEST_P(NoticeTest, EachRowWrittenTellsItsChangeAndTheWebhooksItsJobCallsOnIt) {
+  const NoticeCase& c = GetParam();
+  JobRecord job = JobOf({ParallelOf({Runnable("a"), Runnable("b")})});
+  job.job.webhooks = HooksOn(c.hooks);
+  Policy policy;
+  policy.live_events = c.live_events;
+  Rows rows;
+  rows.Apply(SubmitOf(job, policy));
+  rows.view.policy = policy;
+  std::vector<Effect> effects = c.decide(rows);
+  EXPECT_EQ(NotifiesOf(effects), c.notify);
+  // One Changed per row written, in their order, with live events only.
+  std::vector<std::string> written, changed;
+  for (const Effect& e : effects) {
+    if (auto* j = std::get_if<CreateJob>(&e)) written.push_back(j->row.id);
+    if (auto* j = std::get_if<UpdateJob>(&e)) written.push_back(j->row.id);
+    if (auto* t = std::get_if<CreateTask>(&e)) written.push_back(t->row.id);
+    if (auto* t = std::get_if<UpdateTask>(&e)) written.push_back(t->row.id);
+    if (auto* ch = std::get_if<Changed>(&e)) {
+      changed.push_back(ch->of == Changed::Row::kJob ? ch->job_id : ch->task_id);
+    }
+  }
+  EXPECT_EQ(changed, c.live_events ? written : std::vector<std::string>{});
+  // Every Notify holds its job as the decision leaves it and its task as written.
+  for (const Notify& n : All<Notify>(effects)) {
+    ASSERT_NE(n.definition, nullptr);
+    ASSERT_NE(n.context, nullptr);
+    EXPECT_EQ(n.definition->webhooks.size(), c.hooks.size());
+    EXPECT_EQ(n.context->at("job").at("id"), "job1");
+    EXPECT_TRUE(n.job.job.tasks.empty());  // the state row: its definition is shared
+    for (const UpdateJob& u : All<UpdateJob>(effects)) EXPECT_EQ(n.job.state, u.row.state);
+    if (!n.task) continue;
+    for (const UpdateTask& u : All<UpdateTask>(effects)) {
+      if (u.row.id == n.task->id) EXPECT_EQ(*n.task, u.row);
+    }
+  }
+  // Notices come after the rows, before what follows the commit.
+  bool rows_done = false, notices_done = false;
+  for (const Effect& e : effects) {
+    if (IsNotice(e)) {
+      EXPECT_FALSE(notices_done);
+      rows_done = true;
+    } else if (IsRowEffect(e) && !std::holds_alternative<CancelActive>(e)) {
+      EXPECT_FALSE(rows_done) << "a row write after a notice";
+    } else if (rows_done) {
+      notices_done = true;
+    }
+  }
+}
+
+std::vector<Effect> SubmitAgain(Rows& rows) {
+  JobRecord job = rows.view.jobs.at("job1");
+  job.state = JobState::kPending;
+  return Decide(Submit{job}, View{.policy = rows.view.policy, .id_seed = kSeed}, kNow);
+}
+std::vector<Effect> StartA(Rows& rows) {
+  return Decide(Started{NamedRow(rows, "a"), "w1", kNow}, rows.view, kNow);
+}
+std::vector<Effect> ProgressOfA(Rows& rows) {
+  rows.Apply(StartA(rows));
+  return Decide(Progress{NamedRow(rows, "a"), 50}, rows.view, kNow);
+}
+std::vector<Effect> CompleteA(Rows& rows) {
+  rows.Apply(StartA(rows));
+  return Decide(Completed{NamedRow(rows, "a"), "w1", "r", kNow}, rows.view, kNow);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Notices, NoticeTest,
+    testing::Values(
+        NoticeCase{"AJobWithoutWebhooksNotifiesNothing", {}, true, SubmitAgain, {}},
+        NoticeCase{"WithoutLiveEventsNoChangeIsTold",
+                   {"job.StateChange"},
+                   false,
+                   SubmitAgain,
+                   {"job.StateChange job"}},
+        NoticeCase{"ASubmitNotifiesTheNewJobsState",
+                   {"job.StateChange"},
+                   true,
+                   SubmitAgain,
+                   {"job.StateChange job"}},
+        NoticeCase{"ASubmitNotifiesEveryNewRowOnTaskStateChange",
+                   {"task.StateChange"},
+                   true,
+                   SubmitAgain,
+                   {"task.StateChange p", "task.StateChange a", "task.StateChange b"}},
+        NoticeCase{"AnEmptyEventIsJobStateChange", {""}, true, StartA, {"job.StateChange job"}},
+        NoticeCase{"AStartNotifiesTheJobAndTheTaskThatMoved",
+                   {"job.StateChange", "task.StateChange"},
+                   true,
+                   StartA,
+                   {"job.StateChange job", "task.StateChange a"}},
+        NoticeCase{"ProgressNotifiesOnlyProgressHooks",
+                   {"task.Progress", "job.Progress", "task.StateChange"},
+                   false,
+                   ProgressOfA,
+                   {"task.Progress a"}},  // a parallel's child: its job's progress stays
+        NoticeCase{"ACompletionNotifiesTheRowThatEndedNotTheOneUntouched",
+                   {"task.StateChange"},
+                   true,
+                   CompleteA,
+                   {"task.StateChange a"}}),
+    [](const auto& info) { return info.param.name; });
+
+// A Notify shares the definition and context the view shares (no copy per notice), and
+// its job row is the state row the decision leaves.
+TEST(FlowTest, ANotifySharesTheViewsDefinitionAndContext) {
+  JobRecord job = JobOf({Runnable("a"), Runnable("b")});
+  job.job.webhooks = HooksOn({"task.StateChange", "job.StateChange"});
+  Rows rows;
+  rows.Apply(SubmitOf(job));
+  JobRecord& row = rows.view.jobs.at("job1");
+  auto definition = std::make_shared<const Job>(std::move(row.job));
+  auto context = std::make_shared<const nlohmann::json>(std::move(row.context));
+  row.job = Job{};
+  row.context = nlohmann::json::object();
+  rows.view.definitions["job1"] = definition;
+  rows.view.contexts["job1"] = context;
+  std::string a = NamedRow(rows, "a");
+  auto effects = Decide(Completed{a, "w1", "r", kNow}, rows.view, kNow);
+  auto notices = All<Notify>(effects);
+  ASSERT_EQ(NotifiesOf(effects),
+            (std::vector<std::string>{"job.StateChange job", "task.StateChange a",
+                                      "task.StateChange b"}));
+  for (const Notify& n : notices) {
+    EXPECT_EQ(n.definition, definition);
+    EXPECT_EQ(n.context, context);
+    EXPECT_EQ(n.job.state, JobState::kRunning);
+    EXPECT_EQ(n.job.position, 2);
+  }
+}
+
+// A top-level step's progress is its job's: both progress hooks are called.
+TEST(FlowTest, ProgressOfAStepNotifiesTheTasksAndTheJobsProgress) {
+  JobRecord job = JobOf({Runnable("a"), Runnable("b")});
+  job.job.webhooks = HooksOn({"job.Progress", "task.Progress", "job.StateChange"});
+  Rows rows;
+  rows.Apply(SubmitOf(job));
+  std::string a = NamedRow(rows, "a");
+  rows.Apply(Decide(Started{a, "w1", kNow}, rows.view, kNow));
+  auto effects = Decide(Progress{a, 50}, rows.view, kNow);
+  EXPECT_EQ(NotifiesOf(effects), (std::vector<std::string>{"job.Progress job", "task.Progress a"}));
+  EXPECT_EQ(All<Notify>(effects)[0].job.progress, 25);
+}
+
+// A CancelActive carries its job's hook when the job calls webhooks on a task's state:
+// AfterCancel gives each row cancelled its Changed and, given the row, its Notify.
+TEST(FlowTest, ACancelsRowsGetTheirNoticesFromAfterCancel) {
+  JobRecord job = JobOf({Runnable("a")});
+  job.job.webhooks = HooksOn({"task.StateChange"});
+  Rows rows;
+  rows.Apply(SubmitOf(job));
+  rows.view.tasks.clear();  // the row is not in the view: the CancelActive cancels it
+  auto effects = Decide(Cancel{"job1"}, rows.view, kNow);
+  auto cancels = All<CancelActive>(effects);
+  ASSERT_EQ(cancels.size(), 1u);
+  ASSERT_TRUE(cancels[0].hook.has_value());
+  EXPECT_EQ(cancels[0].hook->event, kEventTaskStateChange);
+  EXPECT_EQ(cancels[0].hook->job.state, JobState::kCancelled);
+  TaskRecord cancelled;
+  cancelled.id = "t1";
+  cancelled.job_id = "job1";
+  cancelled.state = TaskState::kCancelled;
+  Policy policy;
+  policy.live_events = true;
+  std::vector<CancelledRow> told = {{"t1", TaskState::kScheduled, "", "", cancelled},
+                                    {"t2", TaskState::kScheduled, "", "", std::nullopt}};
+  auto after = AfterCancel(cancels[0], told, policy);
+  auto changed = All<Changed>(after);
+  ASSERT_EQ(changed.size(), 2u);
+  EXPECT_EQ(changed[0].task_id, "t1");
+  EXPECT_EQ(changed[0].state, "CANCELLED");
+  auto notify = All<Notify>(after);
+  ASSERT_EQ(notify.size(), 1u);  // t2 was given without its row
+  EXPECT_EQ(notify[0].task->id, "t1");
+  EXPECT_EQ(notify[0].job.state, JobState::kCancelled);
+  EXPECT_EQ(All<Drop>(after).size(), 2u);  // and what AfterCancel gives as before
+  // A job without such hooks: no hook, no Notify.
+  job.job.webhooks = HooksOn({"job.StateChange"});
+  Rows plain;
+  plain.Apply(SubmitOf(job));
+  plain.view.tasks.clear();
+  cancels = All<CancelActive>(Decide(Cancel{"job1"}, plain.view, kNow));
+  ASSERT_EQ(cancels.size(), 1u);
+  EXPECT_FALSE(cancels[0].hook.has_value());
+}
+
+// Jobs stored without a decision (a background submission, a schedule's fire) tell what
+// a created job tells.
+TEST(FlowTest, StoredJobsTellTheirCreation) {
+  JobRecord with = JobOf({Runnable("a")});
+  with.job.webhooks = HooksOn({"job.StateChange"});
+  JobRecord without = NewJobRecord(Job{.name = "j2"}, "", "job2", kNow);
+  Policy policy;
+  policy.live_events = true;
+  auto effects = StoreJobs({with, without}, policy);
+  ASSERT_EQ(All<CreateJob>(effects).size(), 2u);
+  EXPECT_EQ(All<Changed>(effects).size(), 2u);
+  ASSERT_EQ(NotifiesOf(effects), std::vector<std::string>{"job.StateChange job"});
+  EXPECT_EQ(All<Notify>(effects)[0].job.state, JobState::kPending);
+  EXPECT_EQ(All<CreateJob>(effects)[0].row, with);
+}
+
 struct ReadsCase {
   std::string name;
   Event event;
@@ -999,7 +1261,9 @@ Reads JobTreeReads(std::string job_id) {
           .ancestors = true,
           .each_children = true};
 }
-Reads TaskRowReads(std::string task_id) { return {.task_id = std::move(task_id), .task = true}; }
+Reads TaskRowReads(std::string task_id) {
+  return {.task_id = std::move(task_id), .task = true, .hooks = true};
+}
 
 JobRecord SubmittedJob() {
   JobRecord row;
@@ -1013,7 +1277,11 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"SubmitReadsNothing", Submit{SubmittedJob()}, Reads{.job_id = "j1"}},
         ReadsCase{"StartJobReadsItsJobAndParentChain", StartJob{"j1"}, JobTreeReads("j1")},
         ReadsCase{"StartedReadsItsTaskAndTheScheduledJobsAbove", Started{"t1", "n1", kNow},
-                  Reads{.task_id = "t1", .task = true, .job = true, .scheduled_parents = true}},
+                  Reads{.task_id = "t1",
+                        .task = true,
+                        .job = true,
+                        .scheduled_parents = true,
+                        .hooks = true}},
         ReadsCase{"CompletedReadsItsTree", Completed{"t1", "n1", "ok", {}}, TaskTreeReads("t1")},
         ReadsCase{"FailedReadsItsTree", Failed{"t1", "n1", "bad", {}}, TaskTreeReads("t1")},
         ReadsCase{"WorkerCancelledReadsItsTaskRow", WorkerCancelled{"t1", "n1", "stopped"},
@@ -1024,7 +1292,7 @@ INSTANTIATE_TEST_SUITE_P(
                   TaskTreeReads("t1")},
         ReadsCase{"LeaseExpiredReadsItsTree", LeaseExpired{"t1", "n1"}, TaskTreeReads("t1")},
         ReadsCase{"ProgressReadsItsTaskAndJobState", Progress{"t1", 50},
-                  Reads{.task_id = "t1", .task = true, .job = true}},
+                  Reads{.task_id = "t1", .task = true, .job = true, .hooks = true}},
         ReadsCase{"CancelReadsItsJobAndParentChain", Cancel{"j1"}, JobTreeReads("j1")},
         ReadsCase{"RestartReadsItsJobAndParentChain", Restart{"j1"}, JobTreeReads("j1")},
         ReadsCase{"JobTimedOutReadsItsJobAndParentChain", JobTimedOut{"j1", seconds(1)},
@@ -1033,7 +1301,8 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"FillEachReadsTheEachsTree", FillEach{"t1"}, TaskTreeReads("t1")},
         ReadsCase{"StepFailedReadsItsJobAndParentChain", StepFailed{"j1", "disk full"},
                   JobTreeReads("j1")},
-        ReadsCase{"PublishedReadsItsTaskRow", Published{"t1"}, TaskRowReads("t1")},
+        ReadsCase{"PublishedReadsItsTaskRows", Published{{"t1", "t2", "t3"}},
+                  Reads{.task_id = "t1", .task = true, .more_tasks = {"t2", "t3"}, .hooks = true}},
         ReadsCase{"PublishRefusedReadsItsTaskRow", PublishRefused{"t1", "refused"},
                   TaskRowReads("t1")}),
     [](const auto& info) { return info.param.name; });

@@ -18,6 +18,10 @@ Reads Tree(const std::string& task_id, const std::string& job_id) {
           .each_children = true};
 }
 Reads TaskTree(const std::string& task_id) { return Tree(task_id, ""); }
+// The task row alone, and what its changes' webhooks need.
+Reads TaskRow(const std::string& task_id) {
+  return {.task_id = task_id, .task = true, .hooks = true};
+}
 Reads JobTree(const std::string& job_id) { return Tree("", job_id); }
 
 // One overload per event: a new event does not compile until it says what it reads.
@@ -28,29 +32,35 @@ struct ReadsVisitor {
   // A start moves the task, and its job and the SCHEDULED jobs above it to RUNNING:
   // their state rows only.
   Reads operator()(const Started& e) const {
-    return {.task_id = e.task_id, .task = true, .job = true, .scheduled_parents = true};
+    return {
+        .task_id = e.task_id, .task = true, .job = true, .scheduled_parents = true, .hooks = true};
   }
   Reads operator()(const Completed& e) const { return TaskTree(e.task_id); }
   Reads operator()(const Failed& e) const { return TaskTree(e.task_id); }
   // A cancelled row's end: nothing above it decides anything more.
-  Reads operator()(const WorkerCancelled& e) const { return {.task_id = e.task_id, .task = true}; }
+  Reads operator()(const WorkerCancelled& e) const { return TaskRow(e.task_id); }
   Reads operator()(const TaskTimedOut& e) const { return TaskTree(e.task_id); }
   Reads operator()(const Redelivery& e) const { return TaskTree(e.task_id); }
   Reads operator()(const LeaseExpired& e) const { return TaskTree(e.task_id); }
   // The task's progress, and its job's for a top-level step (state columns).
   Reads operator()(const Progress& e) const {
-    return {.task_id = e.task_id, .task = true, .job = true};
+    return {.task_id = e.task_id, .task = true, .job = true, .hooks = true};
   }
   Reads operator()(const Cancel& e) const { return JobTree(e.job_id); }
   Reads operator()(const Restart& e) const { return JobTree(e.job_id); }
   Reads operator()(const JobTimedOut& e) const { return JobTree(e.job_id); }
   // The row is queued again: nothing else changes.
-  Reads operator()(const RetryDue& e) const { return {.task_id = e.task_id, .task = true}; }
+  Reads operator()(const RetryDue& e) const { return TaskRow(e.task_id); }
   Reads operator()(const FillEach& e) const { return TaskTree(e.task_id); }
   Reads operator()(const StepFailed& e) const { return JobTree(e.job_id); }
   // The row moves between queued states: nothing else changes.
-  Reads operator()(const Published& e) const { return {.task_id = e.task_id, .task = true}; }
-  Reads operator()(const PublishRefused& e) const { return {.task_id = e.task_id, .task = true}; }
+  Reads operator()(const Published& e) const {
+    if (e.task_ids.empty()) return {};
+    Reads reads = TaskRow(e.task_ids[0]);
+    reads.more_tasks.assign(e.task_ids.begin() + 1, e.task_ids.end());
+    return reads;
+  }
+  Reads operator()(const PublishRefused& e) const { return TaskRow(e.task_id); }
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -114,10 +115,12 @@ struct StepFailed {
   std::string error;
 };
 
-// The executor holds the row somewhere durable (a durable broker confirmed its message):
-// a PENDING row is SCHEDULED, "in the broker". Reads the task row.
+// The executor holds the rows somewhere durable (a durable broker confirmed their
+// messages): each PENDING one is SCHEDULED, "in the broker"; the others are left alone.
+// Rows of one job (the shell makes one event per job of a batch of confirms), decided
+// together: one view, one decision. Reads the task rows.
 struct Published {
-  std::string task_id;
+  std::vector<std::string> task_ids;
 };
 // The executor could not hand the row on (the broker refused it): it is PENDING (not in
 // a queue, as whoever reconciles must know) and queued again after
@@ -144,6 +147,8 @@ struct Policy {
   std::size_t max_job_bytes = 32u << 20;
   // A row the executor refused is queued again after this long (PublishRefused).
   Duration republish_delay = std::chrono::seconds(2);
+  // A live-event stream listens (GET /events): every row written is told (Changed).
+  bool live_events = false;
 };
 
 // The stored rows a decision reads: bounded by the depth of nesting and by the slots an
@@ -205,6 +210,9 @@ struct Reads {
   std::string job_id;
   // The event's task row.
   bool task = false;
+  // More task rows of the same job, each read alone, as `task_id`'s is (a Published
+  // batch; a row not stored is left out).
+  std::vector<std::string> more_tasks;
   // The event's job (a task event's: the task row's job) as its state row (jobs, without
   // its definition and context)...
   bool job = false;
@@ -220,6 +228,13 @@ struct Reads {
   // For every each among the task rows read: running_children (counted only for an each
   // with a concurrency; 0 otherwise) and next_created (NextCreatedWanted of them).
   bool each_children = false;
+  // What the webhooks of the rows the decision changes need (Notify), for an event whose
+  // jobs are not read whole: every job read gets its definition (shared, definitions)
+  // and, when the definition has webhooks, its context (contexts); without `job`, the
+  // task's job is read so: its definition and, when that has webhooks, its state row and
+  // context. A job without webhooks costs a look at its definition, which a shell shares
+  // between decisions.
+  bool hooks = false;
   friend bool operator==(const Reads&, const Reads&) = default;
 };
 
@@ -233,7 +248,8 @@ struct CreateJob {
 // position, progress, result, error, delete_at) need writing. Never the definition (a
 // stored job's never changes; `row.job` is empty when the view shared it).
 // `state_changed` and `progress_changed` (UpdateJob and UpdateTask): how the row differs
-// from the row as read, for the shell's webhooks (job.StateChange, task.Progress, ...).
+// from the row as read (what its Notify is about; the shell's metrics count ended
+// attempts by them).
 struct UpdateJob {
   JobRecord row;
   bool context = false;
@@ -248,12 +264,46 @@ struct UpdateTask {
   bool state_changed = false;
   bool progress_changed = false;
 };
+
+// What a decision tells in its scope besides its rows (after its row writes, before its
+// CancelActives; the rows a CancelActive cancels get theirs from AfterCancel). Each is
+// built from the rows as the decision leaves them: a shell writes them without reading.
+// A row's live event (GET /events): one per row written (created, updated, cancelled),
+// given only with Policy::live_events.
+struct Changed {
+  enum class Row { kJob, kTask };
+  Row of = Row::kJob;
+  std::string job_id;
+  std::string task_id;    // kTask
+  std::string parent_id;  // kTask: the composite row it is a child of
+  std::string state;      // as core/states.h names it
+  std::string node_id;    // kTask
+  double progress = 0;
+  int position = 0;    // kJob: its current top-level task; kTask: its top-level task
+  int task_count = 0;  // kJob
+};
+// A row's state or progress changed (a created row is a new state) and its job's
+// definition calls webhooks on `event` (core/webhook.h: CallsWebhooks): what
+// WebhookDeliveriesFor evaluates them over. None for a job without webhooks on it.
+struct Notify {
+  // core/names.h: kEventJobStateChange, kEventJobProgress, kEventTaskStateChange or
+  // kEventTaskProgress (a state change, else progress).
+  std::string_view event;
+  JobRecord job;  // the job's state row (its `job` and `context` left empty)
+  std::shared_ptr<const Job> definition;
+  std::shared_ptr<const nlohmann::json> context;
+  std::optional<TaskRecord> task;  // a task's event: its row
+};
+
 // Every active row of job `job_id` (below row `under`, when given) → CANCELLED at `at`,
-// in one write. The shell passes the rows it cancelled to AfterCancel.
+// in one write. The shell passes the rows it cancelled to AfterCancel, with this.
+// `hook`: the job calls webhooks on task.StateChange: each cancelled row's Notify is
+// this one with the row (the shell gives AfterCancel the rows as cancelled).
 struct CancelActive {
   std::string job_id;
   std::string under;
   TimePoint at{};
+  std::optional<Notify> hook;
 };
 
 // After the commit.
@@ -302,9 +352,9 @@ struct FollowUp {
   Event event;
 };
 
-using Effect =
-    std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Start, StartAt, Kill,
-                 Drop, ArmJobTimeout, DisarmJobTimeout, JobFinished, Refused, FollowUp>;
+using Effect = std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Changed,
+                            Notify, Start, StartAt, Kill, Drop, ArmJobTimeout, DisarmJobTimeout,
+                            JobFinished, Refused, FollowUp>;
 
 // A row a CancelActive cancelled, as the shell read it before (AfterCancel says what
 // its cancel must tell).
@@ -313,6 +363,8 @@ struct CancelledRow {
   TaskState was = TaskState::kPending;
   std::string node_id;
   std::string subjob_id;
+  // The row as cancelled, for a CancelActive with a `hook` (its Notify carries it).
+  std::optional<TaskRecord> row;
 };
 
 }  // namespace baton::flow

@@ -22,7 +22,7 @@ void BrokerExecutor::PublishOne(const TaskRecord& row, StartReport& report) {
   OutgoingMessage message = MessageFor(row);
   Status published = broker_.Publish(message.queue, std::move(message.body), message.priority);
   if (published.ok()) {
-    if (durable_broker_) report.published.push_back(row.id);
+    if (durable_broker_) report.published.push_back({row.id, row.job_id});
     return;
   }
   log::Warn("the broker refused a task; publishing it again later",
@@ -38,7 +38,7 @@ StartReport BrokerExecutor::Start(std::vector<TaskRecord> rows) {
     for (const TaskRecord& row : rows) batch.push_back(MessageFor(row));
     if (broker_.PublishBatch(std::move(batch)).ok()) {
       if (durable_broker_) {
-        for (const TaskRecord& row : rows) report.published.push_back(row.id);
+        for (const TaskRecord& row : rows) report.published.push_back({row.id, row.job_id});
       }
       return report;
     }

@@ -26,7 +26,11 @@ namespace baton {
 // What became of the rows handed to Start.
 struct StartReport {
   // Confirmed by a broker that keeps messages across restarts (none when it does not).
-  std::vector<std::string> published;
+  struct Publication {
+    std::string task_id;
+    std::string job_id;
+  };
+  std::vector<Publication> published;
   struct Refusal {
     std::string task_id;
     std::string job_id;

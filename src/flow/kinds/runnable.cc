@@ -102,11 +102,14 @@ void Decider::On(const RetryDue& e) {
 }
 
 void Decider::On(const Published& e) {
-  TaskRecord* t = T(e.task_id);
-  // Started, cancelled or refused meanwhile: nothing to mark.
-  if (t == nullptr || t->state != TaskState::kPending || !view_.policy.durable_broker) return;
-  t->state = TaskState::kScheduled;
-  t->scheduled_at = now_;
+  if (!view_.policy.durable_broker) return;
+  for (const std::string& id : e.task_ids) {
+    TaskRecord* t = T(id);
+    // Started, cancelled or refused meanwhile: nothing to mark.
+    if (t == nullptr || t->state != TaskState::kPending) continue;
+    t->state = TaskState::kScheduled;
+    t->scheduled_at = now_;
+  }
 }
 
 void Decider::On(const PublishRefused& e) {

@@ -11,7 +11,9 @@
 #include <variant>
 
 #include "core/evaluate.h"
+#include "core/names.h"
 #include "core/task_kind.h"
+#include "core/webhook.h"
 #include "expr/expr.h"
 #include "flow/flow.h"
 
@@ -74,10 +76,24 @@ class Generator {
     if (!vars_.empty() && c_.Percent(50)) {
       job.output = fmt::format("{{{{ tasks.{} }}}}", vars_[c_.Below(vars_.size())]);
     }
+    job.webhooks = Hooks(next_);
     return job;
   }
 
  private:
+  // Webhooks on some of the jobs, by their count of tasks (no choice is drawn: a given
+  // input makes the same job as before webhooks were given): what flow's Notify are
+  // checked against.
+  static std::vector<Webhook> Hooks(int k) {
+    static constexpr const char* kEvents[] = {"", "job.StateChange", "job.Progress",
+                                              "task.StateChange", "task.Progress"};
+    if (k % 4 == 0) return {};
+    std::vector<Webhook> hooks;
+    hooks.push_back({.url = "http://hook/a", .event = kEvents[k % 5]});
+    if (k % 3 == 0) hooks.push_back({.url = "http://hook/b", .event = kEvents[(k / 5) % 5]});
+    return hooks;
+  }
+
   // `prefix`: the template that makes this task's name unique (the indices of the
   // eaches around it). `in_each`: a `var` would be written by every iteration.
   Task MakeTask(int depth, const std::string& prefix, bool in_each) {
@@ -107,6 +123,7 @@ class Generator {
         int n = 1 + static_cast<int>(c_.Below(2));
         for (int i = 0; i < n; ++i) s.tasks.push_back(MakeTask(depth + 1, "{{ inputs.p }}", false));
         if (c_.Percent(50)) s.output = "{{ inputs.p }}";
+        s.webhooks = Hooks(k + 1);
         t.subjob = std::move(s);
       }
     } else {
@@ -363,6 +380,10 @@ struct Delivery {
   std::string node;
 };
 
+// A branch of a visitor no effect may reach (a new effect fails to compile there).
+template <typename>
+[[maybe_unused]] constexpr bool kNotHandled = false;
+
 bool IsBrokerEvent(const Event& e) {
   return std::holds_alternative<Started>(e) || std::holds_alternative<Completed>(e) ||
          std::holds_alternative<Failed>(e) || std::holds_alternative<TaskTimedOut>(e) ||
@@ -375,6 +396,8 @@ class Sim {
   Sim(Choices& c, std::uint64_t outcome_seed) : c_(c), seed_(outcome_seed) {
     policy_.durable_broker = c_.Percent(30);
     policy_.max_redeliveries = 3;
+    // Not drawn from the choices (the same input makes the same run as before).
+    policy_.live_events = outcome_seed % 4 != 0;
   }
 
   Result Run() {
@@ -500,6 +523,10 @@ class Sim {
           using E = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<E, Submit>) {
             return "Submit " + v.job.id.substr(20);
+          } else if constexpr (std::is_same_v<E, Published>) {
+            std::string text = kind;
+            for (const std::string& id : v.task_ids) text += " " + id.substr(20);
+            return text;
           } else if constexpr (requires { v.task_id; }) {
             return kind + " " + v.task_id.substr(20);
           } else {
@@ -533,13 +560,20 @@ class Sim {
         task_id = reads.ancestors ? row.parent_id : "";
         view.tasks[row.id] = row;
       }
-      if (!reads.job) break;
+      if (depth == 0) {
+        for (const std::string& id : reads.more_tasks) {
+          if (auto t = store_.tasks.find(id); t != store_.tasks.end()) view.tasks[id] = t->second;
+        }
+      }
+      if (!reads.job) {
+        if (reads.hooks) HookJob(job_id, view);
+        break;
+      }
       auto j = store_.jobs.find(job_id);
       if (j == store_.jobs.end()) break;
-      if (reads.job_whole) {
-        view.definitions[job_id] = store_.definitions.at(job_id);
-        view.contexts[job_id] = store_.contexts.at(job_id);
-      }
+      const bool hooks = reads.hooks && !store_.definitions.at(job_id)->webhooks.empty();
+      if (reads.job_whole || reads.hooks) view.definitions[job_id] = store_.definitions.at(job_id);
+      if (reads.job_whole || hooks) view.contexts[job_id] = store_.contexts.at(job_id);
       const bool up =
           reads.ancestors || (reads.scheduled_parents && j->second.state == JobState::kScheduled);
       view.jobs[job_id] = j->second;
@@ -547,6 +581,16 @@ class Sim {
       task_id = j->second.parent_id;
     }
     return view;
+  }
+  // Reads::hooks without Reads::job: the definition, and with webhooks the state row and
+  // context.
+  void HookJob(const std::string& job_id, View& view) {
+    auto j = store_.jobs.find(job_id);
+    if (j == store_.jobs.end()) return;
+    view.definitions[job_id] = store_.definitions.at(job_id);
+    if (store_.definitions.at(job_id)->webhooks.empty()) return;
+    view.contexts[job_id] = store_.contexts.at(job_id);
+    view.jobs[job_id] = j->second;
   }
   void AddNextCreated(const std::string& each_id, View& view) {
     int running = 0;
@@ -612,13 +656,118 @@ class Sim {
     RunAfter(after);
   }
 
+  // What a decision's rows must tell (types.h): every row written one Changed (with
+  // Policy::live_events), every new row or state or progress change of a job whose
+  // definition calls webhooks on it one Notify, and nothing else: keys of those wanted
+  // and of those given, compared once the decision is applied.
+  struct Told {
+    std::multiset<std::string> changed_wanted, changed_given, notify_wanted, notify_given;
+    std::vector<Notify> notify;
+  };
+  static std::string ChangedKey(const Changed& c) {
+    return fmt::format("{} job={} task={} parent={} {} node={} progress={} position={} count={}",
+                       c.of == Changed::Row::kJob ? "job" : "task", c.job_id.substr(20),
+                       c.task_id.empty() ? "" : c.task_id.substr(20),
+                       c.parent_id.empty() ? "" : c.parent_id.substr(20), c.state, c.node_id,
+                       c.progress, c.position, c.task_count);
+  }
+  static std::string NotifyKey(std::string_view event, const std::string& job_id,
+                               const std::string& task_id) {
+    return fmt::format("{} job={} task={}", event, job_id.substr(20),
+                       task_id.empty() ? "" : task_id.substr(20));
+  }
+  void WantJob(Told& told, const JobRecord& row, const JobState* was) {
+    if (policy_.live_events) {
+      told.changed_wanted.insert(ChangedKey({.of = Changed::Row::kJob,
+                                             .job_id = row.id,
+                                             .state = std::string(ToString(row.state)),
+                                             .progress = row.progress,
+                                             .position = row.position,
+                                             .task_count = row.task_count}));
+    }
+    const JobRecord& stored = store_.jobs.at(row.id);
+    std::string_view event;
+    if (was == nullptr || *was != row.state) {
+      event = kEventJobStateChange;
+    } else if (stored.progress != row.progress) {
+      event = kEventJobProgress;
+    }
+    if (!event.empty() && CallsWebhooks(*store_.definitions.at(row.id), event)) {
+      told.notify_wanted.insert(NotifyKey(event, row.id, ""));
+    }
+  }
+  void WantTask(Told& told, const TaskRecord& row, const TaskRecord* was) {
+    if (policy_.live_events) {
+      told.changed_wanted.insert(ChangedKey({.of = Changed::Row::kTask,
+                                             .job_id = row.job_id,
+                                             .task_id = row.id,
+                                             .parent_id = row.parent_id,
+                                             .state = std::string(ToString(row.state)),
+                                             .node_id = row.node_id,
+                                             .progress = row.progress,
+                                             .position = row.position}));
+    }
+    std::string_view event;
+    if (was == nullptr || was->state != row.state) {
+      event = kEventTaskStateChange;
+    } else if (was->progress != row.progress) {
+      event = kEventTaskProgress;
+    }
+    if (!event.empty() && CallsWebhooks(*store_.definitions.at(row.job_id), event)) {
+      told.notify_wanted.insert(NotifyKey(event, row.job_id, row.id));
+    }
+  }
+  void Given(Told& told, Effect&& e) {
+    if (auto* c = std::get_if<Changed>(&e)) {
+      if (!policy_.live_events) Fail("a Changed without Policy::live_events");
+      told.changed_given.insert(ChangedKey(*c));
+    } else if (auto* n = std::get_if<Notify>(&e)) {
+      told.notify_given.insert(NotifyKey(n->event, n->job.id, n->task ? n->task->id : ""));
+      told.notify.push_back(std::move(*n));
+    }
+  }
+  // Once the decision is applied: what was told is what its rows call for, each Notify
+  // with its job and task as they are now stored.
+  void CheckTold(const Told& told, const Event& cause) {
+    auto diff = [&](const std::multiset<std::string>& wanted,
+                    const std::multiset<std::string>& given, const char* what) {
+      if (wanted == given) return;
+      std::string text = fmt::format("{}: {} wanted, {} given:", Name(cause), what, what);
+      for (const std::string& k : wanted) {
+        if (!given.contains(k)) text += "\n    missing " + k;
+      }
+      for (const std::string& k : given) {
+        if (!wanted.contains(k)) text += "\n    not wanted " + k;
+      }
+      if (wanted.size() != given.size()) text += "\n    (a duplicate)";
+      Fail(text);
+    };
+    diff(told.changed_wanted, told.changed_given, "Changed");
+    diff(told.notify_wanted, told.notify_given, "Notify");
+    for (const Notify& n : told.notify) {
+      const std::string& id = n.job.id;
+      if (!store_.jobs.contains(id)) return Fail("a Notify about a job not stored");
+      if (!(n.job == store_.jobs.at(id))) return Fail("a Notify's job row is not as stored");
+      if (n.definition == nullptr || !(*n.definition == *store_.definitions.at(id))) {
+        return Fail("a Notify's definition is not its job's");
+      }
+      if (n.context == nullptr || !(*n.context == *store_.contexts.at(id))) {
+        return Fail("a Notify's context is not its job's as stored");
+      }
+      if (n.task && !(*n.task == store_.tasks.at(n.task->id))) {
+        return Fail("a Notify's task row is not as stored");
+      }
+    }
+  }
+
   void Apply(std::vector<Effect>&& effects, std::vector<Effect>& after, std::vector<Event>& pending,
              const Event& cause) {
-    bool in_rows = true;
+    bool in_scope = true;
+    Told told;
     for (Effect& effect : effects) {
-      bool row = IsRowEffect(effect);
-      if (row && !in_rows) Fail("a row effect after an after-commit one: " + Name(cause));
-      if (!row) in_rows = false;
+      bool scope = IsRowEffect(effect) || IsNotice(effect);
+      if (scope && !in_scope) Fail("a row effect after an after-commit one: " + Name(cause));
+      if (!scope) in_scope = false;
       std::visit(
           [&](auto& e) {
             using E = std::decay_t<decltype(e)>;
@@ -630,10 +779,16 @@ class Sim {
                   std::make_shared<const nlohmann::json>(std::move(e.row.context));
               e.row.job = Job{};
               e.row.context = nlohmann::json::object();
-              store_.jobs[e.row.id] = std::move(e.row);
+              store_.jobs[e.row.id] = e.row;
+              WantJob(told, e.row, nullptr);
             } else if constexpr (std::is_same_v<E, UpdateJob>) {
               auto it = store_.jobs.find(e.row.id);
               if (it == store_.jobs.end()) return Fail("update of a job not stored");
+              if (e.state_changed != (it->second.state != e.row.state) ||
+                  e.progress_changed != (it->second.progress != e.row.progress)) {
+                Fail("a job update's state_changed or progress_changed is wrong");
+              }
+              WantJob(told, e.row, &it->second.state);
               // A state-only update carries no context, or (Frontier's) the stored one.
               if (e.context) {
                 store_.contexts[e.row.id] =
@@ -655,6 +810,7 @@ class Sim {
               if (store_.tasks.contains(e.row.id)) return Fail("task created twice");
               store_.of_job[e.row.job_id].push_back(e.row.id);
               if (!e.row.parent_id.empty()) store_.children[e.row.parent_id].push_back(e.row.id);
+              WantTask(told, e.row, nullptr);
               std::string id = e.row.id;
               store_.tasks[id] = std::move(e.row);
             } else if constexpr (std::is_same_v<E, UpdateTask>) {
@@ -667,23 +823,16 @@ class Sim {
                   was.position != e.row.position || was.created_at != e.row.created_at) {
                 Fail("a task update changed more than the row's state: " + was.task.name);
               }
+              if (e.state_changed != (was.state != e.row.state) ||
+                  e.progress_changed != (was.progress != e.row.progress)) {
+                Fail("a task update's state_changed or progress_changed is wrong");
+              }
+              WantTask(told, e.row, &was);
               it->second = std::move(e.row);
             } else if constexpr (std::is_same_v<E, CancelActive>) {
-              std::vector<CancelledRow> cancelled;
-              for (const std::string& id : store_.of_job[e.job_id]) {
-                TaskRecord& t = store_.tasks.at(id);
-                if (Terminal(t.state) || (!e.under.empty() && !Below(t, e.under))) continue;
-                cancelled.push_back({t.id, t.state, t.node_id, t.subjob_id});
-                t.state = TaskState::kCancelled;
-                t.completed_at = e.at;
-              }
-              for (Effect& more : AfterCancel(cancelled, policy_)) {
-                if (auto* f = std::get_if<FollowUp>(&more)) {
-                  pending.push_back(f->event);
-                } else {
-                  after.push_back(std::move(more));
-                }
-              }
+              ApplyCancel(e, told, after, pending);
+            } else if constexpr (std::is_same_v<E, Changed> || std::is_same_v<E, Notify>) {
+              Given(told, std::move(effect));
             } else if constexpr (std::is_same_v<E, FollowUp>) {
               pending.push_back(e.event);
             } else if constexpr (std::is_same_v<E, Start>) {
@@ -699,11 +848,49 @@ class Sim {
                 Fail(fmt::format("a {} row was started", ToString(it->second.state)));
               }
               after.push_back(std::move(e));
-            } else {
+            } else if constexpr (std::is_same_v<E, StartAt> || std::is_same_v<E, Kill> ||
+                                 std::is_same_v<E, Drop> || std::is_same_v<E, ArmJobTimeout> ||
+                                 std::is_same_v<E, DisarmJobTimeout> ||
+                                 std::is_same_v<E, JobFinished> || std::is_same_v<E, Refused>) {
               after.push_back(std::move(e));
+            } else {
+              static_assert(kNotHandled<E>, "a new effect must be handled by the simulator");
             }
           },
           effect);
+    }
+    CheckTold(told, cause);
+  }
+
+  // The stored rows a CancelActive cancels, as a shell does, with their notices checked.
+  void ApplyCancel(const CancelActive& e, Told& told, std::vector<Effect>& after,
+                   std::vector<Event>& pending) {
+    std::vector<CancelledRow> cancelled;
+    for (const std::string& id : store_.of_job[e.job_id]) {
+      TaskRecord& t = store_.tasks.at(id);
+      if (Terminal(t.state) || (!e.under.empty() && !Below(t, e.under))) continue;
+      cancelled.push_back({t.id, t.state, t.node_id, t.subjob_id, {}});
+      t.state = TaskState::kCancelled;
+      t.completed_at = e.at;
+      if (e.hook) cancelled.back().row = t;
+      if (policy_.live_events) {
+        told.changed_wanted.insert(ChangedKey({.of = Changed::Row::kTask,
+                                               .job_id = e.job_id,
+                                               .task_id = t.id,
+                                               .state = "CANCELLED"}));
+      }
+      if (CallsWebhooks(*store_.definitions.at(e.job_id), kEventTaskStateChange)) {
+        told.notify_wanted.insert(NotifyKey(kEventTaskStateChange, e.job_id, t.id));
+      }
+    }
+    for (Effect& more : AfterCancel(e, cancelled, policy_)) {
+      if (auto* f = std::get_if<FollowUp>(&more)) {
+        pending.push_back(f->event);
+      } else if (IsNotice(more)) {
+        Given(told, std::move(more));
+      } else {
+        after.push_back(std::move(more));
+      }
     }
   }
 
@@ -719,12 +906,17 @@ class Sim {
   }
 
   void RunAfter(const std::vector<Effect>& after) {
+    // A durable broker confirms what it took: one Published per job (as the shell
+    // decides an executor's report), delivered like any event (possibly after a worker
+    // took a row, or twice).
+    std::map<std::string, std::vector<std::string>> confirmed;
     for (const Effect& effect : after) {
       std::visit(
           [&](const auto& e) {
             using E = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<E, Start>) {
               queue_.push_back({e.row, 0, ""});
+              if (policy_.durable_broker) confirmed[e.row.job_id].push_back(e.row.id);
             } else if constexpr (std::is_same_v<E, StartAt>) {
               timers_.emplace(e.at, RetryDue{e.task_id});
             } else if constexpr (std::is_same_v<E, ArmJobTimeout>) {
@@ -737,10 +929,21 @@ class Sim {
               dropped_.insert(e.task_id);
             } else if constexpr (std::is_same_v<E, Refused>) {
               history_.push_back("  refused: " + e.reason);
+            } else if constexpr (std::is_same_v<E, JobFinished>) {
+              // The ending was noted from the job's row (NoteTop).
+            } else if constexpr (std::is_same_v<E, CreateJob> || std::is_same_v<E, UpdateJob> ||
+                                 std::is_same_v<E, CreateTask> || std::is_same_v<E, UpdateTask> ||
+                                 std::is_same_v<E, CancelActive> || std::is_same_v<E, Changed> ||
+                                 std::is_same_v<E, Notify> || std::is_same_v<E, FollowUp>) {
+              Fail("an effect of the scope was kept for after the commit");
+            } else {
+              static_assert(kNotHandled<E>, "an after-commit effect the simulator does not run");
             }
           },
           effect);
     }
+    for (auto& [job_id, ids] : confirmed)
+      queue_.push_back({Event{Published{std::move(ids)}}, 0, ""});
   }
 
   // ---- workers
@@ -846,6 +1049,18 @@ class Sim {
   void KillNode(const std::string& node) {
     history_.push_back("  (node " + node + " died)");
     ++incarnation_[node];
+    // A durable broker keeps a message until a worker acknowledges it: what the dead one
+    // took and never started is delivered again (a row marked SCHEDULED has no other
+    // message, and reconciling leaves it to the broker).
+    if (policy_.durable_broker) {
+      for (const std::string& id : running_[node]) {
+        auto t = store_.tasks.find(id);
+        if (t != store_.tasks.end() &&
+            (t->second.state == TaskState::kPending || t->second.state == TaskState::kScheduled)) {
+          queue_.push_back({t->second, 0, ""});
+        }
+      }
+    }
     // Its lease expires: every row it ran that is still RUNNING there.
     for (const auto& [id, t] : store_.tasks) {
       if (t.state == TaskState::kRunning && t.node_id == node) {
