@@ -37,6 +37,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
 
 constexpr auto kWait = std::chrono::seconds(10);
 
@@ -462,9 +463,10 @@ TEST_F(ShellTest, TheOutboxWritesADecisionsHooksWithoutReadingARow) {
   std::string id = Submit(kHookedParallel);
   EXPECT_EQ(HookReads(*faulty_), before);
   EXPECT_EQ(executor.started().size(), 3u);
-  // p RUNNING, a, b and c SCHEDULED: one hook each; and the job's.
+  // p RUNNING, a, b and c SCHEDULED: one hook each (written in one scope, so listed in
+  // no particular order); and the job's.
   EXPECT_THAT(TaskHookStates(*datastore_, id),
-              ElementsAre("RUNNING", "SCHEDULED", "SCHEDULED", "SCHEDULED"));
+              UnorderedElementsAre("RUNNING", "SCHEDULED", "SCHEDULED", "SCHEDULED"));
   auto deliveries = datastore_->Transact([&](Transaction& tx) -> Status {
     BATON_ASSIGN_OR_RETURN(auto all, tx.JobWebhookDeliveries(id));
     EXPECT_EQ(all.size(), 5u);
