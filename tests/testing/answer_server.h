@@ -7,6 +7,8 @@
 // Thread-safety: the server runs on its own thread; construct and destroy it on one.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -26,8 +28,11 @@ struct TestCertificates {
   std::string other_ca;  // a CA that signed nothing here: the wrong one
 };
 
-// Makes the files in `dir` with the openssl command; nullopt when it fails.
-inline std::optional<TestCertificates> MakeTestCertificates(const std::string& dir) {
+// Makes the files with the openssl command in `base` suffixed with this process's id, so
+// that tests run as parallel processes (ctest -j) never overwrite each other's CA; nullopt
+// when openssl fails.
+inline std::optional<TestCertificates> MakeTestCertificates(const std::string& base) {
+  const std::string dir = base + "-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   TestCertificates c{dir + "/ca.pem", dir + "/server.pem", dir + "/server.key",
                      dir + "/other-ca.pem"};

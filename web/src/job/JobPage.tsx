@@ -10,7 +10,7 @@ import { jobGraph, nodeOfTask, type GraphNode } from "./graph";
 import { Graph } from "./Graph";
 import { Refetcher, refetchInterval } from "./refetch";
 import { TaskPanel } from "./TaskPanel";
-import { buildTimeline, duration } from "./timeline";
+import { buildTimeline, duration, type Timeline as TimelineModel } from "./timeline";
 import { Timeline } from "./Timeline";
 import type { LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
@@ -133,8 +133,12 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
   }, []);
 
   const graph = useMemo(() => (job ? jobGraph(job) : null), [job]);
-  const timeline = useMemo(() => (job && tab === "timeline" ? buildTimeline(job.execution ?? [], Date.now()) : null),
-                           [job, tab]);
+  // The timeline's model is built after the frame that shows the tab (an effect runs after
+  // paint): a click on the tab is answered at once, and a 10,000-row job's model follows.
+  const [timeline, setTimeline] = useState<TimelineModel | null>(null);
+  useEffect(() => {
+    setTimeline(job && tab === "timeline" ? buildTimeline(job.execution ?? [], Date.now()) : null);
+  }, [job, tab]);
   const selectedNode = graph ? nodeOfTask(graph, params.task) : undefined;
 
   const setParams = (p: Record<string, string | undefined>, replace = false) =>
@@ -240,6 +244,9 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
       <div class="job-body">
         <div class="job-main" role="tabpanel">
           {tab === "graph" && <Graph key={id} model={graph} selected={selectedNode?.id} onSelect={selectNode} />}
+          {tab === "timeline" && !timeline && (
+            <p class="job-tl-building" role="status">Laying out {(job.execution?.length ?? 0).toLocaleString("en-US")} rows…</p>
+          )}
           {tab === "timeline" && timeline && (
             <Timeline key={id} model={timeline} now={now} active={active} selected={params.task}
                       minRows={graph.nodes.filter((n) => n.kind !== "join").length}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { TaskRow } from "../api";
-import { barOf, barX, buildTimeline, duration, ticks, visibleRange } from "./timeline";
+import { barOf, barX, buildTimeline, duration, naturalKey, ticks, visibleRange } from "./timeline";
 import { realJob } from "./testdata";
 
 const T = (iso: string) => Date.parse(iso);
@@ -46,6 +46,17 @@ describe("buildTimeline", () => {
     const bar = barOf(row, T("2026-01-01T00:00:10Z"));
     expect(bar.start).toBe(T("2026-01-01T00:00:10Z") - 10000);
     expect(bar.end).toBe(T("2026-01-01T00:00:10Z"));
+  });
+
+  it("orders children that start together by name in natural order, case ignored", () => {
+    const base = realJob("each").execution[0];
+    const names = ["item 10", "Item 9", "item 2", "b", "A", "item 1"];
+    const parent = { ...base, id: "p", name: "fan out", parentId: undefined } as TaskRow;
+    const rows = names.map((name, i) => ({ ...base, id: `c${i}`, parentId: "p", name, startedAt: undefined,
+                                           scheduledAt: undefined, createdAt: "2026-01-01T00:00:00Z" }) as TaskRow);
+    expect(buildTimeline([parent, ...rows], Date.now()).rows.map((r) => r.label))
+      .toEqual(["fan out", "A", "b", "item 1", "item 2", "Item 9", "item 10"]);
+    expect(naturalKey("item 2") < naturalKey("item 10")).toBe(true);
   });
 
   it("builds 10,000 rows quickly", () => {
