@@ -294,9 +294,12 @@ Result<int> Coordinator::DeleteDueJobs() {
     auto due = datastore_.JobsDueForDeletion(clock_.Now(), batch);
     if (!due.ok()) return due.status();
     for (const std::string& id : *due) {
-      Status s = DeleteStoredJob(id);
-      // NotFound: another coordinator, or its parent's deletion, took it first.
-      if (s.code() == StatusCode::kNotFound) continue;
+      Status s = SweepJob(id);
+      // NotFound: another coordinator, or its parent's deletion, took it first;
+      // FailedPrecondition: restarted since it was listed.
+      if (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kFailedPrecondition) {
+        continue;
+      }
       if (!s.ok()) return s;
       ++deleted;
     }
@@ -334,8 +337,11 @@ Result<Coordinator::Retained> Coordinator::SweepRetention() {
         return Status::Ok();
       }));
       for (const std::string& id : old) {
-        Status s = DeleteStoredJob(id);
-        if (s.code() == StatusCode::kNotFound) continue;  // another coordinator's
+        Status s = SweepJob(id);
+        // Another coordinator's, or restarted since it was listed.
+        if (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kFailedPrecondition) {
+          continue;
+        }
         if (!s.ok()) return s;
         ++done.jobs;
       }
@@ -346,6 +352,11 @@ Result<Coordinator::Retained> Coordinator::SweepRetention() {
 }
 
 Status Coordinator::DeleteJob(const std::string& job_id) {
+  return scheduler_.UnderJobLock(job_id,
+                                 [&] { return DeleteFinishedJob(job_id, /*top_level=*/true); });
+}
+
+Status Coordinator::DeleteFinishedJob(const std::string& job_id, bool top_level) {
   // Its state columns only: a big job's definition and context are not read to be deleted.
   JobRecord job;
   BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
@@ -355,7 +366,7 @@ Status Coordinator::DeleteJob(const std::string& job_id) {
     job = std::move(*row);
     return Status::Ok();
   }));
-  if (!job.parent_id.empty()) {
+  if (top_level && !job.parent_id.empty()) {
     return FailedPrecondition(fmt::format(
         "job {} is a sub-job (of task {}): delete its top-level job", job_id, job.parent_id));
   }
@@ -364,6 +375,11 @@ Status Coordinator::DeleteJob(const std::string& job_id) {
                                           job_id, ToString(job.state)));
   }
   return DeleteStoredJob(job_id);
+}
+
+Status Coordinator::SweepJob(const std::string& job_id) {
+  return scheduler_.UnderJobLock(job_id,
+                                 [&] { return DeleteFinishedJob(job_id, /*top_level=*/false); });
 }
 
 Status Coordinator::DeleteStoredJob(const std::string& job_id) {

@@ -156,6 +156,12 @@ class Coordinator {
   // The workers' queues (outcomes, starts, progress, logs, heartbeats), each to its handler.
   Status SubscribeToWorkers();
   Status Subscribe(std::string_view queue, std::function<Status(const std::string&)> handle);
+  // Deletes the job if it is finished (FailedPrecondition if not, or if `top_level` and
+  // it is a sub-job); called under the job's lock, so nothing restarts it in between.
+  Status DeleteFinishedJob(const std::string& job_id, bool top_level);
+  // A sweep's deletion (autoDelete, retention) of a job it listed: DeleteFinishedJob
+  // under the job's lock.
+  Status SweepJob(const std::string& job_id);
   // Datastore::DeleteJob, and the job's secrets forgotten.
   Status DeleteStoredJob(const std::string& job_id);
   // One autoDelete sweep (DeleteDueJobs), logged.

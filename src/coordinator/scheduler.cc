@@ -351,6 +351,11 @@ Status Scheduler::Restart(const std::string& job_id) {
   return s;
 }
 
+Status Scheduler::UnderJobLock(const std::string& job_id, const std::function<Status()>& work) {
+  BATON_ASSIGN_OR_RETURN(auto guard, locks_.Acquire(job_id));
+  return work();
+}
+
 // ---------------------------------------------------------------------------- events
 
 Status Scheduler::OnStarted(const TaskStarted& event) { return OnWorker(FromWorker(event)); }

@@ -84,6 +84,9 @@ class Scheduler {
   // unknown job.
   Status Cancel(const std::string& job_id);
   Status Restart(const std::string& job_id);
+  // Runs `work` holding the lock of `job_id`'s tree, so no decision of the job comes
+  // between what `work` reads and what it writes (DELETE /jobs/{id}'s check and delete).
+  Status UnderJobLock(const std::string& job_id, const std::function<Status()>& work);
 
   // flow::Frontier for every active job, each under its tree's lock; RUNNING rows on a
   // node not in `live_nodes` are expired as leases.

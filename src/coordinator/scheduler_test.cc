@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -87,8 +89,11 @@ class CountingDatastore final : public Datastore {
     return inner_.JobsInState(states);
   }
   Status DeleteJob(std::string_view id) override {
+    if (before_delete) before_delete();
     return Count([&] { return inner_.DeleteJob(id); });
   }
+  // Called by DeleteJob before it deletes (set before the engine starts deleting).
+  std::function<void()> before_delete;
   Result<std::vector<std::string>> JobsDueForDeletion(TimePoint now, int limit) override {
     return inner_.JobsDueForDeletion(now, limit);
   }
@@ -1305,6 +1310,24 @@ tasks:
   EXPECT_EQ(done->state, JobState::kCompleted);
   EXPECT_THAT(runtime_.ran(), ElementsAre("one", "two", "two", "three"));
   EXPECT_EQ(coordinator_->Restart(submitted->id).code(), StatusCode::kFailedPrecondition);
+}
+
+// DELETE /jobs/{id} checks and deletes holding the job's lock: a restart that comes
+// between the check and the delete waits for it, then finds no job, where it used to
+// restart the job that was then deleted under its running task.
+TEST_F(SchedulerTest, DeleteJobChecksAndDeletesUnderTheJobsLock) {
+  JobRecord failed = Run("name: doomed\ntasks:\n  - {name: one, run: fail}\n");
+  ASSERT_EQ(failed.state, JobState::kFailed);
+  std::future<Status> restart;
+  counting_->before_delete = [&] {
+    restart = std::async(std::launch::async, [&] { return coordinator_->Restart(failed.id); });
+    restart.wait_for(milliseconds(500));
+  };
+  EXPECT_TRUE(coordinator_->DeleteJob(failed.id).ok());
+  counting_->before_delete = nullptr;
+  ASSERT_TRUE(restart.valid());
+  EXPECT_EQ(restart.get().code(), StatusCode::kNotFound);
+  EXPECT_EQ(datastore_->GetJob(failed.id).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(SchedulerTest, JobTimeoutFailsTheJobAndCancelsItsTasks) {

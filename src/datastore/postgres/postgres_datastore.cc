@@ -147,8 +147,10 @@ class Connection {
       return PgStatus(conn, nullptr, "setting client encoding");
     }
     // Text and times are stored as given; nothing here depends on the session's settings
-    // but make them explicit for statements that might.
-    BATON_RETURN_IF_ERROR(c->Exec("SET TIME ZONE 'UTC'").status());
+    // but make them explicit for statements that might. A commit is acknowledged once the
+    // server has flushed it (and its synchronous standbys have, if any), whatever the
+    // server's, database's or role's default says.
+    BATON_RETURN_IF_ERROR(c->Exec("SET TIME ZONE 'UTC'; SET synchronous_commit = on").status());
     return c;
   }
 
@@ -481,6 +483,16 @@ void PostgresDatastore::Return(std::unique_ptr<Connection> conn) {
   }
   pool_cv_.notify_one();
   // A dropped connection closes here, outside the lock.
+}
+
+Result<std::string> PostgresDatastore::SessionSetting(std::string_view name) {
+  std::string value;
+  BATON_RETURN_IF_ERROR(WithConnection([&](Connection& c) -> Status {
+    BATON_ASSIGN_OR_RETURN(Rows rows, c.RunOnce("SELECT current_setting($1)", Params().Text(name)));
+    if (rows.size() == 1) value = std::string(rows.Text(0, 0));
+    return Status::Ok();
+  }));
+  return value;
 }
 
 Status PostgresDatastore::WithConnection(const Op& op) {

@@ -55,6 +55,10 @@ class PostgresDatastore final : public sql::SqlDatastore {
   // kFailedPrecondition when its schema is newer than this binary knows.
   static Result<std::unique_ptr<PostgresDatastore>> Open(PostgresOptions options);
 
+  // The value a session of the pool has for a server setting (`current_setting(name)`):
+  // what the pinned settings (time zone, synchronous_commit) hold, for tests and checks.
+  Result<std::string> SessionSetting(std::string_view name);
+
   // Closes every pooled connection. Calls still running must have returned.
   ~PostgresDatastore() override;
 

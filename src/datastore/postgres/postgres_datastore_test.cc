@@ -302,6 +302,22 @@ INSTANTIATE_TEST_SUITE_P(Postgres, LockerConformanceTest,
 
 // ---- Beyond the conformance suite ---------------------------------------------------
 
+// A commit is acknowledged only once flushed, even on a database whose default is not to
+// wait (README: "every commit is fsync'd").
+TEST(PostgresDatastoreTest, SessionsCommitSynchronouslyWhateverTheDatabasesDefault) {
+  BATON_SKIP_UNLESS_CONFIGURED();
+  std::string dsn = PostgresServer::FreshDatabaseDsn();
+  std::string db = dsn.substr(dsn.rfind("dbname='") + 8);
+  db.pop_back();
+  ASSERT_EQ(AdminExec(PostgresServer::test_dsn(),
+                      "ALTER DATABASE " + db + " SET synchronous_commit = off"),
+            "");
+  auto store = OpenStore(PostgresOptions{.dsn = dsn, .pool_size = 2});
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SessionSetting("synchronous_commit"), "on");
+  EXPECT_EQ(*store->SessionSetting("TimeZone"), "UTC");
+}
+
 TEST(PostgresDatastoreTest, MigrateIsIdempotent) {
   BATON_SKIP_UNLESS_CONFIGURED();
   std::string dsn = PostgresServer::FreshDatabaseDsn();
