@@ -183,10 +183,25 @@ Response Api::ListJobs(const Request& request, const std::optional<Principal>& w
   }));
 }
 
+namespace {
+
+// A job's rows in Tork's order: by position, then by start (rows not started last), then
+// as stored (by creation).
+void InTorksOrder(std::vector<TaskRecord>& rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const TaskRecord& a, const TaskRecord& b) {
+    if (a.position != b.position) return a.position < b.position;
+    if (a.started_at.has_value() != b.started_at.has_value()) return a.started_at.has_value();
+    return a.started_at.has_value() && *a.started_at < *b.started_at;
+  });
+}
+
+}  // namespace
+
 Response Api::GetJob(const std::string& id) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
   BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
   BATON_ASSIGN_OR_RETURN(auto rows, datastore_.JobTasks(id), ErrorResponse);
+  InTorksOrder(rows);
   json body = ToJson(job, /*summary=*/false);
   json execution = json::array();
   std::vector<std::string> secrets = SecretValues(job);

@@ -79,7 +79,7 @@ Response Api::ListScheduledJobs(const Request& request) {
   for (const ScheduledJobRecord& record : list.items) items.push_back(Redacted(record, true));
   return Ok({{"items", std::move(items)},
              {"number", list.number},
-             {"size", list.size},
+             {"size", list.items.size()},
              {"totalPages", list.total_pages},
              {"totalItems", list.total_items}});
 }

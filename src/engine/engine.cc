@@ -47,6 +47,15 @@ std::string HostName() {
   return buf;
 }
 
+// A worker node named `name`, reporting this build's version (GET /nodes, as Tork's does).
+WorkerOptions WorkerOptionsFor(const Config& config, const std::string& name) {
+  WorkerOptions worker;
+  worker.name = name;
+  worker.heartbeat_interval = config.worker_heartbeat;
+  worker.version = Version();
+  return worker;
+}
+
 // The runtime runtime.type names; `auto` is the Docker API when its socket answers, else
 // the shell. Says which at start-up.
 Result<std::unique_ptr<Runtime>> MakeRuntime(const Config& config) {
@@ -196,11 +205,10 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
                          KeyringFor(config, /*default_file=*/true, /*create=*/true));
   BATON_ASSIGN_OR_RETURN(auto datastore, SqliteDatastore::Open(sqlite));
   BATON_ASSIGN_OR_RETURN(auto runtime, MakeRuntime(config));
-  WorkerOptions worker;
-  worker.name = "standalone";
-  worker.heartbeat_interval = config.worker_heartbeat;
+  WorkerOptions worker = WorkerOptionsFor(config, "standalone");
   worker.queues = WorkerQueues(config);
   CoordinatorOptions coordinator;
+  coordinator.version = Version();
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
@@ -232,9 +240,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   rabbit.url = config.rabbitmq_url;
   rabbit.management_url = config.rabbitmq_management_url;
   BATON_ASSIGN_OR_RETURN(auto broker, RabbitMqBroker::Connect(rabbit));
-  WorkerOptions worker;
-  worker.name = role;
-  worker.heartbeat_interval = config.worker_heartbeat;
+  WorkerOptions worker = WorkerOptionsFor(config, role);
   if (role == "worker") {
     worker.queues = WorkerQueues(config);
     BATON_ASSIGN_OR_RETURN(auto runtime, MakeRuntime(config));
