@@ -195,6 +195,8 @@ std::string_view ToString(Access access) {
       return "job";
     case Access::kTask:
       return "task";
+    case Access::kScheduledJob:
+      return "scheduled job";
     case Access::kAdmin:
       return "admin";
   }
@@ -248,21 +250,23 @@ const std::vector<Api::Route>& Api::RouteTable() {
       {{"GET", "/nodes", Access::kUser}, [](Api& a, const Call&) { return a.Nodes(); }},
       {{"GET", "/metrics", Access::kUser},
        [](Api& a, const Call& c) { return a.Metrics(c.request); }},
-      // Scheduled jobs: any signed-in user; the jobs they fire carry their definition's
-      // permissions and its creator.
+      // Scheduled jobs: created and listed by any signed-in user (a list shows only those
+      // they may see); each one answered, changed or deleted only for whom its
+      // definition's permissions admit, as a job (to others it is 404). The jobs it fires
+      // carry its permissions and its creator.
       {{"POST", "/scheduled-jobs", Access::kUser},
        [](Api& a, const Call& c) { return a.CreateScheduledJob(c.request, c.who); }},
       {{"GET", "/scheduled-jobs", Access::kUser},
-       [](Api& a, const Call& c) { return a.ListScheduledJobs(c.request); }},
-      {{"GET", "/scheduled-jobs/{id}", Access::kUser},
+       [](Api& a, const Call& c) { return a.ListScheduledJobs(c.request, c.who); }},
+      {{"GET", "/scheduled-jobs/{id}", Access::kScheduledJob},
        [](Api& a, const Call& c) { return a.GetScheduledJob(c.id); }},
-      {{"PUT", "/scheduled-jobs/{id}", Access::kUser},
+      {{"PUT", "/scheduled-jobs/{id}", Access::kScheduledJob},
        [](Api& a, const Call& c) { return a.UpdateScheduledJob(c.id, c.request, c.who); }},
-      {{"DELETE", "/scheduled-jobs/{id}", Access::kUser},
+      {{"DELETE", "/scheduled-jobs/{id}", Access::kScheduledJob},
        [](Api& a, const Call& c) { return a.DeleteScheduledJob(c.id); }},
-      {{"PUT", "/scheduled-jobs/{id}/pause", Access::kUser},
+      {{"PUT", "/scheduled-jobs/{id}/pause", Access::kScheduledJob},
        [](Api& a, const Call& c) { return a.PauseScheduledJob(c.id); }},
-      {{"PUT", "/scheduled-jobs/{id}/resume", Access::kUser},
+      {{"PUT", "/scheduled-jobs/{id}/resume", Access::kScheduledJob},
        [](Api& a, const Call& c) { return a.ResumeScheduledJob(c.id); }},
       {{"POST", "/users", Access::kAdmin},
        [](Api& a, const Call& c) { return a.CreateUser(c.request); }},
@@ -440,6 +444,9 @@ std::optional<Response> Api::Authorize(Access access, Call& call) {
     case Access::kJob:
       if (Status s = MaySeeJob(call, call.id); !s.ok()) return ErrorResponse(s);
       return std::nullopt;
+    case Access::kScheduledJob:
+      if (Status s = MaySeeScheduledJob(call, call.id); !s.ok()) return ErrorResponse(s);
+      return std::nullopt;
     case Access::kTask: {
       if (!IsId(call.id)) {
         return ErrorResponse(NotFound(fmt::format("no task {}", call.id.substr(0, 64))));
@@ -466,6 +473,17 @@ Status Api::MaySeeJob(const Call& call, const std::string& id) {
   // The same answer as for an unknown id: a job's existence is not told to whom it is
   // hidden.
   if (call.who && !MayAccess(*call.who, job->job)) return unknown;
+  return Status::Ok();
+}
+
+Status Api::MaySeeScheduledJob(const Call& call, const std::string& id) {
+  Status unknown = NotFound(fmt::format("no scheduled job {}", id.substr(0, 64)));
+  if (!IsId(id)) return unknown;
+  if (call.who && call.who->admin()) return Status::Ok();
+  Result<ScheduledJobRecord> record = coordinator_.schedules().Get(id);
+  if (!record.ok())
+    return record.status().code() == StatusCode::kNotFound ? unknown : record.status();
+  if (call.who && !MayAccess(*call.who, record->job)) return unknown;
   return Status::Ok();
 }
 

@@ -66,11 +66,12 @@ struct Response {
 
 // Who may call a route once authentication is on (docs/auth.md). Off, every route is open.
 enum class Access {
-  kOpen,   // anyone, without credentials (GET /health)
-  kUser,   // any authenticated user; a list shows only what they may see
-  kJob,    // a user the job's permissions admit (MayAccess); to others the job is 404
-  kTask,   // as kJob, for the task's job
-  kAdmin,  // a user with the admin role; others get 403
+  kOpen,          // anyone, without credentials (GET /health)
+  kUser,          // any authenticated user; a list shows only what they may see
+  kJob,           // a user the job's permissions admit (MayAccess); to others the job is 404
+  kTask,          // as kJob, for the task's job
+  kScheduledJob,  // as kJob, for the scheduled job's definition
+  kAdmin,         // a user with the admin role; others get 403
 };
 std::string_view ToString(Access access);
 
@@ -174,6 +175,7 @@ class Api {
   // Whether the caller may see job `id` (reads it). NotFound for an unknown job and
   // for one they may not see, alike.
   Status MaySeeJob(const Call& call, const std::string& id);
+  Status MaySeeScheduledJob(const Call& call, const std::string& id);
 
   Response Health();
   // The web UI's file at `path` (web/assets.h), 304 when `request` already has it.
@@ -206,7 +208,7 @@ class Api {
   Response TaskLog(const std::string& id, const Request& request);
   // /scheduled-jobs (scheduled_jobs.cc): Tork's routes, and PUT /scheduled-jobs/{id}.
   Response CreateScheduledJob(const Request& request, const std::optional<Principal>& who);
-  Response ListScheduledJobs(const Request& request);
+  Response ListScheduledJobs(const Request& request, const std::optional<Principal>& who);
   Response GetScheduledJob(const std::string& id);
   Response UpdateScheduledJob(const std::string& id, const Request& request,
                               const std::optional<Principal>& who);

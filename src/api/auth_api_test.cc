@@ -193,14 +193,15 @@ const std::map<std::string, Rule>& Rules() {
       {"POST /keys", {Access::kUser, {200}, 200}},
       {"GET /keys", {Access::kUser, {200}, 200}},
       {"DELETE /keys/{id}", {Access::kUser, {200}, 404}},  // another user's key: unknown
-      // Scheduled jobs: any signed-in user (each call on one made for it, ACTIVE).
+      // Scheduled jobs: made and listed by any signed-in user; each one (made by ann for
+      // the call, admitting carl, ACTIVE) as a job: 404 to whom it does not admit.
       {"POST /scheduled-jobs", {Access::kUser, {200}, 200}},
       {"GET /scheduled-jobs", {Access::kUser, {200}, 200}},
-      {"GET /scheduled-jobs/{id}", {Access::kUser, {200}, 200}},
-      {"PUT /scheduled-jobs/{id}", {Access::kUser, {200}, 200}},
-      {"DELETE /scheduled-jobs/{id}", {Access::kUser, {200}, 200}},
-      {"PUT /scheduled-jobs/{id}/pause", {Access::kUser, {200}, 200}},
-      {"PUT /scheduled-jobs/{id}/resume", {Access::kUser, {400}, 400}},  // not PAUSED
+      {"GET /scheduled-jobs/{id}", {Access::kScheduledJob, {200}, 404}},
+      {"PUT /scheduled-jobs/{id}", {Access::kScheduledJob, {200}, 404}},
+      {"DELETE /scheduled-jobs/{id}", {Access::kScheduledJob, {200}, 404}},
+      {"PUT /scheduled-jobs/{id}/pause", {Access::kScheduledJob, {200}, 404}},
+      {"PUT /scheduled-jobs/{id}/resume", {Access::kScheduledJob, {400}, 404}},  // not PAUSED
   };
   return rules;
 }
@@ -219,8 +220,10 @@ TEST_F(AuthApiTest, EveryRouteHasARule) {
   EXPECT_EQ(Rules().size(), Api::Routes().size());
 }
 
+// A scheduled job that admits carl and the role ops (as PermittedJob).
 constexpr const char* kScheduled =
-    R"({"name":"s","schedule":{"cron":"0 0 * * *"},"tasks":[{"name":"t","run":"ok"}]})";
+    R"({"name":"s","schedule":{"cron":"0 0 * * *"},"tasks":[{"name":"t","run":"ok"}],)"
+    R"("permissions":[{"user":"carl"},{"role":"ops"}]})";
 
 TEST_F(AuthApiTest, EveryRouteAnswersEachCallerAsItsRuleSays) {
   int unique = 0;
@@ -245,7 +248,7 @@ TEST_F(AuthApiTest, EveryRouteAnswersEachCallerAsItsRuleSays) {
         // Their own key for the permitted user; someone else's for the rest.
         path = "/keys/" + KeyOf(caller == Caller::kPermitted ? "carl" : "ann");
       } else if (path.starts_with("/scheduled-jobs/{id}")) {
-        Response made = Call("POST", "/scheduled-jobs", As("root"), kScheduled, "application/json");
+        Response made = Call("POST", "/scheduled-jobs", As("ann"), kScheduled, "application/json");
         ASSERT_EQ(made.status, 200) << made.body;
         path.replace(16, 4, json::parse(made.body)["id"].get<std::string>());
       }
@@ -396,6 +399,43 @@ TEST_F(AuthApiTest, WithAuthenticationOffEveryRouteIsOpenAndJobsHaveNoCreator) {
   Response key = open.Handle({.method = "POST", .path = "/keys", .body = "{}"});
   EXPECT_EQ(key.status, 400);
   EXPECT_THAT(key.body, HasSubstr("must provide username"));
+}
+
+// ann's scheduled job admits carl and the role ops: bob's list leaves it out (in its
+// count too), and the jobs it fires keep ann as their creator whoever replaced it.
+TEST_F(AuthApiTest, ScheduledJobsAreListedAndKeptAsTheirPermissionsSay) {
+  Response made = Call("POST", "/scheduled-jobs", As("ann"), kScheduled, "application/json");
+  ASSERT_EQ(made.status, 200) << made.body;
+  const std::string id = json::parse(made.body)["id"];
+  Response open =
+      Call("POST", "/scheduled-jobs", As("bob"),
+           R"({"name":"open","schedule":{"cron":"0 0 * * *"},"tasks":[{"name":"t","run":"ok"}]})",
+           "application/json");
+  ASSERT_EQ(open.status, 200) << open.body;
+  auto names = [&](const std::string& user) {
+    json page = json::parse(Call("GET", "/scheduled-jobs", As(user)).body);
+    std::set<std::string> out;
+    for (const json& item : page["items"]) out.insert(item["name"].get<std::string>());
+    EXPECT_EQ(page["totalItems"], out.size()) << user;
+    return out;
+  };
+  EXPECT_EQ(names("ann"), (std::set<std::string>{"s", "open"}));
+  EXPECT_EQ(names("carl"), (std::set<std::string>{"s", "open"}));
+  EXPECT_EQ(names("dora"), (std::set<std::string>{"s", "open"}));
+  EXPECT_EQ(names("bob"), (std::set<std::string>{"open"}));
+  EXPECT_EQ(names("root"), (std::set<std::string>{"s", "open"}));
+  // A hidden one answers as an unknown id.
+  Response hidden = Call("GET", "/scheduled-jobs/" + id, As("bob"));
+  Response unknown = Call("GET", "/scheduled-jobs/" + NewId(), As("bob"));
+  EXPECT_EQ(hidden.status, 404);
+  EXPECT_EQ(json::parse(hidden.body)["code"], json::parse(unknown.body)["code"]);
+  // carl may replace it; its creator stays ann.
+  ASSERT_EQ(Call("PUT", "/scheduled-jobs/" + id, As("carl"), kScheduled, "application/json").status,
+            200);
+  auto stored = coordinator_->schedules().Get(id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->created_by, "ann");
+  EXPECT_EQ(stored->job.created_by, "ann");
 }
 
 TEST_F(AuthApiTest, AHiddenJobIsNotFoundExactlyAsAnUnknownOne) {

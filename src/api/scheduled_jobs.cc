@@ -71,9 +71,9 @@ Response Api::UpdateScheduledJob(const std::string& id, const Request& request,
   return Ok(Redacted(record, /*summary=*/true));
 }
 
-Response Api::ListScheduledJobs(const Request& request) {
+Response Api::ListScheduledJobs(const Request& request, const std::optional<Principal>& who) {
   BATON_ASSIGN_OR_RETURN(auto paging, PagingOf(request, 10), ErrorResponse);
-  BATON_ASSIGN_OR_RETURN(auto list, coordinator_.schedules().List(paging.page, paging.size),
+  BATON_ASSIGN_OR_RETURN(auto list, coordinator_.schedules().List(paging.page, paging.size, who),
                          ErrorResponse);
   json items = json::array();
   for (const ScheduledJobRecord& record : list.items) items.push_back(Redacted(record, true));

@@ -139,8 +139,9 @@ Status Coordinator::SubscribeToWorkers() {
     if (!m.ok()) return Status::Ok();
     (void)datastore_.UpsertNode(*m);
     // A worker heard from for the first time since tasks were dropped was not told of
-    // them (only workers with a stored heartbeat are): it is now.
-    if (!m->queue.empty()) scheduler_.TellMissedDrops(m->id);
+    // them (only workers with a stored heartbeat are): it is now; and one this
+    // coordinator hears of for the first time is told of every stored drop.
+    if (!m->queue.empty()) scheduler_.WorkerHeard(m->id);
     return Status::Ok();
   });
 }
@@ -199,6 +200,15 @@ void Coordinator::CheckLeases() {
   }
   if (now - started_at_ < options_.lease) return;
   if (broker_down_at_ && now - *broker_down_at_ < 2 * options_.lease) return;
+  // Past a task's timeout: its worker hangs, or its report was lost (a report waiting in
+  // the broker is heard within a lease of the start, as heartbeats are).
+  auto overdue = scheduler_.TimeOutOverdue(options_.timeout_grace);
+  if (!overdue.ok()) {
+    log::Warn("checking task timeouts failed", {{"error", overdue.status().message()}});
+  } else if (*overdue > 0) {
+    log::Warn("failed tasks their workers did not stop at their timeout",
+              {{"tasks", std::to_string(*overdue)}});
+  }
   auto requeued = scheduler_.ExpireLeases(options_.lease);
   if (!requeued.ok()) {
     log::Warn("checking task leases failed", {{"error", requeued.status().message()}});

@@ -37,6 +37,9 @@ struct CoordinatorOptions {
   std::chrono::milliseconds lease = std::chrono::seconds(30);
   // How often leases are checked (and, with `node_id`, the coordinator heartbeats).
   std::chrono::milliseconds lease_check_interval = std::chrono::seconds(5);
+  // A RUNNING task with a `timeout` that its worker has not stopped this long after it is
+  // failed as timed out, and its worker told to kill it (checked with the leases).
+  std::chrono::milliseconds timeout_grace = std::chrono::seconds(30);
   // Several coordinators: with an id, this coordinator records itself as a node named
   // "coordinator" and heartbeats, and when another coordinator stops heartbeating for a
   // lease, takes over the steps it may have left half done (a reconcile, job by job under

@@ -433,4 +433,28 @@ Result<int> Scheduler::ExpireLeases(Duration lease) {
   return requeued;
 }
 
+Result<int> Scheduler::TimeOutOverdue(Duration grace) {
+  const TimePoint now = clock_.Now();
+  auto running = datastore_.TasksInState({TaskState::kRunning});
+  if (!running.ok()) return running.status();
+  int failed = 0;
+  Status first_error;
+  // Only candidates are picked here; flow's TaskOverdue judges the row again.
+  for (const TaskRecord& task : *running) {
+    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty() || !task.task.timeout ||
+        !task.started_at || now - *task.started_at < *task.task.timeout + grace) {
+      continue;
+    }
+    Decided decided;
+    Status s = Handle(task.job_id, flow::TaskOverdue{task.id, task.node_id, grace}, &decided);
+    if (!s.ok()) {
+      if (first_error.ok()) first_error = s;
+      continue;
+    }
+    if (decided.wrote) ++failed;
+  }
+  if (!first_error.ok() && failed == 0) return first_error;
+  return failed;
+}
+
 }  // namespace baton

@@ -95,11 +95,19 @@ class Scheduler {
   // RUNNING runnable row of a node silent for longer than `lease`; flow decides (it also
   // spares a task started less than a lease ago). Returns how many were re-queued.
   Result<int> ExpireLeases(Duration lease);
+  // Offers flow a TaskOverdue with `grace` for every RUNNING runnable row with a `timeout`
+  // that started longer ago than its timeout plus `grace` (its worker did not stop it);
+  // flow decides (fails it as timed out, tells its node to kill it). Returns how many
+  // were failed.
+  Result<int> TimeOutOverdue(Duration grace);
 
   // Tells worker `node_id` the drops (tasks cancelled while waiting in a queue) it was not
   // told of when they were sent, within the last node_lease (WorkerSignals). The
   // coordinator calls it for every heartbeat it stores.
   void TellMissedDrops(const std::string& node_id) { signals_.TellMissedDrops(node_id); }
+  // A worker's heartbeat was stored (the coordinator calls it for each):
+  // WorkerSignals::WorkerHeard.
+  void WorkerHeard(const std::string& node_id) { signals_.WorkerHeard(node_id); }
 
   // Called, with no lock held, whenever a job reaches a terminal state.
   void SetJobFinishedListener(std::function<void(const JobRecord&)> listener)

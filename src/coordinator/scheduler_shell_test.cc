@@ -156,6 +156,7 @@ class ShellTest : public ::testing::Test {
     options.node_lease = std::chrono::hours(24);
     options.durable_broker = durable_;
     options.start_in_background = background_;
+    options.events = events_;
     host_ = std::make_unique<Host>(*faulty_, *broker_, clock_, options, 16, executor_);
     WorkerOptions worker;
     worker.node_id = "node-" + std::to_string(++generation_);
@@ -233,6 +234,8 @@ class ShellTest : public ::testing::Test {
   bool durable_ = false;
   bool background_ = false;
   Executor* executor_ = nullptr;  // null: the broker executor
+  EventHub hub_;                  // outlives every engine of the test
+  EventHub* events_ = nullptr;    // null: no live events (&hub_ to have them)
   milliseconds report_start_after_ = WorkerOptions{}.report_start_after;
 };
 
@@ -425,6 +428,33 @@ TEST_F(ShellTest, WithADurableExecutorAPublishedRowIsScheduledAndSendsItsHook) {
   EXPECT_TRUE(row.scheduled_at.has_value());
   // Two decisions, possibly in one millisecond: listed in no particular order.
   EXPECT_THAT(TaskHookStates(*datastore_, id), UnorderedElementsAre("PENDING", "SCHEDULED"));
+}
+
+// The row's SCHEDULED, written when the durable broker confirmed the message, is a
+// decision's change like any other: a stream watching the job is told of it.
+TEST_F(ShellTest, WithADurableExecutorAPublishedRowIsScheduledAndSendsItsLiveEvent) {
+  StopEngine();
+  FakeExecutor executor;
+  executor_ = &executor;
+  events_ = &hub_;
+  durable_ = true;
+  StartEngine();
+  std::shared_ptr<EventStream> stream = hub_.Subscribe({});
+  std::string id = Submit("name: watched\ntasks:\n  - {name: t, run: ok}\n");
+  ASSERT_EQ(executor.started().size(), 1u);
+  const TaskRecord row = Execution(id)[0];
+  ASSERT_EQ(row.state, TaskState::kScheduled);
+  std::string seen;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        seen += stream->Take();
+        // The event's fields are in name order: its state, then its task.
+        return seen.find("\"state\":\"SCHEDULED\",\"taskId\":\"" + row.id + "\"") !=
+               std::string::npos;
+      },
+      kWait))
+      << seen;
+  stream->Close();
 }
 
 constexpr char kHookedParallel[] = R"(

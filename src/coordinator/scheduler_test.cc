@@ -117,6 +117,9 @@ class CountingDatastore final : public Datastore {
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override {
     return inner_.TasksInState(states);
   }
+  Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) override {
+    return inner_.DroppedTasks(since, limit);
+  }
   Status UpdateJobState(std::string_view id,
                         const std::function<Status(JobRecord&)>& modify) override {
     return Count([&] { return inner_.UpdateJobState(id, modify); });
@@ -241,8 +244,9 @@ class CountingDatastore final : public Datastore {
     Status DeleteScheduledJob(std::string_view id) override {
       return Wrote(tx_.DeleteScheduledJob(id));
     }
-    Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override {
-      return tx_.ListScheduledJobs(page, size);
+    Result<Page<ScheduledJobRecord>> ListScheduledJobs(
+        int page, int size, const std::optional<Principal>& viewer) override {
+      return tx_.ListScheduledJobs(page, size, viewer);
     }
     Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override {
       return tx_.DueScheduledJobs(now, limit);
@@ -1128,6 +1132,41 @@ tasks:
   EXPECT_EQ(received().size(), 2u);
 }
 
+// A task cancelled while its message waits in a queue nobody reads: every coordinator
+// that knew of the cancel is gone when a worker for that queue starts. The drop is
+// stored, so the new coordinator tells the worker before it takes a task.
+TEST_F(SchedulerTest, AWorkerThatStartsAfterTheCoordinatorRestartedDoesNotRunADroppedTask) {
+  auto submitted = coordinator_->Submit(
+      ParseOrDie("name: dropped\ntasks:\n  - {name: waits, run: ok, queue: later}\n"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return CountState(submitted->id, TaskState::kScheduled) == 1; }));
+  ASSERT_TRUE(coordinator_->Cancel(submitted->id).ok());
+  // The coordinator restarts (what it kept in memory is gone); the broker keeps the
+  // message.
+  coordinator_->Stop();
+  CoordinatorOptions options;
+  options.lease = std::chrono::hours(24);
+  options.scheduler.node_lease = options.lease;
+  coordinator_ = std::make_unique<Coordinator>(*counting_, *broker_, clock_, clock_, options);
+  ASSERT_TRUE(coordinator_->Start({worker_->node_id()}).ok());
+  WorkerOptions later;
+  later.node_id = "later-worker";
+  later.queues = {{"later", 1}};
+  later.await_drops = std::chrono::seconds(10);
+  testing::FakeRuntime late_runtime;
+  Worker worker(*broker_, late_runtime, clock_, later);
+  ASSERT_TRUE(worker.Start().ok());
+  // The message was taken, and dropped.
+  EXPECT_TRUE(testing::WaitFor([&] {
+    auto queue = broker_->Queue("later");
+    return queue.ok() && queue->size == 0 && queue->unacked == 0;
+  }));
+  worker.Stop(milliseconds(0));
+  EXPECT_TRUE(late_runtime.ran().empty());
+  EXPECT_EQ(CountState(submitted->id, TaskState::kCancelled), 1);
+}
+
 TEST_F(SchedulerTest, CancelledEachChildrenWaitingForASlotNeverRun) {
   auto submitted = coordinator_->Submit(ParseOrDie(R"(
 name: cancel each
@@ -1419,6 +1458,40 @@ TEST_F(SchedulerTest, StoppingWorkerHandsBackWhatOutlivesTheGrace) {
   }
   EXPECT_EQ(handed_back, 1);
   second.Stop(milliseconds(0));
+}
+
+// A worker that does not stop a task at its timeout (the fake runtime's `hang` ignores
+// it, as a hung worker whose heartbeat goes on would): the coordinator's check fails the
+// task once past its timeout plus the grace, and tells the worker to kill it.
+TEST_F(SchedulerTest, ATaskItsWorkerDoesNotStopAtItsTimeoutIsFailedAndKilledByTheCoordinator) {
+  auto submitted = coordinator_->Submit(
+      ParseOrDie("name: overdue\ntasks:\n  - {name: long, run: hang, timeout: 1m}\n"));
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return CountState(submitted->id, TaskState::kRunning) == 1; }));
+  auto overdue = coordinator_->scheduler().TimeOutOverdue(seconds(30));
+  ASSERT_TRUE(overdue.ok());
+  EXPECT_EQ(*overdue, 0);
+  clock_.Advance(seconds(89));  // past the timeout, within the grace
+  overdue = coordinator_->scheduler().TimeOutOverdue(seconds(30));
+  ASSERT_TRUE(overdue.ok());
+  EXPECT_EQ(*overdue, 0);
+  EXPECT_EQ(runtime_.running(), 1);
+  clock_.Advance(seconds(2));
+  overdue = coordinator_->scheduler().TimeOutOverdue(seconds(30));
+  ASSERT_TRUE(overdue.ok());
+  EXPECT_EQ(*overdue, 1);
+  auto done = coordinator_->Wait(submitted->id, kWait);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kFailed);
+  TaskRecord row = Execution(submitted->id)[0];
+  EXPECT_EQ(row.state, TaskState::kFailed);
+  EXPECT_EQ(row.error,
+            "task timed out after 1m0s: its worker did not stop it within 30s more, and was told "
+            "to kill it");
+  // The worker was told: the run is stopped, and its late report changes nothing.
+  EXPECT_TRUE(testing::WaitFor([&] { return runtime_.running() == 0; }));
+  EXPECT_EQ(Execution(submitted->id)[0].state, TaskState::kFailed);
 }
 
 TEST_F(SchedulerTest, TasksOfASilentNodeAreRequeuedWhenTheLeaseExpires) {

@@ -45,6 +45,7 @@ Result<ScheduledJobRecord> Schedules::Create(const Job& job, const ScheduleSpec&
   record.state = ScheduleState::kActive;
   record.schedule = schedule;
   record.job = job;
+  record.created_by = job.created_by;
   record.created_at = clock_.Now();
   record.updated_at = record.created_at;
   record.last_tick_at = record.created_at;
@@ -64,7 +65,11 @@ Result<ScheduledJobRecord> Schedules::Update(const std::string& id, const Job& j
   BATON_ASSIGN_OR_RETURN(CompiledSchedule compiled, CompileSchedule(schedule));
   const TimePoint now = clock_.Now();
   auto updated = Modify(datastore_, id, [&](ScheduledJobRecord& s) -> Status {
+    // Its creator stays (the jobs it fires are theirs); only a row stored before creators
+    // were kept takes the one who replaces it.
+    if (s.created_by.empty()) s.created_by = job.created_by;
     s.job = job;
+    s.job.created_by = s.created_by;
     s.schedule = schedule;
     s.updated_at = now;
     s.last_tick_at = now;
@@ -86,10 +91,11 @@ Result<ScheduledJobRecord> Schedules::Get(const std::string& id) {
   return out;
 }
 
-Result<Page<ScheduledJobRecord>> Schedules::List(int page, int size) {
+Result<Page<ScheduledJobRecord>> Schedules::List(int page, int size,
+                                                 const std::optional<Principal>& viewer) {
   Page<ScheduledJobRecord> out;
   BATON_RETURN_IF_ERROR(datastore_.Transact([&](Transaction& tx) -> Status {
-    BATON_ASSIGN_OR_RETURN(out, tx.ListScheduledJobs(page, size));
+    BATON_ASSIGN_OR_RETURN(out, tx.ListScheduledJobs(page, size, viewer));
     return Status::Ok();
   }));
   return out;

@@ -57,7 +57,9 @@ class Schedules {
   Result<ScheduledJobRecord> Update(const std::string& id, const Job& job,
                                     const ScheduleSpec& schedule);
   Result<ScheduledJobRecord> Get(const std::string& id);
-  Result<Page<ScheduledJobRecord>> List(int page, int size);
+  // With a `viewer`, only the scheduled jobs they may see (Datastore::ListScheduledJobs).
+  Result<Page<ScheduledJobRecord>> List(int page, int size,
+                                        const std::optional<Principal>& viewer = std::nullopt);
   // kFailedPrecondition unless ACTIVE (Pause) / PAUSED (Resume). A paused schedule's
   // ticks are not owed: Resume counts ticks from now, and Pause drops a held tick.
   Status Pause(const std::string& id);

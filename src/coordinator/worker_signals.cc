@@ -9,13 +9,15 @@
 
 namespace baton {
 
-void WorkerSignals::TellNode(const std::string& node, const std::vector<std::string>& ids) {
+void WorkerSignals::TellNode(const std::string& node, const std::vector<std::string>& ids,
+                             bool complete) {
   constexpr std::size_t kPerMessage = 1000;
-  for (std::size_t i = 0; i < ids.size(); i += kPerMessage) {
+  for (std::size_t i = 0; i < ids.size() || (complete && i == 0); i += kPerMessage) {
     CancelTask message;
     message.task_ids.assign(
         ids.begin() + static_cast<std::ptrdiff_t>(i),
         ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
+    message.complete = complete && i + kPerMessage >= ids.size();
     Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
     if (!s.ok()) {
       log::Error("telling a worker of cancelled tasks failed",
@@ -84,6 +86,30 @@ void WorkerSignals::TellMissedDrops(const std::string& node_id) {
     }
   }
   if (!missed.empty()) TellNode(node_id, missed);
+}
+
+void WorkerSignals::WorkerHeard(const std::string& node_id) {
+  TellMissedDrops(node_id);
+  {
+    MutexLock lock(mu_);
+    if (heard_.size() >= kMaxHeard) heard_.clear();
+    if (!heard_.insert(node_id).second) return;
+  }
+  // After the heartbeat was stored: a drop decided after this read is told to the node by
+  // whoever decided it (it is among the nodes heard from).
+  auto drops = datastore_.DroppedTasks(clock_.Now() - kDropWindow, kMaxKeptDrops);
+  if (!drops.ok()) {
+    log::Error("reading the cancelled tasks to tell a worker failed",
+               {{"node", node_id}, {"error", drops.status().message()}});
+    MutexLock lock(mu_);
+    heard_.erase(node_id);  // tried again at its next heartbeat
+    return;
+  }
+  if (drops->size() >= kMaxKeptDrops) {
+    log::Warn("a worker is told only of the latest cancelled tasks",
+              {{"node", node_id}, {"tasks", std::to_string(drops->size())}});
+  }
+  TellNode(node_id, *drops, /*complete=*/true);
 }
 
 }  // namespace baton

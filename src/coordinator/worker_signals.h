@@ -34,12 +34,23 @@ class WorkerSignals {
             const std::map<std::string, std::vector<std::string>>& kills) BATON_EXCLUDES(mu_);
   // Tells worker `node_id` the drops of the last node lease it was not told of.
   void TellMissedDrops(const std::string& node_id) BATON_EXCLUDES(mu_);
+  // A worker's heartbeat was stored: TellMissedDrops, and, the first time this
+  // coordinator hears of it, every drop the datastore holds from the last kDropWindow
+  // (what any coordinator decided, before a restart too), the last message marked
+  // `complete` (a starting worker awaits it before it takes a task).
+  void WorkerHeard(const std::string& node_id) BATON_EXCLUDES(mu_);
+
+  // How far back a starting worker is told of drops: how long a cancelled task's message
+  // may wait in a queue and still be dropped, not run, by a worker that starts later.
+  static constexpr Duration kDropWindow = std::chrono::hours(24 * 7);
 
  private:
   // The workers to tell of drops now: those heard from within the lease, and `kills`'.
   std::set<std::string> NodesToTell(const std::map<std::string, std::vector<std::string>>& kills);
-  // Publishes CancelTask messages of `ids` to `node`'s cancel queue.
-  void TellNode(const std::string& node, const std::vector<std::string>& ids);
+  // Publishes CancelTask messages of `ids` to `node`'s cancel queue; with `complete`, the
+  // last one (an empty one for no ids) says so.
+  void TellNode(const std::string& node, const std::vector<std::string>& ids,
+                bool complete = false);
 
   struct SentDrops {
     TimePoint at;
@@ -55,6 +66,10 @@ class WorkerSignals {
   Mutex mu_;
   std::deque<SentDrops> recent_ BATON_GUARDED_BY(mu_);
   std::size_t recent_ids_ BATON_GUARDED_BY(mu_) = 0;
+  // The workers told of the stored drops (WorkerHeard); forgotten past kMaxHeard, after
+  // which each is told again (a drop told twice is harmless).
+  static constexpr std::size_t kMaxHeard = 10000;
+  std::set<std::string> heard_ BATON_GUARDED_BY(mu_);
 };
 
 }  // namespace baton

@@ -49,7 +49,11 @@ std::string Encode(const TaskFinished& m) {
 std::string Encode(const TaskProgress& m) {
   return Dump({{"taskId", m.task_id}, {"jobId", m.job_id}, {"progress", m.progress}});
 }
-std::string Encode(const CancelTask& m) { return Dump({{"taskIds", m.task_ids}}); }
+std::string Encode(const CancelTask& m) {
+  json j = {{"taskIds", m.task_ids}};
+  if (m.complete) j["complete"] = true;
+  return Dump(j);
+}
 std::string Encode(const LogPart& m) {
   return Dump({{"id", m.id},
                {"taskId", m.task_id},
@@ -114,6 +118,7 @@ Result<CancelTask> DecodeCancelTask(std::string_view body) {
     } else {
       m.task_ids.push_back(j.at("taskId").get<std::string>());
     }
+    m.complete = j.value("complete", false);
   });
 }
 

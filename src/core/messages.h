@@ -52,6 +52,10 @@ struct TaskProgress {
 // them there (a cancelled task still waiting in a queue is dropped when it is taken).
 struct CancelTask {
   std::vector<std::string> task_ids;
+  // The last message of a coordinator's answer to a worker it heard from for the first
+  // time: every stored drop has been told (WorkerSignals::WorkerHeard). A starting worker
+  // that awaits drops takes tasks only after one such message.
+  bool complete = false;
 };
 
 std::string Encode(const TaskStarted& m);

@@ -58,6 +58,14 @@ TEST(MessagesTest, CancelCarriesManyTasksAndReadsTheOldSingleForm) {
   auto single = DecodeCancelTask(R"({"taskId":"x"})");
   ASSERT_TRUE(single.ok());
   EXPECT_EQ(single->task_ids, (std::vector<std::string>{"x"}));
+  EXPECT_FALSE(single->complete);
+}
+
+TEST(MessagesTest, CancelSaysWhenItCompletesTheStoredDrops) {
+  auto last = DecodeCancelTask(Encode(CancelTask{.task_ids = {"a"}, .complete = true}));
+  ASSERT_TRUE(last.ok());
+  EXPECT_TRUE(last->complete);
+  EXPECT_EQ(Encode(CancelTask{{"a"}}), R"({"taskIds":["a"]})");
 }
 
 TEST(MessagesTest, BadBodiesAreErrors) {

@@ -215,15 +215,17 @@ class Transaction {
   // creates the tick's job and advances last_tick_at, so two coordinators (or a crash and
   // a restart) fire it once. UpdateScheduledJob writes every field; it and
   // DeleteScheduledJob fail kNotFound for an unknown id. ListScheduledJobs: newest first
-  // (created_at descending, then id), pages 1-based. DueScheduledJobs: the ids of ACTIVE
-  // scheduled jobs whose next_tick_at is at or before `now` or which hold a buffered tick,
-  // soonest next_tick_at first (then id), at most `limit` (rows not locked).
-  // NextScheduledTick: see below.
+  // (created_at descending, then id), pages 1-based; with a `viewer` (not an admin), only
+  // the scheduled jobs whose definition they may access (MayAccess), in pages and totals.
+  // DueScheduledJobs: the ids of ACTIVE scheduled jobs whose next_tick_at is at or before `now` or
+  // which hold a buffered tick, soonest next_tick_at first (then id), at most `limit` (rows not
+  // locked). NextScheduledTick: see below.
   virtual Status CreateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
   virtual Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) = 0;
   virtual Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) = 0;
   virtual Status DeleteScheduledJob(std::string_view id) = 0;
-  virtual Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) = 0;
+  virtual Result<Page<ScheduledJobRecord>> ListScheduledJobs(
+      int page, int size, const std::optional<Principal>& viewer = std::nullopt) = 0;
   virtual Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) = 0;
   // When a look for due ticks is next needed: the earliest next_tick_at of the ACTIVE
   // scheduled jobs, `now` when one of them holds a buffered tick; nullopt when none is
@@ -318,6 +320,10 @@ class Datastore {
   virtual Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) = 0;
   // Rows in any of `states` across all jobs, oldest first.
   virtual Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) = 0;
+  // The drops: ids of rows CANCELLED at or after `since` (their completed_at) that never
+  // started, so a worker may still find their messages in a queue and must not run them.
+  // Newest first, at most `limit`.
+  virtual Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) = 0;
   // The rows of `ids` still PENDING or CREATED become SCHEDULED at `at`, in one write;
   // the rest (started, finished, unknown ids) are left as they are. For a batch whose
   // messages a durable broker has just confirmed.

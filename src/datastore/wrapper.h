@@ -68,6 +68,9 @@ class DatastoreWrapper : public Datastore {
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) override {
     return base_->TasksInState(states);
   }
+  Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) override {
+    return base_->DroppedTasks(since, limit);
+  }
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
     return base_->MarkScheduled(ids, at);
   }

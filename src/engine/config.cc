@@ -17,11 +17,11 @@ namespace {
 // Every key, as its dotted path.
 constexpr const char* kKeys[] = {
     "coordinator.address", "coordinator.lease", "coordinator.max_redeliveries", "worker.heartbeat",
-    "broker.rabbitmq.management_url", "data_dir", "worker.queues", "broker.type",
-    "broker.rabbitmq.url", "datastore.type", "datastore.sqlite.path", "datastore.postgres.dsn",
-    "runtime.type", "runtime.docker.host", "logging.level", "logging.format",
-    "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
-    "runtime.docker.config",
+    "coordinator.timeout_grace", "broker.rabbitmq.management_url", "data_dir", "worker.queues",
+    "broker.type", "broker.rabbitmq.url", "datastore.type", "datastore.sqlite.path",
+    "datastore.postgres.dsn", "runtime.type", "runtime.docker.host", "logging.level",
+    "logging.format", "runtime.docker.image", "runtime.docker.binds.allowed",
+    "runtime.docker.binds.sources", "runtime.docker.config",
     // Durability and retention.
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
     "datastore.retention.logs.duration", "datastore.retention.jobs.duration",
@@ -86,6 +86,8 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.coordinator_address = value;
   } else if (key == "coordinator.lease") {
     BATON_RETURN_IF_ERROR(duration(config.coordinator_lease));
+  } else if (key == "coordinator.timeout_grace") {
+    BATON_RETURN_IF_ERROR(duration(config.coordinator_timeout_grace));
   } else if (key == "coordinator.max_redeliveries") {
     int n = -1;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);

@@ -23,6 +23,9 @@ struct Config {
   std::string coordinator_address = "localhost:8000";
   // A RUNNING task's worker must heartbeat within this, or the task is re-queued.
   std::chrono::milliseconds coordinator_lease = std::chrono::seconds(30);
+  // coordinator.timeout_grace: how long past a task's `timeout` a coordinator waits for its
+  // worker to stop it before failing it itself and telling the worker to kill it.
+  std::chrono::milliseconds coordinator_timeout_grace = std::chrono::seconds(30);
   // A task whose worker died is re-queued this many times, then fails.
   int coordinator_max_redeliveries = 3;
   std::chrono::milliseconds worker_heartbeat = std::chrono::seconds(5);

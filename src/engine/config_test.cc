@@ -152,10 +152,12 @@ TEST_F(ConfigTest, UnknownKeysAndBadValuesNameTheKey) {
 
 TEST_F(ConfigTest, LeaseAndHeartbeatAreDurations) {
   env_["BATON_COORDINATOR_LEASE"] = "3s";
+  env_["BATON_COORDINATOR_TIMEOUT_GRACE"] = "45s";
   env_["BATON_WORKER_HEARTBEAT"] = "500ms";
   auto config = LoadConfig("", Env());
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->coordinator_lease, std::chrono::seconds(3));
+  EXPECT_EQ(config->coordinator_timeout_grace, std::chrono::seconds(45));
   EXPECT_EQ(config->worker_heartbeat, std::chrono::milliseconds(500));
   env_["BATON_COORDINATOR_LEASE"] = "soon";
   EXPECT_FALSE(LoadConfig("", Env()).ok());

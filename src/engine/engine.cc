@@ -209,6 +209,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   worker.queues = WorkerQueues(config);
   CoordinatorOptions coordinator;
   coordinator.version = Version();
+  coordinator.timeout_grace = config.coordinator_timeout_grace;
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;
@@ -243,6 +244,9 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   WorkerOptions worker = WorkerOptionsFor(config, role);
   if (role == "worker") {
     worker.queues = WorkerQueues(config);
+    // Messages of tasks cancelled while queued may wait in RabbitMQ for a worker that
+    // starts later: it takes tasks once a coordinator told it of them (Worker::AwaitDrops).
+    worker.await_drops = std::chrono::seconds(10);
     BATON_ASSIGN_OR_RETURN(auto runtime, MakeRuntime(config));
     return std::make_unique<Engine>(nullptr, std::move(broker), std::move(runtime),
                                     std::make_unique<SystemClock>(), NewThreadTimers(), worker);
@@ -265,6 +269,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   BATON_ASSIGN_OR_RETURN(auto datastore, PostgresDatastore::Open(pg));
   CoordinatorOptions coordinator;
   coordinator.lease = config.coordinator_lease;
+  coordinator.timeout_grace = config.coordinator_timeout_grace;
   coordinator.lease_check_interval =
       std::min(config.coordinator_lease / 2, coordinator.lease_check_interval);
   // RabbitMQ keeps published messages: re-publishing SCHEDULED tasks would run them twice.

@@ -617,9 +617,10 @@ void Decider::CancelRows(const std::string& job_id, const std::string& under) {
 
 std::string_view NameOf(const Event& event) {
   static constexpr std::string_view kNames[] = {
-      "Submit",       "StartJob",   "Started",      "Completed",  "Failed",    "WorkerCancelled",
-      "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",   "Cancel",    "Restart",
-      "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed", "Published", "PublishRefused"};
+      "Submit",          "StartJob",     "Started",        "Completed",    "Failed",
+      "WorkerCancelled", "TaskTimedOut", "Redelivery",     "LeaseExpired", "Progress",
+      "Cancel",          "Restart",      "JobTimedOut",    "RetryDue",     "FillEach",
+      "StepFailed",      "Published",    "PublishRefused", "TaskOverdue"};
   static_assert(std::size(kNames) == std::variant_size_v<Event>, "every Event needs its name");
   return kNames[event.index()];
 }

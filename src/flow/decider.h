@@ -77,6 +77,7 @@ class Decider {
   void On(const Completed& e);
   void On(const Failed& e);
   void On(const TaskTimedOut& e);
+  void On(const TaskOverdue& e);
   void On(const WorkerCancelled& e);
   void On(const Redelivery& e);
   void On(const LeaseExpired& e);

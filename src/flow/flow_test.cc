@@ -1291,6 +1291,8 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"RedeliveryReadsItsTree", Redelivery{"t1", "n1", "stopping"},
                   TaskTreeReads("t1")},
         ReadsCase{"LeaseExpiredReadsItsTree", LeaseExpired{"t1", "n1"}, TaskTreeReads("t1")},
+        ReadsCase{"TaskOverdueReadsItsTree", TaskOverdue{"t1", "n1", seconds(30)},
+                  TaskTreeReads("t1")},
         ReadsCase{"ProgressReadsItsTaskAndJobState", Progress{"t1", 50},
                   Reads{.task_id = "t1", .task = true, .job = true, .hooks = true}},
         ReadsCase{"CancelReadsItsJobAndParentChain", Cancel{"j1"}, JobTreeReads("j1")},
@@ -1308,7 +1310,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 // Every event has a case above.
-TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 18u); }
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 19u); }
 
 // Templates' now() is the decision's time and randomInt() draws from a source seeded by
 // the view: Decide is a function of its input.
@@ -1397,6 +1399,62 @@ INSTANTIATE_TEST_SUITE_P(
                               TaskState::kRunning, false},
                     LeaseCase{"ARowNotRunning", "w1", std::nullopt, minutes(1), minutes(10),
                               TaskState::kCompleted, false}),
+    [](const auto& info) { return info.param.name; });
+
+// The coordinator's check of a task's timeout: a RUNNING runnable on the event's node,
+// with a timeout, started longer ago than the timeout plus the grace.
+struct OverdueCase {
+  std::string name;
+  std::string node;                 // the event's node (the row runs on w1)
+  std::optional<Duration> timeout;  // the task's
+  Duration started_ago;             // when the row started, before kNow
+  TaskState state;                  // the row's state
+  bool overdue;
+};
+
+class OverdueTest : public testing::TestWithParam<OverdueCase> {};
+
+TEST_P(OverdueTest, ARowPastItsTimeoutAndTheGraceFailsAndItsWorkerIsToldToKillIt) {
+  const OverdueCase& c = GetParam();
+  Task task = Runnable("a");
+  task.timeout = c.timeout;
+  task.retry = Retry{.limit = 1};
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf({task})));
+  TaskRecord& row = rows.view.tasks.begin()->second;
+  row.state = c.state;
+  row.node_id = "w1";
+  row.started_at = kNow - c.started_ago;
+  auto effects = Decide(TaskOverdue{row.id, c.node, seconds(30)}, rows.view, kNow);
+  if (!c.overdue) {
+    EXPECT_TRUE(effects.empty());
+    return;
+  }
+  ASSERT_EQ(All<Kill>(effects).size(), 1u);
+  EXPECT_EQ(All<Kill>(effects)[0].node_id, "w1");
+  EXPECT_EQ(All<Kill>(effects)[0].task_id, row.id);
+  ASSERT_EQ(All<UpdateTask>(effects).size(), 1u);
+  EXPECT_EQ(All<UpdateTask>(effects)[0].row.state, TaskState::kFailed);
+  EXPECT_EQ(All<UpdateTask>(effects)[0].row.error,
+            "task timed out after 1m0s: its worker did not stop it within 30s more, and was told "
+            "to kill it");
+  // Retried as any timed-out attempt is.
+  ASSERT_EQ(All<CreateTask>(effects).size(), 1u);
+  EXPECT_EQ(All<CreateTask>(effects)[0].row.task.retry->attempts, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Timeouts, OverdueTest,
+    testing::Values(
+        OverdueCase{"PastTheTimeoutAndTheGrace", "w1", minutes(1), seconds(91), TaskState::kRunning,
+                    true},
+        OverdueCase{"PastTheTimeoutWithinTheGrace", "w1", minutes(1), seconds(89),
+                    TaskState::kRunning, false},
+        OverdueCase{"ATaskWithoutATimeout", "w1", std::nullopt, minutes(10), TaskState::kRunning,
+                    false},
+        OverdueCase{"ARowOnAnotherNode", "w2", minutes(1), minutes(10), TaskState::kRunning, false},
+        OverdueCase{"ARowThatEnded", "w1", minutes(1), minutes(10), TaskState::kCompleted, false},
+        OverdueCase{"ARowNotStarted", "w1", minutes(1), minutes(10), TaskState::kScheduled, false}),
     [](const auto& info) { return info.param.name; });
 
 TEST(FlowTest, ACompositeHasNoLease) {

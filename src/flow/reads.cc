@@ -42,6 +42,7 @@ struct ReadsVisitor {
   Reads operator()(const TaskTimedOut& e) const { return TaskTree(e.task_id); }
   Reads operator()(const Redelivery& e) const { return TaskTree(e.task_id); }
   Reads operator()(const LeaseExpired& e) const { return TaskTree(e.task_id); }
+  Reads operator()(const TaskOverdue& e) const { return TaskTree(e.task_id); }
   // The task's progress, and its job's for a top-level step (state columns).
   Reads operator()(const Progress& e) const {
     return {.task_id = e.task_id, .task = true, .job = true, .hooks = true};

@@ -130,9 +130,21 @@ struct PublishRefused {
   std::string error;
 };
 
-using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
-                           TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
-                           JobTimedOut, RetryDue, FillEach, StepFailed, Published, PublishRefused>;
+// The coordinator's own check of a task's `timeout`, for when its worker does not stop it
+// (a worker that hangs but still heartbeats, a report lost): the row is RUNNING a runnable
+// on `node_id` with a `timeout`, and started longer ago than that timeout plus `grace`.
+// Then node `node_id` is told to kill it, and it fails as a TaskTimedOut would (retried
+// as a failure). Any other row (ended, another attempt, not yet past): nothing.
+struct TaskOverdue {
+  std::string task_id;
+  std::string node_id;
+  Duration grace{};
+};
+
+using Event =
+    std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled, TaskTimedOut,
+                 Redelivery, LeaseExpired, Progress, Cancel, Restart, JobTimedOut, RetryDue,
+                 FillEach, StepFailed, Published, PublishRefused, TaskOverdue>;
 
 // ------------------------------------------------------------------------- view
 

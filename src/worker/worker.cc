@@ -88,6 +88,20 @@ int Worker::running() const {
   return static_cast<int>(running_.size());
 }
 
+void Worker::AwaitDrops() {
+  if (options_.await_drops <= std::chrono::milliseconds::zero()) return;
+  MutexLock lock(mu_);
+  // Real time: the first heartbeat's answer travels through the broker.
+  bool told = drops_cv_.wait_for(lock, options_.await_drops,
+                                 [&]() BATON_REQUIRES(mu_) { return drops_complete_; });
+  if (!told) {
+    log::Warn(
+        "no coordinator told this worker of the tasks cancelled while queued; taking tasks "
+        "anyway (one it takes is stopped once its start is heard)",
+        {{"node", options_.node_id}, {"waited_ms", std::to_string(options_.await_drops.count())}});
+  }
+}
+
 Status Worker::Start() {
   // Before any subscription: a task that an earlier run of this worker was running when
   // it died is redelivered, and must not run beside what is left of its first attempt.
@@ -106,14 +120,18 @@ Status Worker::Start() {
               RememberCancelled(id);
             }
           }
+          if (message->complete) drops_complete_ = true;
         }
+        if (message.ok() && message->complete) drops_cv_.notify_all();
         (void)d->Ack();
       });
   if (!cancel.ok()) return cancel.status();
   cancel_subscription_ = std::move(*cancel);
   // Heard of before it takes any task, so that coordinators cancelling tasks still in a
-  // queue count it among the workers to tell (its cancel queue is already read).
+  // queue count it among the workers to tell (its cancel queue is already read), and tell
+  // it of those cancelled before.
   Heartbeat();
+  AwaitDrops();
 
   for (const auto& [queue, concurrency] : options_.queues) {
     auto lane = std::make_unique<Lane>();

@@ -43,6 +43,12 @@ struct WorkerOptions {
   std::size_t max_result_bytes = 64 * 1024;
   // A task's start is reported once it has run this long; 0: before it runs.
   std::chrono::milliseconds report_start_after = std::chrono::milliseconds(50);
+  // At its start, how long the worker waits for a coordinator to tell it every task
+  // cancelled while waiting in a queue (CancelTask `complete`) before it takes tasks: a
+  // worker that starts, or restarts, must not run one. 0: it does not wait. Past it, the
+  // worker starts anyway and says so (a cancelled task it then takes is killed once its
+  // start is heard).
+  std::chrono::milliseconds await_drops{0};
 };
 
 class Worker {
@@ -131,6 +137,10 @@ class Worker {
   std::set<std::string> recent_ BATON_GUARDED_BY(mu_);
   std::deque<std::string> recent_order_ BATON_GUARDED_BY(mu_);
   bool draining_ BATON_GUARDED_BY(mu_) = false;
+  bool drops_complete_ BATON_GUARDED_BY(mu_) = false;  // told every stored drop
+  std::condition_variable_any drops_cv_;
+  // Waits up to options_.await_drops for drops_complete_.
+  void AwaitDrops() BATON_EXCLUDES(mu_);
   bool grace_over_ BATON_GUARDED_BY(mu_) = false;  // running tasks were stopped by Stop
   std::condition_variable_any idle_cv_;
 

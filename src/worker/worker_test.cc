@@ -172,6 +172,32 @@ TEST_F(WorkerTest, LeftoversThatCannotBeKilledFailTheStartBeforeAnyTaskIsTaken) 
   worker_.reset();
 }
 
+// A worker that awaits the drops takes tasks once a coordinator told it of them (the
+// coordinator answers its first heartbeat at once); with none to answer, after the wait.
+TEST_F(WorkerTest, AWorkerAwaitingDropsStartsOnceToldOrAfterTheWait) {
+  WorkerOptions options;
+  options.node_id = "w";
+  options.queues = {{"default", 1}};
+  options.await_drops = std::chrono::seconds(30);
+  worker_ = std::make_unique<Worker>(counting_, runtime_, clock_, options);
+  auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(worker_->Start().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(10));
+  std::string id = Submit("name: after\ntasks:\n  - {name: t, run: ok}\n");
+  auto done = coordinator_->Wait(id, std::chrono::seconds(10));
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+
+  InMemoryBroker alone;  // no coordinator reads its heartbeats
+  options.node_id = "alone";
+  options.await_drops = milliseconds(300);
+  Worker lonely(alone, runtime_, clock_, options);
+  began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(lonely.Start().ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - began, milliseconds(300));
+  lonely.Stop(milliseconds(0));
+}
+
 TEST_F(WorkerTest, AShortTaskReportsOnlyItsOutcomeWithItsStartTime) {
   StartWorker(std::chrono::hours(1));
   std::string id = Submit("name: quick\ntasks:\n  - {name: quick, run: ok done}\n");

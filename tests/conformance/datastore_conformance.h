@@ -1038,6 +1038,34 @@ TEST_P(DatastoreConformanceTest, TasksInStateAreOldestFirstAcrossJobs) {
   EXPECT_TRUE(ds().TasksInState({})->empty());
 }
 
+// The drops: rows cancelled since a time that never started, newest cancel first.
+TEST_P(DatastoreConformanceTest, DroppedTasksAreTheCancelledRowsThatNeverStartedNewestFirst) {
+  // Later than anything else in a shared database.
+  const TimePoint since = At(0) + std::chrono::hours(24 * 365 * 60);
+  JobRecord job = NewJob(SimpleJob("drops"), At(0));
+  ASSERT_TRUE(IsOk(ds().CreateJob(job)));
+  auto cancelled = [&](int position, TimePoint at, bool started) {
+    TaskRecord row = NewTask(job.id, position, At(1), TaskState::kCancelled);
+    row.completed_at = at;
+    if (started) row.started_at = At(2);
+    return row;
+  };
+  TaskRecord first = cancelled(1, since + std::chrono::seconds(1), false);
+  TaskRecord second = cancelled(2, since + std::chrono::seconds(2), false);
+  TaskRecord ran = cancelled(3, since + std::chrono::seconds(3), true);
+  TaskRecord before = cancelled(4, since - std::chrono::seconds(1), false);
+  TaskRecord failed = NewTask(job.id, 5, At(1), TaskState::kFailed);
+  failed.completed_at = since + std::chrono::seconds(4);
+  ASSERT_TRUE(IsOk(ds().CreateTasks({first, second, ran, before, failed})));
+  Reopen();
+  auto drops = ds().DroppedTasks(since, 10);
+  ASSERT_TRUE(drops.ok()) << drops.status().ToString();
+  EXPECT_EQ(*drops, (std::vector<std::string>{second.id, first.id}));
+  EXPECT_EQ(*ds().DroppedTasks(since, 1), std::vector<std::string>{second.id});
+  EXPECT_TRUE(ds().DroppedTasks(since, 0)->empty());
+  EXPECT_TRUE(ds().DroppedTasks(since + std::chrono::seconds(5), 10)->empty());
+}
+
 TEST_P(DatastoreConformanceTest, MarkScheduledMovesOnlyPendingAndCreatedRows) {
   JobRecord job = NewJob(SimpleJob("mark"), At(0));
   ASSERT_TRUE(IsOk(ds().CreateJob(job)));
@@ -2265,6 +2293,57 @@ TEST_P(DatastoreConformanceTest, ScheduledJobsListNewestFirstInPages) {
   EXPECT_EQ(first->total_pages, static_cast<int>((first->total_items + 1) / 2));
   ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
     for (const auto& s : made) BATON_RETURN_IF_ERROR(tx.DeleteScheduledJob(s.id));
+    return Status::Ok();
+  })));
+}
+
+// A viewer's list holds the scheduled jobs they may see (MayAccess): their own, those
+// naming them or one of their roles, those without permissions; pages and totals agree.
+TEST_P(DatastoreConformanceTest, ScheduledJobsListedToAViewerAreThoseTheyMaySee) {
+  const std::string me = "viewer-" + NewId(), role = "role-" + NewId();
+  auto made = [&](std::string creator, std::vector<Permission> permissions) {
+    ScheduledJobRecord s = NewScheduledJob(At(0));
+    s.created_by = creator;
+    s.job.created_by = creator;
+    s.job.permissions = std::move(permissions);
+    return s;
+  };
+  const ScheduledJobRecord own = made(me, {{.user = "someone-else"}});
+  const ScheduledJobRecord named = made("other", {{.user = me}});
+  const ScheduledJobRecord by_role = made("other", {{.role = role}});
+  const ScheduledJobRecord open = made("other", {});
+  const ScheduledJobRecord hidden = made("other", {{.user = me + "x"}, {.role = role + "x"}});
+  const std::vector<ScheduledJobRecord> all = {own, named, by_role, open, hidden};
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    for (const auto& s : all) BATON_RETURN_IF_ERROR(tx.CreateScheduledJob(s));
+    return Status::Ok();
+  })));
+  auto seen = [&](const std::optional<Principal>& viewer) {
+    std::set<std::string> ids;
+    std::int64_t total = -1;
+    EXPECT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+      for (int page = 1;; ++page) {
+        BATON_ASSIGN_OR_RETURN_CONFORMANCE(auto p, tx.ListScheduledJobs(page, 3, viewer));
+        total = p.total_items;
+        for (const auto& s : p.items) ids.insert(s.id);
+        if (page >= p.total_pages) return Status::Ok();
+      }
+    })));
+    EXPECT_EQ(static_cast<std::int64_t>(ids.size()), total);
+    return ids;
+  };
+  std::set<std::string> mine = seen(Principal{me, {role}});
+  EXPECT_TRUE(mine.contains(own.id));
+  EXPECT_TRUE(mine.contains(named.id));
+  EXPECT_TRUE(mine.contains(by_role.id));
+  EXPECT_TRUE(mine.contains(open.id));
+  EXPECT_FALSE(mine.contains(hidden.id));
+  std::set<std::string> admins = seen(Principal{"root", {std::string(kAdminRole)}});
+  std::set<std::string> everyone = seen(std::nullopt);
+  EXPECT_TRUE(admins.contains(hidden.id));
+  EXPECT_EQ(admins, everyone);
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    for (const auto& s : all) BATON_RETURN_IF_ERROR(tx.DeleteScheduledJob(s.id));
     return Status::Ok();
   })));
 }

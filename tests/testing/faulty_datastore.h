@@ -211,6 +211,10 @@ class FaultyDatastore : public DatastoreWrapper {
     BATON_RETURN_IF_ERROR(Enter({"TasksInState", "", ""}));
     return DatastoreWrapper::TasksInState(states);
   }
+  Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) override {
+    BATON_RETURN_IF_ERROR(Enter({"DroppedTasks", "", ""}));
+    return DatastoreWrapper::DroppedTasks(since, limit);
+  }
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
     BATON_RETURN_IF_ERROR(Enter({"MarkScheduled", "", ""}));
     return DatastoreWrapper::MarkScheduled(ids, at);
@@ -400,9 +404,10 @@ class FaultyDatastore : public DatastoreWrapper {
       BATON_RETURN_IF_ERROR(Enter("DeleteScheduledJob", id, ""));
       return tx_.DeleteScheduledJob(id);
     }
-    Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override {
+    Result<Page<ScheduledJobRecord>> ListScheduledJobs(
+        int page, int size, const std::optional<Principal>& viewer) override {
       BATON_RETURN_IF_ERROR(Enter("ListScheduledJobs", "", ""));
-      return tx_.ListScheduledJobs(page, size);
+      return tx_.ListScheduledJobs(page, size, viewer);
     }
     Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override {
       BATON_RETURN_IF_ERROR(Enter("DueScheduledJobs", "", ""));

@@ -183,6 +183,8 @@ class NoDatastore final : public Datastore {
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>&) override {
     return Fail();
   }
+  Result<std::vector<std::string>> DroppedTasks(TimePoint, int) override { return Fail(); }
+
   Status UpdateJobState(std::string_view, const std::function<Status(JobRecord&)>&) override {
     return Fail();
   }

@@ -125,7 +125,11 @@ SqlDatastore::~SqlDatastore() = default;
 // ---- Schema -------------------------------------------------------------------------
 
 Status SqlDatastore::Migrate() {
-  return Alone([&](Session& s) { return MigrateSchema(s, st_.dialect); });
+  BATON_RETURN_IF_ERROR(Alone([&](Session& s) { return MigrateSchema(s, st_.dialect); }));
+  // Version 11's data: the access of scheduled jobs stored before it, from their
+  // definitions (decrypted with the keyring, which SQL cannot).
+  return Transact(
+      [](Transaction& tx) { return static_cast<SqlTransaction&>(tx).FillScheduledJobAccess(); });
 }
 
 Result<int> SqlDatastore::SchemaVersion() {
@@ -481,6 +485,17 @@ Result<std::vector<TaskRecord>> SqlDatastore::TasksInState(const std::vector<Tas
   return ReadRows<TaskRecord>(st_.tasks_in_state, Key(names), [&](const RowView& row) {
     return TaskFromRow(row, caches_.get(), keys());
   });
+}
+
+Result<std::vector<std::string>> SqlDatastore::DroppedTasks(TimePoint since, int limit) {
+  if (limit <= 0) return std::vector<std::string>();
+  return ReadRows<std::string>(
+      st_.dropped_tasks,
+      [&](ParamSink& p) {
+        p.Time(since);
+        p.Int(limit);
+      },
+      [](const RowView& row) -> Result<std::string> { return std::string(row.Text(0)); });
 }
 
 Status SqlDatastore::MarkScheduled(const std::vector<std::string>& ids, TimePoint at) {

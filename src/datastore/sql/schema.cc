@@ -220,7 +220,22 @@ CREATE INDEX jobs_completed_at ON jobs (completed_at) WHERE completed_at IS NOT 
 CREATE INDEX jobs_failed_at ON jobs (failed_at) WHERE failed_at IS NOT NULL;
 )sql";
 
-constexpr std::array<Migration, 10> kMigrations = {{
+// Who may see a scheduled job, as jobs.access (kUsers): its definition's permissions as
+// text, so that a user's list is filtered in its query. NULL for the rows stored before:
+// SqlDatastore::Migrate fills it in from their definitions.
+constexpr std::string_view kScheduledJobsAccess = R"sql(
+ALTER TABLE scheduled_jobs ADD COLUMN access TEXT;
+)sql";
+
+// The drops (Datastore::DroppedTasks): cancelled rows that never started, by the time of
+// their cancel, for telling a worker that starts (or restarts) which tasks it may still
+// find in a queue and must not run.
+constexpr std::string_view kTasksDropped = R"sql(
+CREATE INDEX tasks_dropped ON tasks (completed_at, id)
+  WHERE state = 'CANCELLED' AND started_at IS NULL;
+)sql";
+
+constexpr std::array<Migration, 12> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
@@ -231,6 +246,8 @@ constexpr std::array<Migration, 10> kMigrations = {{
     {8, "users, api_keys, jobs.created_by and jobs.access: authentication", kUsers},
     {9, "nodes.memory_bytes: a node's resident memory", kNodeMemory},
     {10, "jobs_completed_at, jobs_failed_at: jobs ended in a window", kJobsEndedAt},
+    {11, "scheduled_jobs.access: who may see a scheduled job", kScheduledJobsAccess},
+    {12, "tasks_dropped: cancelled rows that never started", kTasksDropped},
 }};
 
 // `text` with its hooks spelled in `dialect`.

@@ -6,6 +6,39 @@
 
 namespace baton::sql {
 
+// Only the rows of `table` (jobs, scheduled_jobs) the viewer may see (MayAccess): those
+// without permissions, their own, and those naming them or one of their roles. In the
+// query, so that pages and counts hold only visible rows. Appends its text parameters.
+std::string VisibleTo(Dialect dialect, std::string_view table, const Principal& viewer,
+                      std::vector<std::string>& params) {
+  params.push_back(viewer.username);
+  std::string visible =
+      fmt::format("({0}.access = '' OR {0}.created_by = ${1}", table, params.size());
+  for (const std::string& term : AccessTerms(viewer)) {
+    params.push_back(term);
+    visible +=
+        fmt::format(" OR {}({}.access, ${}) > 0",
+                    dialect == Dialect::kPostgres ? "strpos" : "instr", table, params.size());
+  }
+  return visible + ")";
+}
+
+JobSearch BuildScheduledJobSearch(Dialect dialect, const std::optional<Principal>& viewer) {
+  JobSearch search;
+  std::string where;
+  if (viewer && !viewer->admin()) {
+    where = " WHERE " + VisibleTo(dialect, "scheduled_jobs", *viewer, search.params);
+  }
+  const int next = static_cast<int>(search.params.size());
+  search.count_sql = Placeholders(dialect, "SELECT count(*) FROM scheduled_jobs" + where);
+  search.list_sql = Placeholders(
+      dialect, fmt::format("SELECT " BATON_SQL_SCHEDULED_JOB_COLUMNS
+                           " FROM scheduled_jobs{} ORDER BY created_at DESC, id DESC LIMIT ${} "
+                           "OFFSET ${}",
+                           where, next + 1, next + 2));
+  return search;
+}
+
 JobSearch BuildJobSearch(Dialect dialect, const JobQuery& query) {
   JobSearch search;
   std::string where;
@@ -36,19 +69,9 @@ JobSearch BuildJobSearch(Dialect dialect, const JobQuery& query) {
     }
     where += "jobs.state IN (" + list + ")";
   }
-  // Only the jobs the viewer may see (MayAccess): those without permissions, their own,
-  // and those naming them or one of their roles. In the query, so that pages and counts
-  // hold only visible jobs.
   if (query.viewer && !query.viewer->admin()) {
     where += where.empty() ? " WHERE " : " AND ";
-    search.params.push_back(query.viewer->username);
-    std::string visible = fmt::format("(jobs.access = '' OR jobs.created_by = ${}", next());
-    for (const std::string& term : AccessTerms(*query.viewer)) {
-      search.params.push_back(term);
-      visible += fmt::format(" OR {}(jobs.access, ${}) > 0",
-                             dialect == Dialect::kPostgres ? "strpos" : "instr", next());
-    }
-    where += visible + ")";
+    where += VisibleTo(dialect, "jobs", *query.viewer, search.params);
   }
   search.count_sql = Placeholders(dialect, "SELECT count(*) FROM jobs" + where);
   search.list_sql = Placeholders(

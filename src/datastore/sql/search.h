@@ -1,6 +1,7 @@
 // Job search and paging (ListJobs), written once for every SQL dialect.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,9 @@ struct JobSearch {
 // tagged x; another word matches a state by name, or the name or description containing
 // it whatever the case of its letters. The caller validates `query` (ValidateJobQuery).
 JobSearch BuildJobSearch(Dialect dialect, const JobQuery& query);
+
+// A page of scheduled jobs, newest first; with a `viewer` (not an admin), only those whose
+// definition they may access (MayAccess), as the jobs' search filters jobs.
+JobSearch BuildScheduledJobSearch(Dialect dialect, const std::optional<Principal>& viewer);
 
 }  // namespace baton::sql

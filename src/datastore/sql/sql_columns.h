@@ -17,6 +17,12 @@
   "id, name, hostname, version, queue, started_at, last_heartbeat_at, cpu_percent, " \
   "task_count, status, memory_bytes"
 
+// access last: NULL for a row stored before schema version 11 until Migrate fills it in.
+#define BATON_SQL_SCHEDULED_JOB_COLUMNS                                                \
+  "id, state, cron, timezone, overlap, catch_up_window_ms, catch_up, definition, "     \
+  "created_by, created_at, updated_at, last_tick_at, next_tick_at, buffered_tick_at, " \
+  "last_job_id, access"
+
 #define BATON_SQL_USER_COLUMNS "id, username, name, password_hash, roles, created_at"
 
 #define BATON_SQL_API_KEY_COLUMNS "id, username, name, key_hash, created_at, revoked_at"

@@ -125,6 +125,10 @@ Statements Build(Dialect d) {
                             InList(d, "state", 2) + " GROUP BY state");
   s.tasks_in_state = st("tasks_in_state", "SELECT " BATON_SQL_TASK_COLUMNS " FROM tasks WHERE " +
                                               InList(d, "state", 1) + " ORDER BY created_at, id");
+  // The partial index tasks_dropped holds exactly these rows.
+  s.dropped_tasks = st("dropped_tasks",
+                       "SELECT id FROM tasks WHERE state = 'CANCELLED' AND started_at IS NULL AND "
+                       "completed_at >= $1 ORDER BY completed_at DESC, id DESC LIMIT $2");
   s.mark_scheduled = st("mark_scheduled", "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE " +
                                               InList(d, "id", 1) + " AND " + InList(d, "state", 4));
   // The states a cancel changes; both backends' CancelTasks cancel the same ones.
@@ -230,14 +234,10 @@ Statements Build(Dialect d) {
   s.delete_job_webhook_deliveries =
       st("delete_job_webhook_deliveries", "DELETE FROM webhook_deliveries WHERE job_id = $1");
 #undef BATON_SQL_WEBHOOK_COLUMNS
-#define BATON_SQL_SCHEDULED_JOB_COLUMNS                                                \
-  "id, state, cron, timezone, overlap, catch_up_window_ms, catch_up, definition, "     \
-  "created_by, created_at, updated_at, last_tick_at, next_tick_at, buffered_tick_at, " \
-  "last_job_id"
   s.insert_scheduled_job =
       st("insert_scheduled_job", "INSERT INTO scheduled_jobs (" BATON_SQL_SCHEDULED_JOB_COLUMNS
                                  ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-                                 "$13, $14, $15)");
+                                 "$13, $14, $15, $16)");
   s.select_scheduled_job_for_update = st(
       "select_scheduled_job_for_update",
       "SELECT " BATON_SQL_SCHEDULED_JOB_COLUMNS " FROM scheduled_jobs WHERE id = $1" + for_update);
@@ -246,7 +246,7 @@ Statements Build(Dialect d) {
          "UPDATE scheduled_jobs SET state = $2, cron = $3, timezone = $4, overlap = $5, "
          "catch_up_window_ms = $6, catch_up = $7, definition = $8, created_by = $9, "
          "created_at = $10, updated_at = $11, last_tick_at = $12, next_tick_at = $13, "
-         "buffered_tick_at = $14, last_job_id = $15 WHERE id = $1");
+         "buffered_tick_at = $14, last_job_id = $15, access = $16 WHERE id = $1");
   s.delete_scheduled_job = st("delete_scheduled_job", "DELETE FROM scheduled_jobs WHERE id = $1");
   s.count_scheduled_jobs = st("count_scheduled_jobs", "SELECT count(*) FROM scheduled_jobs");
   s.list_scheduled_jobs =
@@ -261,7 +261,6 @@ Statements Build(Dialect d) {
       st("next_scheduled_tick",
          "SELECT count(*), min(CASE WHEN buffered_tick_at IS NULL THEN next_tick_at ELSE $1 END) "
          "FROM scheduled_jobs WHERE state = 'ACTIVE'");
-#undef BATON_SQL_SCHEDULED_JOB_COLUMNS
   s.delete_old_log_parts = st("delete_old_log_parts",
                               "DELETE FROM log_parts WHERE id IN (SELECT id FROM log_parts "
                               "WHERE created_at < $1 ORDER BY created_at LIMIT $2)");

@@ -4,7 +4,9 @@
 
 #include <utility>
 
+#include "core/auth.h"
 #include "core/record_json.h"
+#include "datastore/sql/search.h"
 
 namespace baton::sql {
 namespace {
@@ -89,6 +91,7 @@ void BindScheduledJob(ParamSink& p, const ScheduledJobRecord& s, const std::stri
   p.Time(s.next_tick_at);
   p.Time(s.buffered_tick_at);
   p.Text(s.last_job_id);
+  p.Text(AccessText(s.job));
 }
 
 Result<ScheduledJobRecord> ScheduledJobFromRow(const RowView& row, const crypto::Keyring* keys) {
@@ -688,20 +691,24 @@ Status SqlTransaction::DeleteScheduledJob(std::string_view id) {
   return Status::Ok();
 }
 
-Result<Page<ScheduledJobRecord>> SqlTransaction::ListScheduledJobs(int page, int size) {
+Result<Page<ScheduledJobRecord>> SqlTransaction::ListScheduledJobs(
+    int page, int size, const std::optional<Principal>& viewer) {
   if (!poison_.ok()) return poison_;
   datastore_util::PageSpec spec = datastore_util::ClampPage(page, size);
+  const JobSearch search = BuildScheduledJobSearch(st_.dialect, viewer);
+  auto params = [&](ParamSink& p) {
+    for (const std::string& param : search.params) p.Text(param);
+  };
   std::int64_t total = 0;
-  BATON_RETURN_IF_ERROR(session_.Query(
-      st_.count_scheduled_jobs, [](ParamSink&) {},
-      [&](const RowView& row) -> Status {
-        total = row.Int(0);
-        return Status::Ok();
-      }));
+  BATON_RETURN_IF_ERROR(session_.QueryOnce(search.count_sql, params, [&](const RowView& row) {
+    total = row.Int(0);
+    return Status::Ok();
+  }));
   std::vector<ScheduledJobRecord> items;
-  BATON_RETURN_IF_ERROR(session_.Query(
-      st_.list_scheduled_jobs,
+  BATON_RETURN_IF_ERROR(session_.QueryOnce(
+      search.list_sql,
       [&](ParamSink& p) {
+        params(p);
         p.Int(spec.size);
         p.Int(spec.offset);
       },
@@ -711,6 +718,23 @@ Result<Page<ScheduledJobRecord>> SqlTransaction::ListScheduledJobs(int page, int
         return Status::Ok();
       }));
   return datastore_util::MakePage(spec, total, std::move(items));
+}
+
+Status SqlTransaction::FillScheduledJobAccess() {
+  if (!poison_.ok()) return poison_;
+  std::vector<std::string> ids;
+  BATON_RETURN_IF_ERROR(Poison(session_.QueryOnce(
+      "SELECT id FROM scheduled_jobs WHERE access IS NULL", [](ParamSink&) {},
+      [&](const RowView& row) {
+        ids.emplace_back(row.Text(0));
+        return Status::Ok();
+      })));
+  for (const std::string& id : ids) {
+    BATON_ASSIGN_OR_RETURN(ScheduledJobRecord record, GetScheduledJob(id));
+    if (record.created_by.empty()) record.created_by = record.job.created_by;
+    BATON_RETURN_IF_ERROR(UpdateScheduledJob(record));
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<std::string>> SqlTransaction::DueScheduledJobs(TimePoint now, int limit) {

@@ -65,7 +65,11 @@ class SqlTransaction final : public Transaction {
   Result<ScheduledJobRecord> GetScheduledJob(std::string_view id) override;
   Status UpdateScheduledJob(const ScheduledJobRecord& scheduled) override;
   Status DeleteScheduledJob(std::string_view id) override;
-  Result<Page<ScheduledJobRecord>> ListScheduledJobs(int page, int size) override;
+  Result<Page<ScheduledJobRecord>> ListScheduledJobs(
+      int page, int size, const std::optional<Principal>& viewer) override;
+  // Fills in the access of scheduled jobs stored before schema version 11 (NULL) from
+  // their definitions (SqlDatastore::Migrate).
+  Status FillScheduledJobAccess();
   Result<std::vector<std::string>> DueScheduledJobs(TimePoint now, int limit) override;
   Result<std::optional<TimePoint>> NextScheduledTick(TimePoint now) override;
 

@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "conformance/datastore_conformance.h"
+#include "core/auth.h"
 #include "datastore/sql/schema.h"
 
 namespace baton {
@@ -218,6 +219,44 @@ TEST(SqliteDatastoreTest, MigrateIsIdempotentAndRecordsEachMigration) {
   // And the schema works.
   JobRecord job = NewJob(SimpleJob("migrated"), At(0));
   EXPECT_TRUE(IsOk(store->CreateJob(job)));
+}
+
+// A scheduled job stored at schema version 10 (no access column, no creator column) is
+// listed after the migration as its definition's permissions say.
+TEST(SqliteDatastoreTest, MigratingFillsInTheAccessOfScheduledJobsStoredBefore) {
+  std::string path = FreshPath();
+  ScheduledJobRecord s = NewScheduledJob(At(0));
+  s.job.created_by = "ann";
+  s.job.permissions = {{.user = "carl"}};
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(IsOk(store->Transact([&](Transaction& tx) { return tx.CreateScheduledJob(s); })));
+  }
+  {
+    RawDb raw(path);
+    raw.Exec("ALTER TABLE scheduled_jobs DROP COLUMN access");
+    raw.Exec("UPDATE scheduled_jobs SET created_by = ''");
+    // Back to version 10: what versions 11 and later added goes.
+    raw.Exec("DROP INDEX tasks_dropped");
+    raw.Exec("DELETE FROM schema_migrations WHERE version >= 11");
+  }
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawDb(path).Rows("SELECT created_by, access FROM scheduled_jobs"),
+            std::vector<std::string>{"ann|" + AccessText(s.job)});
+  auto listed = [&](const std::string& user) {
+    std::int64_t total = -1;
+    EXPECT_TRUE(IsOk(store->Transact([&](Transaction& tx) -> Status {
+      BATON_ASSIGN_OR_RETURN(auto page, tx.ListScheduledJobs(1, 10, Principal{user, {}}));
+      total = page.total_items;
+      return Status::Ok();
+    })));
+    return total;
+  };
+  EXPECT_EQ(listed("ann"), 1);
+  EXPECT_EQ(listed("carl"), 1);
+  EXPECT_EQ(listed("bob"), 0);
 }
 
 TEST(SqliteDatastoreTest, RefusesADatabaseWithANewerSchema) {

@@ -62,6 +62,21 @@ void Decider::On(const TaskTimedOut& e) {
                 std::nullopt);
 }
 
+void Decider::On(const TaskOverdue& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr || t->state != TaskState::kRunning || t->node_id != e.node_id ||
+      KindOf(t->task) != TaskKind::kRunnable || !t->task.timeout || !t->started_at ||
+      now_ - *t->started_at < *t->task.timeout + e.grace) {
+    return;
+  }
+  after_.push_back(Kill{e.node_id, e.task_id});
+  WorkerFailure(e.task_id, e.node_id,
+                fmt::format("task timed out after {}: its worker did not stop it within {} more, "
+                            "and was told to kill it",
+                            FormatDuration(*t->task.timeout), FormatDuration(e.grace)),
+                std::nullopt);
+}
+
 void Decider::On(const WorkerCancelled& e) {
   TaskRecord* t = T(e.task_id);
   if (t != nullptr) Finish(*t, TaskState::kCancelled, "", e.error, e.node_id, std::nullopt);

@@ -128,6 +128,10 @@ class Generator {
       }
     } else {
       t.run = "true";
+      // Some runnables have a timeout that the coordinator checks (TaskOverdue): a run
+      // that times out may hang on its worker instead of reporting (not drawn from the
+      // choices, so a given input makes the same job as before).
+      if (k % 3 == 0) t.timeout = std::chrono::milliseconds(1);
       if (c_.Percent(30)) t.retry = Retry{.limit = 1 + static_cast<int>(c_.Below(2))};
       if (c_.Percent(10)) {
         t.retry = Retry{.limit = 1, .initial_delay = std::chrono::milliseconds(5)};
@@ -968,7 +972,8 @@ class Sim {
     bool lose_after = !crash_before && c_.Percent(4);
     // Not acknowledged: delivered again. (A lease expiry is found again by the next
     // coordinator's lease check: the row is still RUNNING on the dead node.)
-    bool again = IsBrokerEvent(e) || std::holds_alternative<LeaseExpired>(e);
+    bool again = IsBrokerEvent(e) || std::holds_alternative<LeaseExpired>(e) ||
+                 std::holds_alternative<TaskOverdue>(e);
     if (crash_before && again && duplicate == false) queue_.push_back(d);
     if (auto* s = std::get_if<Started>(&e); s != nullptr && !crash_before) {
       auto before = store_.tasks.find(s->task_id);
@@ -983,9 +988,21 @@ class Sim {
           Fail(fmt::format("a {} task ({}) was started", ToString(was), now->second.task.name));
         }
         if (++accepted_[s->task_id] > 1) Fail("an attempt ran twice: " + now->second.task.name);
+        // A hung run: the coordinator's timeout check will find it RUNNING there.
+        if (hung_.contains(s->task_id)) {
+          queue_.push_back({Event{TaskOverdue{s->task_id, s->node_id, Duration::zero()}}, 0, ""});
+        }
       }
     } else {
       Step(e, crash_before, lose_after);
+      // Not yet past its timeout by the fake clock: the next check finds it again.
+      if (auto* o = std::get_if<TaskOverdue>(&e); o != nullptr && !crash_before) {
+        auto row = store_.tasks.find(o->task_id);
+        if (row != store_.tasks.end() && row->second.state == TaskState::kRunning &&
+            row->second.node_id == o->node_id) {
+          queue_.push_back(d);
+        }
+      }
     }
     if (crash_before || (c_.Percent(2))) ReconcileAll();
   }
@@ -1022,6 +1039,12 @@ class Sim {
         queue_.push_back({Event{Failed{row.id, node, "exit status 1", Now()}}, inc, node});
         break;
       case Outcome::kTimeout:
+        // A run with a timeout hangs on its worker half the time (by its name, no choice
+        // drawn): nothing is reported, and the coordinator's check finds it once started.
+        if (row.task.timeout && Mix(seed_, row.task.name) % 2 == 0) {
+          hung_.insert(row.id);
+          break;
+        }
         queue_.push_back({Event{TaskTimedOut{row.id, node, std::chrono::seconds(1)}}, inc, node});
         break;
     }
@@ -1385,6 +1408,7 @@ class Sim {
   std::string top_;
   std::vector<Delivery> queue_;
   std::set<std::string> dropped_;
+  std::set<std::string> hung_;            // rows whose run hangs on its worker (no report)
   std::set<std::string> drop_lost_;       // rows whose drop a crash lost
   std::set<std::string> ever_taken_;      // rows some worker took
   std::set<std::string> took_cancelled_;  // "node/incarnation/row": took it cancelled
