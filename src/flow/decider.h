@@ -164,6 +164,8 @@ class Decider {
   void WorkerFailure(const std::string& task_id, const std::string& node, const std::string& error,
                      std::optional<TimePoint> started_at);
   void Redeliver(const std::string& lost_id);
+  void LostInCrash(const std::string& id);
+  void Rerun(const std::string& lost_id, int redelivered);
   void DispatchParallel(const std::string& id, const json& extra);
   void DispatchEach(const std::string& id, const json& extra);
   void FillSlots(const std::string& each_id);

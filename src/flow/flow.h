@@ -86,10 +86,15 @@ std::vector<Effect> AfterCancel(const CancelActive& cancel, const std::vector<Ca
 // From a job's rows alone (`rows`: every task row of the job), what must be in flight:
 // a PENDING job started; queued runnable rows started again (a retry in its backoff at
 // the rest of it); the job's timeout armed; RUNNING rows whose node is not in
-// `live_nodes` (when given) expired as leases; composites recounted from their children,
-// finished or refilled; the current top-level step created or acted on. Effects as
-// Decide's; applying them and calling Frontier again gives only after-commit effects
-// (starts and timers), never a row write.
+// `live_nodes` (when given) lost with the engine; composites recounted from their
+// children (the new attempts counting), finished or refilled; the current top-level step
+// created or acted on. Effects as Decide's; applying them and calling Frontier again
+// gives only after-commit effects (starts and timers), never a row write.
+// `live_nodes` are the nodes that may still run a task: a node not in it stopped with the
+// engine (an earlier run of the standalone engine, whose worker it was), so its RUNNING
+// rows end FAILED ("the engine stopped while the task ran") and run again as new attempts
+// that spend neither a redelivery nor a retry: the crash is the engine's, not the task's.
+// (A node that dies on its own is judged by its lease: LeaseExpired spends a redelivery.)
 // (`rows` by value: pass them moved when they are not needed after.)
 std::vector<Effect> Frontier(const JobRecord& job, std::vector<TaskRecord> rows, TimePoint now,
                              const Policy& policy,

@@ -445,7 +445,8 @@ TEST(FlowTest, LeaseExpiryRequeuesUntilMaxRedeliveries) {
 
 // After a crash, a top-level step RUNNING on a node that is gone gets a new attempt, and
 // the job goes on: its old row, now FAILED, is not its step's end (Frontier took it for
-// one, and failed the job, when it looked only at the rows it was given).
+// one, and failed the job, when it looked only at the rows it was given). The node is
+// not live, so it stopped with the engine: the new attempt spends no redelivery.
 TEST(FlowTest, FrontierRequeuesAStepOfADeadNodeAndKeepsTheJobRunning) {
   Rows rows;
   rows.Apply(SubmitOf(JobOf({Runnable("a"), Runnable("b")})));
@@ -459,7 +460,7 @@ TEST(FlowTest, FrontierRequeuesAStepOfADeadNodeAndKeepsTheJobRunning) {
   auto effects = Frontier(rows.view.jobs.at("job1"), all, kNow + std::chrono::seconds(1), {}, &live,
                           "028bcfe56800" + std::string(20, '0'));
   ASSERT_EQ(All<CreateTask>(effects).size(), 1u);
-  EXPECT_EQ(All<CreateTask>(effects)[0].row.redelivered, 1);
+  EXPECT_EQ(All<CreateTask>(effects)[0].row.redelivered, 0);
   EXPECT_EQ(All<Start>(effects).size(), 1u);
   for (const UpdateJob& job : All<UpdateJob>(effects)) {
     EXPECT_EQ(job.row.state, JobState::kRunning) << job.row.error;
@@ -1466,6 +1467,141 @@ TEST(FlowTest, ACompositeHasNoLease) {
     auto effects = Decide(LeaseExpired{id, "w1"}, rows.view, kNow);
     EXPECT_TRUE(All<UpdateTask>(effects).empty());
   }
+}
+
+// ---------------------------------------------------------------------------------
+// Rows lost with the engine: the engine crashed while they ran (their node, an earlier
+// run of the standalone engine, is not live when Frontier reconciles). Each runs again
+// as a new attempt that spends neither a redelivery nor a retry, and the composites
+// around it count the new attempt.
+
+// The job's rows with the runnable rows `lost` says RUNNING on node "gone" (the engine's
+// earlier run) and those `done` says COMPLETED; the job RUNNING.
+Rows CrashedRows(const std::vector<Task>& tasks, const std::function<bool(const TaskRecord&)>& lost,
+                 const std::function<bool(const TaskRecord&)>& done = nullptr) {
+  Rows rows;
+  rows.Apply(SubmitOf(JobOf(tasks)));
+  rows.view.jobs.at("job1").state = JobState::kRunning;
+  for (auto& [id, row] : rows.view.tasks) {
+    if (row.task.IsComposite() || row.state == TaskState::kCreated) continue;
+    if (lost(row)) {
+      row.state = TaskState::kRunning;
+      row.node_id = "gone";
+      row.started_at = kNow;
+    } else if (done && done(row)) {
+      row.state = TaskState::kCompleted;
+      row.node_id = "gone";
+      row.started_at = kNow;
+      row.completed_at = kNow;
+    }
+  }
+  return rows;
+}
+
+// Frontier after the restart: only "w1", the new run's worker, is live.
+std::vector<Effect> Restarted(Rows& rows, TimePoint at = kNow + seconds(1)) {
+  std::vector<TaskRecord> all;
+  for (const auto& [id, t] : rows.view.tasks) all.push_back(t);
+  const std::set<std::string> live = {"w1"};
+  static int restarts = 0;  // each restart's new ids its own
+  auto effects = Frontier(rows.view.jobs.at("job1"), all, at, {}, &live,
+                          fmt::format("03{:010d}", ++restarts) + std::string(20, '0'));
+  rows.Apply(effects);
+  return effects;
+}
+
+bool Named(const TaskRecord& row, const std::string& name) { return row.task.name == name; }
+
+// Every job and composite row written stays RUNNING; the job does not end.
+void ExpectStillRunning(const std::vector<Effect>& effects) {
+  for (const UpdateJob& job : All<UpdateJob>(effects)) {
+    EXPECT_EQ(job.row.state, JobState::kRunning) << job.row.error;
+  }
+  for (const UpdateTask& task : All<UpdateTask>(effects)) {
+    if (task.row.task.IsComposite())
+      EXPECT_EQ(task.row.state, TaskState::kRunning) << task.row.error;
+  }
+  EXPECT_TRUE(All<JobFinished>(effects).empty());
+}
+
+// A parallel's child lost with the engine: its old row FAILED read as the child's failure,
+// which failed the parallel and the job ("node ... stopped heartbeating while the task
+// ran"), the probes' acknowledged jobs that ended FAILED after `kill -9`.
+TEST(FlowTest, AParallelsChildLostWithTheEngineRunsAgainAndTheJobCompletes) {
+  Rows rows = CrashedRows(
+      {ParallelOf({Runnable("a"), Runnable("b")})},
+      [](const TaskRecord& r) { return Named(r, "a"); },
+      [](const TaskRecord& r) { return Named(r, "b"); });
+  auto effects = Restarted(rows);
+  ExpectStillRunning(effects);
+  auto created = All<CreateTask>(effects);
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].row.task.name, "a");
+  EXPECT_EQ(created[0].row.redelivered, 0);
+  ASSERT_EQ(All<Start>(effects).size(), 1u);
+  EXPECT_EQ(All<Start>(effects)[0].row.id, created[0].row.id);
+  for (const UpdateTask& t : All<UpdateTask>(effects)) {
+    if (t.row.task.name != "a") continue;
+    EXPECT_EQ(t.row.state, TaskState::kFailed);
+    EXPECT_EQ(t.row.error,
+              "the engine stopped while the task ran (node gone): run again as a new attempt");
+  }
+  // Reconciled, a second Frontier writes nothing; the new attempt's outcome ends the job.
+  for (const Effect& e : Restarted(rows)) EXPECT_FALSE(IsRowEffect(e));
+  const std::string rerun = created[0].row.id;
+  rows.Apply(Decide(Started{rerun, "w1", kNow + seconds(2)}, rows.view, kNow + seconds(2)));
+  auto done = Decide(Completed{rerun, "w1", "", std::nullopt}, rows.view, kNow + seconds(3));
+  ASSERT_EQ(All<JobFinished>(done).size(), 1u);
+  EXPECT_EQ(All<JobFinished>(done)[0].row.state, JobState::kCompleted);
+}
+
+// However often the engine is killed under a task, the task runs again: the crashes are
+// not its redeliveries (past max_redeliveries the job failed, "giving up").
+TEST(FlowTest, AStepLostWithTheEngineRunsAgainPastMaxRedeliveries) {
+  Rows rows = CrashedRows({Runnable("a"), Runnable("b")},
+                          [](const TaskRecord& r) { return Named(r, "a"); });
+  for (int crash = 1; crash <= 5; ++crash) {
+    auto effects = Restarted(rows, kNow + seconds(crash));
+    ExpectStillRunning(effects);
+    auto created = All<CreateTask>(effects);
+    ASSERT_EQ(created.size(), 1u) << "crash " << crash;
+    EXPECT_EQ(created[0].row.redelivered, 0) << "crash " << crash;
+    // The new attempt starts on the new run's worker; the engine is killed again.
+    TaskRecord& row = rows.view.tasks.at(created[0].row.id);
+    row.state = TaskState::kRunning;
+    row.node_id = "gone";
+  }
+}
+
+// A lost row keeps its retries: one new attempt (its retry attempts as they were), not a
+// redelivery beside a retry (both ran, the retry spent on the engine's crash).
+TEST(FlowTest, ARowLostWithTheEngineKeepsItsRetries) {
+  Rows rows = CrashedRows(
+      {ParallelOf({WithRetry(Runnable("a"), 2), Runnable("b")})},
+      [](const TaskRecord& r) { return Named(r, "a"); },
+      [](const TaskRecord& r) { return Named(r, "b"); });
+  auto effects = Restarted(rows);
+  ExpectStillRunning(effects);
+  auto created = All<CreateTask>(effects);
+  ASSERT_EQ(created.size(), 1u);
+  ASSERT_TRUE(created[0].row.task.retry.has_value());
+  EXPECT_EQ(created[0].row.task.retry->attempts, 0);
+  EXPECT_EQ(created[0].row.redelivered, 0);
+  EXPECT_EQ(All<Start>(effects).size(), 1u);
+}
+
+// An each with one slot: its lost child runs again in that slot, and its next children
+// wait (the new attempt counts as running).
+TEST(FlowTest, AnEachsChildLostWithTheEngineRunsAgainInItsSlot) {
+  Rows rows = CrashedRows({EachOf(Runnable("x"), "{{ sequence(0, 3) }}", 1)},
+                          [](const TaskRecord& r) { return r.each_index == 0; });
+  auto effects = Restarted(rows);
+  ExpectStillRunning(effects);
+  auto created = All<CreateTask>(effects);
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].row.each_index, 0);
+  ASSERT_EQ(All<Start>(effects).size(), 1u);
+  EXPECT_EQ(All<Start>(effects)[0].row.id, created[0].row.id);
 }
 
 // Checked mode: a move core/states.h does not allow is found (Decide asserts the same

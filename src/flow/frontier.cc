@@ -36,6 +36,12 @@ void Decider::Reconcile(const std::string& job_id, const std::vector<std::string
   if (Def(*job).timeout && job->started_at) Arm(*job, *job->started_at);
   std::map<std::string, std::vector<std::string>> children = ReconcileWaiting(ids);
   for (const std::string& id : ids) ReconcileRunnable(id, live_nodes);
+  // The new attempts of rows lost in the crash are their slots' latest rows: a composite
+  // counts them as running (not their old rows, now FAILED, as its child's failure).
+  for (const std::string& id : task_order_) {
+    const TaskRecord& row = view_.tasks.at(id);
+    if (new_tasks_.contains(id) && !row.parent_id.empty()) children[row.parent_id].push_back(id);
+  }
   for (const std::string& id : ids) ReconcileComposite(id, children[id]);
   ReconcileStep(job_id, ids);
 }
@@ -56,7 +62,9 @@ std::map<std::string, std::vector<std::string>> Decider::ReconcileWaiting(
   return children;
 }
 
-// A runnable row lost in flight (or on a node that is gone).
+// A runnable row lost in flight, or lost with the engine: RUNNING on a node that is not
+// live (an earlier run of the engine, which ran it), it runs again as a new attempt that
+// spends neither a redelivery nor a retry (LostInCrash).
 void Decider::ReconcileRunnable(const std::string& id, const std::set<std::string>* live_nodes) {
   TaskRecord* row = T(id);
   if (row == nullptr || KindOf(row->task) != TaskKind::kRunnable) return;
@@ -71,7 +79,7 @@ void Decider::ReconcileRunnable(const std::string& id, const std::set<std::strin
     }
   } else if (row->state == TaskState::kRunning && live_nodes != nullptr &&
              !live_nodes->contains(row->node_id)) {
-    On(LeaseExpired{row->id, row->node_id});
+    LostInCrash(row->id);
   }
 }
 

@@ -163,6 +163,26 @@ void Decider::Redeliver(const std::string& lost_id) {
         fmt::format("{} (re-queued {} times already: giving up)", lost.error, lost.redelivered);
     return TaskFailed(lost_id);
   }
+  Rerun(lost_id, lost.redelivered + 1);
+}
+
+// The engine crashed while the row ran: the crash is the engine's, not the task's, so the
+// row ends FAILED (it says why) and a new attempt runs with the row's redeliveries and
+// retry attempts as they were. Only Frontier calls it (ReconcileRunnable: the row's node
+// is not live, an earlier run of the engine); a node that dies on its own is judged by
+// its lease (LeaseExpired), which spends a redelivery.
+void Decider::LostInCrash(const std::string& id) {
+  TaskRecord& t = *T(id);
+  std::string error = fmt::format(
+      "the engine stopped while the task ran (node {}): run again as a new attempt", t.node_id);
+  if (!Finish(t, TaskState::kFailed, "", error, t.node_id, std::nullopt)) return;
+  Rerun(id, t.redelivered);
+}
+
+// A new attempt of a runnable row, queued at once: the same task (its retry attempts as
+// they were), `redelivered` as given.
+void Decider::Rerun(const std::string& lost_id, int redelivered) {
+  const TaskRecord& lost = *T(lost_id);
   TaskRecord next = lost;
   next.id = MakeId();
   next.state = TaskState::kPending;
@@ -173,7 +193,7 @@ void Decider::Redeliver(const std::string& lost_id) {
   next.error.clear();
   next.node_id.clear();
   next.progress = 0;
-  next.redelivered = lost.redelivered + 1;
+  next.redelivered = redelivered;
   Queue(NewTask(std::move(next)));
 }
 

@@ -402,6 +402,13 @@ class Sim {
     policy_.max_redeliveries = 3;
     // Not drawn from the choices (the same input makes the same run as before).
     policy_.live_events = outcome_seed % 4 != 0;
+    // One seed in five crashes the whole engine (a standalone one: its workers and its
+    // in-memory broker die with it) one to four times, 12 deliveries apart (the next
+    // crash comes during the recovery from the last). Not drawn from the choices either.
+    if (!policy_.durable_broker && outcome_seed % 5 == 2) {
+      engine_crash_at_ = static_cast<int>(outcome_seed / 5 % 40) + 1;
+      engine_crashes_ = static_cast<int>(outcome_seed / 200 % 4) + 1;
+    }
   }
 
   Result Run() {
@@ -440,6 +447,10 @@ class Sim {
           queue_.push_back({Event{Restart{top_}}, 0, ""});
         }
         if (death && steps_ == death_at) KillNode("w1");
+        if (engine_crashes_ > 0 && steps_ == engine_crash_at_) {
+          CrashEngine();
+          if (queue_.empty()) continue;  // the crash lost every message, nothing restarted
+        }
         Deliver();
       }
       if (!failure_.empty()) break;
@@ -1092,6 +1103,20 @@ class Sim {
     }
   }
 
+  // The standalone engine is killed and started again: its workers die with it, the
+  // in-memory broker's messages are lost, and the restart reconciles with no node live
+  // (the rows RUNNING on w1 or w2 were the engine's own: lost with it, run again without
+  // spending a redelivery or a retry, so the job still ends as the interpreter says).
+  void CrashEngine() {
+    history_.push_back("  (the engine crashed, its workers with it)");
+    for (const char* node : {"w1", "w2"}) ++incarnation_[node];
+    std::erase_if(queue_,
+                  [](const Delivery& d) { return std::holds_alternative<TaskRecord>(d.what); });
+    if (--engine_crashes_ > 0) engine_crash_at_ += 12;
+    const std::set<std::string> none;
+    ReconcileAll(&none);
+  }
+
   // A job's row with its definition, as Frontier reads it.
   JobRecord FullJob(const std::string& id) const {
     JobRecord job = store_.jobs.at(id);
@@ -1099,7 +1124,8 @@ class Sim {
     job.context = *store_.contexts.at(id);
     return job;
   }
-  void ReconcileAll() {
+  // `live`: as Frontier's live_nodes (null: every node is).
+  void ReconcileAll(const std::set<std::string>* live = nullptr) {
     std::vector<std::string> active;
     for (const auto& [id, j] : store_.jobs) {
       if (ActiveJob(j.state)) active.push_back(id);
@@ -1108,7 +1134,7 @@ class Sim {
       std::vector<TaskRecord> rows;
       for (const std::string& t : store_.of_job[id]) rows.push_back(store_.tasks.at(t));
       std::vector<Effect> effects =
-          Frontier(FullJob(id), std::move(rows), Now(), policy_, nullptr, NextSeed());
+          Frontier(FullJob(id), std::move(rows), Now(), policy_, live, NextSeed());
       history_.push_back("Frontier " + id.substr(20));
       ++decisions_;
       std::vector<Effect> after;
@@ -1126,7 +1152,7 @@ class Sim {
       std::vector<TaskRecord> again;
       for (const std::string& t : store_.of_job[id]) again.push_back(store_.tasks.at(t));
       for (const Effect& e :
-           Frontier(FullJob(id), std::move(again), Now(), policy_, nullptr, NextSeed())) {
+           Frontier(FullJob(id), std::move(again), Now(), policy_, live, NextSeed())) {
         if (IsRowEffect(e) && ActiveJob(store_.jobs.at(id).state)) {
           std::string what = std::visit(
               [](const auto& v) -> std::string {
@@ -1426,6 +1452,8 @@ class Sim {
   std::vector<int> restarts_;          // at each restart of it, its step (1-based)
   std::map<std::string, int> run_of_;  // a row there was at a restart → the run before
   int steps_ = 0;
+  int engine_crash_at_ = -1;  // the delivery the next engine crash comes before
+  int engine_crashes_ = 0;    // engine crashes still to come
   int timers_fired_ = 0;
   int decisions_ = 0;
 };
