@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include "core/document.h"
 #include "core/evaluate.h"
 #include "core/record_json.h"
@@ -11,6 +13,21 @@ namespace baton {
 namespace {
 
 using nlohmann::json;
+
+// `summary` with each field also under the name Tork's Go struct gives it (state: State,
+// id: ID, jobId: JobID, parentId: ParentID): Tork evaluates a webhook's `if` over its
+// structs, so Tork's webhooks say `job.State == 'COMPLETED'`.
+json WithGoNames(json summary) {
+  json out = summary;
+  for (const auto& [key, value] : summary.items()) {
+    if (key.empty()) continue;
+    std::string go = key;
+    go[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(go[0])));
+    if (go.ends_with("Id")) go.back() = 'D';
+    if (!out.contains(go)) out[go] = value;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -36,6 +53,11 @@ std::vector<WebhookDelivery> WebhookDeliveriesFor(std::string_view event, const 
   json over = json::object();
   over["job"] = JobSummaryJson(job, definition);
   if (task_event) over["task"] = TaskSummaryJson(*task);
+  // The body: the summary with its JSON names only.
+  const std::string body =
+      over[task_event ? "task" : "job"].dump(-1, ' ', false, json::error_handler_t::replace);
+  over["job"] = WithGoNames(std::move(over["job"]));
+  if (task_event) over["task"] = WithGoNames(std::move(over["task"]));
   const expr::Vars vars(context, over);
   for (std::size_t i = 0; i < definition.webhooks.size(); ++i) {
     const Webhook& hook = definition.webhooks[i];
@@ -83,7 +105,7 @@ std::vector<WebhookDelivery> WebhookDeliveriesFor(std::string_view event, const 
       d.headers[name] = std::move(header);
     }
     d.secret = eval(hook.secret, "secret");
-    d.body = over[task_event ? "task" : "job"].dump(-1, ' ', false, json::error_handler_t::replace);
+    d.body = body;
     if (!error.empty()) {
       // Nothing to send: kept, failed, for the API to show.
       d.state = DeliveryState::kFailed;
