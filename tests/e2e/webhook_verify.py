@@ -1,29 +1,17 @@
-"""How a receiver checks a Baton webhook call (docs/webhooks.md shows this code).
+"""The receiver's check of a Baton webhook call, exactly as docs/webhooks.md shows it.
 
-verify(key, headers, raw_body, seen) returns "" for a call signed with `key` within the
-replay window whose delivery id is new (and remembers the id), else why it is refused.
-`headers` are the call's headers by lowercase name; `raw_body` the bytes as received.
+The Python block under "### Checking a call" in docs/webhooks.md is read from there and
+run, so the example the documentation gives is the one the e2e suites check every call
+with: verify(key, headers, raw_body, seen, now=None) returns "" for a call signed with
+`key` within the replay window whose delivery id is new (remembering the id), else why
+it is refused. `headers` by lowercase name; `raw_body` the bytes as received.
 """
-import hashlib
-import hmac
-import time
+import os
+import re
 
-WINDOW = 300  # seconds: older (or later) calls are refused
-
-
-def verify(key: bytes, headers: dict, raw_body: bytes, seen: set, now: float = None) -> str:
-    delivery = headers.get("x-baton-delivery", "")
-    fields = dict(p.split("=", 1) for p in headers.get("x-baton-signature", "").split(",") if "=" in p)
-    t, v1 = fields.get("t", ""), fields.get("v1", "")
-    if not delivery or not t.isdigit() or not v1:
-        return "unsigned"
-    signed = t.encode() + b"." + delivery.encode() + b"." + raw_body
-    expected = hmac.new(key, signed, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected, v1):
-        return "bad signature"
-    if abs((time.time() if now is None else now) - int(t)) > WINDOW:
-        return "outside the replay window"
-    if delivery in seen:
-        return "already seen"  # a retry of a delivered call, or a replay: answer 2xx, do nothing
-    seen.add(delivery)
-    return ""
+_doc = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                         "webhooks.md"), encoding="utf-8").read()
+_block = re.search(r"### Checking a call.*?```python\n(.*?)```", _doc, re.S)
+if _block is None:
+    raise SystemExit("docs/webhooks.md has no ```python block under \"### Checking a call\"")
+exec(_block.group(1))
