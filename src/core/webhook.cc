@@ -29,6 +29,24 @@ json WithGoNames(json summary) {
   return out;
 }
 
+// What a webhook's templates see besides the context: `job`, and `task` for a task event,
+// each with Tork's Go names besides its own; `body` is the event's summary with its JSON
+// names only.
+json Summaries(const JobRecord& job, const Job& definition, const TaskRecord* task,
+               std::string& body) {
+  json job_summary = JobSummaryJson(job, definition);
+  json over = json::object();
+  if (task != nullptr) {
+    json task_summary = TaskSummaryJson(*task);
+    body = task_summary.dump(-1, ' ', false, json::error_handler_t::replace);
+    over["task"] = WithGoNames(std::move(task_summary));
+  } else {
+    body = job_summary.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  over["job"] = WithGoNames(std::move(job_summary));
+  return over;
+}
+
 }  // namespace
 
 std::string_view EventOf(const Webhook& hook) {
@@ -50,14 +68,8 @@ std::vector<WebhookDelivery> WebhookDeliveriesFor(std::string_view event, const 
   if (!CallsWebhooks(definition, event)) return out;
   const bool task_event = event.starts_with("task.");
   if (task_event && task == nullptr) return out;
-  json over = json::object();
-  over["job"] = JobSummaryJson(job, definition);
-  if (task_event) over["task"] = TaskSummaryJson(*task);
-  // The body: the summary with its JSON names only.
-  const std::string body =
-      over[task_event ? "task" : "job"].dump(-1, ' ', false, json::error_handler_t::replace);
-  over["job"] = WithGoNames(std::move(over["job"]));
-  if (task_event) over["task"] = WithGoNames(std::move(over["task"]));
+  std::string body;
+  const json over = Summaries(job, definition, task_event ? task : nullptr, body);
   const expr::Vars vars(context, over);
   for (std::size_t i = 0; i < definition.webhooks.size(); ++i) {
     const Webhook& hook = definition.webhooks[i];

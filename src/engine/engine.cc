@@ -152,10 +152,18 @@ Result<std::shared_ptr<const crypto::Keyring>> KeyringFor(const Config& config, 
   return std::make_shared<const crypto::Keyring>(std::move(*ring));
 }
 
-// The key of webhooks without a `secret` of their own: webhooks.secret, else (the only
-// coordinator) <data_dir>/webhooks.key, made at first start. Errors name the file.
-Result<std::string> WebhookKeyFor(const Config& config) {
+// The key of webhooks without a `secret` of their own: webhooks.secret, else with
+// `make_file` (the only coordinator) <data_dir>/webhooks.key, made at first start; else
+// none, with a warning (one coordinator's key would not be the others', as for secrets at
+// rest). Errors name the file.
+Result<std::string> WebhookKeyFor(const Config& config, bool make_file) {
   if (!config.webhooks.secret.empty()) return config.webhooks.secret;
+  if (!make_file) {
+    log::Warn(
+        "Webhooks without a secret of their own are not signed: set webhooks.secret (the "
+        "same on every coordinator) to sign them.");
+    return std::string();
+  }
   const std::string file = config.data_dir + "/webhooks.key";
   bool created = false;
   Result<std::string> key = crypto::ReadOrCreateSigningKey(file, &created);
@@ -230,7 +238,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.schedules = config.schedules;
   coordinator.webhooks = config.webhooks;
-  BATON_ASSIGN_OR_RETURN(coordinator.webhooks.secret, WebhookKeyFor(config));
+  BATON_ASSIGN_OR_RETURN(coordinator.webhooks.secret, WebhookKeyFor(config, /*make_file=*/true));
   coordinator.log_retention = config.log_retention;
   coordinator.job_retention = config.job_retention;
   // The only coordinator: what a killed predecessor was sending is its own to send again.
@@ -295,12 +303,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.schedules = config.schedules;
   coordinator.webhooks = config.webhooks;
-  if (config.webhooks.secret.empty()) {
-    // As for secrets at rest: one coordinator's key would not be the others'.
-    log::Warn(
-        "Webhooks without a secret of their own are not signed: set webhooks.secret (the "
-        "same on every coordinator) to sign them.");
-  }
+  BATON_ASSIGN_OR_RETURN(coordinator.webhooks.secret, WebhookKeyFor(config, /*make_file=*/false));
   coordinator.log_retention = config.log_retention;
   coordinator.job_retention = config.job_retention;
   coordinator.node_id = NewId();

@@ -95,6 +95,14 @@ curl_socket_t OnOpenSocket(void* user, curlsocktype purpose, curl_sockaddr* addr
   return socket(address->family, address->socktype, address->protocol);
 }
 
+// Has `t.request.refuse_address` asked about each address before it is connected to; no
+// proxy, whose address would be the one asked about.
+void CheckAddresses(CURL* c, Transfer& t) {
+  curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
+  curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &t);
+  curl_easy_setopt(c, CURLOPT_PROXY, "");
+}
+
 // The transport error as a Status whose message a person can act on.
 Status ErrorOf(CURLcode code, const char* detail, const Transfer& t) {
   std::string why = *detail != '\0' ? detail : curl_easy_strerror(code);
@@ -205,11 +213,7 @@ Result<ClientResponse> Client::Send(const ClientRequest& request) const {
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
-  if (request.refuse_address) {
-    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
-    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &t);
-    curl_easy_setopt(c, CURLOPT_PROXY, "");
-  }
+  if (request.refuse_address) CheckAddresses(c, t);
   if (request.stopped) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
