@@ -8,7 +8,8 @@
 # retried with backoff, a 410 and an unreachable host fail and show so in GET
 # /jobs/{id}/webhooks; loopback, link-local and unspecified addresses not allowed by
 # webhooks.allowed_networks are refused by policy, alike whether a port listens or not;
-# job.Progress carries the job's summary as its progress moves; a job deleted while its
+# an `if` in Tork's Go field names (job.State) works; job.Progress carries the job's
+# summary as its progress moves; a job deleted while its
 # receiver is down still has its call made when the receiver is back;
 # after `kill -9` of the engine in the middle of a call, the call is made again with the
 # same id once it restarts, and every event reaches the receiver (deduped by id) once.
@@ -80,6 +81,8 @@ webhooks:
     secret: "{{ secrets.hook }}"
   - url: $hook/ok/done
     if: "{{ job.state == 'COMPLETED' }}"
+  - url: $hook/ok/tork
+    if: "{{ job.State == 'COMPLETED' && job.ID != '' }}"
   - url: $hook/ok/task
     event: task.StateChange
 tasks:
@@ -111,6 +114,8 @@ expect "the webhook with an if was called once, on COMPLETED" \
 default_key=$(grep -v '^#' "$data_dir/webhooks.key" 2>/dev/null)
 expect "the first start made the webhooks' key, readable by its owner only" \
   "$(stat -c %a "$data_dir/webhooks.key" 2>&1)" 600
+expect "Tork's Go field names work in an if: called once, on COMPLETED" \
+  "$(raw_calls '[c["body"]["state"] for c in calls if c["path"] == "/ok/tork"]')" '["COMPLETED"]'
 expect "a webhook without a key of its own is signed with that key" \
   "$(raw_calls "[c['path'] for c in calls if not verified(c, '$default_key')]")" '["/ok/job", "/ok/job", "/ok/job"]'
 expect "the receiver's check accepts a call once, and refuses it replayed, late or altered" \
@@ -127,7 +132,7 @@ expect "the ids the receiver saw are the deliveries the API lists" \
   "$(raw_calls 'sorted(c["h"]["x-baton-delivery"] for c in calls)')" "$(js "$api" 'sorted(d["id"] for d in j)')"
 expect "each call names its event" \
   "$(raw_calls 'sorted({(c["path"], c["h"]["x-baton-event"]) for c in calls})')" \
-  '[["/ok/done", "job.StateChange"], ["/ok/job", "job.StateChange"], ["/ok/task", "task.StateChange"]]'
+  '[["/ok/done", "job.StateChange"], ["/ok/job", "job.StateChange"], ["/ok/task", "task.StateChange"], ["/ok/tork", "job.StateChange"]]'
 http GET "/jobs/$job/webhooks"
 expect "the API shows neither headers nor keys" "$(js "$body" 'sorted({k for d in j for k in d} & {"headers", "secret", "body"})')" "[]"
 
