@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "core/redact.h"
 #include "core/task_kind.h"
 
 namespace baton {
@@ -30,8 +31,18 @@ void Outbox::Begin() {
 
 void Outbox::Hook(const flow::Notify& n) {
   const TaskRecord* task = n.task ? &*n.task : nullptr;
-  for (WebhookDelivery& d :
-       WebhookDeliveriesFor(n.event, n.job, *n.definition, *n.context, task, clock_.Now(), NewId)) {
+  std::vector<WebhookDelivery> deliveries =
+      WebhookDeliveriesFor(n.event, n.job, *n.definition, *n.context, task, clock_.Now(), NewId);
+  if (deliveries.empty()) return;
+  // Redacted as written (the job's secrets and the task's, as the API redacts them): a
+  // delivery needs nothing of its job to be sent, so it outlives the job's deletion.
+  JobRecord holder;
+  holder.job = *n.definition;
+  holder.context = *n.context;
+  std::vector<std::string> secrets = SecretValues(holder);
+  if (task != nullptr) AddSecretValues(task->task, secrets);
+  for (WebhookDelivery& d : deliveries) {
+    if (!secrets.empty()) d.body = RedactText(d.body, secrets);
     hooks_.push_back(std::move(d));
   }
 }

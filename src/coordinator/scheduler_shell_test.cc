@@ -506,6 +506,43 @@ TEST_F(ShellTest, TheOutboxWritesADecisionsHooksWithoutReadingARow) {
   EXPECT_TRUE(deliveries.ok());
 }
 
+// A delivery's body is redacted as it is written, so its sending needs nothing of its
+// job: it outlives the job's deletion without showing a secret.
+TEST_F(ShellTest, TheOutboxWritesBodiesWithTheJobsAndTasksSecretsRedacted) {
+  StopEngine();
+  FakeExecutor executor;
+  executor_ = &executor;
+  StartEngine();
+  std::string id = Submit(R"(
+name: hooked
+description: uses s3cr3t-job-value
+secrets: {k: s3cr3t-job-value}
+webhooks:
+  - url: http://localhost:9999/hooks/job
+  - url: http://localhost:9999/hooks/task
+    event: task.StateChange
+tasks:
+  - name: t
+    var: env-t0ken-value
+    env: {API_TOKEN: env-t0ken-value}
+    run: ok
+)");
+  std::vector<std::string> bodies;
+  ASSERT_TRUE(datastore_
+                  ->Transact([&](Transaction& tx) -> Status {
+                    BATON_ASSIGN_OR_RETURN(auto all, tx.JobWebhookDeliveries(id));
+                    for (const WebhookDelivery& d : all) bodies.push_back(d.body);
+                    return Status::Ok();
+                  })
+                  .ok());
+  ASSERT_GE(bodies.size(), 2u);
+  for (const std::string& body : bodies) {
+    EXPECT_EQ(body.find("s3cr3t-job-value"), std::string::npos) << body;
+    EXPECT_EQ(body.find("env-t0ken-value"), std::string::npos) << body;
+    EXPECT_NE(body.find("[REDACTED]"), std::string::npos) << body;
+  }
+}
+
 // A durable executor's confirms of one job's rows are one Published decision: the job's
 // state row, definition and context are read once for the three rows' hooks.
 TEST_F(ShellTest, ConfirmsOfAJobsRowsAreOneDecisionThatReadsItsJobOnce) {

@@ -111,7 +111,8 @@ void WebhookDeliverer::Deliver(WebhookDelivery d, const std::function<bool()>& s
                  std::find(options_.allowed_hosts.begin(), options_.allowed_hosts.end(), host) !=
                      options_.allowed_hosts.end();
   if (!allowed) {
-    attempt.error = fmt::format("the host {} is not in webhooks.allowed_hosts", host);
+    attempt.error =
+        fmt::format("refused by policy: the host {} is not in webhooks.allowed_hosts", host);
   } else {
     std::string body = redact_ ? redact_(d) : d.body;
     auto headers = HeadersFor(d, number, body);
@@ -124,6 +125,8 @@ void WebhookDeliverer::Deliver(WebhookDelivery d, const std::function<bool()>& s
     attempt.status_code = r.status;
     if (r.status >= 200 && r.status < 300) {
       d.state = DeliveryState::kDelivered;
+    } else if (r.refused) {
+      attempt.error = r.error;  // not retried: nothing was sent
     } else if (r.status == 0) {
       attempt.error = r.error;
       retry = true;
@@ -146,7 +149,11 @@ std::vector<std::pair<std::string, std::string>> WebhookDeliverer::HeadersFor(
   headers.emplace_back("X-Baton-Event", d.event);
   headers.emplace_back("X-Baton-Attempt", std::to_string(number));
   const std::string& key = d.secret.empty() ? options_.secret : d.secret;
-  if (!key.empty()) headers.emplace_back("X-Baton-Signature", WebhookSignature(key, body));
+  if (!key.empty()) {
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+    headers.emplace_back("X-Baton-Signature", WebhookSignature(key, now, d.id, body));
+  }
   return headers;
 }
 

@@ -8,12 +8,15 @@
 // claims back at start instead of waiting them out. Each attempt carries the delivery's
 // id (X-Baton-Delivery and Idempotency-Key, the same on every retry: a receiver dedupes
 // by it), its event (X-Baton-Event), its attempt number (X-Baton-Attempt) and, when it
-// has a key (the webhook's `secret`, else webhooks.secret), the signature of the body
-// (X-Baton-Signature: sha256=<hex HMAC-SHA256>). A 2xx answer delivers it; a network
-// error, a 429 or a 5xx is retried after a backoff that doubles from `backoff` up to
-// `max_backoff`, at most `max_attempts` attempts in all, and then the delivery FAILS
-// with its last error; any other answer fails it at once. A host not in `allowed_hosts`
-// (when given) is never called: the delivery fails saying so.
+// has a key (the webhook's `secret`, else webhooks.secret, which the engine makes at first
+// start when none is configured), the signature of the attempt's time, the delivery's id
+// and the body (X-Baton-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>, sender.h). A 2xx answer
+// delivers it; a network error, a 429 or a 5xx is retried after a backoff that doubles from
+// `backoff` up to `max_backoff`, at most `max_attempts` attempts in all, and then the delivery
+// FAILS with its last error; any other answer fails it at once. A host not in `allowed_hosts` (when
+// given) is never called, nor an address the sender's AddressPolicy refuses
+// (`allow_private`, `allowed_networks`): the delivery fails at once, "refused by policy:"
+// and which rule, the same whatever listens there.
 //
 // Thread-safety: thread-safe. `concurrency` threads send; Wake may be called from any
 // thread (the scheduler calls it after a commit that wrote deliveries).
@@ -48,6 +51,11 @@ struct WebhookOptions {
   int concurrency = 4;                     // deliveries under way at once
   std::string secret;                      // the signing key of webhooks without their own `secret`
   std::vector<std::string> allowed_hosts;  // lowercase hosts; empty: any
+  // Which addresses may be called (webhook/address_policy.h), given to the sender the
+  // engine makes: every one with `allow_private`, else public ones and those in
+  // `allowed_networks`.
+  bool allow_private = false;
+  std::vector<IpNetwork> allowed_networks;
   // How often idle senders look for deliveries that other coordinators wrote or whose
   // backoff ended (a commit here wakes them at once).
   std::chrono::milliseconds poll = std::chrono::seconds(1);

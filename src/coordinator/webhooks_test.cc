@@ -118,7 +118,12 @@ TEST_F(WebhookDelivererTest, DeliversOnceWithItsIdEventCustomHeadersAndSignature
   EXPECT_EQ(calls[0].headers["X-Baton-Event"], "job.StateChange");
   EXPECT_EQ(calls[0].headers["X-Baton-Attempt"], "1");
   EXPECT_EQ(calls[0].headers["X-Custom"], "yes");
-  EXPECT_EQ(calls[0].headers["X-Baton-Signature"], WebhookSignature("k3y", calls[0].body));
+  const std::int64_t t =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+  EXPECT_EQ(calls[0].headers["X-Baton-Signature"], WebhookSignature("k3y", t, id, calls[0].body));
+  EXPECT_EQ(calls[0].headers["X-Baton-Signature"],
+            "t=" + std::to_string(t) +
+                ",v1=" + HmacSha256Hex("k3y", std::to_string(t) + "." + id + "." + calls[0].body));
   WebhookDelivery d = Stored(id);
   EXPECT_EQ(d.state, DeliveryState::kDelivered);
   EXPECT_EQ(d.attempts, 1);
@@ -130,12 +135,15 @@ TEST_F(WebhookDelivererTest, DeliversOnceWithItsIdEventCustomHeadersAndSignature
 TEST_F(WebhookDelivererTest, WithoutAnyKeyTheCallIsNotSignedAndTheConfiguredKeyIsTheDefault) {
   Enqueue();
   Deliverer().DeliverDue();
-  Enqueue();
+  std::string id = Enqueue();
   Deliverer({.secret = "configured"}).DeliverDue();
   auto calls = sender_.calls();
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_FALSE(calls[0].headers.contains("X-Baton-Signature"));
-  EXPECT_EQ(calls[1].headers["X-Baton-Signature"], WebhookSignature("configured", calls[1].body));
+  const std::int64_t t =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+  EXPECT_EQ(calls[1].headers["X-Baton-Signature"],
+            WebhookSignature("configured", t, id, calls[1].body));
 }
 
 TEST_F(WebhookDelivererTest, RetriesNetworkErrors429And5xxWithDoublingBackoffThenFails) {
@@ -231,7 +239,46 @@ TEST_F(WebhookDelivererTest, AHostNotAllowedIsNeverCalled) {
   EXPECT_TRUE(sender_.calls().empty());
   WebhookDelivery d = Stored(id);
   EXPECT_EQ(d.state, DeliveryState::kFailed);
-  EXPECT_EQ(d.error, "the host example.com is not in webhooks.allowed_hosts");
+  EXPECT_EQ(d.error, "refused by policy: the host example.com is not in webhooks.allowed_hosts");
+}
+
+TEST_F(WebhookDelivererTest, EachAttemptIsSignedWithItsOwnTime) {
+  // A replayed call carries its first time: past the receiver's window, it is refused.
+  std::string id = Enqueue("http://127.0.0.1:9/hook", "k");
+  sender_.answers = {{500, ""}, {200, ""}};
+  WebhookDeliverer deliverer = Deliverer({.backoff = 10s});
+  const TimePoint first = clock_.Now();
+  EXPECT_EQ(deliverer.DeliverDue(), 1);
+  clock_.Advance(10s);
+  EXPECT_EQ(deliverer.DeliverDue(), 1);
+  auto calls = sender_.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  auto seconds = [](TimePoint at) {
+    return std::chrono::duration_cast<std::chrono::seconds>(at.time_since_epoch()).count();
+  };
+  EXPECT_EQ(calls[0].headers["X-Baton-Signature"],
+            WebhookSignature("k", seconds(first), id, calls[0].body));
+  EXPECT_EQ(calls[1].headers["X-Baton-Signature"],
+            WebhookSignature("k", seconds(first + 10s), id, calls[1].body));
+}
+
+TEST_F(WebhookDelivererTest, AnAddressThePolicyRefusesFailsAtOnceSayingSo) {
+  // Retrying gains nothing (nothing was sent) and would only time a port.
+  std::string id = Enqueue("http://127.0.0.1:9/hook");
+  const std::string refused = "refused by policy: the address is loopback (allowed only by ...)";
+  sender_.answers = {{0, refused, true}};
+  WebhookDeliverer deliverer = Deliverer();
+  EXPECT_EQ(deliverer.DeliverDue(), 1);
+  clock_.Advance(std::chrono::hours(1));
+  EXPECT_EQ(deliverer.DeliverDue(), 0);
+  EXPECT_EQ(sender_.calls().size(), 1u);
+  WebhookDelivery d = Stored(id);
+  EXPECT_EQ(d.state, DeliveryState::kFailed);
+  EXPECT_EQ(d.attempts, 1);
+  EXPECT_EQ(d.error, refused);
+  ASSERT_EQ(d.history.size(), 1u);
+  EXPECT_EQ(d.history[0].error, refused);
+  EXPECT_EQ(d.history[0].status_code, 0);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include "core/document.h"
 #include "core/evaluate.h"
 #include "core/record_json.h"
@@ -11,6 +13,39 @@ namespace baton {
 namespace {
 
 using nlohmann::json;
+
+// `summary` with each field also under the name Tork's Go struct gives it (state: State,
+// id: ID, jobId: JobID, parentId: ParentID): Tork evaluates a webhook's `if` over its
+// structs, so Tork's webhooks say `job.State == 'COMPLETED'`.
+json WithGoNames(json summary) {
+  json out = summary;
+  for (const auto& [key, value] : summary.items()) {
+    if (key.empty()) continue;
+    std::string go = key;
+    go[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(go[0])));
+    if (go.ends_with("Id")) go.back() = 'D';
+    if (!out.contains(go)) out[go] = value;
+  }
+  return out;
+}
+
+// What a webhook's templates see besides the context: `job`, and `task` for a task event,
+// each with Tork's Go names besides its own; `body` is the event's summary with its JSON
+// names only.
+json Summaries(const JobRecord& job, const Job& definition, const TaskRecord* task,
+               std::string& body) {
+  json job_summary = JobSummaryJson(job, definition);
+  json over = json::object();
+  if (task != nullptr) {
+    json task_summary = TaskSummaryJson(*task);
+    body = task_summary.dump(-1, ' ', false, json::error_handler_t::replace);
+    over["task"] = WithGoNames(std::move(task_summary));
+  } else {
+    body = job_summary.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  over["job"] = WithGoNames(std::move(job_summary));
+  return over;
+}
 
 }  // namespace
 
@@ -33,9 +68,8 @@ std::vector<WebhookDelivery> WebhookDeliveriesFor(std::string_view event, const 
   if (!CallsWebhooks(definition, event)) return out;
   const bool task_event = event.starts_with("task.");
   if (task_event && task == nullptr) return out;
-  json over = json::object();
-  over["job"] = JobSummaryJson(job, definition);
-  if (task_event) over["task"] = TaskSummaryJson(*task);
+  std::string body;
+  const json over = Summaries(job, definition, task_event ? task : nullptr, body);
   const expr::Vars vars(context, over);
   for (std::size_t i = 0; i < definition.webhooks.size(); ++i) {
     const Webhook& hook = definition.webhooks[i];
@@ -83,7 +117,7 @@ std::vector<WebhookDelivery> WebhookDeliveriesFor(std::string_view event, const 
       d.headers[name] = std::move(header);
     }
     d.secret = eval(hook.secret, "secret");
-    d.body = over[task_event ? "task" : "job"].dump(-1, ' ', false, json::error_handler_t::replace);
+    d.body = body;
     if (!error.empty()) {
       // Nothing to send: kept, failed, for the API to show.
       d.state = DeliveryState::kFailed;

@@ -72,6 +72,53 @@ TEST(WebhookTest, IfIsAConditionOverTheJobSummary) {
   EXPECT_EQ(For(kEventJobStateChange, Stored(definition, JobState::kCompleted)).size(), 1u);
 }
 
+// Tork's middleware/job/webhook_test.go (TestWebhookIfJobStatus) and
+// middleware/task/webhook_test.go: Tork evaluates `if` over its Go structs, so its
+// webhooks name the fields as Go does (job.State, job.ID, task.State, task.JobID).
+TEST(WebhookTest, IfSeesTorksGoFieldNamesBesideBatons) {
+  auto hook = [](const std::string& condition, const std::string& event = "job.StateChange") {
+    return std::string(R"({"name": "j", "webhooks": [{"url": "http://127.0.0.1:1/h", "event": ")") +
+           event + R"(", "if": ")" + condition + R"("}], )" + kTask + "}";
+  };
+  const std::string state = hook("{{ job.State == 'COMPLETED' }}");
+  EXPECT_EQ(For(kEventJobStateChange, Stored(state, JobState::kCompleted)).size(), 1u);
+  EXPECT_TRUE(For(kEventJobStateChange, Stored(state, JobState::kRunning)).empty());
+  EXPECT_EQ(For(kEventJobStateChange,
+                Stored(hook("{{ job.ID == '0123456789abcdef0123456789abcdef' && job.Name == 'j' && "
+                            "job.TaskCount == 1 }}"),
+                       JobState::kRunning))
+                .size(),
+            1u);
+
+  TaskRecord task;
+  task.id = "fedcba9876543210fedcba9876543210";
+  task.job_id = "0123456789abcdef0123456789abcdef";
+  task.task.name = "t";
+  task.state = TaskState::kCompleted;
+  const std::string both =
+      hook("{{ task.State == 'COMPLETED' && job.State == 'COMPLETED' && task.JobID == job.ID }}",
+           "task.StateChange");
+  EXPECT_EQ(For(kEventTaskStateChange, Stored(both, JobState::kCompleted), &task).size(), 1u);
+  EXPECT_TRUE(For(kEventTaskStateChange, Stored(both, JobState::kRunning), &task).empty());
+  // Baton's names still work.
+  EXPECT_EQ(For(kEventJobStateChange,
+                Stored(hook("{{ job.state == 'COMPLETED' }}"), JobState::kCompleted))
+                .size(),
+            1u);
+}
+
+TEST(WebhookTest, TheBodyHasOnlyTheJsonNames) {
+  JobRecord job = Stored(
+      std::string(R"({"name": "j", "webhooks": [{"url": "http://127.0.0.1:1/h"}], )") + kTask + "}",
+      JobState::kCompleted);
+  auto deliveries = For(kEventJobStateChange, job);
+  ASSERT_EQ(deliveries.size(), 1u);
+  json body = json::parse(deliveries[0].body);
+  EXPECT_TRUE(body.contains("state"));
+  EXPECT_FALSE(body.contains("State"));
+  EXPECT_FALSE(body.contains("ID"));
+}
+
 TEST(WebhookTest, HeadersAndSecretAreEvaluatedAgainstTheJobContext) {
   JobRecord job = Stored(std::string(R"({"name": "j", "secrets": {"token": "t0k", "hook": "k3y"},
       "inputs": {"who": "me"},

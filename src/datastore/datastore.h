@@ -181,7 +181,8 @@ class Transaction {
   // skipped rather than waited for (PostgreSQL: FOR UPDATE SKIP LOCKED), so coordinators
   // claiming at once take different rows. UpdateWebhookDelivery writes its state,
   // attempts, next_attempt_at, completed_at, error and history (kNotFound for an unknown
-  // id). JobWebhookDeliveries: a job's deliveries, oldest first (created_at, then id).
+  // id); one that ends (DELIVERED or FAILED) after its job was deleted is then removed.
+  // JobWebhookDeliveries: a job's deliveries, oldest first (created_at, then id).
   virtual Status CreateWebhookDeliveries(const std::vector<WebhookDelivery>& deliveries) = 0;
   virtual Result<std::vector<WebhookDelivery>> DueWebhookDeliveries(TimePoint now, int limit) = 0;
   virtual Status UpdateWebhookDelivery(const WebhookDelivery& delivery) = 0;
@@ -299,9 +300,10 @@ class Datastore {
   virtual Result<Page<JobRecord>> ListJobs(const JobQuery& query) = 0;
   // Jobs in any of `states`, oldest first (the reconciler's view of unfinished work).
   virtual Result<std::vector<JobRecord>> JobsInState(const std::vector<JobState>& states) = 0;
-  // Deletes a job with its tasks, log parts and webhook deliveries, and its sub-jobs (the jobs its
-  // subjob tasks started, at any depth) with theirs, in one transaction. kNotFound for an unknown
-  // id.
+  // Deletes a job with its tasks, log parts and ended webhook deliveries, and its sub-jobs (the
+  // jobs its subjob tasks started, at any depth) with theirs, in one transaction. kNotFound for an
+  // unknown id. PENDING deliveries outlive their job: they are still sent (their bodies were
+  // redacted when written), and removed once they end (Transaction::UpdateWebhookDelivery).
   virtual Status DeleteJob(std::string_view id) = 0;
   // Ids of finished jobs (COMPLETED, FAILED or CANCELLED) whose delete_at is at or before
   // `now`, soonest delete_at first (then id), at most `limit`: what autoDelete removes.

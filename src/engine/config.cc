@@ -34,7 +34,8 @@ constexpr const char* kKeys[] = {
     "api.max_document_bytes", "datastore.max_job_bytes",
     // Webhooks.
     "webhooks.max_attempts", "webhooks.backoff", "webhooks.max_backoff", "webhooks.timeout",
-    "webhooks.concurrency", "webhooks.secret", "webhooks.allowed_hosts",
+    "webhooks.concurrency", "webhooks.secret", "webhooks.allowed_hosts", "webhooks.allow_private",
+    "webhooks.allowed_networks",
     // Secrets at rest.
     "datastore.encryption.key", "datastore.encryption.key_file", "datastore.encryption.old_keys",
     // Authentication.
@@ -251,6 +252,20 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
       std::transform(host.begin(), host.end(), host.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       config.webhooks.allowed_hosts.push_back(std::move(host));
+    }
+  } else if (key == "webhooks.allow_private") {
+    BATON_RETURN_IF_ERROR(one_of({"true", "false"}));
+    config.webhooks.allow_private = value == "true";
+  } else if (key == "webhooks.allowed_networks") {
+    config.webhooks.allowed_networks.clear();
+    int n = 0;
+    for (std::string_view item : CommaList(value)) {
+      ++n;
+      Result<IpNetwork> network = ParseNetwork(item);
+      if (!network.ok()) {
+        return InvalidArgument(fmt::format("{}: item {}: {}", key, n, network.status().message()));
+      }
+      config.webhooks.allowed_networks.push_back(*network);
     }
   } else if (key == "api.auth.enabled" || key == "middleware.web.basicauth.enabled") {
     BATON_RETURN_IF_ERROR(one_of({"true", "false"}));

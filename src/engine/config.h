@@ -116,7 +116,9 @@ struct Config {
   ScheduleOptions schedules;
 
   // Webhooks (coordinator/webhooks.h): webhooks.max_attempts, .backoff, .max_backoff,
-  // .timeout, .concurrency, .secret, .allowed_hosts (comma-separated hosts).
+  // .timeout, .concurrency, .secret, .allowed_hosts (comma-separated hosts), .allow_private
+  // (true: any address), .allowed_networks (comma-separated CIDRs allowed besides public
+  // addresses).
   WebhookOptions webhooks;
 };
 

@@ -295,6 +295,32 @@ TEST_F(ConfigTest, TomlSyntaxErrorsHaveAPosition) {
   EXPECT_EQ(config.status().message().rfind(path + ":1:", 0), 0u) << config.status().message();
 }
 
+TEST_F(ConfigTest, WebhooksRefusePrivateAddressesUnlessAllowed) {
+  auto defaults = LoadConfig("", Env());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->webhooks.allow_private);
+  EXPECT_TRUE(defaults->webhooks.allowed_networks.empty());
+  std::string path = Write(
+      "[webhooks]\nallow_private = true\nallowed_networks = \"127.0.0.1, 10.0.0.0/8, fd00::/8\"\n");
+  auto config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_TRUE(config->webhooks.allow_private);
+  ASSERT_EQ(config->webhooks.allowed_networks.size(), 3u);
+  EXPECT_EQ(config->webhooks.allowed_networks[1].bits, 8);
+  EXPECT_EQ(config->webhooks.allowed_networks[2].size, 16u);
+}
+
+TEST_F(ConfigTest, AWrongAllowedNetworkNamesTheKeyAndTheItem) {
+  env_["BATON_WEBHOOKS_ALLOWED_NETWORKS"] = "127.0.0.1, hooks.example.com";
+  EXPECT_EQ(LoadConfig("", Env()).status().message(),
+            "BATON_WEBHOOKS_ALLOWED_NETWORKS: webhooks.allowed_networks: item 2: "
+            "\"hooks.example.com\" is not an IP address or "
+            "CIDR network");
+  env_.erase("BATON_WEBHOOKS_ALLOWED_NETWORKS");
+  env_["BATON_WEBHOOKS_ALLOW_PRIVATE"] = "yes";
+  EXPECT_THAT(LoadConfig("", Env()).status().message(), HasSubstr("webhooks.allow_private"));
+}
+
 TEST(ParseQueuesTest, ParsesNamesAndConcurrency) {
   EXPECT_EQ(*ParseQueues("default:4,gpu"),
             (std::map<std::string, int>{{"default", 4}, {"gpu", 1}}));

@@ -14,6 +14,7 @@
 #include "core/auth.h"
 #include "core/names.h"
 #include "crypto/keyring.h"
+#include "crypto/signing_key.h"
 #include "datastore/postgres/postgres_datastore.h"
 #include "datastore/postgres/postgres_locker.h"
 #include "datastore/sqlite/sqlite_datastore.h"
@@ -151,6 +152,29 @@ Result<std::shared_ptr<const crypto::Keyring>> KeyringFor(const Config& config, 
   return std::make_shared<const crypto::Keyring>(std::move(*ring));
 }
 
+// The key of webhooks without a `secret` of their own: webhooks.secret, else with
+// `make_file` (the only coordinator) <data_dir>/webhooks.key, made at first start; else
+// none, with a warning (one coordinator's key would not be the others', as for secrets at
+// rest). Errors name the file.
+Result<std::string> WebhookKeyFor(const Config& config, bool make_file) {
+  if (!config.webhooks.secret.empty()) return config.webhooks.secret;
+  if (!make_file) {
+    log::Warn(
+        "Webhooks without a secret of their own are not signed: set webhooks.secret (the "
+        "same on every coordinator) to sign them.");
+    return std::string();
+  }
+  const std::string file = config.data_dir + "/webhooks.key";
+  bool created = false;
+  Result<std::string> key = crypto::ReadOrCreateSigningKey(file, &created);
+  if (!key.ok()) return FailedPrecondition("webhooks.secret: " + key.status().message());
+  if (created) {
+    log::Info("Created the key webhooks are signed with (give it to their receivers).",
+              {{"key_file", file}});
+  }
+  return key;
+}
+
 }  // namespace
 
 Result<RotationReport> Engine::RotateSecrets(
@@ -215,6 +239,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.schedules = config.schedules;
   coordinator.webhooks = config.webhooks;
+  BATON_ASSIGN_OR_RETURN(coordinator.webhooks.secret, WebhookKeyFor(config, /*make_file=*/true));
   coordinator.log_retention = config.log_retention;
   coordinator.job_retention = config.job_retention;
   // The only coordinator: what a killed predecessor was sending is its own to send again.
@@ -283,6 +308,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.schedules = config.schedules;
   coordinator.webhooks = config.webhooks;
+  BATON_ASSIGN_OR_RETURN(coordinator.webhooks.secret, WebhookKeyFor(config, /*make_file=*/false));
   coordinator.log_retention = config.log_retention;
   coordinator.job_retention = config.job_retention;
   coordinator.node_id = NewId();
@@ -334,7 +360,8 @@ Engine::Engine(std::unique_ptr<Datastore> datastore, std::unique_ptr<Broker> bro
   }
   lease_ = coordinator_options.lease;
   if (datastore_) {
-    webhook_sender_ = std::make_unique<CurlWebhookSender>();
+    webhook_sender_ = std::make_unique<CurlWebhookSender>(AddressPolicy(
+        coordinator_options.webhooks.allow_private, coordinator_options.webhooks.allowed_networks));
     coordinator_options.webhook_sender = webhook_sender_.get();
     coordinator_ = std::make_unique<Coordinator>(*datastore_, *broker_, *clock_, *timers_,
                                                  coordinator_options);

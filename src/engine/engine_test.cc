@@ -293,6 +293,31 @@ TEST_F(EngineTest, StandaloneMakesAKeyFileOnFirstStartAndKeepsSecretsEncryptedWi
   EXPECT_EQ(FileBytes(key_file), FileBytes(key_file));  // not replaced
 }
 
+// Every delivery signed by default: the first start makes the webhooks' key (0600) in the
+// data directory and keeps it; a configured webhooks.secret wins and no file is made.
+TEST_F(EngineTest, StandaloneMakesAWebhookKeyOnFirstStartUnlessOneIsConfigured) {
+  const auto key_file = dir_ / "webhooks.key";
+  {
+    Config configured = config_;
+    configured.webhooks.secret = "configured-key";
+    auto engine = Engine::Standalone(configured);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    EXPECT_FALSE(std::filesystem::exists(key_file));
+  }
+  std::string first;
+  {
+    auto engine = Engine::Standalone(config_);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    struct stat st {};
+    ASSERT_EQ(::stat(key_file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600);
+    first = FileBytes(key_file);
+  }
+  auto again = Engine::Standalone(config_);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(FileBytes(key_file), first);  // not replaced
+}
+
 TEST_F(EngineTest, RotationMovesEverySecretToANewKeyAndTheOldKeyCanThenGo) {
   const crypto::Key old_key = *crypto::GenerateKey(), new_key = *crypto::GenerateKey();
   config_.encryption_key = crypto::EncodeKey(old_key);

@@ -1,6 +1,8 @@
 #include "http/client.h"
 
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
@@ -23,6 +25,8 @@ struct Transfer {
   std::size_t received = 0;
   bool too_large = false;
   bool refused_by_reader = false;
+  std::string refused;  // why refuse_address refused the last address it refused
+  int connections = 0;  // sockets opened (addresses not refused)
 };
 
 std::size_t OnBody(char* data, std::size_t size, std::size_t n, void* user) {
@@ -69,9 +73,43 @@ int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return t->request.stopped && t->request.stopped() ? 1 : 0;
 }
 
+// Opens the socket of each connection, after asking refuse_address about its address.
+curl_socket_t OnOpenSocket(void* user, curlsocktype purpose, curl_sockaddr* address) {
+  auto* t = static_cast<Transfer*>(user);
+  if (purpose == CURLSOCKTYPE_IPCXN && t->request.refuse_address) {
+    std::span<const std::uint8_t> bytes;
+    if (address->family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(&address->addr);
+      bytes = {reinterpret_cast<const std::uint8_t*>(&in->sin_addr), 4};
+    } else if (address->family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address->addr);
+      bytes = {reinterpret_cast<const std::uint8_t*>(&in6->sin6_addr), 16};
+    }
+    std::string why = bytes.empty() ? "not an IP address" : t->request.refuse_address(bytes);
+    if (!why.empty()) {
+      t->refused = std::move(why);
+      return CURL_SOCKET_BAD;
+    }
+  }
+  ++t->connections;
+  return socket(address->family, address->socktype, address->protocol);
+}
+
+// Has `t.request.refuse_address` asked about each address before it is connected to; no
+// proxy, whose address would be the one asked about.
+void CheckAddresses(CURL* c, Transfer& t) {
+  curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
+  curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &t);
+  curl_easy_setopt(c, CURLOPT_PROXY, "");
+}
+
 // The transport error as a Status whose message a person can act on.
 Status ErrorOf(CURLcode code, const char* detail, const Transfer& t) {
   std::string why = *detail != '\0' ? detail : curl_easy_strerror(code);
+  // Nothing was connected to: the same answer whatever listens at the refused address.
+  if (!t.refused.empty() && t.connections == 0) {
+    return FailedPrecondition("refused by policy: " + t.refused);
+  }
   switch (code) {
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_URL_MALFORMAT:
@@ -141,7 +179,7 @@ Result<ClientResponse> Client::Send(const ClientRequest& request) const {
   // read the body anyway, and some never answer the 100.
   add("Expect:");
 
-  Transfer t{request, {}, 0, false, false};
+  Transfer t{request, {}, 0, false, false, {}, 0};
   char detail[CURL_ERROR_SIZE] = {};
   curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -175,6 +213,7 @@ Result<ClientResponse> Client::Send(const ClientRequest& request) const {
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+  if (request.refuse_address) CheckAddresses(c, t);
   if (request.stopped) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);

@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,6 +49,12 @@ struct ClientRequest {
   // Polled while the call waits; once it returns true the call ends with Cancelled
   // ("stopped").
   std::function<bool()> stopped;
+  // When set, asked before each connection with the address the host resolved to (4 or
+  // 16 bytes, network order); a non-empty answer (why) refuses that address, so nothing
+  // is sent to it. When every address tried was refused, the call fails with
+  // FailedPrecondition "refused by policy: <why>", whatever listens there. With it set,
+  // no proxy is used (a proxy's own address would be the one checked).
+  std::function<std::string(std::span<const std::uint8_t>)> refuse_address;
 };
 
 struct ClientResponse {
@@ -67,7 +75,7 @@ class Client {
   // InvalidArgument (a bad URL or scheme), Unavailable (no connection, a TLS failure, the
   // connection broke; the message says which, e.g. "connection refused"),
   // DeadlineExceeded (`timeout`), Cancelled (`stopped`, `on_body`), FailedPrecondition
-  // (the response exceeded `max_response_bytes`).
+  // (the response exceeded `max_response_bytes`, or `refuse_address` refused it).
   Result<ClientResponse> Send(const ClientRequest& request) const;
 };
 

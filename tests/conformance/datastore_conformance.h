@@ -2041,6 +2041,46 @@ TEST_P(DatastoreConformanceTest, UpdateWebhookDeliveryStoresItsProgressAndNotFou
       StatusCode::kNotFound);
 }
 
+// Deleting a job (DELETE, autoDelete, retention) must not lose what it still has to tell:
+// its PENDING deliveries stay, due, until they end; then they go.
+TEST_P(DatastoreConformanceTest, DeleteJobKeepsItsPendingDeliveriesUntilTheyEnd) {
+  auto [job, task] = MakeJobWithTask();
+  WebhookDelivery pending = NewDelivery(job.id, At(10));
+  WebhookDelivery delivered = NewDelivery(job.id, At(11));
+  delivered.state = DeliveryState::kDelivered;
+  delivered.completed_at = At(11);
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) {
+    return tx.CreateWebhookDeliveries({pending, delivered});
+  })));
+
+  ASSERT_TRUE(IsOk(ds().DeleteJob(job.id)));
+  Reopen();
+  EXPECT_EQ(ds().GetJob(job.id).status().code(), StatusCode::kNotFound);
+  auto left = Deliveries(ds(), job.id);
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(DeliveryIds(*left), std::vector<std::string>{pending.id});
+  std::vector<WebhookDelivery> due;
+  ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) -> Status {
+    BATON_ASSIGN_OR_RETURN_CONFORMANCE(due, tx.DueWebhookDeliveries(At(10), 100000));
+    return Status::Ok();
+  })));
+  const std::set<std::string> mine = {pending.id};
+  EXPECT_EQ(DeliveryIds(due, &mine), std::vector<std::string>{pending.id});
+
+  // A retry scheduled: still there. Ended: gone.
+  pending.attempts = 1;
+  pending.next_attempt_at = At(20);
+  ASSERT_TRUE(
+      IsOk(ds().Transact([&](Transaction& tx) { return tx.UpdateWebhookDelivery(pending); })));
+  EXPECT_EQ(DeliveryIds(*Deliveries(ds(), job.id)), std::vector<std::string>{pending.id});
+  pending.attempts = 2;
+  pending.state = DeliveryState::kDelivered;
+  pending.completed_at = At(21);
+  ASSERT_TRUE(
+      IsOk(ds().Transact([&](Transaction& tx) { return tx.UpdateWebhookDelivery(pending); })));
+  EXPECT_TRUE(Deliveries(ds(), job.id)->empty());
+}
+
 TEST_P(DatastoreConformanceTest, ReleaseWebhookDeliveriesMakesThePendingOnesDueNow) {
   auto [job, task] = MakeJobWithTask();
   WebhookDelivery held = NewDelivery(job.id, At(500));
@@ -2113,10 +2153,12 @@ TEST_P(DatastoreConformanceTest, ScopesClaimingAtOnceTakeDifferentDeliveries) {
   EXPECT_EQ(claimed, (std::set<std::string>{a.id, b.id}));
 }
 
-TEST_P(DatastoreConformanceTest, DeleteJobRemovesItsWebhookDeliveries) {
+TEST_P(DatastoreConformanceTest, DeleteJobRemovesItsEndedWebhookDeliveries) {
   auto [job, task] = MakeJobWithTask();
   auto [kept_job, kept_task] = MakeJobWithTask();
   WebhookDelivery gone = NewDelivery(job.id, At(10));
+  gone.state = DeliveryState::kFailed;  // a PENDING one outlives its job (above)
+  gone.completed_at = At(11);
   WebhookDelivery kept = NewDelivery(kept_job.id, At(10));
   ASSERT_TRUE(IsOk(ds().Transact([&](Transaction& tx) {
     return tx.CreateWebhookDeliveries({gone, kept});

@@ -22,7 +22,9 @@ receiver=$!
 for _ in $(seq 100); do [[ -f $hooks/port ]] && break; sleep 0.05; done
 hook=http://127.0.0.1:$(cat "$hooks/port")
 
-export BATON_WEBHOOKS_ALLOWED_HOSTS=127.0.0.1 BATON_WORKER_HEARTBEAT=200ms
+# The receiver is on loopback, which webhooks may call only when allowed.
+export BATON_WEBHOOKS_ALLOWED_HOSTS=127.0.0.1 BATON_WEBHOOKS_ALLOWED_NETWORKS=127.0.0.1/32
+export BATON_WORKER_HEARTBEAT=200ms
 start_server
 trap 'stop_server; kill $receiver 2>/dev/null; rm -rf "$hooks"' EXIT
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A webhook receiver on loopback for tests/e2e/webhooks_test.sh.
 
-Usage: webhook_receiver.py DIR
-Listens on a free 127.0.0.1 port (written to DIR/port) and appends every call it gets to
+Usage: webhook_receiver.py DIR [PORT]
+Listens on 127.0.0.1, on PORT or a free port (written to DIR/port), and appends every call it gets to
 DIR/calls.jsonl as {"path", "headers", "body"}. Behaviour by path:
   /ok...     200
   /flaky...  500 to the first two calls of each delivery id, then 200
@@ -60,7 +60,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pass  # the caller is gone (killed): what the test wants
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server = http.server.ThreadingHTTPServer(
+    ("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 0), Handler)
 with open(os.path.join(out, "port.tmp"), "w") as f:
     f.write(str(server.server_address[1]))
 os.rename(os.path.join(out, "port.tmp"), os.path.join(out, "port"))

@@ -231,8 +231,14 @@ Statements Build(Dialect d) {
       st("job_webhook_deliveries", "SELECT " BATON_SQL_WEBHOOK_COLUMNS
                                    " FROM webhook_deliveries WHERE job_id = $1 "
                                    "ORDER BY created_at, id");
+  // A deleted job's PENDING deliveries stay until they end (delivered or given up).
   s.delete_job_webhook_deliveries =
-      st("delete_job_webhook_deliveries", "DELETE FROM webhook_deliveries WHERE job_id = $1");
+      st("delete_job_webhook_deliveries",
+         "DELETE FROM webhook_deliveries WHERE job_id = $1 AND state <> 'PENDING'");
+  s.delete_orphan_webhook_delivery =
+      st("delete_orphan_webhook_delivery",
+         "DELETE FROM webhook_deliveries WHERE id = $1 AND state <> 'PENDING' AND NOT EXISTS "
+         "(SELECT 1 FROM jobs WHERE jobs.id = webhook_deliveries.job_id)");
 #undef BATON_SQL_WEBHOOK_COLUMNS
   s.insert_scheduled_job =
       st("insert_scheduled_job", "INSERT INTO scheduled_jobs (" BATON_SQL_SCHEDULED_JOB_COLUMNS

@@ -102,7 +102,8 @@ struct Statements {
   Statement update_webhook_delivery;
   Statement release_webhook_deliveries;  // $1: now
   Statement job_webhook_deliveries;
-  Statement delete_job_webhook_deliveries;
+  Statement delete_job_webhook_deliveries;   // the job's ended ones
+  Statement delete_orphan_webhook_delivery;  // $1: an ended delivery whose job is gone
   // Scheduled jobs (Transaction::CreateScheduledJob, ...): columns in the order
   // BindScheduledJob binds them.
   Statement insert_scheduled_job;

@@ -482,6 +482,12 @@ Status SqlTransaction::UpdateWebhookDelivery(const WebhookDelivery& delivery) {
   if (*changed == 0) {
     return Poison(NotFound(fmt::format("webhook delivery {} not found", delivery.id)));
   }
+  if (delivery.state != DeliveryState::kPending) {
+    // Its job was deleted while it was under way: nothing shows it any more.
+    Result<std::int64_t> gone = session_.Execute(st_.delete_orphan_webhook_delivery,
+                                                 [&](ParamSink& p) { p.Text(delivery.id); });
+    if (!gone.ok()) return Poison(gone.status());
+  }
   return Status::Ok();
 }
 
