@@ -899,8 +899,23 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
     if (task_.workdir.front() != '/') {
       return Fail("workdir \"" + task_.workdir + "\" is not an absolute path");
     }
+    // The directories made here belong to the task's user (runtime.shell.uid), as its own
+    // directory does.
+    std::vector<std::filesystem::path> made;
     std::error_code ec;
+    for (std::filesystem::path p = task_.workdir;
+         p.has_relative_path() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
+      made.push_back(p);
+    }
     std::filesystem::create_directories(task_.workdir, ec);
+    if (rt_.options_.uid) {
+      for (const std::filesystem::path& dir : made) {
+        if (lchown(dir.c_str(), *rt_.options_.uid, *rt_.options_.gid) != 0) {
+          return Fail("workdir \"" + task_.workdir + "\": cannot give " + dir.string() +
+                      " to the task's user: " + ErrnoText(errno));
+        }
+      }
+    }
     struct stat st {};
     if (stat(task_.workdir.c_str(), &st) != 0) {
       return Fail("workdir \"" + task_.workdir + "\": " + (ec ? ec.message() : ErrnoText(errno)));

@@ -982,6 +982,17 @@ TEST_F(SandboxTest, TasksRunAsTheConfiguredUserAndGroupInADirectoryOfTheirs) {
             "refused refused refused refused refused refused mine root /usr/bin ");
 }
 
+TEST_F(SandboxTest, AWorkdirTheRuntimeCreatesBelongsToTheTasksUser) {
+  ASSERT_EQ(chmod(scratch_.path().c_str(), 0711), 0);
+  options_.uid = 65534;
+  options_.gid = 65534;
+  Task task = Script("echo written > made-here && cat made-here");
+  task.workdir = scratch_.path() + "/work/dir";
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(observer_.logs(), "written\n");
+}
+
 TEST_F(ShellRuntimeTest, WithoutASandboxAnotherUserStillCannotReadBatonsFiles) {
   // The data directory's modes alone (0700 / 0600), on a host without mount namespaces.
   const std::string secret = scratch_.path() + "/secret";
