@@ -316,6 +316,27 @@ def w1(args, engine_factory, label, concurrency, n=1000):
     return rows
 
 
+def w1x(args, engine_factory, concurrency=2, n=1000):
+    """The isolation cost: W1 on a server whose shell tasks run sandboxed (the default: a
+    mount namespace per step hiding the data directory, Landlock) against one without
+    (runtime.shell.sandbox = false), both up at once, runs alternating."""
+    plain = engine_factory(concurrency, {"BATON_RUNTIME_SHELL_SANDBOX": "false"})
+    try:
+        boxed = engine_factory(concurrency)
+        try:
+            for engine in (plain, boxed):
+                engine.client.run(each_job("warmup", 10))
+            base, bat, _ = alternate(args.reps, lambda: plain.client.run(each_job("w1x", n)),
+                                     lambda: boxed.client.run(each_job("w1x", n)))
+        finally:
+            boxed.stop()
+    finally:
+        plain.stop()
+    return [Row(f"W1X fan-out {n} × true, c={concurrency}, sandboxed", "s",
+                "the same, runtime.shell.sandbox = false", base, bat, "≤ 1.2 × baseline",
+                bat / base <= 1.2, f"{1000 * (bat - base) / n:+.2f} ms/task for the sandbox")]
+
+
 def w2(args, engine_factory, label, n=200):
     engine = engine_factory(2)
     try:
@@ -711,7 +732,7 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--w7-reps", type=int, default=0, help="repetitions of W7 (default --reps)")
     p.add_argument("--w8-reps", type=int, default=0, help="repetitions of W8 (default 1)")
-    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W5S,W6,W7,W8,D1,D2")
+    p.add_argument("--only", default="", help="comma-separated: W1,W1X,W2,W3,W4,W5,W5S,W6,W7,W8,D1,D2")
     p.add_argument("--results", default="", help="append the table to this Markdown file")
     p.add_argument("--distributed", action="store_true", help="also D1/D2 (RabbitMQ + PostgreSQL)")
     p.add_argument("--label", default="", help="what was measured, when not the checked-out commit")
@@ -736,6 +757,7 @@ def main():
     try:
         steps = [
             ("W1", lambda: w1(args, standalone, "W1", 2) + w1(args, standalone, "W1", 8)),
+            ("W1X", lambda: w1x(args, standalone)),
             ("W2", lambda: w2(args, standalone, "W2")),
             ("W3", lambda: w3(args, standalone)),
             ("W4", lambda: w4(args, standalone)),

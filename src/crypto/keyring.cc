@@ -160,7 +160,26 @@ Result<std::vector<Key>> ReadKeyFile(const std::string& path) {
   return keys;
 }
 
-Status CreateKeyFile(const std::string& path) {
+Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return FailedPrecondition(
+        fmt::format("cannot open directory {} to sync it: {}", dir, std::strerror(errno)));
+  }
+  int rc;
+  do {
+    rc = ::fsync(fd);
+  } while (rc != 0 && errno == EINTR);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    return FailedPrecondition(fmt::format("cannot sync directory {}: {}", dir, std::strerror(err)));
+  }
+  return Status::Ok();
+}
+
+Status CreateKeyFile(const std::string& path,
+                     const std::function<Status(const std::string& dir)>& sync_dir) {
   BATON_ASSIGN_OR_RETURN(Key key, GenerateKey());
   const std::string text = fmt::format(
       "# Baton's key for secrets at rest (AES-256-GCM, key id {}). Keep it: without it the\n"
@@ -196,6 +215,16 @@ Status CreateKeyFile(const std::string& path) {
   ::close(fd);
   if (::link(temp.c_str(), path.c_str()) != 0) return fail("create", errno);
   ::unlink(temp.c_str());
+  // The link (and the unlink) are durable only once the directory is: without this a power
+  // loss could lose the key after rows were encrypted under it.
+  const std::string::size_type slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  Status synced = sync_dir(dir);
+  if (!synced.ok()) {
+    return FailedPrecondition(fmt::format("created key file {}, but {}", path, synced.message()));
+  }
   return Status::Ok();
 }
 

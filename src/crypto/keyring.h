@@ -11,6 +11,7 @@
 // the same secret stored twice looks different each time.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,8 +65,16 @@ class Keyring {
 // The keys of a key file: one per line (hex or base64), the primary first; blank lines and
 // lines starting with '#' are ignored. Errors name the file and the line, not its text.
 Result<std::vector<Key>> ReadKeyFile(const std::string& path);
+// Flushes a directory's entries to disk (fsync of the directory): a file linked into it
+// survives a power loss only once its directory is synced.
+Status SyncDirectory(const std::string& dir);
+
 // Writes a new key file holding one fresh key, readable by its owner only (0600), failing
-// (kAlreadyExists) if `path` exists; its directory must exist.
-Status CreateKeyFile(const std::string& path);
+// (kAlreadyExists) if `path` exists; its directory must exist. The key is fsync'd, then
+// linked into place, then its directory is synced through `sync_dir` (SyncDirectory; a
+// test passes its own) before this returns: rows are encrypted under the key only after
+// it is durable, so a power loss cannot leave rows under a key that is gone.
+Status CreateKeyFile(const std::string& path,
+                     const std::function<Status(const std::string& dir)>& sync_dir = SyncDirectory);
 
 }  // namespace baton::crypto

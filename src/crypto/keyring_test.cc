@@ -147,6 +147,29 @@ TEST_F(KeyFileTest, CreateKeyFileWritesOneKeyReadableByItsOwnerOnlyAndNeverOverw
             1);  // no temporary left behind
 }
 
+TEST_F(KeyFileTest, CreateKeyFileSyncsItsDirectoryAfterLinkingTheKey) {
+  const std::string path = (dir_ / "secrets.key").string();
+  std::vector<std::string> synced;
+  bool linked_when_synced = false;
+  auto record = [&](const std::string& dir) {
+    synced.push_back(dir);
+    linked_when_synced = std::filesystem::exists(path);
+    return SyncDirectory(dir);
+  };
+  ASSERT_TRUE(CreateKeyFile(path, record).ok());
+  ASSERT_EQ(synced.size(), 1u);
+  EXPECT_EQ(std::filesystem::path(synced[0]), dir_);
+  EXPECT_TRUE(linked_when_synced);
+}
+
+TEST_F(KeyFileTest, CreateKeyFileFailsWhenItsDirectoryCannotBeSynced) {
+  const std::string path = (dir_ / "secrets.key").string();
+  Status created =
+      CreateKeyFile(path, [](const std::string&) { return FailedPrecondition("disk gone"); });
+  EXPECT_EQ(created.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(created.message().find("disk gone"), std::string::npos) << created.message();
+}
+
 TEST_F(KeyFileTest, ReadKeyFileTakesThePrimaryFirstSkipsCommentsAndNamesABadLine) {
   const Key a = Fresh(), b = Fresh();
   const std::string path = (dir_ / "keys").string();

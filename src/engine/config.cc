@@ -21,7 +21,8 @@ constexpr const char* kKeys[] = {
     "broker.type", "broker.rabbitmq.url", "datastore.type", "datastore.sqlite.path",
     "datastore.postgres.dsn", "runtime.type", "runtime.docker.host", "logging.level",
     "logging.format", "runtime.docker.image", "runtime.docker.binds.allowed",
-    "runtime.docker.binds.sources", "runtime.docker.config",
+    "runtime.docker.binds.sources", "runtime.docker.config", "runtime.shell.sandbox",
+    "runtime.shell.uid", "runtime.shell.gid",
     // Durability and retention.
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
     "datastore.retention.logs.duration", "datastore.retention.jobs.duration",
@@ -138,6 +139,13 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     }
   } else if (key == "runtime.docker.config") {
     config.docker_config = value;
+  } else if (key == "runtime.shell.sandbox") {
+    BATON_RETURN_IF_ERROR(one_of({"true", "false"}));
+    config.shell_sandbox = value == "true";
+  } else if (key == "runtime.shell.uid") {
+    config.shell_uid = value;
+  } else if (key == "runtime.shell.gid") {
+    config.shell_gid = value;
   } else if (key == "api.max_connections" || key == "api.max_waits") {
     int n = -1;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);

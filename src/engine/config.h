@@ -45,6 +45,13 @@ struct Config {
   bool docker_allow_binds = false;
   std::vector<std::string> docker_bind_sources;  // empty: any source, when allowed
   std::string docker_config;                     // empty: ~/.docker/config.json
+  // runtime.shell.sandbox: hide the data directory from shell tasks (a mount namespace
+  // per task, locked with Landlock), where the host allows.
+  bool shell_sandbox = true;
+  // runtime.shell.uid / gid (Tork's keys): the user and group shell tasks run as, a number
+  // or a name; empty: Baton's own, except with authentication on (then `nobody`).
+  std::string shell_uid;
+  std::string shell_gid;
   // The REST API's HTTP server (api.*; api/server.h says what each bounds).
   int api_max_connections = 10000;
   int api_max_waits = 1000;

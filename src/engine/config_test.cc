@@ -288,6 +288,25 @@ TEST_F(ConfigTest, ShippedConfigurationsLoad) {
   EXPECT_EQ(distributed->worker_queues.at("default"), 8);
 }
 
+TEST_F(ConfigTest, ShellSandboxAndTaskUserKeys) {
+  auto defaults = LoadConfig("", Env());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->shell_sandbox);
+  EXPECT_EQ(defaults->shell_uid, "");
+  std::string path = Write("[runtime.shell]\nsandbox = false\nuid = 65534\ngid = \"nogroup\"\n");
+  auto config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_FALSE(config->shell_sandbox);
+  EXPECT_EQ(config->shell_uid, "65534");
+  EXPECT_EQ(config->shell_gid, "nogroup");
+  auto bad = LoadConfig(Write("[runtime.shell]\nsandbox = \"maybe\"\n"), Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(
+      bad.status().message().find("runtime.shell.sandbox: \"maybe\" is not one of true, false"),
+      std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(ConfigTest, TomlSyntaxErrorsHaveAPosition) {
   std::string path = Write("[coordinator\naddress = 1\n");
   auto config = LoadConfig(path, Env());

@@ -18,7 +18,10 @@
 #include "datastore/postgres/postgres_datastore.h"
 #include "datastore/postgres/postgres_locker.h"
 #include "datastore/sqlite/sqlite_datastore.h"
+#include "engine/data_dir.h"
+#include "engine/task_user.h"
 #include "runtime/docker/docker_runtime.h"
+#include "runtime/shell/sandbox.h"
 #include "runtime/shell/shell_runtime.h"
 #include "webhook/sender.h"
 
@@ -57,14 +60,55 @@ WorkerOptions WorkerOptionsFor(const Config& config, const std::string& name) {
   return worker;
 }
 
+// The shell runtime: tasks in <data_dir>/tasks, the data directory hidden from them where
+// the host allows (runtime.shell.sandbox), as the user runtime.shell.uid / gid and the
+// authentication rule give (task_user.h). Says at start-up what a task can reach.
+Result<std::unique_ptr<Runtime>> MakeShellRuntime(const Config& config) {
+  ShellRuntimeOptions shell;
+  shell.base_dir = config.data_dir + "/tasks";
+  if (config.shell_sandbox) shell.hidden_dirs = {config.data_dir};
+  BATON_ASSIGN_OR_RETURN(
+      std::optional<TaskUser> user,
+      ResolveTaskUser(config, ::geteuid(), ProbeSandboxHost("").can_change_user));
+  if (user) {
+    BATON_RETURN_IF_ERROR(CheckTaskUserCanReach(config.data_dir, *user));
+    shell.uid = user->uid;
+    shell.gid = user->gid;
+  }
+  auto runtime = std::make_unique<ShellRuntime>(shell);
+  const std::string who =
+      user ? fmt::format("uid {} gid {}", user->uid, user->gid) : "Baton's own user";
+  if (runtime->sandboxed()) {
+    const int abi = runtime->sandbox_host().landlock_abi;
+    log::Info("Tasks cannot see the data directory: each runs in a mount namespace of its own.",
+              {{"data_dir", config.data_dir},
+               {"landlock",
+                abi > 0 && runtime->landlocked() ? "ABI " + std::to_string(abi) : "unavailable"},
+               {"tasks_run_as", who}});
+  } else {
+    const std::string why =
+        config.shell_sandbox ? runtime->sandbox_unavailable() : "runtime.shell.sandbox = false";
+    if (user) {
+      // The data directory is 0700: another user could not even reach its task directory.
+      return FailedPrecondition(fmt::format(
+          "tasks are to run as uid {} (runtime.shell.uid, or api.auth.enabled), which needs the "
+          "sandbox to reach their directories inside the private data directory, but {}",
+          user->uid, why));
+    }
+    log::Warn(
+        "Tasks can read the data directory (the key, the database, other tasks' "
+        "directories) as Baton's own user: no sandbox.",
+        {{"data_dir", config.data_dir}, {"reason", why}});
+  }
+  return std::unique_ptr<Runtime>(std::move(runtime));
+}
+
 // The runtime runtime.type names; `auto` is the Docker API when its socket answers, else
 // the shell. Says which at start-up.
 Result<std::unique_ptr<Runtime>> MakeRuntime(const Config& config) {
-  ShellRuntimeOptions shell;
-  shell.base_dir = config.data_dir + "/tasks";
   if (config.runtime_type == "shell") {
     log::Info("Runtime: shell (tasks run as local processes).");
-    return std::unique_ptr<Runtime>(std::make_unique<ShellRuntime>(shell));
+    return MakeShellRuntime(config);
   }
   DockerRuntimeOptions docker;
   docker.host = config.docker_host;
@@ -72,6 +116,7 @@ Result<std::unique_ptr<Runtime>> MakeRuntime(const Config& config) {
   docker.base_dir = config.data_dir + "/tasks";
   docker.allow_binds = config.docker_allow_binds;
   docker.bind_sources = config.docker_bind_sources;
+  docker.hidden_dirs = {config.data_dir};
   docker.docker_config = config.docker_config;
   auto runtime = std::make_unique<DockerRuntime>(docker);
   Status health = runtime->Health();
@@ -86,7 +131,20 @@ Result<std::unique_ptr<Runtime>> MakeRuntime(const Config& config) {
   }
   log::Info("Runtime: shell (runtime.type = auto and no Docker API answers).",
             {{"runtime.docker.host", config.docker_host}, {"reason", health.message()}});
-  return std::unique_ptr<Runtime>(std::make_unique<ShellRuntime>(shell));
+  return MakeShellRuntime(config);
+}
+
+// Makes the data directory private to Baton's user (data_dir.h), saying what it tightened.
+Status PrepareDataDir(const Config& config) {
+  std::vector<std::string> tightened;
+  BATON_RETURN_IF_ERROR(SecureDataDir(config.data_dir, &tightened));
+  for (const std::string& path : tightened) {
+    log::Warn(
+        "Made a path in the data directory private to Baton's user (it was readable by "
+        "others).",
+        {{"path", path}});
+  }
+  return Status::Ok();
 }
 
 // The key file SQLite uses when none is configured.
@@ -215,12 +273,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   if (config.datastore_type != "sqlite") {
     return FailedPrecondition("datastore.type: only sqlite is available in this version");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(config.data_dir, ec);
-  if (ec) {
-    return FailedPrecondition(
-        fmt::format("cannot create the data directory {}: {}", config.data_dir, ec.message()));
-  }
+  BATON_RETURN_IF_ERROR(PrepareDataDir(config));
   SqliteOptions sqlite;
   sqlite.path = SqlitePath(config);
   sqlite.synchronous = SqliteSyncOf(config);
@@ -269,6 +322,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   WorkerOptions worker = WorkerOptionsFor(config, role);
   if (role == "worker") {
     worker.queues = WorkerQueues(config);
+    BATON_RETURN_IF_ERROR(PrepareDataDir(config));
     // Messages of tasks cancelled while queued may wait in RabbitMQ for a worker that
     // starts later: it takes tasks once a coordinator told it of them (Worker::AwaitDrops).
     worker.await_drops = std::chrono::seconds(10);

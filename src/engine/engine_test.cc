@@ -318,6 +318,37 @@ TEST_F(EngineTest, StandaloneMakesAWebhookKeyOnFirstStartUnlessOneIsConfigured) 
   EXPECT_EQ(FileBytes(key_file), first);  // not replaced
 }
 
+// The permission bits of `path`, or -1 when it does not exist.
+int ModeOf(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<int>(st.st_mode & 07777);
+}
+
+TEST_F(EngineTest, StandaloneKeepsItsDataDirectoryPrivateToItsUser) {
+  // A data directory left readable by others (an older Baton, or a umask of 022).
+  std::filesystem::create_directories(dir_ / "tasks");
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((dir_ / "tasks").c_str(), 0755), 0);
+  const mode_t old_umask = ::umask(022);
+  {
+    auto engine = Engine::Standalone(config_);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    ASSERT_TRUE((*engine)->Start().ok());
+    auto job = (*engine)->Submit(ParseOrDie("name: private\ntasks:\n  - name: a\n    run: true\n"));
+    ASSERT_TRUE(job.ok()) << job.status().message();
+    auto done = (*engine)->Wait(job->id, seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status().message();
+    EXPECT_EQ(done->state, JobState::kCompleted) << done->error;
+    EXPECT_EQ(ModeOf(dir_), 0700);
+    EXPECT_EQ(ModeOf(dir_ / "tasks"), 0700);
+    for (const char* file : {"baton.db", "baton.db-wal", "baton.db-shm", "secrets.key"}) {
+      EXPECT_EQ(ModeOf(dir_ / file), 0600) << file;
+    }
+  }
+  ::umask(old_umask);
+}
+
 TEST_F(EngineTest, RotationMovesEverySecretToANewKeyAndTheOldKeyCanThenGo) {
   const crypto::Key old_key = *crypto::GenerateKey(), new_key = *crypto::GenerateKey();
   config_.encryption_key = crypto::EncodeKey(old_key);

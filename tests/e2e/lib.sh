@@ -24,6 +24,9 @@ free_port() {
 # directory on exit, whatever happens.
 start_server() {
   work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-e2e.XXXXXX")
+  # Searchable by others (mktemp makes it 0700): with authentication on, tasks run as
+  # another user and reach their directories in the (private) data directory through it.
+  chmod 711 "$work_dir"
   data_dir=$work_dir/data
   local port
   port=$(free_port)

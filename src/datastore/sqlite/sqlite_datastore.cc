@@ -1,10 +1,15 @@
 #include "datastore/sqlite/sqlite_datastore.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -327,6 +332,28 @@ constexpr const char* kSavepoint = "SAVEPOINT w";
 constexpr const char* kRelease = "RELEASE w";
 constexpr const char* kRollbackTo = "ROLLBACK TO w";
 
+// Makes the database file readable and writable by its owner only, whatever the umask:
+// creates it 0600 when missing (SQLite then gives its -wal and -shm files the database's
+// mode), and tightens an existing database, -wal or -shm that is looser.
+Status OwnerOnlyDatabaseFiles(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Unavailable(fmt::format("sqlite: creating {}: {}", path, std::strerror(errno)));
+  }
+  ::close(fd);
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 || (st.st_mode & 077) == 0) continue;
+    if (::chmod(file.c_str(), st.st_mode & 0700) != 0) {
+      return Unavailable(
+          fmt::format("sqlite: {} is readable by others (mode {:o}) and cannot be "
+                      "made owner-only: {}",
+                      file, st.st_mode & 07777, std::strerror(errno)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- Lifecycle ----------------------------------------------------------------------
@@ -342,6 +369,7 @@ Result<std::unique_ptr<SqliteDatastore>> SqliteDatastore::Open(SqliteOptions opt
       if (ec) {
         return Unavailable(fmt::format("sqlite: creating {}: {}", parent.string(), ec.message()));
       }
+      BATON_RETURN_IF_ERROR(OwnerOnlyDatabaseFiles(options.path));
     }
     BATON_ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer,
                            Connection::Open(options, /*reader=*/false));

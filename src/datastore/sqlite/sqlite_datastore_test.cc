@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +164,40 @@ TEST(SqliteDatastoreTest, FileDatabaseIsInWalMode) {
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawDb(path).Rows("PRAGMA journal_mode"), std::vector<std::string>{"wal"});
   EXPECT_TRUE(fs::exists(path));
+}
+
+// The mode bits of `path`'s permissions, or -1 when it does not exist.
+int ModeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<int>(st.st_mode & 07777);
+}
+
+TEST(SqliteDatastoreTest, DatabaseAndItsWalAndShmAreReadableByTheirOwnerOnly) {
+  // Whatever the umask: the file holds every password hash and encrypted secret.
+  const mode_t old_umask = ::umask(022);
+  std::string path = FreshPath();
+  auto store = OpenStore(path);
+  ::umask(old_umask);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(fs::exists(path + "-wal"));
+  ASSERT_TRUE(fs::exists(path + "-shm"));
+  EXPECT_EQ(ModeOf(path), 0600);
+  EXPECT_EQ(ModeOf(path + "-wal"), 0600);
+  EXPECT_EQ(ModeOf(path + "-shm"), 0600);
+}
+
+TEST(SqliteDatastoreTest, OpeningTightensALooserDatabaseFile) {
+  std::string path = FreshPath();
+  { ASSERT_NE(OpenStore(path), nullptr); }
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    if (fs::exists(file)) ASSERT_EQ(::chmod(file.c_str(), 0644), 0);
+  }
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    if (fs::exists(file)) EXPECT_EQ(ModeOf(file), 0600) << file;
+  }
 }
 
 TEST(SqliteDatastoreTest, OpensWithFullSynchronousByDefault) {

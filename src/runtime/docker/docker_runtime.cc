@@ -859,7 +859,8 @@ Result<RunOutcome> DockerRuntime::TaskRun::Execute() {
   }
   std::string volume_prefix =
       "baton-" + NamePart(request_.task_id, 40) + "-" + RandomSuffix() + "-";
-  docker::BindPolicy binds{rt_.options_.allow_binds, rt_.options_.bind_sources};
+  docker::BindPolicy binds{rt_.options_.allow_binds, rt_.options_.bind_sources,
+                           rt_.options_.hidden_dirs};
   Result<std::vector<docker::MountSpec>> mounts = docker::ResolveMounts(
       task_.mounts, binds, [&](std::size_t i) { return volume_prefix + std::to_string(i + 1); });
   if (!mounts.ok()) return Fail(mounts.status().message());

@@ -30,6 +30,10 @@ struct DockerRuntimeOptions {
   // from those directories (or below them).
   bool allow_binds = false;
   std::vector<std::string> bind_sources;
+  // Never bound into a container, whatever the two above say (docker::BindPolicy::forbidden):
+  // the engine passes Baton's data directory. The runtime's own mounts are the task's
+  // directory only.
+  std::vector<std::string> hidden_dirs;
   // A Docker config file whose `auths` give registry credentials for pulls (a task's own
   // `registry` wins). Empty: $DOCKER_CONFIG/config.json, else ~/.docker/config.json.
   std::string docker_config;

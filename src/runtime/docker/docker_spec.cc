@@ -37,6 +37,26 @@ bool IsWithin(const std::filesystem::path& path, const std::filesystem::path& di
   return true;
 }
 
+// Refuses a bind source that is, is inside, or holds one of `forbidden` (as written and
+// with its symbolic links resolved).
+Status RefuseHidden(const std::string& written, const std::filesystem::path& source,
+                    const std::vector<std::string>& forbidden) {
+  std::error_code ec;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(source, ec);
+  for (const std::string& dir : forbidden) {
+    const std::filesystem::path hidden = std::filesystem::path(dir).lexically_normal();
+    for (const std::filesystem::path& candidate : {source, resolved}) {
+      if (candidate.empty()) continue;
+      if (IsWithin(candidate, hidden) || IsWithin(hidden, candidate)) {
+        return InvalidArgument("bind mount of \"" + written +
+                               "\" refused: it would give the container Baton's data directory (" +
+                               hidden.string() + ")");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::vector<MountSpec>> ResolveMounts(
@@ -117,6 +137,7 @@ Result<std::vector<MountSpec>> ResolveMounts(
                                    "(runtime.docker.binds.sources)");
           }
         }
+        BATON_RETURN_IF_ERROR(RefuseHidden(mount.source, source, binds.forbidden));
         spec.source = source.string();
         break;
       }

@@ -21,6 +21,10 @@ struct BindPolicy {
   bool allowed = false;
   // When not empty, a bind's source must be one of these directories or inside one.
   std::vector<std::string> sources;
+  // Never a bind's source, whatever `allowed` and `sources` say: these directories
+  // (Baton's data directory), anything inside them, or a directory that holds one; the
+  // source is compared as written (normalised) and with its symbolic links resolved.
+  std::vector<std::string> forbidden;
 };
 
 struct MountSpec {

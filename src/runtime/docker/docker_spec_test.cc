@@ -40,7 +40,7 @@ TEST(ResolveMountsTest, BindsAreRefusedUnlessAllowed) {
 }
 
 TEST(ResolveMountsTest, BindsOnlyFromListedSourcesWhenListed) {
-  BindPolicy policy{true, {"/srv/data"}};
+  BindPolicy policy{true, {"/srv/data"}, {}};
   auto inside =
       ResolveMounts({MakeMount(MountType::kBind, "/srv/data/in/../x", "/x")}, policy, VolumeName);
   ASSERT_TRUE(inside.ok()) << inside.status().ToString();
@@ -51,8 +51,23 @@ TEST(ResolveMountsTest, BindsOnlyFromListedSourcesWhenListed) {
     EXPECT_THAT(outside.status().message(), HasSubstr("not under an allowed source")) << source;
   }
   auto relative =
-      ResolveMounts({MakeMount(MountType::kBind, "data", "/x")}, {true, {}}, VolumeName);
+      ResolveMounts({MakeMount(MountType::kBind, "data", "/x")}, {true, {}, {}}, VolumeName);
   EXPECT_FALSE(relative.ok());
+}
+
+TEST(ResolveMountsTest, TheDataDirectoryIsNeverBoundWhateverTheSources) {
+  BindPolicy policy{true, {}, {"/var/lib/baton"}};
+  for (const char* source : {"/var/lib/baton", "/var/lib/baton/", "/var/lib/baton/tasks/x",
+                             "/var/lib", "/", "/var/lib/other/../baton/baton.db"}) {
+    auto refused = ResolveMounts({MakeMount(MountType::kBind, source, "/x")}, policy, VolumeName);
+    ASSERT_FALSE(refused.ok()) << source;
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("would give the container Baton's data directory (/var/lib/baton)"))
+        << source;
+  }
+  auto other = ResolveMounts({MakeMount(MountType::kBind, "/var/lib/baton-other", "/x")}, policy,
+                             VolumeName);
+  EXPECT_TRUE(other.ok()) << other.status().ToString();
 }
 
 TEST(ResolveMountsTest, ReservedTargetsAndUnknownOptionsAreRefused) {

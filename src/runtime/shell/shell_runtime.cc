@@ -36,6 +36,7 @@
 #include "core/duration.h"
 #include "runtime/common/incarnation.h"
 #include "runtime/common/task_files.h"
+#include "runtime/shell/sandbox.h"
 
 namespace baton {
 namespace {
@@ -193,13 +194,20 @@ std::optional<std::string> Unsupported(const Task& task) {
 // prepared before the copy, and is not instrumented by sanitizers (their runtimes hold
 // locks that other threads may have owned at the moment of the copy).
 
-#if defined(__clang__) || defined(__GNUC__)
-#define BATON_CHILD_CODE __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
-#else
-#define BATON_CHILD_CODE
-#endif
+// (BATON_CHILD_CODE, in sandbox.h, marks such code.)
 
-enum ChildStage : int { kJoinCgroup = 1, kNewSession, kLimitMemory, kRedirect, kChdir, kExec };
+enum ChildStage : int {
+  kJoinCgroup = 1,
+  kNewSession,
+  kLimitMemory,
+  kRedirect,
+  kChdir,
+  kExec,
+  // EnterSandbox's stages, in SandboxStage's order.
+  kSandboxMount,
+  kSandboxLandlock,
+  kSandboxUser,
+};
 
 struct ChildError {
   int stage;
@@ -223,6 +231,9 @@ struct ChildSpec {
   std::size_t procs_fd_count = 0;
   bool limit_address_space = false;
   std::uint64_t address_space = 0;
+  // Entered after the redirections, before the working directory (which is then looked up
+  // in the task's own mount namespace, as its user); null: none.
+  const ChildSandbox* sandbox = nullptr;
 };
 
 // The kernel's struct sigaction, all zero: SIG_DFL, no flags, empty mask (32 bytes cover
@@ -292,6 +303,12 @@ constexpr int kKernelSigsetBytes = 8;
   if (syscall(SYS_dup3, spec.stdin_fd, 0, 0) < 0 || syscall(SYS_dup3, spec.output_fd, 1, 0) < 0 ||
       syscall(SYS_dup3, spec.output_fd, 2, 0) < 0) {
     ChildFail(spec, kRedirect, errno);
+  }
+  if (spec.sandbox != nullptr) {
+    SandboxStage stage = SandboxStage::kNone;
+    if (int err = EnterSandbox(*spec.sandbox, &stage); err != 0) {
+      ChildFail(spec, kSandboxMount + static_cast<int>(stage) - 1, err);
+    }
   }
   if (syscall(SYS_chdir, spec.cwd) != 0) ChildFail(spec, kChdir, errno);
   // Descriptors another thread opened without O_CLOEXEC must not reach the task: mark
@@ -657,6 +674,10 @@ class ShellRuntime::TaskRun {
 
   Status Prepare();
   Status MakeDir();
+  // Fills sandbox_ for the runtime's sandbox and user (dir_ and dir_fd_ set).
+  Status PrepareSandbox();
+  // Gives a file the runtime wrote for the task to the task's user (runtime.shell.uid).
+  Status GiveToTaskUser(const std::string& path) const;
   // Writes `files` into the working directory. Where the task's `workdir` refuses them,
   // a failure text naming `what` (the workdir is the task's choice); where the runtime's
   // own directory does, an error.
@@ -695,6 +716,13 @@ class ShellRuntime::TaskRun {
   // and the lines that name its cgroups (see KillRecorded).
   std::unique_ptr<runtime::Record> record_;
   std::string cgroup_record_;
+  // What the child enters before exec (null when nothing: no sandbox, no other user), and
+  // the strings it points into.
+  const ChildSandbox* child_sandbox_ = nullptr;
+  ChildSandbox sandbox_;
+  std::vector<std::string> sandbox_dirs_;
+  std::vector<const char*> sandbox_dir_ptrs_;
+  std::string bind_source_;
   std::optional<rlim_t> address_space_;  // RLIMIT_AS fallback for limits.memory
   Fd wakeup_;                            // eventfd written on cancel
   Clock::time_point deadline_ = Clock::time_point::max();
@@ -714,6 +742,7 @@ Status ShellRuntime::TaskRun::Prepare() {
   output_path_ = dir_ + "/" + std::string(kReservedPrefix) + "output";
   progress_path_ = dir_ + "/" + std::string(kReservedPrefix) + "progress";
   cwd_ = task_.workdir.empty() ? dir_ : task_.workdir;
+  BATON_RETURN_IF_ERROR(PrepareSandbox());
 
   const std::optional<Limits>& limits = task_.limits;
   const CgroupHost& host = rt_.cgroups_;
@@ -748,11 +777,74 @@ Status ShellRuntime::TaskRun::Prepare() {
   return Status::Ok();
 }
 
+Status ShellRuntime::TaskRun::PrepareSandbox() {
+  const ShellRuntimeOptions& options = rt_.options_;
+  if (options.uid) {
+    const std::string user = std::to_string(*options.uid) + ":" + std::to_string(*options.gid);
+    if (!rt_.sandbox_host_.can_change_user) {
+      return FailedPrecondition("runtime.shell.uid / gid are " + user +
+                                ", but Baton cannot switch users (that needs CAP_SETUID and "
+                                "CAP_SETGID: run Baton as root)");
+    }
+    if (!dir_fd_.valid() || fchown(dir_fd_.get(), *options.uid, *options.gid) != 0) {
+      return ErrnoStatus("cannot give the task's directory to " + user, errno);
+    }
+    sandbox_.set_ids = true;
+    sandbox_.uid = *options.uid;
+    sandbox_.gid = *options.gid;
+    child_sandbox_ = &sandbox_;
+  }
+  if (!rt_.sandboxed_) return Status::Ok();
+  child_sandbox_ = &sandbox_;
+  sandbox_.hidden = rt_.hidden_.data();
+  sandbox_.hidden_count = rt_.hidden_.size();
+  sandbox_.user_namespace = rt_.sandbox_host_.in_user_namespace;
+  sandbox_.uid_map = rt_.uid_map_.c_str();
+  sandbox_.gid_map = rt_.gid_map_.c_str();
+  sandbox_.landlock_fd = rt_.landlock_fd_;
+  for (const std::string& hidden : options.hidden_dirs) {
+    if (dir_.size() <= hidden.size() + 1 || dir_.compare(0, hidden.size(), hidden) != 0 ||
+        dir_[hidden.size()] != '/') {
+      continue;
+    }
+    if (!dir_fd_.valid()) return Internal("the task's directory " + dir_ + " is not open");
+    // The directories from the hidden one down to the task's, made in its empty stand-in.
+    std::string_view rest = std::string_view(dir_).substr(hidden.size() + 1);
+    std::string path = hidden;
+    while (!rest.empty()) {
+      const std::size_t slash = rest.find('/');
+      path += "/" + std::string(rest.substr(0, slash));
+      sandbox_dirs_.push_back(path);
+      if (slash == std::string_view::npos) break;
+      rest.remove_prefix(slash + 1);
+    }
+    bind_source_ = "/proc/self/fd/" + std::to_string(dir_fd_.get());
+    sandbox_.bind_source = bind_source_.c_str();
+    sandbox_.bind_target = dir_.c_str();
+    sandbox_.bind_fd = dir_fd_.get();
+    break;
+  }
+  for (const std::string& dir : sandbox_dirs_) sandbox_dir_ptrs_.push_back(dir.c_str());
+  sandbox_.make_dirs = sandbox_dir_ptrs_.data();
+  sandbox_.make_dirs_count = sandbox_dir_ptrs_.size();
+  return Status::Ok();
+}
+
+Status ShellRuntime::TaskRun::GiveToTaskUser(const std::string& path) const {
+  const ShellRuntimeOptions& options = rt_.options_;
+  if (!options.uid) return Status::Ok();
+  if (lchown(path.c_str(), *options.uid, *options.gid) != 0) {
+    return ErrnoStatus("cannot give " + path + " to the task's user", errno);
+  }
+  return Status::Ok();
+}
+
 Result<std::optional<std::string>> ShellRuntime::TaskRun::WriteFiles(const StringMap& files,
                                                                      std::string_view what) {
   // Tork writes files with mode 0777 & ~umask; scripts among them stay executable.
   for (const auto& [name, contents] : files) {
     Status written = WriteWholeFile(cwd_ + "/" + name, contents, 0755);
+    if (written.ok()) written = GiveToTaskUser(cwd_ + "/" + name);
     if (written.ok()) continue;
     if (task_.workdir.empty()) return written;  // the runtime's own directory
     return std::optional<std::string>(std::string(what) + ": " + written.message());
@@ -807,8 +899,23 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
     if (task_.workdir.front() != '/') {
       return Fail("workdir \"" + task_.workdir + "\" is not an absolute path");
     }
+    // The directories made here belong to the task's user (runtime.shell.uid), as its own
+    // directory does.
+    std::vector<std::filesystem::path> made;
     std::error_code ec;
+    for (std::filesystem::path p = task_.workdir;
+         p.has_relative_path() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
+      made.push_back(p);
+    }
     std::filesystem::create_directories(task_.workdir, ec);
+    if (rt_.options_.uid) {
+      for (const std::filesystem::path& dir : made) {
+        if (lchown(dir.c_str(), *rt_.options_.uid, *rt_.options_.gid) != 0) {
+          return Fail("workdir \"" + task_.workdir + "\": cannot give " + dir.string() +
+                      " to the task's user: " + ErrnoText(errno));
+        }
+      }
+    }
     struct stat st {};
     if (stat(task_.workdir.c_str(), &st) != 0) {
       return Fail("workdir \"" + task_.workdir + "\": " + (ec ? ec.message() : ErrnoText(errno)));
@@ -948,6 +1055,7 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   } else {
     script_file = dir_ + "/" + std::string(kReservedPrefix) + step.script;
     BATON_RETURN_IF_ERROR(WriteWholeFile(script_file, *step.run, 0600));
+    BATON_RETURN_IF_ERROR(GiveToTaskUser(script_file));
     argv = {argv0.data(), script_file.data(), nullptr, nullptr, nullptr};
   }
 
@@ -973,6 +1081,7 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
   spec.cwd = cwd_.c_str();
   spec.stdin_fd = rt_.dev_null_;
   spec.output_fd = output_write.get();
+  spec.sandbox = child_sandbox_;
   if (address_space_) {
     spec.limit_address_space = true;
     spec.address_space = *address_space_;
@@ -999,6 +1108,12 @@ Result<ShellRuntime::TaskRun::StepEnd> ShellRuntime::TaskRun::RunStep(const Step
         return ErrnoStatus("cannot join the task's cgroup", spawned->err);
       case kExec:
         return ErrnoStatus("cannot run " + rt_.options_.bash, spawned->err);
+      case kSandboxMount:
+      case kSandboxLandlock:
+      case kSandboxUser:
+        return ErrnoStatus(
+            SandboxStageText(static_cast<SandboxStage>(spawned->failed_stage - kSandboxMount + 1)),
+            spawned->err);
       default:
         return ErrnoStatus(
             "cannot start the task process (stage " + std::to_string(spawned->failed_stage) + ")",
@@ -1231,6 +1346,16 @@ ShellRuntime::ShellRuntime(ShellRuntimeOptions options) : options_(std::move(opt
     options_.base_dir.pop_back();
   }
   std::filesystem::create_directories(options_.base_dir, ec);  // Health reports failures
+  if (!options_.hidden_dirs.empty()) {
+    // Without symbolic links, as the hidden directories are (SetUpSandbox).
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(options_.base_dir, ec);
+    if (!ec) options_.base_dir = canonical.string();
+  }
+  // Private to Baton's user: the tasks' directories are theirs, not every local user's. A
+  // task of another user reaches its own directory through its mount namespace, or
+  // without one through a parent it may only traverse.
+  const bool traversable = options_.uid && options_.hidden_dirs.empty();
+  chmod(options_.base_dir.c_str(), traversable ? 0711 : 0700);
   Result<std::unique_ptr<runtime::Incarnation>> incarnation =
       runtime::Incarnation::Open(options_.base_dir);
   if (incarnation.ok()) {
@@ -1247,6 +1372,7 @@ ShellRuntime::ShellRuntime(ShellRuntimeOptions options) : options_(std::move(opt
     if (const char* value = std::getenv(name.c_str())) passed_env_.emplace_back(name, value);
   }
   dev_null_ = AboveStdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  SetUpSandbox();
 
   if (options_.enable_cgroups) {
     cgroups_ = CgroupHost::Detect(options_.cgroup_parent);
@@ -1280,6 +1406,39 @@ ShellRuntime::ShellRuntime(ShellRuntimeOptions options) : options_(std::move(opt
   is_reaper_ = reaper != 0 || getpid() == 1;
 }
 
+void ShellRuntime::SetUpSandbox() {
+  sandbox_host_ = ProbeSandboxHost(options_.hidden_dirs.empty() ? "" : options_.base_dir);
+  if (options_.hidden_dirs.empty()) return;
+  // Canonical, as the task's directory is (mount follows symbolic links; the prefix test
+  // in Prepare must see the same spelling).
+  for (std::string& dir : options_.hidden_dirs) {
+    std::error_code ec;
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(dir, ec);
+    if (!ec) dir = canonical.string();
+  }
+  if (!sandbox_host_.mount_namespaces) {
+    sandbox_unavailable_ =
+        std::string("this process cannot make a mount namespace of its own (") +
+        (sandbox_host_.in_user_namespace
+             ? "without CAP_SYS_ADMIN it needs a user namespace, which the kernel refused: "
+             : "") +
+        sandbox_host_.mount_namespaces_error + ")";
+    return;
+  }
+  for (const std::string& dir : options_.hidden_dirs) hidden_.push_back(dir.c_str());
+  sandboxed_ = true;
+  uid_map_ = UserNamespaceMap(geteuid());
+  gid_map_ = UserNamespaceMap(getegid());
+  if (sandbox_host_.landlock_abi > 0) {
+    Result<int> ruleset = MakeLandlockRuleset(sandbox_host_.landlock_abi);
+    if (ruleset.ok()) {
+      landlock_fd_ = AboveStdio(*ruleset);
+    } else {
+      log::Warn("Landlock is unavailable for tasks.", {{"error", ruleset.status().message()}});
+    }
+  }
+}
+
 ShellRuntime::~ShellRuntime() {
   idle_cgroups_.clear();  // each removes itself
   for (IdleDir& dir : idle_dirs_) {
@@ -1290,6 +1449,7 @@ ShellRuntime::~ShellRuntime() {
     }
   }
   if (dev_null_ >= 0) close(dev_null_);
+  if (landlock_fd_ >= 0) close(landlock_fd_);
   idle_records_.clear();  // before the incarnation's directory goes
   incarnation_.reset();
 }

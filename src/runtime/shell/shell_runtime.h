@@ -16,6 +16,7 @@
 #include "base/mutex.h"
 #include "runtime/runtime.h"
 #include "runtime/shell/cgroup.h"
+#include "runtime/shell/sandbox.h"
 
 namespace baton {
 
@@ -52,6 +53,20 @@ struct ShellRuntimeOptions {
   // its cgroup) is reaped: other code in the process that starts children sees no change
   // unless its children orphan grandchildren, which then become zombies of this process.
   bool reap_orphans = true;
+  // Directories no task may see (the engine passes Baton's data directory). Where the host
+  // allows a mount namespace per task (CAP_SYS_ADMIN), each step runs in one of its own in
+  // which each of these is an empty read-only directory, but for the task's own directory
+  // (bound back at its path, writable); Landlock, where the kernel has it, keeps the task
+  // from undoing that or reaching past it through another process's /proc entries
+  // (sandbox.h). Where the host does not allow it, tasks run unsandboxed and
+  // sandbox_unavailable() says why. Empty: no sandbox.
+  std::vector<std::string> hidden_dirs;
+  // Run every step as this user and group, with no supplementary groups (Tork's
+  // runtime.shell.uid / gid; both or neither), the task's directory and the files the
+  // runtime writes there owned by them. Needs CAP_SETUID and CAP_SETGID (root), else each
+  // task fails saying so.
+  std::optional<std::uint32_t> uid;
+  std::optional<std::uint32_t> gid;
 };
 
 // Runs each step of a task (pre steps, `run`, post steps) as `bash -c <script>` in its
@@ -107,6 +122,12 @@ class ShellRuntime final : public Runtime {
   const ShellRuntimeOptions& options() const { return options_; }
   // What the host's cgroups allow (nothing when disabled).
   const CgroupHost& cgroups() const { return cgroups_; }
+  // Whether tasks run sandboxed (options().hidden_dirs hidden from them), and with what.
+  bool sandboxed() const { return sandboxed_; }
+  bool landlocked() const { return landlock_fd_ >= 0; }
+  const SandboxHost& sandbox_host() const { return sandbox_host_; }
+  // Why tasks are not sandboxed though hidden_dirs is set; empty otherwise.
+  const std::string& sandbox_unavailable() const { return sandbox_unavailable_; }
 
  private:
   class TaskRun;
@@ -131,6 +152,8 @@ class ShellRuntime final : public Runtime {
   void GiveBackRecord(std::unique_ptr<runtime::Record> record);
   // Kills what one record of a dead instance names.
   Status KillRecorded(const std::string& record);
+  // Probes the host and prepares the sandbox for options_.hidden_dirs.
+  void SetUpSandbox();
 
   ShellRuntimeOptions options_;
   CgroupHost cgroups_;
@@ -150,6 +173,15 @@ class ShellRuntime final : public Runtime {
   std::vector<std::unique_ptr<TaskCgroup>> idle_cgroups_ BATON_GUARDED_BY(idle_mu_);
   std::vector<IdleDir> idle_dirs_ BATON_GUARDED_BY(idle_mu_);
   std::vector<std::unique_ptr<runtime::Record>> idle_records_ BATON_GUARDED_BY(idle_mu_);
+
+  // Set at construction (SetUpSandbox), read-only after.
+  SandboxHost sandbox_host_;
+  bool sandboxed_ = false;
+  int landlock_fd_ = -1;
+  std::vector<const char*> hidden_;  // options_.hidden_dirs, for the child
+  std::string uid_map_;              // for a user namespace (sandbox_host_.in_user_namespace)
+  std::string gid_map_;
+  std::string sandbox_unavailable_;
 
   std::unique_ptr<runtime::Incarnation> incarnation_;
   Status incarnation_status_;  // why there is no incarnation_

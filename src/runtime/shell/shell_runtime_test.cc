@@ -876,6 +876,136 @@ TEST_F(ShellRuntimeTest, UnwritableBaseDirFailsHealth) {
   EXPECT_THAT(health.message(), HasSubstr("/dev/null/tasks"));
 }
 
+// ---- The sandbox: what a task cannot see ----
+
+// A data directory as the engine keeps it: a key, a database, and the task directories
+// (another job's among them) under tasks/.
+class SandboxTest : public ShellRuntimeTest {
+ protected:
+  void SetUp() override {
+    data_ = scratch_.path() + "/data";
+    fs::create_directories(data_ + "/tasks/other-job-dir");
+    std::ofstream(data_ + "/secrets.key") << "the-key\n";
+    std::ofstream(data_ + "/baton.db") << "the-database\n";
+    std::ofstream(data_ + "/tasks/other-job-dir/result") << "another-jobs-file\n";
+    options_.base_dir = data_ + "/tasks";
+    options_.hidden_dirs = {data_};
+  }
+
+  // A script that tries each way in and prints what it got, one word per attempt.
+  std::string Probe() const {
+    return "try() { if out=$(\"$@\" 2>/dev/null) && [ -n \"$out\" ]; then printf '%s ' \"$out\"; "
+           "else printf 'refused '; fi; }\n"
+           "try cat " +
+           data_ +
+           "/secrets.key\n"
+           "try cat " +
+           data_ +
+           "/baton.db\n"
+           "try cat " +
+           data_ +
+           "/tasks/other-job-dir/result\n"
+           "try ls " +
+           data_ +
+           "/tasks/other-job-dir\n"
+           // Through this process's own /proc entries, past any namespace.
+           "try cat /proc/" +
+           std::to_string(getpid()) + "/root" + data_ +
+           "/secrets.key\n"
+           "try sh -c 'readlink /proc/" +
+           std::to_string(getpid()) +
+           "/fd/*'\n"
+           // The task's own directory is writable; the system is readable.
+           "echo mine > own && try cat own\n"
+           "try head -c 4 /etc/passwd\n"
+           "try ls -d /usr/bin\n";
+  }
+
+  std::string data_;
+};
+
+TEST_F(SandboxTest, TaskSeesNeitherTheKeyNorTheDatabaseNorAnotherJobsDirectory) {
+  ASSERT_TRUE(Runtime().sandboxed()) << Runtime().sandbox_unavailable();
+  RunOutcome outcome = RunTask(Script(Probe() + "printf done > \"$BATON_OUTPUT\""));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "done");
+  EXPECT_EQ(observer_.logs(),
+            "refused refused refused refused refused refused mine root /usr/bin ");
+  // Only the task's view changed: the files are still there for Baton.
+  EXPECT_EQ(ReadText(data_ + "/secrets.key"), "the-key\n");
+}
+
+TEST_F(SandboxTest, ARootTaskCannotUnmountTheEmptyStandIn) {
+  if (!Runtime().landlocked()) {
+    FAIL() << "this kernel has no Landlock (ABI " << Runtime().sandbox_host().landlock_abi
+           << "): the mount namespace alone does not stop a root task from unmounting";
+  }
+  RunOutcome outcome = RunTask(Script("umount " + data_ + " 2>&1 || umount -l " + data_ +
+                                      " 2>&1; cat " + data_ + "/secrets.key 2>&1 || true"));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_THAT(observer_.logs(), Not(HasSubstr("the-key")));
+}
+
+TEST_F(SandboxTest, ATaskCannotSignalBaton) {
+  if (Runtime().sandbox_host().landlock_abi < 6) {
+    FAIL() << "Landlock ABI " << Runtime().sandbox_host().landlock_abi
+           << " has no signal scoping (ABI 6, Linux 6.12): a task of Baton's user can signal it";
+  }
+  RunOutcome outcome = RunTask(Script("kill -0 " + std::to_string(getpid()) +
+                                      " 2>/dev/null && echo signalled || echo refused"));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(observer_.logs(), "refused\n");
+}
+
+TEST_F(SandboxTest, ATaskWhoseDirectoryIsOutsideTheHiddenOnesRunsToo) {
+  options_.base_dir = scratch_.path() + "/elsewhere";
+  RunOutcome outcome = RunTask(Script("cat " + data_ +
+                                      "/secrets.key 2>/dev/null || "
+                                      "printf hidden > \"$BATON_OUTPUT\""));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "hidden");
+}
+
+TEST_F(SandboxTest, TasksRunAsTheConfiguredUserAndGroupInADirectoryOfTheirs) {
+  // The directories above the data directory must let the task's user search them.
+  ASSERT_EQ(chmod(scratch_.path().c_str(), 0711), 0);
+  options_.uid = 65534;
+  options_.gid = 65534;
+  Task task = Script("id -u; id -g; id -G; stat -c %u input.txt; echo mine > own && cat own; " +
+                     Probe() + "printf ok > \"$BATON_OUTPUT\"");
+  task.files = {{"input.txt", "x"}};
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(outcome.result, "ok");
+  EXPECT_EQ(observer_.logs(),
+            "65534\n65534\n65534\n65534\nmine\n"
+            "refused refused refused refused refused refused mine root /usr/bin ");
+}
+
+TEST_F(SandboxTest, AWorkdirTheRuntimeCreatesBelongsToTheTasksUser) {
+  ASSERT_EQ(chmod(scratch_.path().c_str(), 0711), 0);
+  options_.uid = 65534;
+  options_.gid = 65534;
+  Task task = Script("echo written > made-here && cat made-here");
+  task.workdir = scratch_.path() + "/work/dir";
+  RunOutcome outcome = RunTask(std::move(task));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_EQ(observer_.logs(), "written\n");
+}
+
+TEST_F(ShellRuntimeTest, WithoutASandboxAnotherUserStillCannotReadBatonsFiles) {
+  // The data directory's modes alone (0700 / 0600), on a host without mount namespaces.
+  const std::string secret = scratch_.path() + "/secret";
+  std::ofstream(secret) << "the-key\n";
+  ASSERT_EQ(chmod(secret.c_str(), 0600), 0);
+  options_.uid = 65534;
+  options_.gid = 65534;
+  RunOutcome outcome = RunTask(Script("id -u; cat " + secret + " 2>&1 || true"));
+  EXPECT_EQ(outcome.state, State::kCompleted) << outcome.error;
+  EXPECT_THAT(observer_.logs(),
+              AllOf(HasSubstr("65534"), HasSubstr("Permission denied"), Not(HasSubstr("the-key"))));
+}
+
 // ---- Cost ----
 
 TEST_F(ShellRuntimeTest, TrivialTasksAreCheap) {
