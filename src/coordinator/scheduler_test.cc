@@ -312,6 +312,9 @@ class SchedulerTest : public ::testing::Test {
     worker_ = std::make_unique<Worker>(*broker_, runtime_, clock_, options);
     ASSERT_TRUE(worker_->Start().ok());
     ASSERT_TRUE(coordinator_->Start({options.node_id}).ok());
+    // The coordinator answers the worker's first heartbeat with the stored drops: done
+    // before a test makes the broker fail its next publishes.
+    ASSERT_TRUE(testing::WaitFor([&] { return worker_->told_of_drops(); }));
   }
 
   // Stops like a killed process: the coordinator hears nothing more, and the in-memory

@@ -83,6 +83,11 @@ void Worker::RememberCancelled(const std::string& task_id) {
   }
 }
 
+bool Worker::told_of_drops() const {
+  MutexLock lock(mu_);
+  return drops_complete_;
+}
+
 int Worker::running() const {
   MutexLock lock(mu_);
   return static_cast<int>(running_.size());

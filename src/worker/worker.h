@@ -67,6 +67,8 @@ class Worker {
 
   const std::string& node_id() const { return options_.node_id; }
   int running() const;
+  // Whether a coordinator has told it every stored drop (a CancelTask `complete`).
+  bool told_of_drops() const;
 
  private:
   struct Lane;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <variant>
 
 #include "core/evaluate.h"
@@ -1398,9 +1399,21 @@ class Sim {
     }
     const JobRecord& top = store_.jobs.at(top_);
     // Time: a retry never starts before its backoff is over. (A row re-queued after its
-    // node was lost, redelivered, starts at once: its attempt waited out its backoff.)
+    // node was lost, redelivered, starts at once: its attempt waited out its backoff; so
+    // does the new row of an attempt lost with the engine, which keeps its attempt and its
+    // redeliveries: its slot holds a row that ended "the engine stopped while the task
+    // ran" with the same attempt.)
+    std::set<std::tuple<std::string, std::string, int, int, int>> lost;
     for (const auto& [id, t] : store_.tasks) {
-      if (!t.task.retry || t.task.retry->attempts < 1 || !t.started_at || t.redelivered > 0) {
+      if (t.state == TaskState::kFailed && t.task.retry &&
+          t.error.starts_with("the engine stopped while the task ran")) {
+        lost.insert({t.job_id, t.parent_id, t.position, t.each_index, t.task.retry->attempts});
+      }
+    }
+    for (const auto& [id, t] : store_.tasks) {
+      if (!t.task.retry || t.task.retry->attempts < 1 || !t.started_at || t.redelivered > 0 ||
+          lost.contains(
+              {t.job_id, t.parent_id, t.position, t.each_index, t.task.retry->attempts})) {
         continue;
       }
       TimePoint due = t.created_at + RetryDelay(*t.task.retry, t.task.retry->attempts);
