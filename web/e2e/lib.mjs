@@ -9,7 +9,7 @@
 //   BATON_UI_URL       serve pages from here instead of the server (a `vite` dev server
 //                      proxying to the server: BATON_API=http://127.0.0.1:PORT npm run dev)
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -42,6 +42,9 @@ async function waitHealthy(url, child, deadlineMs) {
 export async function startBaton({ config, args = [] } = {}) {
   const bin = process.env.BATON_BIN ?? join(repo, "build/baton");
   const dir = mkdtempSync(join(tmpdir(), "baton-ui-"));
+  // Searchable by others (mkdtemp makes it 0700): with authentication on, tasks run as
+  // nobody and reach their directories in the (private) data directory through it.
+  chmodSync(dir, 0o711);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const argv = ["run", "standalone", "--data-dir", join(dir, "data"), "--address", `127.0.0.1:${port}`, ...args];
