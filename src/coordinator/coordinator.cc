@@ -185,6 +185,19 @@ bool Coordinator::TakeOverSilentCoordinators() {
   return true;
 }
 
+namespace {
+
+// What one check of the running rows did: its error, or how many rows it changed.
+void LogChecked(const Result<int>& changed, const char* failed, const char* done) {
+  if (!changed.ok()) {
+    log::Warn(failed, {{"error", changed.status().message()}});
+  } else if (*changed > 0) {
+    log::Warn(done, {{"tasks", std::to_string(*changed)}});
+  }
+}
+
+}  // namespace
+
 void Coordinator::CheckLeases() {
   if (!options_.node_id.empty()) Heartbeat(NodeStatus::kUp);
   // Nodes whose heartbeats waited in the broker while no coordinator ran are heard
@@ -201,19 +214,15 @@ void Coordinator::CheckLeases() {
   if (now - started_at_ < options_.lease) return;
   if (broker_down_at_ && now - *broker_down_at_ < 2 * options_.lease) return;
   // Past a task's timeout: its worker hangs, or its report was lost (a report waiting in
-  // the broker is heard within a lease of the start, as heartbeats are).
-  auto overdue = scheduler_.TimeOutOverdue(options_.timeout_grace);
-  if (!overdue.ok()) {
-    log::Warn("checking task timeouts failed", {{"error", overdue.status().message()}});
-  } else if (*overdue > 0) {
-    log::Warn("failed tasks their workers did not stop at their timeout",
-              {{"tasks", std::to_string(*overdue)}});
-  }
-  auto requeued = scheduler_.ExpireLeases(options_.lease);
-  if (!requeued.ok()) {
-    log::Warn("checking task leases failed", {{"error", requeued.status().message()}});
-  } else if (*requeued > 0) {
-    log::Warn("re-queued the tasks of silent nodes", {{"tasks", std::to_string(*requeued)}});
+  // the broker is heard within a lease of the start, as heartbeats are). Then leases.
+  auto checked = scheduler_.CheckRunning(options_.timeout_grace, options_.lease);
+  if (!checked.ok()) {
+    log::Warn("checking running tasks failed", {{"error", checked.status().message()}});
+  } else {
+    LogChecked(checked->timed_out, "checking task timeouts failed",
+               "failed tasks their workers did not stop at their timeout");
+    LogChecked(checked->requeued, "checking task leases failed",
+               "re-queued the tasks of silent nodes");
   }
   if (!options_.node_id.empty()) TakeOverSilentCoordinators();
 }

@@ -400,61 +400,40 @@ Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
   return result;
 }
 
-Result<int> Scheduler::ExpireLeases(Duration lease) {
-  TimePoint now = clock_.Now();
-  auto running = datastore_.TasksInState({TaskState::kRunning});
-  if (!running.ok()) return running.status();
-  if (running->empty()) return 0;
+Result<Scheduler::RunningChecked> Scheduler::CheckRunning(std::optional<Duration> grace,
+                                                          std::optional<Duration> lease) {
+  const TimePoint now = clock_.Now();
+  BATON_ASSIGN_OR_RETURN(auto running, datastore_.TasksInState({TaskState::kRunning}));
+  RunningChecked checked;
+  if (running.empty()) return checked;
+  if (grace) checked.timed_out = Offer(OverdueChecks(running, now, *grace));
+  if (!lease) return checked;
   // The nodes seen within the lease (not every node that ever heartbeated).
-  auto nodes = datastore_.ActiveNodes(now - lease);
-  if (!nodes.ok()) return nodes.status();
+  auto nodes = datastore_.ActiveNodes(now - *lease);
+  if (!nodes.ok()) {
+    checked.requeued = nodes.status();
+    return checked;
+  }
   std::map<std::string, TimePoint> last_seen;
   for (const NodeRecord& node : *nodes) last_seen[node.id] = node.last_heartbeat_at;
-  int requeued = 0;
-  Status first_error;
-  // Only candidates are picked here (runnables on nodes that look silent); flow's
-  // LeaseExpired judges the lease and the task's start.
-  for (const TaskRecord& task : *running) {
-    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty()) continue;
-    auto seen = last_seen.find(task.node_id);
-    std::optional<TimePoint> node_last_seen;
-    if (seen != last_seen.end()) node_last_seen = seen->second;
-    if (node_last_seen && now - *node_last_seen <= lease) continue;
-    Decided decided;
-    Status s = Handle(task.job_id, flow::LeaseExpired{task.id, task.node_id, node_last_seen, lease},
-                      &decided);
-    if (!s.ok()) {
-      if (first_error.ok()) first_error = s;
-      continue;
-    }
-    if (decided.wrote) ++requeued;
-  }
-  if (!first_error.ok() && requeued == 0) return first_error;
-  return requeued;
+  checked.requeued = Offer(LeaseChecks(running, last_seen, now, *lease));
+  return checked;
 }
 
-Result<int> Scheduler::TimeOutOverdue(Duration grace) {
-  const TimePoint now = clock_.Now();
-  auto running = datastore_.TasksInState({TaskState::kRunning});
-  if (!running.ok()) return running.status();
-  int failed = 0;
+Result<int> Scheduler::Offer(const std::vector<RunningCheck>& checks) {
+  int wrote = 0;
   Status first_error;
-  // Only candidates are picked here; flow's TaskOverdue judges the row again.
-  for (const TaskRecord& task : *running) {
-    if (KindOf(task.task) != TaskKind::kRunnable || task.node_id.empty() || !task.task.timeout ||
-        !task.started_at || now - *task.started_at < *task.task.timeout + grace) {
-      continue;
-    }
+  for (const RunningCheck& check : checks) {
     Decided decided;
-    Status s = Handle(task.job_id, flow::TaskOverdue{task.id, task.node_id, grace}, &decided);
+    Status s = Handle(check.job_id, check.event, &decided);
     if (!s.ok()) {
       if (first_error.ok()) first_error = s;
       continue;
     }
-    if (decided.wrote) ++failed;
+    if (decided.wrote) ++wrote;
   }
-  if (!first_error.ok() && failed == 0) return first_error;
-  return failed;
+  if (!first_error.ok() && wrote == 0) return first_error;
+  return wrote;
 }
 
 }  // namespace baton

@@ -36,6 +36,7 @@
 #include "coordinator/job_cache.h"
 #include "coordinator/job_locks.h"
 #include "coordinator/outbox.h"
+#include "coordinator/running_checks.h"
 #include "coordinator/scheduler_options.h"
 #include "coordinator/starter.h"
 #include "coordinator/view_reader.h"
@@ -91,15 +92,18 @@ class Scheduler {
   // flow::Frontier for every active job, each under its tree's lock; RUNNING rows on a
   // node not in `live_nodes` are expired as leases.
   Status Reconcile(const std::set<std::string>& live_nodes);
-  // Offers flow a LeaseExpired, with the node's last heartbeat and `lease`, for every
-  // RUNNING runnable row of a node silent for longer than `lease`; flow decides (it also
-  // spares a task started less than a lease ago). Returns how many were re-queued.
-  Result<int> ExpireLeases(Duration lease);
-  // Offers flow a TaskOverdue with `grace` for every RUNNING runnable row with a `timeout`
-  // that started longer ago than its timeout plus `grace` (its worker did not stop it);
-  // flow decides (fails it as timed out, tells its node to kill it). Returns how many
-  // were failed.
-  Result<int> TimeOutOverdue(Duration grace);
+  // From one read of the RUNNING rows (running_checks.h): with a `grace`, offers flow a
+  // TaskOverdue for every runnable with a `timeout` that started longer ago than its
+  // timeout plus `grace` (flow fails it as timed out and tells its node to kill it); with
+  // a `lease`, a LeaseExpired, with the node's last heartbeat, for every runnable of a
+  // node silent for longer than `lease` (flow re-queues it, sparing a task started less
+  // than a lease ago). Says how many rows each check changed, or its error; fails only
+  // when the RUNNING rows cannot be read.
+  struct RunningChecked {
+    Result<int> timed_out = 0;
+    Result<int> requeued = 0;
+  };
+  Result<RunningChecked> CheckRunning(std::optional<Duration> grace, std::optional<Duration> lease);
 
   // Tells worker `node_id` the drops (tasks cancelled while waiting in a queue) it was not
   // told of when they were sent, within the last node_lease (WorkerSignals). The
@@ -127,6 +131,8 @@ class Scheduler {
 
   // Decides `event` about job `job_id` under its tree's lock, then tells the listener.
   Status Handle(const std::string& job_id, const flow::Event& event, Decided* out = nullptr);
+  // Decides each check (CheckRunning): how many wrote a row; the first error when none did.
+  Result<int> Offer(const std::vector<RunningCheck>& checks);
   // A worker's message decided (HandleTask), and its answer (Handled).
   Status OnWorker(const WorkerEvent& event);
   // The same for an event about a task whose job the message may not name.

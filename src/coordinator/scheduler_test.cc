@@ -1472,18 +1472,18 @@ TEST_F(SchedulerTest, ATaskItsWorkerDoesNotStopAtItsTimeoutIsFailedAndKilledByTh
   ASSERT_TRUE(submitted.ok());
   ASSERT_TRUE(
       testing::WaitFor([&] { return CountState(submitted->id, TaskState::kRunning) == 1; }));
-  auto overdue = coordinator_->scheduler().TimeOutOverdue(seconds(30));
+  auto overdue = coordinator_->scheduler().CheckRunning(seconds(30), std::nullopt);
   ASSERT_TRUE(overdue.ok());
-  EXPECT_EQ(*overdue, 0);
+  EXPECT_EQ(*overdue->timed_out, 0);
   clock_.Advance(seconds(89));  // past the timeout, within the grace
-  overdue = coordinator_->scheduler().TimeOutOverdue(seconds(30));
+  overdue = coordinator_->scheduler().CheckRunning(seconds(30), std::nullopt);
   ASSERT_TRUE(overdue.ok());
-  EXPECT_EQ(*overdue, 0);
+  EXPECT_EQ(*overdue->timed_out, 0);
   EXPECT_EQ(runtime_.running(), 1);
   clock_.Advance(seconds(2));
-  overdue = coordinator_->scheduler().TimeOutOverdue(seconds(30));
+  overdue = coordinator_->scheduler().CheckRunning(seconds(30), std::nullopt);
   ASSERT_TRUE(overdue.ok());
-  EXPECT_EQ(*overdue, 1);
+  EXPECT_EQ(*overdue->timed_out, 1);
   auto done = coordinator_->Wait(submitted->id, kWait);
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->state, JobState::kFailed);
@@ -1512,13 +1512,13 @@ TEST_F(SchedulerTest, TasksOfASilentNodeAreRequeuedWhenTheLeaseExpires) {
                                  return Status::Ok();
                                })
                   .ok());
-  auto requeued = coordinator_->scheduler().ExpireLeases(std::chrono::seconds(30));
+  auto requeued = coordinator_->scheduler().CheckRunning(std::nullopt, std::chrono::seconds(30));
   ASSERT_TRUE(requeued.ok());
-  EXPECT_EQ(*requeued, 0);  // started less than a lease ago
+  EXPECT_EQ(*requeued->requeued, 0);  // started less than a lease ago
   clock_.Advance(seconds(31));
-  requeued = coordinator_->scheduler().ExpireLeases(std::chrono::seconds(30));
+  requeued = coordinator_->scheduler().CheckRunning(std::nullopt, std::chrono::seconds(30));
   ASSERT_TRUE(requeued.ok());
-  EXPECT_EQ(*requeued, 1);
+  EXPECT_EQ(*requeued->requeued, 1);
   auto old = datastore_->GetTask(first_id);
   ASSERT_TRUE(old.ok());
   EXPECT_EQ(old->state, TaskState::kFailed);

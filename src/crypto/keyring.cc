@@ -178,19 +178,13 @@ Status SyncDirectory(const std::string& dir) {
   return Status::Ok();
 }
 
-Status CreateKeyFile(const std::string& path,
-                     const std::function<Status(const std::string& dir)>& sync_dir) {
-  BATON_ASSIGN_OR_RETURN(Key key, GenerateKey());
-  const std::string text = fmt::format(
-      "# Baton's key for secrets at rest (AES-256-GCM, key id {}). Keep it: without it the\n"
-      "# stored secrets cannot be read. Rotation: see docs/security.md.\n{}\n",
-      KeyId(key), EncodeKey(key));
-  // Written whole beside it, then linked into place: a crash leaves no half-written key
-  // file, and link() fails if another process created `path` first.
+Status CreateFileWhole(const std::string& path, const std::string& text, std::string_view what,
+                       const std::function<Status(const std::string& dir)>& sync_dir) {
+  const std::string name = what.empty() ? path : fmt::format("{} {}", what, path);
   const std::string temp = fmt::format("{}.tmp-{}", path, ::getpid());
-  auto fail = [&](std::string_view what, int err) {
+  auto fail = [&](std::string_view step, int err) {
     ::unlink(temp.c_str());
-    std::string message = fmt::format("cannot {} key file {}: {}", what, path, std::strerror(err));
+    std::string message = fmt::format("cannot {} {}: {}", step, name, std::strerror(err));
     if (err == EEXIST) return AlreadyExists(std::move(message));
     return FailedPrecondition(std::move(message));
   };
@@ -216,16 +210,26 @@ Status CreateKeyFile(const std::string& path,
   if (::link(temp.c_str(), path.c_str()) != 0) return fail("create", errno);
   ::unlink(temp.c_str());
   // The link (and the unlink) are durable only once the directory is: without this a power
-  // loss could lose the key after rows were encrypted under it.
+  // loss could lose the file (a key after rows were encrypted under it).
   const std::string::size_type slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "."
                           : slash == 0               ? "/"
                                                      : path.substr(0, slash);
   Status synced = sync_dir(dir);
   if (!synced.ok()) {
-    return FailedPrecondition(fmt::format("created key file {}, but {}", path, synced.message()));
+    return FailedPrecondition(fmt::format("created {}, but {}", name, synced.message()));
   }
   return Status::Ok();
+}
+
+Status CreateKeyFile(const std::string& path,
+                     const std::function<Status(const std::string& dir)>& sync_dir) {
+  BATON_ASSIGN_OR_RETURN(Key key, GenerateKey());
+  const std::string text = fmt::format(
+      "# Baton's key for secrets at rest (AES-256-GCM, key id {}). Keep it: without it the\n"
+      "# stored secrets cannot be read. Rotation: see docs/security.md.\n{}\n",
+      KeyId(key), EncodeKey(key));
+  return CreateFileWhole(path, text, "key file", sync_dir);
 }
 
 }  // namespace baton::crypto

@@ -69,6 +69,14 @@ Result<std::vector<Key>> ReadKeyFile(const std::string& path);
 // survives a power loss only once its directory is synced.
 Status SyncDirectory(const std::string& dir);
 
+// Writes `text` to a new file `path` (0600): written whole beside it, then linked into
+// place, so a crash leaves no half-written file and the link fails (kAlreadyExists) when
+// another process created `path` first; then its directory is synced through `sync_dir`
+// (a power loss keeps the file). `what` names the file in errors ("key file").
+Status CreateFileWhole(
+    const std::string& path, const std::string& text, std::string_view what,
+    const std::function<Status(const std::string& dir)>& sync_dir = SyncDirectory);
+
 // Writes a new key file holding one fresh key, readable by its owner only (0600), failing
 // (kAlreadyExists) if `path` exists; its directory must exist. The key is fsync'd, then
 // linked into place, then its directory is synced through `sync_dir` (SyncDirectory; a
