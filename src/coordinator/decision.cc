@@ -41,8 +41,9 @@ Result<std::optional<flow::Event>> Decision::NextFollowUp() {
 
 Status Decision::Write(flow::CreateJob& e) {
   created_.push_back(e.row);
-  contexts_[e.row.id] = std::nullopt;  // read when first decided about
-  return tx_.CreateJob(e.row);
+  BATON_RETURN_IF_ERROR(tx_.CreateJob(e.row));
+  JobCache::Created(contexts_, e.row);
+  return Status::Ok();
 }
 
 Status Decision::Write(flow::UpdateJob& e) {

@@ -47,6 +47,22 @@ void JobCache::Wrote(Scope& scope, const std::string& job_id, nlohmann::json con
   kept->value = std::make_shared<const nlohmann::json>(std::move(context));
 }
 
+void JobCache::Created(Scope& scope, const JobRecord& row) {
+  // Bounded by its text's length, as a read one is (dumped as EncodeContext dumps it).
+  const std::size_t bytes =
+      row.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+  scope[row.id] = Context{0, std::make_shared<const nlohmann::json>(row.context), bytes};
+}
+
+void JobCache::Keep(const std::vector<JobRecord>& created) {
+  if (created.empty()) return;
+  MutexLock lock(definitions_mu_);
+  for (const JobRecord& job : created) {
+    if (definitions_.size() >= kMaxDefinitions) definitions_.clear();  // refilled on demand
+    definitions_[job.id] = std::make_shared<const Job>(job.job);
+  }
+}
+
 void JobCache::Publish(Scope& scope) {
   if (scope.empty()) return;
   MutexLock lock(contexts_mu_);

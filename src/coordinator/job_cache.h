@@ -51,6 +51,11 @@ class JobCache {
   // The scope wrote the job's context: the version it read is raised (unknown otherwise:
   // the context is read again next time).
   static void Wrote(Scope& scope, const std::string& job_id, nlohmann::json context);
+  // The scope created the job: its context is the row's, at the version a new row has (0),
+  // so the first decision about it (a big each's start) does not read and parse it again.
+  static void Created(Scope& scope, const JobRecord& row);
+  // The jobs were stored: their definitions are kept as they were created.
+  void Keep(const std::vector<JobRecord>& created) BATON_EXCLUDES(definitions_mu_);
   // The scope committed: what it read or wrote is kept.
   void Publish(Scope& scope) BATON_EXCLUDES(contexts_mu_);
   // The jobs ended: their definitions are read again if they are restarted.

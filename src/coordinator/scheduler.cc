@@ -148,6 +148,7 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   });
   if (!decided.status.ok()) return {.status = decided.status};  // nothing was stored
   cache_.Publish(contexts);
+  cache_.Keep(decided.created);
   for (const flow::Effect& e : after) {
     if (const auto* f = std::get_if<flow::JobFinished>(&e)) decided.finished.push_back(f->row);
   }

@@ -54,6 +54,8 @@ class CountingDatastore final : public Datastore {
   int writes() const { return writes_.load(); }
   // Writes that read and store a job's whole row, its definition included.
   int whole_job_writes() const { return whole_job_writes_.load(); }
+  // Reads of a job's stored definition or context (what JobCache keeps).
+  int job_text_reads() const { return job_text_reads_.load(); }
 
   // A scope that writes is one write, however many rows it writes; one that stores a
   // job's whole row (UpdateJob, the definition with it) is a whole-job write too. Every
@@ -67,7 +69,7 @@ class CountingDatastore final : public Datastore {
       if (wrote) --writes_;
       if (whole) --whole_job_writes_;
       wrote = whole = false;
-      CountingTransaction counting(tx, wrote, whole);
+      CountingTransaction counting(tx, wrote, whole, job_text_reads_);
       Status status = body(counting);
       if (wrote) ++writes_;
       if (whole) ++whole_job_writes_;
@@ -159,8 +161,8 @@ class CountingDatastore final : public Datastore {
 
   class CountingTransaction final : public Transaction {
    public:
-    CountingTransaction(Transaction& tx, bool& wrote, bool& whole)
-        : tx_(tx), wrote_(wrote), whole_(whole) {}
+    CountingTransaction(Transaction& tx, bool& wrote, bool& whole, std::atomic<int>& text_reads)
+        : tx_(tx), wrote_(wrote), whole_(whole), text_reads_(text_reads) {}
     Result<JobRecord> GetJob(std::string_view id) override { return tx_.GetJob(id); }
     Result<TaskRecord> GetTask(std::string_view id) override { return tx_.GetTask(id); }
     Result<std::vector<TaskRecord>> JobTasks(std::string_view job_id) override {
@@ -181,9 +183,11 @@ class CountingDatastore final : public Datastore {
       return tx_.GetJobState(id, context_version);
     }
     Result<nlohmann::json> GetJobContext(std::string_view id, std::size_t* bytes) override {
+      ++text_reads_;
       return tx_.GetJobContext(id, bytes);
     }
     Result<std::shared_ptr<const Job>> GetJobDefinition(std::string_view id) override {
+      ++text_reads_;
       return tx_.GetJobDefinition(id);
     }
     Status CreateJob(const JobRecord& job) override { return Wrote(tx_.CreateJob(job)); }
@@ -275,11 +279,13 @@ class CountingDatastore final : public Datastore {
     Transaction& tx_;
     bool& wrote_;
     bool& whole_;
+    std::atomic<int>& text_reads_;
   };
 
   Datastore& inner_;
   std::atomic<int> writes_{0};
   std::atomic<int> whole_job_writes_{0};
+  std::atomic<int> job_text_reads_{0};
 };
 
 class SchedulerTest : public ::testing::Test {
@@ -451,6 +457,28 @@ TEST_F(SchedulerTest, AChainsStepsNeverRewriteItsJobsDefinition) {
   EXPECT_EQ(job.context["tasks"]["out"], "done");
   EXPECT_EQ(Execution(job.id).size(), 201u);
   EXPECT_EQ(counting_->whole_job_writes() - before, 0);
+}
+
+// A job is decided about with the definition and context it was stored with, never read
+// back and parsed again: a big job's each (started in the background after its Submit
+// answered) held the datastore's writer for seconds parsing a 1.6 MB definition, and other
+// jobs' steps waited behind it (e2e_big_job's small job took 6 s).
+TEST_F(SchedulerTest, AStoredJobIsDecidedWithoutReadingItsDefinitionOrContextBack) {
+  for (bool background : {false, true}) {
+    StopEngine();
+    background_ = background;
+    StartEngine(4);
+    const int before = counting_->job_text_reads();
+    JobRecord job =
+        Run("name: fan\ninputs: {n: '3'}\ntasks:\n"
+            "  - {name: fan, each: {list: '{{ sequence(0, 3) }}', task: {name: c, run: ok}}}\n"
+            "  - {name: 'last {{ inputs.n }}', run: ok}\n");
+    EXPECT_EQ(job.state, JobState::kCompleted);
+    auto rows = Execution(job.id);
+    ASSERT_FALSE(rows.empty());
+    EXPECT_EQ(rows.back().task.name, "last 3");
+    EXPECT_EQ(counting_->job_text_reads() - before, 0) << (background ? "in the background" : "");
+  }
 }
 
 TEST_F(SchedulerTest, SubmitAnswersWithTheJobStartedAndItsFirstTaskScheduled) {
