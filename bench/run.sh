@@ -4,7 +4,8 @@
 # (bench/workloads.py), prints the table and appends it to bench/RESULTS.md with the
 # machine, the date, the commit and the command.
 # Environment: BENCH_REPS (default 5), BENCH_ONLY (e.g. W1,W2; W5S: W5 over HTTPS beside HTTP; U1 for the UI's first
-# screen over 1,000,000 jobs, bench/ui_bench.py), BENCH_DISTRIBUTED=0 to
+# screen over 1,000,000 jobs, bench/ui_bench.py; D1S: D1 with TLS to RabbitMQ and PostgreSQL
+# beside the same in the clear), BENCH_DISTRIBUTED=0 to
 # skip the RabbitMQ + PostgreSQL workloads, BENCH_RESULTS (default bench/RESULTS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -193,19 +193,29 @@ class Distributed:
     """One coordinator and two workers over RabbitMQ and PostgreSQL (a database and a
     virtual host of their own)."""
 
-    def __init__(self, baton, work, per_worker, services):
+    def __init__(self, baton, work, per_worker, services, tls=False):
         self.dir = tempfile.mkdtemp(prefix="distributed.", dir=work)
         name = "baton_bench_" + uuid.uuid4().hex[:8]
         dsn = services["BATON_TEST_POSTGRES_DSN"]
         subprocess.run(["psql", dsn.replace("dbname=baton", "dbname=postgres"), "-qc",
-                        f"CREATE DATABASE {name}"], check=True)
-        vhost = subprocess.run([SRC + "/scripts/test-services/rabbitmq.sh", "vhost", name],
+                        f"CREATE DATABASE {name} OWNER baton"], check=True)
+        vhost = subprocess.run([SRC + "/scripts/test-services/rabbitmq.sh", "vhost", name]
+                               + (["tls"] if tls else []),
                                check=True, capture_output=True, text=True,
                                env=dict(os.environ, **services)).stdout.strip()
+        if tls:
+            # Every broker and database connection over TLS, with client certificates
+            # (the test services' TLS listeners: scripts/test-services).
+            dsn = services["BATON_TEST_POSTGRES_TLS_DSN"]
+            certs = services["BATON_TEST_TLS_DIR"]
         env = dict(os.environ, BATON_BROKER_TYPE="rabbitmq", BATON_BROKER_RABBITMQ_URL=vhost,
                    BATON_DATASTORE_TYPE="postgres",
                    BATON_DATASTORE_POSTGRES_DSN=dsn.replace("dbname=baton", f"dbname={name}"),
                    BATON_LOGGING_LEVEL="warn", BATON_RUNTIME_TYPE="shell")
+        if tls:
+            env.update(BATON_BROKER_RABBITMQ_TLS_CA=f"{certs}/ca.pem",
+                       BATON_BROKER_RABBITMQ_TLS_CERT=f"{certs}/client.pem",
+                       BATON_BROKER_RABBITMQ_TLS_KEY=f"{certs}/client.key")
         self.port = free_port()
         self.procs = [Process([baton, "run", "coordinator", "--address", f"127.0.0.1:{self.port}",
                                "--data-dir", self.dir + "/c"], env, self.dir + "/coordinator.log")]
@@ -335,6 +345,28 @@ def w1x(args, engine_factory, concurrency=2, n=1000):
     return [Row(f"W1X fan-out {n} × true, c={concurrency}, sandboxed", "s",
                 "the same, runtime.shell.sandbox = false", base, bat, "≤ 1.2 × baseline",
                 bat / base <= 1.2, f"{1000 * (bat - base) / n:+.2f} ms/task for the sandbox")]
+
+
+def d1s(args, services, concurrency=2, n=1000):
+    """TLS's cost across machines: D1 (W1 over RabbitMQ and PostgreSQL) with every broker
+    and database connection TLS (amqps with a client certificate, sslmode=verify-full with
+    one) against the same deployment in the clear, both up at once, runs alternating."""
+    per_worker = max(1, concurrency // 2)
+    plain = Distributed(args.baton, args.work, per_worker, services.values)
+    try:
+        tls = Distributed(args.baton, args.work, per_worker, services.values, tls=True)
+        try:
+            for engine in (plain, tls):
+                engine.client.run(each_job("warmup", 10))
+            base, bat, _ = alternate(args.reps, lambda: plain.client.run(each_job("d1s", n)),
+                                     lambda: tls.client.run(each_job("d1s", n)))
+        finally:
+            tls.stop()
+    finally:
+        plain.stop()
+    return [Row(f"D1S distributed fan-out {n} × true, c={concurrency}, TLS to RabbitMQ and "
+                "PostgreSQL", "s", "the same in the clear", base, bat, "≤ 1.2 × baseline",
+                bat / base <= 1.2, f"{1000 * (bat - base) / n:+.2f} ms/task for TLS")]
 
 
 def w2(args, engine_factory, label, n=200):
@@ -732,7 +764,7 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--w7-reps", type=int, default=0, help="repetitions of W7 (default --reps)")
     p.add_argument("--w8-reps", type=int, default=0, help="repetitions of W8 (default 1)")
-    p.add_argument("--only", default="", help="comma-separated: W1,W1X,W2,W3,W4,W5,W5S,W6,W7,W8,D1,D2")
+    p.add_argument("--only", default="", help="comma-separated: W1,W1X,W2,W3,W4,W5,W5S,W6,W7,W8,D1,D2,D1S")
     p.add_argument("--results", default="", help="append the table to this Markdown file")
     p.add_argument("--distributed", action="store_true", help="also D1/D2 (RabbitMQ + PostgreSQL)")
     p.add_argument("--label", default="", help="what was measured, when not the checked-out commit")
@@ -773,7 +805,7 @@ def main():
                 t = time.time()
                 rows += step()
                 log(f"   ({time.time() - t:.0f} s)")
-        if args.distributed and (want("D1") or want("D2")):
+        if args.distributed and (want("D1") or want("D2") or want("D1S")):
             log("== starting PostgreSQL and RabbitMQ")
             services = Services(os.path.join(args.work, "services"))
             try:
@@ -795,6 +827,9 @@ def main():
                 if want("D2"):
                     log("== D2")
                     rows += w2(args, dist, "D2 distributed")
+                if want("D1S"):
+                    log("== D1S")
+                    rows += d1s(args, services)
             finally:
                 services.stop()
     finally:

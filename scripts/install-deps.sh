@@ -19,7 +19,7 @@ test_pkgs=(
   clang libclang-rt-14-dev libfuzzer-14-dev clang-format python3 curl
   podman runc busybox-static debootstrap
   iproute2 socat python3-prometheus-client openssl
-  chromium
+  chromium libnss3-tools
 )
 
 # `make bench`: the micro benchmarks, the load generator, the baselines (make, xargs),

@@ -5,6 +5,12 @@
 #                       /tmp/baton-services), start it on a free loopback port, create the
 #                       database `baton` and write $BATON_SERVICES_DIR/postgres.env, which
 #                       exports BATON_TEST_POSTGRES_DSN. Reuses a cluster already running.
+#                       The server also takes TLS (ssl=on, certs.sh's certificates in
+#                       $BATON_SERVICES_DIR/tls): the role `baton` may connect only over TLS
+#                       with the client certificate (pg_hba `cert`), and
+#                       BATON_TEST_POSTGRES_TLS_DSN connects so with sslmode=verify-full.
+#                       BATON_TEST_POSTGRES_DSN (role postgres) says sslmode=disable: the
+#                       other suites run as before, without a handshake per connection.
 #   postgres.sh stop    stop that cluster (by its data directory) and remove it.
 #   postgres.sh env     print the env file's line (fails when not started).
 #
@@ -68,11 +74,35 @@ free_port() {
   return 1
 }
 
+TLS_DIR="$SERVICES_DIR/tls"
+
 write_env() {
   local port="$1"
-  local dsn="host=127.0.0.1 port=$port user=$(db_user) dbname=baton"
-  printf 'export BATON_TEST_POSTGRES_DSN="%s"\n' "$dsn" >"$ENV_FILE.tmp"
+  local dsn="host=127.0.0.1 port=$port user=$(db_user) dbname=baton sslmode=disable"
+  local tls_dsn="host=localhost port=$port user=baton dbname=baton sslmode=verify-full"
+  tls_dsn+=" sslrootcert=$TLS_DIR/ca.pem sslcert=$TLS_DIR/client.pem sslkey=$TLS_DIR/client.key"
+  {
+    printf 'export BATON_TEST_POSTGRES_DSN="%s"\n' "$dsn"
+    printf 'export BATON_TEST_POSTGRES_TLS_DSN="%s"\n' "$tls_dsn"
+  } >"$ENV_FILE.tmp"
   mv "$ENV_FILE.tmp" "$ENV_FILE"
+}
+
+# The server's certificate and key where the server's user may read them (0600), and
+# pg_hba lines: `baton` over TLS with its client certificate only.
+setup_tls() {
+  "$(dirname "$0")/certs.sh" make "$TLS_DIR"
+  mkdir -p "$PG_DIR/tls"
+  cp "$TLS_DIR/server.pem" "$TLS_DIR/server.key" "$TLS_DIR/ca.pem" "$PG_DIR/tls/"
+  chmod 600 "$PG_DIR/tls/server.key"
+  [[ "$(id -u)" == 0 ]] && chown -R postgres:postgres "$PG_DIR/tls"
+  local hba="$DATA/pg_hba.conf"
+  {
+    echo "hostssl all baton 127.0.0.1/32 cert"
+    echo "host all baton 127.0.0.1/32 reject"
+    cat "$hba"
+  } >"$hba.new"
+  cat "$hba.new" >"$hba" && rm -f "$hba.new"
 }
 
 ensure_database() {
@@ -84,6 +114,9 @@ ensure_database() {
     "$PSQL" -h 127.0.0.1 -p "$port" -U "$(db_user)" -d postgres -Xq \
       -c "CREATE DATABASE baton" >/dev/null
   fi
+  "$PSQL" -h 127.0.0.1 -p "$port" -U "$(db_user)" -d postgres -Xq -c \
+    "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'baton') THEN CREATE ROLE baton SUPERUSER LOGIN; END IF; END \$\$" \
+    >/dev/null
 }
 
 cmd_start() {
@@ -111,6 +144,9 @@ cmd_start() {
     cat "$PG_DIR/initdb.log" >&2
     exit 1
   }
+  setup_tls
+  local tls="-c ssl=on -c ssl_cert_file=$PG_DIR/tls/server.pem"
+  tls+=" -c ssl_key_file=$PG_DIR/tls/server.key -c ssl_ca_file=$PG_DIR/tls/ca.pem"
   local port attempt
   for attempt in 1 2 3 4 5; do
     port="$(free_port)"
@@ -118,7 +154,7 @@ cmd_start() {
     local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     [[ ${BATON_TEST_POSTGRES_DURABLE:-0} == 1 ]] && durability=""
     if as_owner "$BIN/pg_ctl" -D "$DATA" -l "$PG_DIR/log" -w -t 30 \
-      -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 $durability -c max_connections=200" \
+      -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 $durability -c max_connections=200 $tls" \
       start >/dev/null; then
       echo "$port" >"$PORT_FILE"
       ensure_database "$port"

@@ -9,14 +9,19 @@
 #   `export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:PORT/` and
 #   BATON_TEST_RABBITMQ_MANAGEMENT_URL (the management plugin's HTTP API) to
 #   $BATON_SERVICES_DIR/rabbitmq.env. If that node is already running, does nothing.
+#   It also listens for AMQP over TLS (amqps) on another port, with the certificates of
+#   certs.sh in $BATON_SERVICES_DIR/tls: a server certificate for localhost, and client
+#   certificates required (verify_peer, fail_if_no_peer_cert) and checked against that
+#   CA. The env file then exports BATON_TEST_RABBITMQ_TLS_URL
+#   (amqps://guest:guest@localhost:PORT/) and BATON_TEST_TLS_DIR.
 # stop: stops the node (SIGTERM, waits) and the epmd it started, and removes its state.
 # Both are idempotent.
 # stop-app / start-app: stops / starts the RabbitMQ application inside the running node
 #   (`rabbitmqctl stop_app` / `start_app`): clients lose their connections and cannot
 #   connect until start-app; durable queues and persistent messages are kept. For fault
 #   tests of reconnection.
-# vhost NAME: creates the virtual host NAME (guest may use it) and prints its AMQP URL,
-#   so a suite of processes has queues of its own.
+# vhost NAME [tls]: creates the virtual host NAME (guest may use it) and prints its AMQP
+#   URL (with `tls`, its amqps URL), so a suite of processes has queues of its own.
 set -euo pipefail
 
 services_dir="${BATON_SERVICES_DIR:-/tmp/baton-services}"
@@ -53,18 +58,24 @@ start() {
   stop_node >/dev/null 2>&1 || true
   rm -rf "$dir"
   mkdir -p "$dir"
-  local port dist_port epmd_port mgmt_port
+  local port dist_port epmd_port mgmt_port tls_port tls="$services_dir/tls"
   port=$(free_port)
   dist_port=$(free_port)
   epmd_port=$(free_port)
   mgmt_port=$(free_port)
-  echo "$port $dist_port $epmd_port $mgmt_port" > "$dir/ports"
+  tls_port=$(free_port)
+  echo "$port $dist_port $epmd_port $mgmt_port $tls_port" > "$dir/ports"
+  "$(dirname "$0")/certs.sh" make "$tls"
   # The management plugin serves queue statistics (unacked across processes), sampled
   # every 500 ms instead of 5 s so tests see changes quickly.
   echo '[rabbitmq_management].' > "$dir/enabled_plugins"
   printf '%s\n' "listeners.tcp.default = 127.0.0.1:$port" "loopback_users = none" \
     "management.tcp.ip = 127.0.0.1" "management.tcp.port = $mgmt_port" \
-    "collect_statistics_interval = 500" > "$dir/rabbitmq.conf"
+    "collect_statistics_interval = 500" \
+    "listeners.ssl.default = 127.0.0.1:$tls_port" "ssl_options.cacertfile = $tls/ca.pem" \
+    "ssl_options.certfile = $tls/server.pem" "ssl_options.keyfile = $tls/server.key" \
+    "ssl_options.verify = verify_peer" "ssl_options.fail_if_no_peer_cert = true" \
+    > "$dir/rabbitmq.conf"
   local started=$SECONDS
   (
     export HOME="$dir" RABBITMQ_NODENAME="baton$port@localhost" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
@@ -83,6 +94,8 @@ start() {
   {
     echo "export BATON_TEST_RABBITMQ_URL=amqp://guest:guest@127.0.0.1:$port/"
     echo "export BATON_TEST_RABBITMQ_MANAGEMENT_URL=http://guest:guest@127.0.0.1:$mgmt_port"
+    echo "export BATON_TEST_RABBITMQ_TLS_URL=amqps://guest:guest@localhost:$tls_port/"
+    echo "export BATON_TEST_TLS_DIR=$tls"
   } > "$env_file"
   log "started on 127.0.0.1:$port in $((SECONDS - started)) s ($env_file)"
 }
@@ -127,8 +140,12 @@ case "${1:-}" in
   vhost)
     ctl add_vhost "$2" >/dev/null
     ctl set_permissions -p "$2" guest '.*' '.*' '.*' >/dev/null
-    read -r port _ < "$dir/ports"
-    echo "amqp://guest:guest@127.0.0.1:$port/$2"
+    read -r port _ _ _ tls_port < "$dir/ports"
+    if [[ ${3:-} == tls ]]; then
+      echo "amqps://guest:guest@localhost:$tls_port/$2"
+    else
+      echo "amqp://guest:guest@127.0.0.1:$port/$2"
+    fi
     ;;
-  *) echo "usage: $0 start|stop|stop-app|start-app|vhost NAME" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|stop-app|start-app|vhost NAME [tls]" >&2; exit 2 ;;
 esac

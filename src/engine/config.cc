@@ -18,11 +18,11 @@ namespace {
 constexpr const char* kKeys[] = {
     "coordinator.address", "coordinator.lease", "coordinator.max_redeliveries", "worker.heartbeat",
     "coordinator.timeout_grace", "broker.rabbitmq.management_url", "data_dir", "worker.queues",
-    "broker.type", "broker.rabbitmq.url", "datastore.type", "datastore.sqlite.path",
-    "datastore.postgres.dsn", "runtime.type", "runtime.docker.host", "logging.level",
-    "logging.format", "runtime.docker.image", "runtime.docker.binds.allowed",
-    "runtime.docker.binds.sources", "runtime.docker.config", "runtime.shell.sandbox",
-    "runtime.shell.uid", "runtime.shell.gid",
+    "broker.type", "broker.rabbitmq.url", "broker.rabbitmq.tls.ca", "broker.rabbitmq.tls.cert",
+    "broker.rabbitmq.tls.key", "datastore.type", "datastore.sqlite.path", "datastore.postgres.dsn",
+    "runtime.type", "runtime.docker.host", "logging.level", "logging.format",
+    "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
+    "runtime.docker.config", "runtime.shell.sandbox", "runtime.shell.uid", "runtime.shell.gid",
     // Durability and retention.
     "datastore.sqlite.synchronous", "coordinator.auto_delete.interval",
     "datastore.retention.logs.duration", "datastore.retention.jobs.duration",
@@ -112,6 +112,12 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
     config.broker_type = value;
   } else if (key == "broker.rabbitmq.url") {
     config.rabbitmq_url = value;
+  } else if (key == "broker.rabbitmq.tls.ca") {
+    config.rabbitmq_tls_ca = value;
+  } else if (key == "broker.rabbitmq.tls.cert") {
+    config.rabbitmq_tls_cert = value;
+  } else if (key == "broker.rabbitmq.tls.key") {
+    config.rabbitmq_tls_key = value;
   } else if (key == "datastore.type") {
     BATON_RETURN_IF_ERROR(one_of({"sqlite", "postgres"}));
     config.datastore_type = value;
@@ -420,6 +426,11 @@ Status MakePathsAbsolute(Config& config) {
     BATON_RETURN_IF_ERROR(absolute("api.tls.cert", config.api_tls_cert));
   if (!config.api_tls_key.empty())
     BATON_RETURN_IF_ERROR(absolute("api.tls.key", config.api_tls_key));
+  for (auto [key, path] : {std::pair{"broker.rabbitmq.tls.ca", &config.rabbitmq_tls_ca},
+                           std::pair{"broker.rabbitmq.tls.cert", &config.rabbitmq_tls_cert},
+                           std::pair{"broker.rabbitmq.tls.key", &config.rabbitmq_tls_key}}) {
+    if (!path->empty()) BATON_RETURN_IF_ERROR(absolute(key, *path));
+  }
   return Status::Ok();
 }
 

@@ -33,6 +33,11 @@ struct Config {
   std::map<std::string, int> worker_queues;  // empty: {default = <cores>}
   std::string broker_type = "inmemory";
   std::string rabbitmq_url = "amqp://guest:guest@localhost:5672/";
+  // For an amqps:// URL: the CA file the server's certificate is checked against (empty:
+  // the system's), and the client certificate and key shown to the server (PEM files).
+  std::string rabbitmq_tls_ca;
+  std::string rabbitmq_tls_cert;
+  std::string rabbitmq_tls_key;
   // RabbitMQ's management API (http://user:password@host:15672), for queue statistics
   // across every process (messages ready, unacked, consumers). Empty: AMQP alone.
   std::string rabbitmq_management_url;

@@ -163,6 +163,24 @@ TEST_F(ConfigTest, LeaseAndHeartbeatAreDurations) {
   EXPECT_FALSE(LoadConfig("", Env()).ok());
 }
 
+TEST_F(ConfigTest, ReadsTheBrokersTlsFilesAsAbsolutePaths) {
+  std::string path = Write(R"(
+[broker.rabbitmq]
+url = "amqps://u:p@rabbit:5671/"
+[broker.rabbitmq.tls]
+ca = "/etc/baton/ca.pem"
+cert = "client.pem"
+)");
+  env_["BATON_BROKER_RABBITMQ_TLS_KEY"] = "/etc/baton/client.key";
+  auto config = LoadConfig(path, Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->rabbitmq_url, "amqps://u:p@rabbit:5671/");
+  EXPECT_EQ(config->rabbitmq_tls_ca, "/etc/baton/ca.pem");
+  EXPECT_EQ(config->rabbitmq_tls_cert,
+            (std::filesystem::current_path() / "client.pem").lexically_normal().string());
+  EXPECT_EQ(config->rabbitmq_tls_key, "/etc/baton/client.key");
+}
+
 TEST_F(ConfigTest, ReadsTheDistributedKeys) {
   std::string path = Write(R"(
 [coordinator]

@@ -317,6 +317,9 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   }
   RabbitMqOptions rabbit;
   rabbit.url = config.rabbitmq_url;
+  rabbit.tls_ca = config.rabbitmq_tls_ca;
+  rabbit.tls_cert = config.rabbitmq_tls_cert;
+  rabbit.tls_key = config.rabbitmq_tls_key;
   rabbit.management_url = config.rabbitmq_management_url;
   BATON_ASSIGN_OR_RETURN(auto broker, RabbitMqBroker::Connect(rabbit));
   WorkerOptions worker = WorkerOptionsFor(config, role);

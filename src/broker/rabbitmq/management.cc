@@ -30,18 +30,20 @@ QueueInfo InfoOf(const json& q) {
 }  // namespace
 
 Result<ManagementApi> ManagementApi::Parse(std::string_view url, std::string user,
-                                           std::string password) {
-  constexpr std::string_view kScheme = "http://";
-  if (!url.starts_with(kScheme)) {
+                                           std::string password, std::string ca_file) {
+  const bool https = url.starts_with("https://");
+  if (!https && !url.starts_with("http://")) {
     return InvalidArgument(
-        "broker.rabbitmq.management_url: expected http://[user:password@]host:port");
+        "broker.rabbitmq.management_url: expected http(s)://[user:password@]host:port");
   }
-  std::string_view rest = url.substr(kScheme.size());
+  std::string_view rest = url.substr(https ? 8 : 7);
   while (rest.ends_with('/')) rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {
     return InvalidArgument("broker.rabbitmq.management_url: expected no path after host:port");
   }
   ManagementApi api;
+  api.scheme_ = https ? "https" : "http";
+  api.ca_file_ = std::move(ca_file);
   api.user_ = std::move(user);
   api.password_ = std::move(password);
   if (auto at = rest.rfind('@'); at != std::string_view::npos) {
@@ -69,7 +71,8 @@ Result<ManagementApi> ManagementApi::Parse(std::string_view url, std::string use
 
 Result<std::string> ManagementApi::Get(const std::string& path) const {
   http::ClientRequest request;
-  request.url = fmt::format("http://{}{}", where_, path);
+  request.url = fmt::format("{}://{}{}", scheme_, where_, path);
+  request.ca_file = ca_file_;
   request.user = user_;
   request.password = password_;
   request.connect_timeout = std::chrono::seconds(5);

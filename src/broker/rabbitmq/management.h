@@ -14,10 +14,12 @@ namespace baton::rabbitmq_internal {
 
 class ManagementApi {
  public:
-  // `url`: http://[user:password@]host:port[/]. Without credentials in it, `user` and
-  // `password` (the AMQP ones) are used. InvalidArgument for anything else (https is not
-  // supported). Error texts name host:port, never the password.
-  static Result<ManagementApi> Parse(std::string_view url, std::string user, std::string password);
+  // `url`: http(s)://[user:password@]host:port[/]. Without credentials in it, `user` and
+  // `password` (the AMQP ones) are used. An https server's certificate must chain to
+  // `ca_file` (empty: the system's CAs). InvalidArgument for anything else. Error texts
+  // name host:port, never the password.
+  static Result<ManagementApi> Parse(std::string_view url, std::string user, std::string password,
+                                     std::string ca_file = "");
 
   // NotFound for an unknown queue; Unavailable when the API does not answer.
   Result<QueueInfo> Queue(std::string_view vhost, std::string_view name) const;
@@ -30,6 +32,8 @@ class ManagementApi {
   ManagementApi() = default;
   Result<std::string> Get(const std::string& path) const;
 
+  std::string scheme_ = "http";
+  std::string ca_file_;
   std::string host_;
   int port_ = 15672;
   std::string user_;

@@ -1,7 +1,6 @@
 #include "broker/rabbitmq/rabbitmq_broker.h"
 
 #include <amqp.h>
-#include <amqp_tcp_socket.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -29,6 +28,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "broker/rabbitmq/management.h"
+#include "broker/rabbitmq/socket.h"
 
 namespace baton {
 namespace rabbitmq_internal {
@@ -95,34 +95,6 @@ Status CheckQueueName(std::string_view name) {
   return Status::Ok();
 }
 
-struct ServerAddress {
-  std::string host;
-  int port = 5672;
-  std::string user;
-  std::string password;
-  std::string vhost;
-};
-
-Result<ServerAddress> ParseUrl(const std::string& url) {
-  if (url.empty()) return InvalidArgument("RabbitMQ URL is empty");
-  std::vector<char> buffer(url.begin(), url.end());
-  buffer.push_back('\0');
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(buffer.data(), &info) != AMQP_STATUS_OK) {
-    return InvalidArgument("malformed RabbitMQ URL '" + url + "'");
-  }
-  if (info.ssl) return InvalidArgument("amqps:// is not supported");
-  // "amqp://host:port/" names the empty vhost by the AMQP URI spec, which nobody means:
-  // take it as the default vhost "/".
-  if (info.vhost == nullptr || *info.vhost == '\0') info.vhost = const_cast<char*>("/");
-  return ServerAddress{.host = info.host,
-                       .port = info.port,
-                       .user = info.user,
-                       .password = info.password,
-                       .vhost = info.vhost};
-}
-
 // One AMQP connection. Not thread-safe: its owner serialises every use (see the class
 // comment of RabbitMqBroker for who owns which).
 class Connection {
@@ -132,22 +104,23 @@ class Connection {
     if (state == nullptr) return Internal("amqp_new_connection failed");
     std::unique_ptr<Connection> conn(new Connection(state));
     conn->broken_ = true;  // until logged in: nothing to close politely
-    amqp_socket_t* socket = amqp_tcp_socket_new(state);
-    if (socket == nullptr) return Internal("amqp_tcp_socket_new failed");
-    timeval connect_timeout = ToTimeval(kConnectTimeout);
-    int rc = amqp_socket_open_noblock(socket, address.host.c_str(), address.port, &connect_timeout);
-    if (rc != AMQP_STATUS_OK) {
-      return Unavailable("connecting to RabbitMQ at " + address.host + ":" +
-                         std::to_string(address.port) + ": " + amqp_error_string2(rc));
-    }
+    BATON_RETURN_IF_ERROR(OpenSocket(state, address, ToTimeval(kConnectTimeout)));
     amqp_rpc_reply_t reply =
         amqp_login(state, address.vhost.c_str(), 0, kFrameMax, /*heartbeat=*/0,
                    AMQP_SASL_METHOD_PLAIN, address.user.c_str(), address.password.c_str());
     if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
       conn->broken_ = false;
-      Status status = conn->Check(reply, 0, "logging in to RabbitMQ");
+      Status status = conn->Check(reply, 0, "logging in to " + Describe(address));
       conn->broken_ = true;
-      return status.ok() ? Unavailable("logging in to RabbitMQ failed") : status;
+      // Over TLS the server refuses a client certificate after the handshake: say why.
+      std::string detail = address.tls ? TlsErrorDetail() : "";
+      if (address.tls && detail.empty() && address.files.cert.empty()) {
+        // The alert was lost with the connection (the client's write failed first).
+        detail = "the server may require a client certificate (broker.rabbitmq.tls.cert)";
+      }
+      if (status.ok()) status = Unavailable("logging in to " + Describe(address) + " failed");
+      if (!detail.empty()) status = Status(status.code(), status.message() + ": " + detail);
+      return status;
     }
     conn->broken_ = false;
     timeval rpc_timeout = ToTimeval(kRpcTimeout);
@@ -1528,12 +1501,13 @@ void Core::CloseBroadcast(std::uint64_t id) {
 // ---- RabbitMqBroker ---------------------------------------------------------------------
 
 Result<std::unique_ptr<RabbitMqBroker>> RabbitMqBroker::Connect(RabbitMqOptions options) {
-  auto address = rabbitmq_internal::ParseUrl(options.url);
+  auto address = rabbitmq_internal::ParseUrl(
+      options.url, {.ca = options.tls_ca, .cert = options.tls_cert, .key = options.tls_key});
   if (!address.ok()) return address.status();
   std::optional<rabbitmq_internal::ManagementApi> management;
   if (!options.management_url.empty()) {
     auto api = rabbitmq_internal::ManagementApi::Parse(options.management_url, address->user,
-                                                       address->password);
+                                                       address->password, options.tls_ca);
     if (!api.ok()) return api.status();
     management = std::move(*api);
   }

@@ -19,7 +19,14 @@ class Core;
 
 struct RabbitMqOptions {
   // amqp://user:password@host:port/vhost; an empty vhost ("amqp://host:port/") means "/".
+  // amqps://… connects over TLS (1.2 or later; port 5671 by default): the server's
+  // certificate must be signed by `tls_ca` (the system's CAs when empty) and name the
+  // URL's host; `tls_cert` and `tls_key` (PEM files) are the client certificate shown to
+  // a server that asks for one.
   std::string url;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   // When set, queues are declared with `x-expires` so RabbitMQ deletes them after being
   // unused this long (for tests). Every broker declaring a queue must agree on it.
   std::optional<std::chrono::milliseconds> queue_expires;

@@ -1,13 +1,16 @@
 #include "broker/rabbitmq/rabbitmq_broker.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,10 +72,40 @@ std::unique_ptr<Broker> MakeRabbitMqBroker() {
   return std::move(broker).value();
 }
 
+// The TLS listener of the test RabbitMQ (rabbitmq.sh): amqps://…@localhost, its CA and a
+// client certificate (the listener requires one) from BATON_TEST_TLS_DIR; nullopt when
+// not configured.
+std::optional<RabbitMqOptions> TlsOptions() {
+  const char* url = std::getenv("BATON_TEST_RABBITMQ_TLS_URL");
+  const char* dir = std::getenv("BATON_TEST_TLS_DIR");
+  if (url == nullptr || *url == '\0' || dir == nullptr || *dir == '\0') return std::nullopt;
+  RabbitMqOptions options = TestOptions(url);
+  options.tls_ca = std::string(dir) + "/ca.pem";
+  options.tls_cert = std::string(dir) + "/client.pem";
+  options.tls_key = std::string(dir) + "/client.key";
+  return options;
+}
+
+// The same broker over TLS: every conformance test runs over amqps:// too.
+std::unique_ptr<Broker> MakeRabbitMqTlsBroker() {
+  std::optional<RabbitMqOptions> options = TlsOptions();
+  if (!options) {
+    SkipUnconfigured();
+    return std::make_unique<UnconfiguredBroker>();
+  }
+  auto broker = RabbitMqBroker::Connect(*options);
+  if (!broker.ok()) {
+    ADD_FAILURE() << "cannot connect to RabbitMQ over TLS: " << broker.status().ToString();
+    return nullptr;
+  }
+  return std::move(broker).value();
+}
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(RabbitMq, BrokerConformanceTest,
-                         ::testing::Values(BrokerFactory{"RabbitMq", &MakeRabbitMqBroker}),
+                         ::testing::Values(BrokerFactory{"RabbitMq", &MakeRabbitMqBroker},
+                                           BrokerFactory{"RabbitMqTls", &MakeRabbitMqTlsBroker}),
                          BrokerFactoryName);
 
 }  // namespace baton::testing
@@ -362,7 +395,7 @@ TEST(RabbitMqBrokerConnectTest, UnreachableServerIsUnavailable) {
 
 TEST(RabbitMqBrokerConnectTest, MalformedManagementUrlIsInvalidAndKeepsThePasswordOut) {
   RabbitMqOptions options = OptionsFor("amqp://guest:guest@127.0.0.1:1/");
-  for (const char* bad : {"https://u:hunter2@host:15672", "http://u:hunter2@host:99999",
+  for (const char* bad : {"ftp://u:hunter2@host:15672", "http://u:hunter2@host:99999",
                           "http://u:hunter2@host:15672/api"}) {
     options.management_url = bad;
     auto broker = RabbitMqBroker::Connect(options);
@@ -371,6 +404,93 @@ TEST(RabbitMqBrokerConnectTest, MalformedManagementUrlIsInvalidAndKeepsThePasswo
     EXPECT_EQ(broker.status().message().find("hunter2"), std::string::npos)
         << broker.status().message();
   }
+}
+
+class RabbitMqTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::optional<RabbitMqOptions> options = testing::TlsOptions();
+    if (!options) GTEST_SKIP() << testing::kNotConfigured;
+    options_ = *options;
+    // A CA that signed nothing here: what a client that trusts the wrong CA has.
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rabbitmq-tls-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    const std::string command =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+        "-subj /CN=other-ca -addext basicConstraints=critical,CA:TRUE -keyout '" +
+        (dir_ / "other-ca.key").string() + "' -out '" + (dir_ / "other-ca.pem").string() +
+        "' >/dev/null 2>&1";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  RabbitMqOptions options_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(RabbitMqTlsTest, ConnectsVerifyingTheServerAndShowingItsClientCertificate) {
+  auto broker = RabbitMqBroker::Connect(options_);
+  ASSERT_TRUE(broker.ok()) << broker.status().ToString();
+  EXPECT_TRUE((*broker)->Health().ok());
+}
+
+TEST_F(RabbitMqTlsTest, AServerCertificateFromAnotherCaIsRefusedSayingWhichConnectionAndWhy) {
+  options_.tls_ca = (dir_ / "other-ca.pem").string();
+  auto broker = RabbitMqBroker::Connect(options_);
+  ASSERT_FALSE(broker.ok());
+  EXPECT_EQ(broker.status().code(), StatusCode::kUnavailable);
+  const std::string& message = broker.status().message();
+  EXPECT_NE(message.find("RabbitMQ at localhost:"), std::string::npos) << message;
+  EXPECT_NE(message.find("over TLS"), std::string::npos) << message;
+  // RabbitMQ sends its CA with its certificate: OpenSSL finds that CA untrusted.
+  EXPECT_NE(message.find("the server's certificate was refused: self-signed certificate in "
+                         "certificate chain"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("guest:guest"), std::string::npos) << message;
+}
+
+// The server's alert says it ("certificate required") when the client reads it before its
+// own write fails; otherwise the error points to the setting.
+TEST_F(RabbitMqTlsTest, WithoutTheClientCertificateTheRefusalSaysSo) {
+  options_.tls_cert.clear();
+  options_.tls_key.clear();
+  auto broker = RabbitMqBroker::Connect(options_);
+  ASSERT_FALSE(broker.ok());
+  EXPECT_EQ(broker.status().code(), StatusCode::kUnavailable);
+  const std::string& message = broker.status().message();
+  EXPECT_NE(message.find("RabbitMQ at localhost:"), std::string::npos) << message;
+  EXPECT_TRUE(message.find("certificate required") != std::string::npos ||
+              message.find("may require a client certificate (broker.rabbitmq.tls.cert)") !=
+                  std::string::npos)
+      << message;
+}
+
+TEST(RabbitMqBrokerConnectTest, TlsFilesAreRefusedWithAnAmqpUrlOrHalfGiven) {
+  RabbitMqOptions options = OptionsFor("amqp://guest:guest@127.0.0.1:1/");
+  options.tls_ca = "/etc/ssl/certs/ca-certificates.crt";
+  auto plain = RabbitMqBroker::Connect(options);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(plain.status().message().find("amqps://"), std::string::npos)
+      << plain.status().message();
+  options.url = "amqps://guest:guest@127.0.0.1:1/";
+  options.tls_cert = "/nonexistent/client.pem";
+  auto half = RabbitMqBroker::Connect(options);
+  ASSERT_FALSE(half.ok());
+  EXPECT_EQ(half.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(half.status().message().find("broker.rabbitmq.tls.key"), std::string::npos)
+      << half.status().message();
+  options.tls_key = "/nonexistent/client.key";
+  auto missing = RabbitMqBroker::Connect(options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("/nonexistent/client.pem is not a readable file"),
+            std::string::npos)
+      << missing.status().message();
 }
 
 TEST(RabbitMqBrokerConnectTest, MalformedUrlIsInvalid) {

@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "crypto/certificate.h"
 #include "datastore/adapter_util.h"
 #include "datastore/sql/session.h"
 #include "datastore/sql/statements.h"
@@ -421,9 +422,43 @@ auto OnSession(const sql::SessionOp& op) {
 
 // ---- Lifecycle and the pool ---------------------------------------------------------
 
+namespace {
+
+// A client certificate the DSN names (sslcert) that has expired is said so, with its date,
+// before connecting: the server's TLS alert reaches libpq's message only when it reads it
+// before its own write fails.
+Status CheckClientCertificate(const std::string& dsn) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &error);
+  if (options == nullptr) {
+    std::string why = error != nullptr ? error : "out of memory";
+    PQfreemem(error);
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    return InvalidArgument("postgres: the connection string: " + why);
+  }
+  std::string host = "localhost", port = "5432", cert;
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr || *o->val == '\0') continue;
+    const std::string_view key = o->keyword;
+    if (key == "host") host = o->val;
+    if (key == "port") port = o->val;
+    if (key == "sslcert") cert = o->val;
+  }
+  PQconninfoFree(options);
+  if (cert.empty()) return Status::Ok();
+  Status ok = crypto::CheckCertificateFile(cert);
+  if (ok.ok()) return ok;
+  return Status(ok.code(), fmt::format("postgres: connecting to \"{}\", port {}: the client "
+                                       "certificate (sslcert): {}",
+                                       host, port, ok.message()));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<PostgresDatastore>> PostgresDatastore::Open(PostgresOptions options) {
   return NoThrow([&]() -> Result<std::unique_ptr<PostgresDatastore>> {
     if (options.dsn.empty()) return InvalidArgument("postgres: no connection string");
+    BATON_RETURN_IF_ERROR(CheckClientCertificate(options.dsn));
     options.pool_size = std::max(options.pool_size, 1);
     const bool auto_migrate = options.auto_migrate;
     std::unique_ptr<PostgresDatastore> store(new PostgresDatastore(std::move(options)));

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 
@@ -473,6 +474,92 @@ TEST(PostgresDatastoreTest, StoredTextSurvivesQuotesAndBackslashes) {
   }
   ASSERT_TRUE(IsOk(store->CreateTasks(tasks)));
   EXPECT_EQ(*store->JobTasks(job.id), tasks);
+}
+
+}  // namespace
+}  // namespace baton
+
+// ---- Over TLS -----------------------------------------------------------------------
+
+namespace baton {
+namespace {
+
+// The test server's TLS connection (postgres.sh): role `baton`, which pg_hba admits only
+// over TLS with its client certificate, sslmode=verify-full, on this process's database.
+class PostgresTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BATON_SKIP_UNLESS_CONFIGURED();
+    const char* dsn = std::getenv("BATON_TEST_POSTGRES_TLS_DSN");
+    if (dsn == nullptr || *dsn == '\0') GTEST_SKIP() << "BATON_TEST_POSTGRES_TLS_DSN not set";
+    dsn_ = WithDatabase(dsn, PostgresServer::database());
+    dir_ = std::filesystem::temp_directory_path() / fmt::format("pg-tls-test-{}", ::getpid());
+    std::filesystem::create_directories(dir_);
+    const std::string command = fmt::format(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+        "-subj /CN=other-ca -addext basicConstraints=critical,CA:TRUE -keyout '{0}/other.key' "
+        "-out '{0}/other.pem' >/dev/null 2>&1",
+        dir_.string());
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  std::string dsn_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(PostgresTlsTest, WithVerifyFullAStoreWorksOverAnEncryptedSession) {
+  auto store = OpenStore(PostgresOptions{.dsn = dsn_});
+  ASSERT_NE(store, nullptr);
+  JobRecord job = NewJob(SimpleJob("over tls"), At(0));
+  ASSERT_TRUE(IsOk(store->CreateJob(job)));
+  auto read = store->GetJob(job.id);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->job.name, "over tls");
+  PGconn* conn = PQconnectdb(dsn_.c_str());
+  ASSERT_EQ(PQstatus(conn), CONNECTION_OK) << PQerrorMessage(conn);
+  PGresult* res = PQexec(conn,
+                         "SELECT ssl::text || ' ' || version FROM pg_stat_ssl "
+                         "WHERE pid = pg_backend_pid()");
+  ASSERT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQresultErrorMessage(res);
+  EXPECT_TRUE(std::string(PQgetvalue(res, 0, 0)).starts_with("true TLSv1."))
+      << PQgetvalue(res, 0, 0);
+  PQclear(res);
+  PQfinish(conn);
+}
+
+TEST_F(PostgresTlsTest, AServerCertificateFromAnotherCaIsRefusedSayingWhichConnectionAndWhy) {
+  std::string dsn = dsn_;
+  dsn += fmt::format(" sslrootcert={}/other.pem", dir_.string());  // the last one counts
+  auto store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
+  const std::string& message = store.status().message();
+  EXPECT_NE(message.find("postgres: connecting: connection to server at \"localhost\""),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("certificate verify failed"), std::string::npos) << message;
+}
+
+TEST_F(PostgresTlsTest, AHostNameTheServersCertificateDoesNotNameIsRefused) {
+  // The same server at 127.0.0.1, asked for by a name its certificate does not carry.
+  std::string dsn = dsn_ + " host=not-the-server.test hostaddr=127.0.0.1";
+  auto store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
+  const std::string& message = store.status().message();
+  EXPECT_NE(message.find("does not match host name \"not-the-server.test\""), std::string::npos)
+      << message;
+}
+
+TEST_F(PostgresTlsTest, WithoutTlsTheRoleIsRefused) {
+  std::string dsn = dsn_ + " sslmode=disable";
+  auto store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn});
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("no encryption"), std::string::npos)
+      << store.status().message();
 }
 
 }  // namespace
