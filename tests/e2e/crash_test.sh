@@ -20,10 +20,7 @@ work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-crash.XXXXXX")
 server_pid=
 stop_all() {
   [[ -n $server_pid ]] && stop_pids "$server_pid"
-  if ((failures)); then
-    mkdir -p "$PWD/crash-logs" && cp "$work_dir"/*.log "$PWD/crash-logs/" 2>/dev/null
-    for log in "$work_dir"/*.log; do echo "--- $log (kept in $PWD/crash-logs)"; tail -n 25 "$log"; done
-  fi
+  keep_logs crash-logs
   rm -rf "$work_dir"
 }
 trap stop_all EXIT
@@ -41,27 +38,13 @@ launch() {
 # up NAME: launch, then wait for /health.
 up() {
   launch "$1"
-  local deadline=$((SECONDS + 60))
-  until curl -sf "$url/health" >/dev/null 2>&1; do
-    kill -0 "$server_pid" 2>/dev/null || { fail "$1: the server exited at start-up"; exit 1; }
-    ((SECONDS > deadline)) && { fail "$1: no answer within 60s"; exit 1; }
-    sleep 0.1
-  done
+  await_health "$url" "$server_pid" "$1: the server"
 }
 
 kill9() {
   kill -KILL "$server_pid" 2>/dev/null
   wait "$server_pid" 2>/dev/null
   server_pid=
-}
-
-# wait_lines FILE N [SECONDS]: until FILE has at least N lines.
-wait_lines() {
-  local deadline=$((SECONDS + ${3:-60}))
-  until [[ -f $1 && $(wc -l <"$1") -ge $2 ]]; do
-    ((SECONDS > deadline)) && return 1
-    sleep 0.05
-  done
 }
 
 # wait_running ID N: until job ID has N task rows, one of them RUNNING.

@@ -48,6 +48,37 @@ start_server() {
   done
 }
 
+# await_health URL PID NAME [CURL_ARGS...]: until URL/health answers 200 (curl given
+# CURL_ARGS, e.g. --cacert FILE); FAILs and ends the suite when PID exits first or after
+# 60 s.
+await_health() {
+  local base=$1 pid=$2 name=$3 deadline=$((SECONDS + 60))
+  shift 3
+  until curl -sf "$@" "$base/health" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { fail "$name exited at start-up"; exit 1; }
+    ((SECONDS > deadline)) && { fail "$name did not answer $base/health within 60 s"; exit 1; }
+    sleep 0.1
+  done
+}
+
+# wait_lines FILE N [SECONDS]: until FILE has at least N lines (false after SECONDS, 60).
+wait_lines() {
+  local deadline=$((SECONDS + ${3:-60}))
+  until [[ -f $1 && $(wc -l <"$1") -ge $2 ]]; do
+    ((SECONDS > deadline)) && return 1
+    sleep 0.05
+  done
+}
+
+# keep_logs NAME: after failures, copies $work_dir/*.log to ./NAME (CI keeps it) and
+# prints their last lines.
+keep_logs() {
+  ((failures)) || return 0
+  mkdir -p "$PWD/$1" && cp "$work_dir"/*.log "$PWD/$1/" 2>/dev/null
+  local log
+  for log in "$work_dir"/*.log; do echo "--- $log (kept in $PWD/$1)"; tail -n 25 "$log"; done
+}
+
 # stop_pids PID...: SIGTERM to each, then up to 40 s each to exit before SIGKILL.
 stop_pids() {
   local pid deadline

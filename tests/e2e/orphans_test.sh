@@ -25,10 +25,7 @@ stop_all() {
   for f in "$work_dir"/*/pids; do
     [[ -f $f ]] && while read -r p; do kill -KILL -- "-$p" "$p" 2>/dev/null; done <"$f"
   done
-  if ((failures)); then
-    mkdir -p "$PWD/orphans-logs" && cp "$work_dir"/*.log "$PWD/orphans-logs/" 2>/dev/null
-    for log in "$work_dir"/*.log; do echo "--- $log (kept in $PWD/orphans-logs)"; tail -n 25 "$log"; done
-  fi
+  keep_logs orphans-logs
   rm -rf "$work_dir"
 }
 trap stop_all EXIT
@@ -50,27 +47,13 @@ start() {
   "$baton" "$@" >>"$work_dir/$name.log" 2>&1 &
   pid_of[$name]=$!
   [[ -z $port ]] && return 0
-  local deadline=$((SECONDS + 60))
-  until curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; do
-    kill -0 "${pid_of[$name]}" 2>/dev/null || { fail "$name exited at start-up"; exit 1; }
-    ((SECONDS > deadline)) && { fail "$name did not answer within 60s"; exit 1; }
-    sleep 0.1
-  done
+  await_health "http://127.0.0.1:$port" "${pid_of[$name]}" "$name"
 }
 
 kill9() {
   kill -KILL "${pid_of[$1]}" 2>/dev/null
   wait "${pid_of[$1]}" 2>/dev/null
   unset "pid_of[$1]"
-}
-
-# wait_lines FILE N [SECONDS]: until FILE has at least N lines.
-wait_lines() {
-  local deadline=$((SECONDS + ${3:-60}))
-  until [[ -f $1 && $(wc -l <"$1") -ge $2 ]]; do
-    ((SECONDS > deadline)) && return 1
-    sleep 0.05
-  done
 }
 
 # A job whose one task writes its pid to M/pids, then loops COUNT times (60: about 3 s) appending

@@ -74,12 +74,7 @@ BATON_API_TLS_CERT=$work_dir/api/live.pem BATON_API_TLS_KEY=$work_dir/api/live.k
   >"$work_dir/coordinator.log" 2>&1 &
 coordinator_pid=$!
 pids+=($!)
-deadline=$((SECONDS + 60))
-until curl -sf --cacert "$cacert" "$url/health" >/dev/null 2>&1; do
-  kill -0 "$coordinator_pid" 2>/dev/null || { echo "FAIL: the coordinator exited:"; cat "$work_dir/coordinator.log"; exit 1; }
-  ((SECONDS > deadline)) && { echo "FAIL: no HTTPS answer within 60 s"; exit 1; }
-  sleep 0.2
-done
+await_health "$url" "$coordinator_pid" "the coordinator (over HTTPS)" --cacert "$cacert"
 pass "the coordinator answers over HTTPS, with RabbitMQ over amqps and PostgreSQL over TLS"
 # The worker's client key inside its data directory, which its tasks' sandbox hides.
 mkdir -p "$work_dir/w/tls"
