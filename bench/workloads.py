@@ -326,22 +326,31 @@ def w1(args, engine_factory, label, concurrency, n=1000):
     return rows
 
 
+def side_by_side(args, make_baseline, make_baton, name, n):
+    """W1's job of n `true` tasks on two engines up at once (the baseline's made first),
+    runs alternating: (baseline seconds, Baton seconds), medians."""
+    baseline = make_baseline()
+    try:
+        baton = make_baton()
+        try:
+            for engine in (baseline, baton):
+                engine.client.run(each_job("warmup", 10))
+            base, bat, _ = alternate(args.reps, lambda: baseline.client.run(each_job(name, n)),
+                                     lambda: baton.client.run(each_job(name, n)))
+        finally:
+            baton.stop()
+    finally:
+        baseline.stop()
+    return base, bat
+
+
 def w1x(args, engine_factory, concurrency=2, n=1000):
     """The isolation cost: W1 on a server whose shell tasks run sandboxed (the default: a
     mount namespace per step hiding the data directory, Landlock) against one without
-    (runtime.shell.sandbox = false), both up at once, runs alternating."""
-    plain = engine_factory(concurrency, {"BATON_RUNTIME_SHELL_SANDBOX": "false"})
-    try:
-        boxed = engine_factory(concurrency)
-        try:
-            for engine in (plain, boxed):
-                engine.client.run(each_job("warmup", 10))
-            base, bat, _ = alternate(args.reps, lambda: plain.client.run(each_job("w1x", n)),
-                                     lambda: boxed.client.run(each_job("w1x", n)))
-        finally:
-            boxed.stop()
-    finally:
-        plain.stop()
+    (runtime.shell.sandbox = false)."""
+    base, bat = side_by_side(
+        args, lambda: engine_factory(concurrency, {"BATON_RUNTIME_SHELL_SANDBOX": "false"}),
+        lambda: engine_factory(concurrency), "w1x", n)
     return [Row(f"W1X fan-out {n} × true, c={concurrency}, sandboxed", "s",
                 "the same, runtime.shell.sandbox = false", base, bat, "≤ 1.2 × baseline",
                 bat / base <= 1.2, f"{1000 * (bat - base) / n:+.2f} ms/task for the sandbox")]
@@ -350,20 +359,12 @@ def w1x(args, engine_factory, concurrency=2, n=1000):
 def d1s(args, services, concurrency=2, n=1000):
     """TLS's cost across machines: D1 (W1 over RabbitMQ and PostgreSQL) with every broker
     and database connection TLS (amqps with a client certificate, sslmode=verify-full with
-    one) against the same deployment in the clear, both up at once, runs alternating."""
+    one) against the same deployment in the clear."""
     per_worker = max(1, concurrency // 2)
-    plain = Distributed(args.baton, args.work, per_worker, services.values)
-    try:
-        tls = Distributed(args.baton, args.work, per_worker, services.values, tls=True)
-        try:
-            for engine in (plain, tls):
-                engine.client.run(each_job("warmup", 10))
-            base, bat, _ = alternate(args.reps, lambda: plain.client.run(each_job("d1s", n)),
-                                     lambda: tls.client.run(each_job("d1s", n)))
-        finally:
-            tls.stop()
-    finally:
-        plain.stop()
+    base, bat = side_by_side(
+        args, lambda: Distributed(args.baton, args.work, per_worker, services.values),
+        lambda: Distributed(args.baton, args.work, per_worker, services.values, tls=True),
+        "d1s", n)
     return [Row(f"D1S distributed fan-out {n} × true, c={concurrency}, TLS to RabbitMQ and "
                 "PostgreSQL", "s", "the same in the clear", base, bat, "≤ 1.2 × baseline",
                 bat / base <= 1.2, f"{1000 * (bat - base) / n:+.2f} ms/task for TLS")]
