@@ -222,10 +222,18 @@ std::shared_ptr<const crypto::Keyring> TestKeyring() {
 }
 
 // The conformance suites' factory: a store on the test database, or (skipping the test)
-// a placeholder.
+// a placeholder. A store with a keyring has a database of its own (made once per
+// process): rows it encrypted cannot be read by the others, whose queries across the
+// database (jobs in a state, tasks in a state) would fail on them when the whole binary
+// runs in one process.
 std::unique_ptr<Datastore> MakeStore(PostgresOptions options) {
   if (SkipUnlessConfigured()) return std::make_unique<NoDatastore>();
-  options.dsn = PostgresServer::test_dsn();
+  if (options.keyring) {
+    static const std::string encrypted_dsn = PostgresServer::FreshDatabaseDsn();
+    options.dsn = encrypted_dsn;
+  } else {
+    options.dsn = PostgresServer::test_dsn();
+  }
   return OpenStore(std::move(options));
 }
 
