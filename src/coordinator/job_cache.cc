@@ -82,10 +82,23 @@ void JobCache::Forget(const std::vector<JobRecord>& finished) {
   if (finished.empty()) return;
   {
     MutexLock lock(definitions_mu_);
-    for (const JobRecord& job : finished) definitions_.erase(job.id);
+    for (const JobRecord& job : finished) {
+      auto it = definitions_.find(job.id);
+      if (it == definitions_.end()) continue;
+      if (it->second->webhooks.empty()) {
+        if (without_hooks_.size() >= kMaxWithoutHooks) without_hooks_.clear();
+        without_hooks_.insert(job.id);
+      }
+      definitions_.erase(it);
+    }
   }
   MutexLock lock(contexts_mu_);
   for (const JobRecord& job : finished) ForgetContextLocked(job.id);
+}
+
+bool JobCache::KnownWithoutHooks(const std::string& job_id) {
+  MutexLock lock(definitions_mu_);
+  return without_hooks_.contains(job_id);
 }
 
 void JobCache::ForgetContextLocked(const std::string& job_id) {

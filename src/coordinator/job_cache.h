@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,13 @@ class JobCache {
   void Keep(const std::vector<JobRecord>& created) BATON_EXCLUDES(definitions_mu_);
   // The scope committed: what it read or wrote is kept.
   void Publish(Scope& scope) BATON_EXCLUDES(contexts_mu_);
-  // The jobs ended: their definitions are read again if they are restarted.
+  // The jobs ended: their definitions are read again if they are restarted. Those known
+  // to have no webhooks are remembered as such (KnownWithoutHooks).
   void Forget(const std::vector<JobRecord>& finished) BATON_EXCLUDES(definitions_mu_, contexts_mu_);
+  // The job ended and its definition has no webhooks (a definition never changes): a late
+  // event about it (a killed task's outcome after a cancel) needs no hook reads, and so
+  // neither reads nor parses its definition again.
+  bool KnownWithoutHooks(const std::string& job_id) BATON_EXCLUDES(definitions_mu_);
 
  private:
   void ForgetContextLocked(const std::string& job_id) BATON_REQUIRES(contexts_mu_);
@@ -69,6 +75,8 @@ class JobCache {
   static constexpr std::size_t kMaxContextBytes = 64u << 20;
   Mutex definitions_mu_;
   std::map<std::string, std::shared_ptr<const Job>> definitions_ BATON_GUARDED_BY(definitions_mu_);
+  static constexpr std::size_t kMaxWithoutHooks = 65536;
+  std::set<std::string> without_hooks_ BATON_GUARDED_BY(definitions_mu_);
   Mutex contexts_mu_;
   std::map<std::string, Context> contexts_ BATON_GUARDED_BY(contexts_mu_);
   std::size_t context_bytes_ BATON_GUARDED_BY(contexts_mu_) = 0;

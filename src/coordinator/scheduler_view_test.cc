@@ -250,6 +250,30 @@ TEST_F(ShellViewTest, AStepReadsItsJobsContextOnceAtTenAndTwentyThousandInputs) 
   EXPECT_EQ(second_big, 0);
 }
 
+// After a cancel, the killed task's report about the ended job reads nothing of its
+// definition when it has no webhooks: a 1.6 MB job's was parsed again for it
+// (e2e_big_job's cancel).
+TEST_F(ShellViewTest, TheKilledTasksReportAfterACancelDoesNotReadTheDefinitionAgain) {
+  Job job;
+  job.name = "cancelled";
+  for (int i = 0; i < 50; ++i) job.tasks.push_back(Runnable("step " + std::to_string(i)));
+  std::string id = NewId();
+  TaskRecord running = Row(id, "", 10, TaskState::kRunning, job.tasks[9]);
+  Store(job, 10, {running}, id);
+  ASSERT_TRUE(scheduler_->Cancel(id).ok());
+  ASSERT_EQ(datastore_->GetJob(id)->state, JobState::kCancelled);
+  const long before = faulty_->definition_tasks_read();
+  TaskFinished killed;
+  killed.task_id = running.id;
+  killed.job_id = id;
+  killed.node_id = kNode;
+  killed.outcome = TaskFinished::Outcome::kCancelled;
+  killed.at = clock_.Now();
+  EXPECT_TRUE(scheduler_->OnFinished(killed).ok());
+  EXPECT_EQ(faulty_->definition_tasks_read() - before, 0);
+  EXPECT_EQ(datastore_->GetTask(running.id)->state, TaskState::kCancelled);
+}
+
 TEST_F(ShellViewTest, AnEachChildsCompletionReadsAsManyRowsAtTwoThousandChildrenAsAtTwenty) {
   long small = EachStep(20);
   long big = EachStep(2000);

@@ -74,7 +74,9 @@ Status ViewReader::ReadMoreTasks(Transaction& tx, const flow::Reads& reads, flow
 
 Status ViewReader::ReadHookJob(Transaction& tx, const std::string& job_id, JobCache::Scope& scope,
                                flow::View& view) {
-  // Its definition is shared (JobCache): a job without webhooks costs no more.
+  // Its definition is shared (JobCache): a job without webhooks costs no more, and an
+  // ended one known to have none is not read again.
+  if (cache_.KnownWithoutHooks(job_id)) return Status::Ok();
   auto definition = cache_.DefinitionOf(tx, job_id);
   if (!definition.ok()) {
     return definition.status().code() == StatusCode::kNotFound ? Status::Ok() : definition.status();
