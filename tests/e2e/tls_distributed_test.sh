@@ -26,7 +26,7 @@ work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-tls.XXXXXX")
 pids=()
 stop_all() {
   stop_pids "${pids[@]}"
-  if ((failures)); then tail -n 20 "$work_dir"/*.log; fi
+  keep_logs tls-logs
   rm -rf "$work_dir"
 }
 trap stop_all EXIT

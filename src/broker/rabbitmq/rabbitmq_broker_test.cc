@@ -1,12 +1,10 @@
 #include "broker/rabbitmq/rabbitmq_broker.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -19,6 +17,7 @@
 #include "base/url.h"
 #include "conformance/broker_conformance.h"
 #include "http/client.h"
+#include "testing/test_certificates.h"
 #include "testing/wait_for.h"
 
 namespace baton::testing {
@@ -413,22 +412,12 @@ class RabbitMqTlsTest : public ::testing::Test {
     if (!options) GTEST_SKIP() << testing::kNotConfigured;
     options_ = *options;
     // A CA that signed nothing here: what a client that trusts the wrong CA has.
-    dir_ = std::filesystem::temp_directory_path() /
-           ("rabbitmq-tls-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    const std::string command =
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-        "-subj /CN=other-ca -addext basicConstraints=critical,CA:TRUE -keyout '" +
-        (dir_ / "other-ca.key").string() + "' -out '" + (dir_ / "other-ca.pem").string() +
-        "' >/dev/null 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    auto made = testing::MakeTestCertificates(::testing::TempDir() + "/rabbitmq_tls_test");
+    ASSERT_TRUE(made.has_value()) << "openssl could not make the test certificates";
+    other_ca_ = made->other_ca;
   }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-
   RabbitMqOptions options_;
-  std::filesystem::path dir_;
+  std::string other_ca_;
 };
 
 TEST_F(RabbitMqTlsTest, ConnectsVerifyingTheServerAndShowingItsClientCertificate) {
@@ -438,7 +427,7 @@ TEST_F(RabbitMqTlsTest, ConnectsVerifyingTheServerAndShowingItsClientCertificate
 }
 
 TEST_F(RabbitMqTlsTest, AServerCertificateFromAnotherCaIsRefusedSayingWhichConnectionAndWhy) {
-  options_.tls_ca = (dir_ / "other-ca.pem").string();
+  options_.tls_ca = other_ca_;
   auto broker = RabbitMqBroker::Connect(options_);
   ASSERT_FALSE(broker.ok());
   EXPECT_EQ(broker.status().code(), StatusCode::kUnavailable);

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <random>
 #include <string>
 
@@ -21,6 +20,7 @@
 #include "conformance/locker_conformance.h"
 #include "datastore/postgres/postgres_locker.h"
 #include "datastore/sql/schema.h"
+#include "testing/test_certificates.h"
 
 namespace baton {
 namespace {
@@ -501,21 +501,12 @@ class PostgresTlsTest : public ::testing::Test {
     const char* dsn = std::getenv("BATON_TEST_POSTGRES_TLS_DSN");
     if (dsn == nullptr || *dsn == '\0') GTEST_SKIP() << "BATON_TEST_POSTGRES_TLS_DSN not set";
     dsn_ = WithDatabase(dsn, PostgresServer::database());
-    dir_ = std::filesystem::temp_directory_path() / fmt::format("pg-tls-test-{}", ::getpid());
-    std::filesystem::create_directories(dir_);
-    const std::string command = fmt::format(
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-        "-subj /CN=other-ca -addext basicConstraints=critical,CA:TRUE -keyout '{0}/other.key' "
-        "-out '{0}/other.pem' >/dev/null 2>&1",
-        dir_.string());
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    auto made = testing::MakeTestCertificates(::testing::TempDir() + "/pg_tls_test");
+    ASSERT_TRUE(made.has_value()) << "openssl could not make the test certificates";
+    other_ca_ = made->other_ca;
   }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-
   std::string dsn_;
-  std::filesystem::path dir_;
+  std::string other_ca_;  // a CA that signed nothing here
 };
 
 TEST_F(PostgresTlsTest, WithVerifyFullAStoreWorksOverAnEncryptedSession) {
@@ -540,7 +531,7 @@ TEST_F(PostgresTlsTest, WithVerifyFullAStoreWorksOverAnEncryptedSession) {
 
 TEST_F(PostgresTlsTest, AServerCertificateFromAnotherCaIsRefusedSayingWhichConnectionAndWhy) {
   std::string dsn = dsn_;
-  dsn += fmt::format(" sslrootcert={}/other.pem", dir_.string());  // the last one counts
+  dsn += " sslrootcert=" + other_ca_;  // the last one counts
   auto store = PostgresDatastore::Open(PostgresOptions{.dsn = dsn});
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
