@@ -36,17 +36,6 @@ int RecordVerifyFailure(int ok, X509_STORE_CTX* ctx) {
   return ok;
 }
 
-// What OpenSSL said last on this thread ("tlsv13 alert certificate required"), emptied.
-std::string OpenSslError() {
-  std::string reason;
-  while (unsigned long e = ERR_get_error()) {
-    char text[256];
-    ERR_error_string_n(e, text, sizeof text);
-    reason = text;
-  }
-  return reason;
-}
-
 bool IsIpLiteral(const std::string& host) {
   unsigned char buffer[16];
   return inet_pton(AF_INET, host.c_str(), buffer) == 1 ||
@@ -68,8 +57,8 @@ Result<amqp_socket_t*> NewTlsSocket(amqp_connection_state_t state, const ServerA
   const std::string ca = address.files.ca.empty() ? kSystemCaBundle : address.files.ca;
   BATON_RETURN_IF_ERROR(CheckReadable(ca, "broker.rabbitmq.tls.ca"));
   if (amqp_ssl_socket_set_cacert(socket, ca.c_str()) != AMQP_STATUS_OK) {
-    return InvalidArgument(
-        fmt::format("broker.rabbitmq.tls.ca: {} holds no PEM certificate: {}", ca, OpenSslError()));
+    return InvalidArgument(fmt::format("broker.rabbitmq.tls.ca: {} holds no PEM certificate: {}",
+                                       ca, TlsErrorDetail()));
   }
   if (!address.files.cert.empty()) {
     BATON_RETURN_IF_ERROR(CheckReadable(address.files.cert, "broker.rabbitmq.tls.cert"));
@@ -85,7 +74,7 @@ Result<amqp_socket_t*> NewTlsSocket(amqp_connection_state_t state, const ServerA
         AMQP_STATUS_OK) {
       return InvalidArgument(fmt::format(
           "broker.rabbitmq.tls.cert/key: {} and {} are not a PEM certificate and its key: {}",
-          address.files.cert, address.files.key, OpenSslError()));
+          address.files.cert, address.files.key, TlsErrorDetail()));
     }
   }
   if (amqp_ssl_socket_set_ssl_versions(socket, AMQP_TLSv1_2, AMQP_TLSvLATEST) != AMQP_STATUS_OK) {
@@ -166,6 +155,14 @@ Status OpenSocket(amqp_connection_state_t state, const ServerAddress& address, t
   return Unavailable(fmt::format("connecting to {}: {}", Describe(address), why));
 }
 
-std::string TlsErrorDetail() { return OpenSslError(); }
+std::string TlsErrorDetail() {
+  std::string reason;
+  while (unsigned long e = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof text);
+    reason = text;
+  }
+  return reason;
+}
 
 }  // namespace baton::rabbitmq_internal
