@@ -11,7 +11,8 @@ bool operator==(const Each& a, const Each& b) {
 bool operator==(const SubJob& a, const SubJob& b) {
   return a.name == b.name && a.description == b.description && a.tasks == b.tasks &&
          a.inputs == b.inputs && a.secrets == b.secrets && a.output == b.output &&
-         a.auto_delete == b.auto_delete && a.webhooks == b.webhooks && a.detached == b.detached;
+         a.auto_delete == b.auto_delete && a.webhooks == b.webhooks && a.detached == b.detached &&
+         a.mode == b.mode;
 }
 
 std::string_view ToString(MountType type) {

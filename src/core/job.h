@@ -129,6 +129,23 @@ struct JobSchedule {
 
 struct Task;
 
+// How a list of tasks (a job's, a sub-job's) is ordered, as its `mode` says:
+// kSequence (Tork's meaning, the default): a task without `needs` starts after the one
+// before it; kDag: a task without `needs` is a root, started with the job.
+enum class TaskOrder { kSequence, kDag };
+
+// When a task of a graph starts, judged over the tasks it needs (Airflow's names and
+// meanings; core/graph.h). kAllSuccess is the default.
+enum class TriggerRule {
+  kAllSuccess,
+  kAllDone,
+  kAllFailed,
+  kOneSuccess,
+  kOneFailed,
+  kNoneFailed,
+  kNoneFailedMinOneSuccess,
+};
+
 struct Parallel {
   std::vector<Task> tasks;
   friend bool operator==(const Parallel&, const Parallel&);
@@ -152,6 +169,7 @@ struct SubJob {
   std::optional<AutoDelete> auto_delete;
   std::vector<Webhook> webhooks;
   bool detached = false;
+  TaskOrder mode = TaskOrder::kSequence;  // `mode: dag` (beyond Tork)
   friend bool operator==(const SubJob&, const SubJob&);
 };
 
@@ -185,6 +203,10 @@ struct Task {
   std::optional<Parallel> parallel;
   std::optional<Each> each;
   std::optional<SubJob> subjob;
+  // Beyond Tork, on a job's (or a sub-job's) tasks: the names of the tasks of the same
+  // list this one waits for, and the rule over their ends that starts or skips it.
+  std::vector<std::string> needs;
+  std::optional<TriggerRule> trigger_rule;
 
   bool IsComposite() const { return parallel || each || subjob; }
   friend bool operator==(const Task&, const Task&) = default;
@@ -217,7 +239,8 @@ struct Job {
   // authentication is off.
   std::string created_by;
   std::vector<Task> tasks;
-  std::optional<JobSchedule> schedule;  // set by the engine only (see JobSchedule)
+  std::optional<JobSchedule> schedule;    // set by the engine only (see JobSchedule)
+  TaskOrder mode = TaskOrder::kSequence;  // `mode: dag` (beyond Tork)
   friend bool operator==(const Job&, const Job&) = default;
 };
 

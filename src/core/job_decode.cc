@@ -6,10 +6,12 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <span>
 
 #include "core/auth.h"
+#include "core/graph.h"
 #include "core/names.h"
 #include "expr/expr.h"
 
@@ -19,23 +21,24 @@ namespace {
 using Fields = std::span<const std::string_view>;
 
 // Field names of each object, as the spec spells them.
-constexpr std::string_view kJobFields[] = {
-    "name",     "description", "tags", "inputs",  "secrets", "defaults",    "output",
-    "webhooks", "autoDelete",  "wait", "timeout", "tasks",   "permissions", "createdBy"};
+constexpr std::string_view kJobFields[] = {"name",        "description", "tags",    "inputs",
+                                           "secrets",     "defaults",    "output",  "webhooks",
+                                           "autoDelete",  "wait",        "timeout", "tasks",
+                                           "permissions", "createdBy",   "mode"};
 // A stored job may also carry what the engine set: the schedule that fired it.
 constexpr std::string_view kStoredJobFields[] = {
-    "name",     "description", "tags",        "inputs",     "secrets",
-    "defaults", "output",      "webhooks",    "autoDelete", "wait",
-    "timeout",  "tasks",       "permissions", "createdBy",  "schedule"};
+    "name",        "description", "tags",       "inputs", "secrets", "defaults",
+    "output",      "webhooks",    "autoDelete", "wait",   "timeout", "tasks",
+    "permissions", "createdBy",   "schedule",   "mode"};
 constexpr std::string_view kJobScheduleFields[] = {"id", "cron"};
 constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "entrypoint", "env",
                                                 "files", "queue",  "pre",    "post",       "mounts",
                                                 "retry", "limits", "timeout"};
 constexpr std::string_view kTaskFields[] = {
-    "name",       "description", "var",    "if",       "run",    "image",    "cmd",
-    "entrypoint", "env",         "files",  "workdir",  "queue",  "priority", "pre",
-    "post",       "sidecars",    "mounts", "networks", "limits", "gpus",     "registry",
-    "tags",       "timeout",     "retry",  "parallel", "each",   "subjob"};
+    "name",     "description", "var",     "if",    "run",        "image", "cmd",     "entrypoint",
+    "env",      "files",       "workdir", "queue", "priority",   "pre",   "post",    "sidecars",
+    "mounts",   "networks",    "limits",  "gpus",  "registry",   "tags",  "timeout", "retry",
+    "parallel", "each",        "subjob",  "needs", "triggerRule"};
 constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "image",
                                            "cmd",     "entrypoint",  "env", "files",
                                            "timeout", "registry"};
@@ -54,9 +57,9 @@ constexpr std::string_view kWaitFields[] = {"timeout"};
 constexpr std::string_view kDefaultsFields[] = {"retry", "limits", "timeout", "queue", "priority"};
 constexpr std::string_view kParallelFields[] = {"tasks"};
 constexpr std::string_view kEachFields[] = {"list", "task", "var", "concurrency"};
-constexpr std::string_view kSubJobFields[] = {"name",       "description", "tasks",
-                                              "inputs",     "secrets",     "output",
-                                              "autoDelete", "webhooks",    "detached"};
+constexpr std::string_view kSubJobFields[] = {"name",     "description", "tasks",      "inputs",
+                                              "secrets",  "output",      "autoDelete", "webhooks",
+                                              "detached", "mode"};
 constexpr std::string_view kPermissionFields[] = {"role", "user"};
 
 bool Contains(Fields fields, std::string_view name) {
@@ -534,6 +537,99 @@ class Decoder {
     return defaults;
   }
 
+  TaskOrder DecodeMode(const Node& node, const std::string& path) {
+    std::string text = String(node, path);
+    if (text == "dag") return TaskOrder::kDag;
+    if (text != "sequence") {
+      Problem(node.mark, path,
+              fmt::format("unknown mode {} (expected sequence or dag)", Quoted(text)));
+    }
+    return TaskOrder::kSequence;
+  }
+
+  std::optional<TriggerRule> DecodeTriggerRule(const Node& node, const std::string& path) {
+    std::string text = String(node, path);
+    auto rule = ParseTriggerRule(text);
+    if (!rule && node.IsScalar()) {
+      Problem(node.mark, path,
+              fmt::format("unknown trigger rule {} (expected one of {})", Quoted(text),
+                          TriggerRuleNames()));
+    }
+    return rule;
+  }
+
+  static const MapEntry* EntryOf(const Node& node, std::string_view key) {
+    if (node.kind != Node::Kind::kMap) return nullptr;
+    for (const MapEntry& e : node.entries) {
+      if (e.key == key) return &e;
+    }
+    return nullptr;
+  }
+
+  // `needs` and `triggerRule` order a job's or a sub-job's tasks: a parallel's or an
+  // each's task has no list to be ordered in.
+  void NoGraphFields(const Node& task_node, const std::string& path, std::string_view owner) {
+    for (std::string_view key : {std::string_view("needs"), std::string_view("triggerRule")}) {
+      if (const MapEntry* e = EntryOf(task_node, key)) {
+        Problem(e->key_mark, Join(path, key),
+                fmt::format("{} orders the tasks of a job or a subjob, not of {}", key, owner));
+      }
+    }
+  }
+
+  // A graph's tasks (see core/graph.h): names unique, every need a task of the list, no
+  // cycle.
+  void CheckGraph(const Node* list, const std::string& path, TaskOrder mode,
+                  const std::vector<Task>& tasks) {
+    if (!rules_ || list == nullptr || list->kind != Node::Kind::kSequence ||
+        list->items.size() != tasks.size() || !IsGraph(mode, tasks)) {
+      return;
+    }
+    std::map<std::string, std::size_t> first;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const std::string& name = tasks[i].name;
+      if (name.empty()) continue;  // reported: a task needs a name
+      auto [at, fresh] = first.emplace(name, i);
+      if (fresh) continue;
+      const MapEntry* e = EntryOf(list->items[i], "name");
+      Problem(e != nullptr ? e->value.mark : list->items[i].mark, Join(Index(path, i), "name"),
+              fmt::format("{} names {} too: the tasks of a graph need unique names", Quoted(name),
+                          Index(path, at->second)));
+    }
+    bool unknown = false;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const MapEntry* e = EntryOf(list->items[i], "needs");
+      if (e == nullptr || e->value.kind != Node::Kind::kSequence) continue;
+      for (std::size_t j = 0; j < tasks[i].needs.size() && j < e->value.items.size(); ++j) {
+        const std::string& need = tasks[i].needs[j];
+        if (first.contains(need)) continue;
+        unknown = true;
+        std::string message = fmt::format("no task of {} is named {}", path, Quoted(need));
+        std::string_view best;
+        std::size_t best_distance = 3;
+        for (const auto& [name, index] : first) {
+          std::size_t d = Distance(need, name);
+          // Not a hint of one name for another that shares no letter with it.
+          if (d < best_distance && d < need.size()) best = name, best_distance = d;
+        }
+        if (!best.empty()) message += fmt::format(" (did you mean {}?)", Quoted(best));
+        Problem(e->value.items[j].mark, Index(Join(Index(path, i), "needs"), j), message);
+      }
+    }
+    if (unknown) return;
+    auto cycle = FindCycle(GraphOf(mode, tasks));
+    if (!cycle) return;
+    std::string along;
+    for (int i : *cycle) {
+      if (!along.empty()) along += " -> ";
+      along += Quoted(tasks[static_cast<std::size_t>(i)].name);
+    }
+    const std::size_t at = static_cast<std::size_t>(cycle->front());
+    const MapEntry* e = EntryOf(list->items[at], "needs");
+    Problem(e != nullptr ? e->key_mark : list->items[at].mark, Join(Index(path, at), "needs"),
+            fmt::format("the tasks' needs form a cycle: {}", along));
+  }
+
   std::vector<Task> Tasks(const Node& node, const std::string& path, int depth,
                           std::string_view owner) {
     auto tasks = List<Task>(node, path, [&](const Node& n, const std::string& p) {
@@ -611,6 +707,10 @@ class Decoder {
         task.timeout = DurationOf(v, p);
       else if (e.key == "retry")
         task.retry = DecodeRetry(v, p);
+      else if (e.key == "needs")
+        task.needs = StringList(v, p, false);
+      else if (e.key == "triggerRule")
+        task.trigger_rule = DecodeTriggerRule(v, p);
       else if (e.key == "parallel") {
         composite.push_back(&e);
         task.parallel = DecodeParallel(v, p, depth);
@@ -646,6 +746,11 @@ class Decoder {
     ForEachField(node, path, kParallelFields, [&](const MapEntry& e, const std::string& p) {
       has_tasks = true;
       parallel.tasks = Tasks(e.value, p, depth, "a parallel");
+      if (e.value.kind == Node::Kind::kSequence) {
+        for (std::size_t i = 0; i < e.value.items.size(); ++i) {
+          NoGraphFields(e.value.items[i], Index(p, i), "a parallel");
+        }
+      }
     });
     if (node.kind == Node::Kind::kMap && !has_tasks) {
       Problem(node.mark, Join(path, "tasks"), "a parallel needs at least one task");
@@ -671,6 +776,7 @@ class Decoder {
       if (e.key == "task") {
         has_task = true;
         *each.task = DecodeTask(e.value, p, depth + 1);
+        NoGraphFields(e.value, p, "an each");
       }
     });
     if (node.kind == Node::Kind::kMap) {
@@ -683,15 +789,21 @@ class Decoder {
   SubJob DecodeSubJob(const Node& node, const std::string& path, int depth) {
     SubJob sub;
     bool has_tasks = false;
+    const Node* tasks_node = nullptr;
+    std::string tasks_path;
     ForEachField(node, path, kSubJobFields, [&](const MapEntry& e, const std::string& p) {
       const Node& v = e.value;
       if (e.key == "name")
         sub.name = Template(v, p);
+      else if (e.key == "mode")
+        sub.mode = DecodeMode(v, p);
       else if (e.key == "description")
         sub.description = String(v, p);
       else if (e.key == "tasks") {
         has_tasks = true;
         sub.tasks = Tasks(v, p, depth, "a subjob");
+        tasks_node = &v;
+        tasks_path = p;
       } else if (e.key == "inputs")
         sub.inputs = Map(v, p, true);
       else if (e.key == "secrets")
@@ -710,6 +822,7 @@ class Decoder {
       if (sub.name.empty()) Problem(node.mark, Join(path, "name"), "a subjob needs a name");
       if (!has_tasks) Problem(node.mark, Join(path, "tasks"), "a subjob needs at least one task");
     }
+    CheckGraph(tasks_node, tasks_path, sub.mode, sub.tasks);
     return sub;
   }
 
@@ -734,6 +847,7 @@ class Decoder {
   Job DecodeJobRoot(const Node& node) {
     Job job;
     bool has_tasks = false;
+    const Node* tasks_node = nullptr;
     Fields fields = rules_ ? Fields(kJobFields) : Fields(kStoredJobFields);
     bool ok = ForEachField(node, "", fields, [&](const MapEntry& e, const std::string& p) {
       const Node& v = e.value;
@@ -745,6 +859,8 @@ class Decoder {
         job.schedule = std::move(schedule);
       } else if (e.key == "name")
         job.name = String(v, p);
+      else if (e.key == "mode")
+        job.mode = DecodeMode(v, p);
       else if (e.key == "description")
         job.description = String(v, p);
       else if (e.key == "tags")
@@ -782,11 +898,13 @@ class Decoder {
       } else if (e.key == "tasks") {
         has_tasks = true;
         job.tasks = Tasks(v, p, 0, "a job");
+        tasks_node = &v;
       }
     });
     if (!ok || !rules_) return job;
     if (job.name.empty()) Problem(node.mark, "name", "a job needs a name");
     if (!has_tasks) Problem(node.mark, "tasks", "a job needs at least one task");
+    CheckGraph(tasks_node, "tasks", job.mode, job.tasks);
     return job;
   }
 

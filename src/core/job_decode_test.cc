@@ -443,5 +443,89 @@ TEST(JobDecodeTest, CapsTheNumberOfProblems) {
   EXPECT_EQ(result.problems.size(), kMaxProblems);
 }
 
+TEST(JobDecodeTest, ParsesNeedsTriggerRulesAndTheMode) {
+  auto result = ParseJob(R"(
+name: diamond
+mode: dag
+tasks:
+  - name: a
+    run: "true"
+  - name: b
+    needs: [a]
+    run: "true"
+  - name: c
+    needs: [a]
+    run: "true"
+  - name: d
+    needs: [b, c]
+    triggerRule: none_failed
+    subjob:
+      name: inner
+      mode: dag
+      tasks:
+        - {name: x, run: "true"}
+        - {name: y, run: "true", needs: [x], triggerRule: all_done}
+)",
+                         DocumentFormat::kYaml);
+  ASSERT_TRUE(result.job) << result.Message();
+  EXPECT_EQ(result.job->mode, TaskOrder::kDag);
+  EXPECT_THAT(result.job->tasks[3].needs, ElementsAre("b", "c"));
+  EXPECT_EQ(result.job->tasks[3].trigger_rule, TriggerRule::kNoneFailed);
+  EXPECT_EQ(result.job->tasks[3].subjob->mode, TaskOrder::kDag);
+  EXPECT_EQ(result.job->tasks[3].subjob->tasks[1].trigger_rule, TriggerRule::kAllDone);
+}
+
+TEST(JobDecodeTest, AGraphsUnknownNeedIsNamedWithItsLineAndColumn) {
+  EXPECT_THAT(Problems("name: j\nmode: dag\ntasks:\n  - name: build\n    run: x\n"
+                       "  - name: test\n    needs: [biuld]\n    run: x\n"),
+              ElementsAre("7:13: tasks[1].needs[0]: no task of tasks is named \"biuld\" (did "
+                          "you mean \"build\"?)"));
+}
+
+TEST(JobDecodeTest, AGraphsDuplicateNameIsRefused) {
+  EXPECT_THAT(Problems("name: j\ntasks:\n  - name: a\n    run: x\n  - name: a\n"
+                       "    run: x\n  - name: b\n    needs: [a]\n    run: x\n"),
+              ElementsAre("5:11: tasks[1].name: \"a\" names tasks[0] too: the tasks of a "
+                          "graph need unique names"));
+  // Tork's sequences may repeat names.
+  EXPECT_THAT(Problems("name: j\ntasks:\n  - name: a\n    run: x\n  - name: a\n    run: x\n"),
+              IsEmpty());
+}
+
+TEST(JobDecodeTest, ACycleOfNeedsIsRefusedAlongItsTasks) {
+  EXPECT_THAT(Problems("name: j\nmode: dag\ntasks:\n  - name: a\n    needs: [c]\n    run: x\n"
+                       "  - name: b\n    needs: [a]\n    run: x\n"
+                       "  - name: c\n    needs: [b]\n    run: x\n"),
+              ElementsAre("5:5: tasks[0].needs: the tasks' needs form a cycle: \"a\" -> \"c\" "
+                          "-> \"b\" -> \"a\""));
+  EXPECT_THAT(Problems(R"({"name": "j", "mode": "dag", "tasks": [
+    {"name": "a", "run": "x", "needs": ["a"]}]})",
+                       DocumentFormat::kJson),
+              ElementsAre(HasSubstr("tasks[0].needs: the tasks' needs form a cycle: \"a\" -> "
+                                    "\"a\"")));
+}
+
+TEST(JobDecodeTest, AnUnknownTriggerRuleOrModeIsRefused) {
+  EXPECT_THAT(Problems(WithTask("    run: x\n    triggerRule: always\n")),
+              ElementsAre("5:18: tasks[0].triggerRule: unknown trigger rule \"always\" (expected "
+                          "one of all_success, all_done, all_failed, one_success, one_failed, "
+                          "none_failed, none_failed_min_one_success)"));
+  EXPECT_THAT(Problems("name: j\nmode: graph\ntasks:\n  - name: a\n    run: x\n"),
+              ElementsAre("2:7: mode: unknown mode \"graph\" (expected sequence or dag)"));
+}
+
+TEST(JobDecodeTest, NeedsInsideAParallelOrAnEachIsRefused) {
+  EXPECT_THAT(
+      Problems(WithTask("    parallel:\n      tasks:\n        - name: x\n          run: y\n"
+                        "          needs: [z]\n")),
+      ElementsAre("8:11: tasks[0].parallel.tasks[0].needs: needs orders the tasks of a job or a "
+                  "subjob, not of a parallel"));
+  EXPECT_THAT(Problems(WithTask("    each:\n      list: \"{{ [1] }}\"\n      task:\n"
+                                "        name: x\n        run: y\n"
+                                "        triggerRule: all_done\n")),
+              ElementsAre("9:9: tasks[0].each.task.triggerRule: triggerRule orders the tasks of a "
+                          "job or a subjob, not of an each"));
+}
+
 }  // namespace
 }  // namespace baton

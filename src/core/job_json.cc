@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/graph.h"
+
 namespace baton {
 
 using nlohmann::json;
@@ -107,6 +109,7 @@ static json ToJson(const Defaults& defaults) {
 static json ToJson(const SubJob& sub) {
   json out = json::object();
   Put(out, "name", sub.name);
+  if (sub.mode == TaskOrder::kDag) out["mode"] = "dag";
   Put(out, "description", sub.description);
   PutList(out, "tasks", sub.tasks);
   Put(out, "inputs", sub.inputs);
@@ -160,6 +163,8 @@ json ToJson(const Task& task) {
   Put(out, "tags", task.tags);
   Put(out, "timeout", task.timeout);
   if (task.retry) out["retry"] = ToJson(*task.retry);
+  Put(out, "needs", task.needs);
+  if (task.trigger_rule) out["triggerRule"] = std::string(ToString(*task.trigger_rule));
   if (task.parallel) {
     json tasks = json::array();
     for (const Task& t : task.parallel->tasks) tasks.push_back(ToJson(t));
@@ -178,6 +183,7 @@ json ToJson(const Task& task) {
 json ToJson(const Job& job) {
   json out = json::object();
   Put(out, "name", job.name);
+  if (job.mode == TaskOrder::kDag) out["mode"] = "dag";
   Put(out, "description", job.description);
   Put(out, "tags", job.tags);
   Put(out, "inputs", job.inputs);

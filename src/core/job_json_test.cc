@@ -95,6 +95,10 @@ Job FullJob() {
                       AutoDelete{std::chrono::minutes(1)},
                       job.webhooks,
                       true};
+  sub.subjob->mode = TaskOrder::kDag;
+  sub.needs = {"say hello", "together"};
+  sub.trigger_rule = TriggerRule::kNoneFailedMinOneSuccess;
+  job.mode = TaskOrder::kDag;
   job.tasks = {t, each, parallel, sub};
   return job;
 }

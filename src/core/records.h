@@ -61,9 +61,12 @@ struct JobRecord {
   std::optional<TimePoint> completed_at;
   std::optional<TimePoint> failed_at;
   std::optional<TimePoint> delete_at;
-  Job job;              // the definition as submitted
-  int position = 1;     // 1-based index of the current top-level task
-  int task_count = 0;   // top-level tasks
+  Job job;             // the definition as submitted
+  int position = 1;    // 1-based index of the current top-level task
+  int task_count = 0;  // top-level tasks
+  // A graph's (core/graph.h) top-level tasks' states, one character each (step::), in
+  // their order; empty for a sequence, whose progress is `position`.
+  std::string steps;
   double progress = 0;  // completed share of its tasks, 0..100
   std::string result;   // the evaluated `output`
   std::string error;

@@ -34,8 +34,8 @@ TaskColumns ColumnsOf(const TaskRecord& t) {
           t.redelivered, t.each_size,    t.each_index, t.completions};
 }
 JobColumns ColumnsOf(const JobRecord& j) {
-  return {j.state,    j.started_at, j.completed_at, j.failed_at, j.delete_at,
-          j.position, j.task_count, j.progress,     j.result,    j.error};
+  return {j.state,      j.started_at, j.completed_at, j.failed_at, j.delete_at, j.position,
+          j.task_count, j.progress,   j.result,       j.error,     j.steps};
 }
 
 // A row's move that core/states.h does not allow, described.
@@ -151,6 +151,7 @@ void Decider::On(const Restart& e) {
         "only a FAILED or CANCELLED job can be restarted; this one is {}", ToString(job->state))});
     return;
   }
+  if (!job->steps.empty()) return RestartGraph(*job);
   if (job->position > job->task_count) {
     after_.push_back(Refused{"the job has no more tasks to run"});
     return;
@@ -317,6 +318,7 @@ void Decider::StartJobRule(const std::string& job_id) {
     CompleteJob(job_id);
     return;
   }
+  if (IsGraph(Def(job).mode, Def(job).tasks)) return StartGraph(job_id);
   DispatchNew(Def(job).tasks[0], job_id, "", 1, json::object(), 0);
 }
 
@@ -371,6 +373,7 @@ void Decider::FailJob(const std::string& job_id, const std::string& error, JobSt
     job.failed_at = now_;
     job.error = SanitizeUtf8(error);
   }
+  std::replace(job.steps.begin(), job.steps.end(), step::kRunning, step::kCancelled);
   Ended(job);
   CancelRows(job_id, "");
   // A failed sub-job fails the task that started it; a cancelled one was cancelled
@@ -517,7 +520,10 @@ void Decider::TaskDone(const std::string& id) {
     }
     if (!same) MutableCtx(*job)["tasks"][t.task.var] = std::move(value);
   }
-  if (t.parent_id.empty()) return Advance(t.job_id, t.position);
+  if (t.parent_id.empty()) {
+    if (!job->steps.empty()) return GraphTaskEnded(t);
+    return Advance(t.job_id, t.position);
+  }
   ChildDone(t.parent_id);
 }
 
@@ -563,7 +569,11 @@ void Decider::TaskFailed(const std::string& id) {
   std::vector<std::string> secrets;
   AddSecretValues(t.task, secrets);
   std::string error = RedactText(t.error, secrets);
-  if (t.parent_id.empty()) return FailJob(t.job_id, error, JobState::kFailed);
+  if (t.parent_id.empty()) {
+    const JobRecord* job = J(t.job_id);
+    if (job != nullptr && !job->steps.empty()) return GraphTaskFailed(t, error);
+    return FailJob(t.job_id, error, JobState::kFailed);
+  }
   TaskRecord* parent = T(t.parent_id);
   if (parent == nullptr) return;
   if (!Finish(*parent, TaskState::kFailed, "", error, "", std::nullopt)) return;

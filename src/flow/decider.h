@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/graph.h"
 #include "core/states.h"
 #include "expr/expr.h"
 #include "flow/flow.h"
@@ -59,7 +60,7 @@ struct JobColumns {
   std::optional<TimePoint> started_at, completed_at, failed_at, delete_at;
   int position, task_count;
   double progress;
-  std::string result, error;
+  std::string result, error, steps;
   friend bool operator==(const JobColumns&, const JobColumns&) = default;
 };
 
@@ -126,6 +127,7 @@ class Decider {
   void ReconcileRunnable(const std::string& id, const std::set<std::string>* live_nodes);
   void ReconcileComposite(const std::string& id, const std::vector<std::string>& children);
   void ReconcileStep(const std::string& job_id, const std::vector<std::string>& ids);
+  void ReconcileGraph(const std::string& job_id, const std::vector<std::string>& rows);
 
   // Jobs.
   void Ran(const std::string& job_id);
@@ -135,6 +137,16 @@ class Decider {
   void CompleteJob(const std::string& job_id);
   void FailJob(const std::string& job_id, const std::string& error, JobState state);
   void Ended(const JobRecord& job);
+
+  // A graph's steps (graph.cc): the top-level tasks of a job whose definition is a
+  // graph (core/graph.h), started by their trigger rules as the tasks they need end.
+  const TaskGraph& GraphFor(const JobRecord& job);
+  void StartGraph(const std::string& job_id);
+  void StepGraph(const std::string& job_id);
+  void GraphTaskEnded(const TaskRecord& t);
+  void GraphTaskFailed(const TaskRecord& t, const std::string& error);
+  void EndGraph(const std::string& job_id);
+  void RestartGraph(JobRecord& job);
 
   // Tasks.
   static bool Finish(TaskRecord& t, TaskState state, const std::string& result,
@@ -192,6 +204,9 @@ class Decider {
   std::vector<std::string> finished_jobs_;
   std::vector<Event> follow_;
   std::map<std::string, std::optional<Notify>> hook_jobs_;  // job id → HookJob's, once made
+  std::map<std::string, TaskGraph> graphs_;                 // job id → its graph, once made
+  std::set<std::string> stepping_;                          // graphs StepGraph is deciding
+  std::set<std::string> restep_;                            // ...whose steps changed meanwhile
   int made_ = 0;
   expr::EvalOptions options_;  // what templates' now() and randomInt() give
   std::uint64_t random_ = 0;   // randomInt()'s state

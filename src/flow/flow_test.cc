@@ -975,6 +975,242 @@ INSTANTIATE_TEST_SUITE_P(
                  }}),
     [](const auto& info) { return info.param.name; });
 
+// ---- graphs (core/graph.h): needs, trigger rules, skips
+
+Task Needs(Task t, std::vector<std::string> needs, std::optional<TriggerRule> rule = std::nullopt) {
+  t.needs = std::move(needs);
+  t.trigger_rule = rule;
+  return t;
+}
+void Dag(JobRecord& j) { j.job.mode = TaskOrder::kDag; }
+using TR = TriggerRule;
+
+INSTANTIATE_TEST_SUITE_P(
+    Graphs, ScenarioTest,
+    testing::Values(
+        Scenario{"ADiamondRunsItsMiddleTasksAtOnceAndTheLastAfterBoth",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}), Needs(Runnable("c"), {"a"}),
+                  Needs(Runnable("d"), {"b", "c"})},
+                 {{S::kOk, "a"}, {S::kOk, "c"}, {S::kOk, "b"}, {S::kOk, "d"}},
+                 JobState::kCompleted,
+                 {"a", "b", "c", "d"},
+                 {{"d", TS::kCompleted}},
+                 "",
+                 Dag,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().steps, "cccc");
+                   EXPECT_EQ(s.Top().position, 5);
+                   EXPECT_EQ(s.Top().progress, 100);
+                 }},
+        Scenario{"TheMiddleTasksOfADiamondWaitForTheFirst",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}), Needs(Runnable("c"), {"a"}),
+                  Needs(Runnable("d"), {"b", "c"})},
+                 {{S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kRunning,
+                 {"a", "b", "c"},
+                 {},
+                 "",
+                 Dag,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().steps, "ccr.");
+                   EXPECT_EQ(s.Top().progress, 50);
+                 }},
+        Scenario{"AFailureSkipsWhatNeedsItAndTheSkipPropagates",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}), Needs(Runnable("c"), {"b"})},
+                 {{S::kFail, "a"}},
+                 JobState::kFailed,
+                 {"a"},
+                 {{"a", TS::kFailed}, {"b", TS::kSkipped}, {"c", TS::kSkipped}},
+                 "",
+                 Dag,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "exit status 1");
+                   EXPECT_EQ(s.Top().steps, "fss");
+                   EXPECT_EQ(s.Row("b").error,
+                             "not run: its trigger rule all_success cannot be met (\"a\" FAILED)");
+                   EXPECT_EQ(s.Row("c").error,
+                             "not run: its trigger rule all_success cannot be met (\"b\" "
+                             "SKIPPED)");
+                 }},
+        Scenario{"AnIndependentBranchRunsOnAfterAFailureAndTheJobFailsAtTheEnd",
+                 {Runnable("a"), Runnable("b")},
+                 {{S::kFail, "a"}, {S::kOk, "b"}},
+                 JobState::kFailed,
+                 {"a", "b"},
+                 {{"a", TS::kFailed}, {"b", TS::kCompleted}},
+                 "",
+                 Dag,
+                 [](const Shell& s) { EXPECT_EQ(s.Top().error, "exit status 1"); }},
+        Scenario{"AllDoneRunsACleanupAfterAFailureInASequence",
+                 {Runnable("a"), Needs(Runnable("cleanup"), {}, TR::kAllDone), Runnable("after"),
+                  Runnable("last")},
+                 {{S::kFail, "a"}, {S::kOk, "cleanup"}, {S::kFail, "after"}},
+                 JobState::kFailed,
+                 {"a", "cleanup", "after"},
+                 {{"cleanup", TS::kCompleted}, {"last", TS::kSkipped}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Top().error, "exit status 1"); }},
+        Scenario{"ATaskSkippedByItsIfCountsAsASuccess",
+                 {Skipped(Runnable("a")), Needs(Runnable("b"), {"a"})},
+                 {{S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"b"},
+                 {{"a", TS::kSkipped}, {"b", TS::kCompleted}},
+                 "",
+                 Dag,
+                 [](const Shell& s) { EXPECT_EQ(s.Top().steps, "pc"); }},
+        Scenario{"OneFailedRunsOnAFailureAndIsSkippedWithout",
+                 {Runnable("a"), Runnable("b"), Needs(Runnable("alert"), {"a"}, TR::kOneFailed),
+                  Needs(Runnable("fine"), {"b"}, TR::kOneFailed)},
+                 {{S::kFail, "a"}, {S::kOk, "b"}, {S::kOk, "alert"}},
+                 JobState::kFailed,
+                 {"a", "b", "alert"},
+                 {{"alert", TS::kCompleted}, {"fine", TS::kSkipped}},
+                 "",
+                 Dag},
+        Scenario{"OneSuccessStartsAtTheFirstSuccessWhileTheOtherRuns",
+                 {Runnable("a"), Runnable("b"), Needs(Runnable("c"), {"a", "b"}, TR::kOneSuccess)},
+                 {{S::kOk, "a"}, {S::kOk, "c"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b", "c"},
+                 {},
+                 "",
+                 Dag},
+        Scenario{"OneSuccessIsSkippedWhenAllFailed",
+                 {Runnable("a"), Runnable("b"), Needs(Runnable("c"), {"a", "b"}, TR::kOneSuccess)},
+                 {{S::kFail, "a"}, {S::kFail, "b"}},
+                 JobState::kFailed,
+                 {"a", "b"},
+                 {{"c", TS::kSkipped}},
+                 "",
+                 Dag},
+        Scenario{"AllFailedRunsOnlyWhenEveryNeededTaskFailed",
+                 {Runnable("a"), Runnable("b"), Needs(Runnable("c"), {"a", "b"}, TR::kAllFailed),
+                  Needs(Runnable("d"), {"a"}, TR::kAllFailed)},
+                 {{S::kFail, "a"}, {S::kFail, "b"}, {S::kOk, "c"}, {S::kOk, "d"}},
+                 JobState::kFailed,
+                 {"a", "b", "d", "c"},
+                 {{"c", TS::kCompleted}},
+                 "",
+                 Dag},
+        Scenario{"AllFailedIsSkippedBySuccess",
+                 {Runnable("a"), Needs(Runnable("c"), {"a"}, TR::kAllFailed)},
+                 {{S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a"},
+                 {{"c", TS::kSkipped}},
+                 "",
+                 Dag},
+        Scenario{"NoneFailedRunsAfterASkipAndMinOneSuccessDoesNot",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}),
+                  Needs(Runnable("c"), {"b"}, TR::kNoneFailed),
+                  Needs(Runnable("d"), {"b"}, TR::kNoneFailedMinOneSuccess),
+                  Needs(Runnable("e"), {"a"}, TR::kNoneFailed)},
+                 {{S::kFail, "a"}, {S::kOk, "c"}},
+                 JobState::kFailed,
+                 {"a", "c"},
+                 {{"b", TS::kSkipped},
+                  {"c", TS::kCompleted},
+                  {"d", TS::kSkipped},
+                  {"e", TS::kSkipped}},
+                 "",
+                 Dag},
+        Scenario{"ARetryKeepsTheStepRunningUntilItsLastAttempt",
+                 {WithRetry(Runnable("a"), 1), Needs(Runnable("b"), {"a"})},
+                 {{S::kFail, "a"}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "a", "b"},
+                 {},
+                 "",
+                 Dag},
+        Scenario{"NeededResultsAreTasksVars",
+                 {WithVar(Runnable("a"), "x"), Needs(WithVar(Runnable("b"), "y"), {"a"})},
+                 {{S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b"},
+                 {},
+                 "r:a r:b",
+                 [](JobRecord& j) {
+                   Dag(j);
+                   j.job.output = "{{ tasks.x }} {{ tasks.y }}";
+                 }},
+        Scenario{"RestartRunsTheFailedAndSkippedStepsAndKeepsTheCompleted",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}), Runnable("c")},
+                 {{S::kOk, "c"}, {S::kFail, "a"}, {S::kRestart, ""}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "c", "a", "b"},
+                 {{"c", TS::kCompleted}},
+                 "",
+                 Dag,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().steps, "ccc");
+                   EXPECT_TRUE(s.Top().error.empty());
+                 }},
+        Scenario{"ACancelEndsTheRunningStepsCancelled",
+                 {Runnable("a"), Runnable("b"), Needs(Runnable("c"), {"a"})},
+                 {{S::kOk, "a"}, {S::kCancel, ""}},
+                 JobState::kCancelled,
+                 {"a", "b", "c"},
+                 {{"b", TS::kCancelled}, {"c", TS::kCancelled}},
+                 "",
+                 Dag,
+                 [](const Shell& s) { EXPECT_EQ(s.Top().steps, "cxx"); }},
+        Scenario{"ASubJobsTasksFormAGraphOfTheirOwn",
+                 {[] {
+                   Task t = SubJobOf({Runnable("x"), Runnable("y"),
+                                      Needs(Runnable("z"), {"x", "y"}, TR::kAllDone)});
+                   t.subjob->mode = TaskOrder::kDag;
+                   return t;
+                 }()},
+                 {{S::kFail, "x"}, {S::kOk, "y"}, {S::kOk, "z"}},
+                 JobState::kFailed,
+                 {"x", "y", "z"},
+                 {{"s", TS::kFailed}, {"z", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Sub()->steps, "fcc"); }},
+        Scenario{"AGraphStepCanBeAComposite",
+                 {ParallelOf({Runnable("x"), Runnable("y")}), Needs(Runnable("after"), {"p"})},
+                 {{S::kOk, "x"}, {S::kOk, "y"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"x", "y", "after"},
+                 {{"p", TS::kCompleted}},
+                 "",
+                 Dag}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(FlowTest, FrontierActsOnAGraphStepThatEndedAndStartsWhatNowMayRun) {
+  JobRecord job = NewJobRecord(
+      JobOf({Runnable("a"), Runnable("b"), Needs(Runnable("c"), {"a"})}).job, "", "job1", kNow);
+  job.job.mode = TaskOrder::kDag;
+  job.state = JobState::kRunning;
+  job.started_at = kNow;
+  job.steps = "rr.";
+  TaskRecord a;
+  a.id = "ta";
+  a.job_id = "job1";
+  a.position = 1;
+  a.task = Runnable("a");
+  a.state = TaskState::kCompleted;  // its end was stored, not acted on
+  a.created_at = kNow;
+  TaskRecord b = a;
+  b.id = "tb";
+  b.position = 2;
+  b.task = Runnable("b");
+  b.state = TaskState::kScheduled;
+  std::vector<Effect> effects = Frontier(job, {a, b}, kNow, Policy{}, nullptr, kSeed);
+  auto jobs = All<UpdateJob>(effects);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].row.steps, "crr");
+  auto created = All<CreateTask>(effects);
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].row.task.name, "c");
+  EXPECT_EQ(created[0].row.position, 3);
+  // b is started again (stored as queued), c for the first time.
+  EXPECT_EQ(Count<Start>(effects), 2);
+}
+
 TEST(FlowTest, ASubJobOverMaxJobBytesFailsItsTaskWithTheSizeAndCreatesNoJob) {
   Task sub = SubJobOf({Runnable("inner")});
   sub.subjob->inputs["X"] = std::string(2000, 'x');

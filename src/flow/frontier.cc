@@ -126,6 +126,7 @@ void Decider::ReconcileStep(const std::string& job_id, const std::vector<std::st
   for (const std::string& id : task_order_) {
     if (new_tasks_.contains(id)) rows.push_back(id);
   }
+  if (!job->steps.empty()) return ReconcileGraph(job_id, rows);
   const TaskRecord* latest = nullptr;
   for (const std::string& id : rows) {
     const TaskRecord* row = T(id);

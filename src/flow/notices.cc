@@ -48,6 +48,7 @@ JobRecord StateRow(const JobRecord& j) {
   r.progress = j.progress;
   r.result = j.result;
   r.error = j.error;
+  r.steps = j.steps;
   return r;
 }
 

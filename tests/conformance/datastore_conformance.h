@@ -211,6 +211,7 @@ inline JobRecord FullJobRecord() {
   r.delete_at = At(86'400'000);
   r.position = 2;
   r.task_count = 2;
+  r.steps = "cr";
   r.progress = 37.5;
   r.result = "the result";
   r.error = "an error\nover two lines";
@@ -1539,6 +1540,7 @@ TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDef
   JobRecord job = NewJob(definition, At(0), JobState::kRunning);
   job.started_at = At(1);
   job.position = 3;
+  job.steps = "cr.";  // a graph's steps are state columns
   job.context = {{"inputs", {{"who", "world"}}}, {"tasks", nlohmann::json::object()}};
   ASSERT_TRUE(IsOk(ds().CreateJob(job)));
   Reopen();
@@ -1563,16 +1565,19 @@ TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDef
     }
     // A state-only write leaves the context and its version.
     state.progress = 50;
+    state.steps = "csr";
     BATON_RETURN_IF_ERROR(tx.UpdateJobState(state));
     int version = -1;
     BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord same, tx.GetJobState(job.id, &version));
     EXPECT_EQ(version, 0);
+    EXPECT_EQ(same.steps, "csr");
     // Written back with no definition: the stored one stays; the context's version rises.
     state.state = JobState::kCompleted;
     state.completed_at = At(5);
     state.position = 4;
     state.progress = 100;
     state.result = "done";
+    state.steps = "csc";
     state.context = stored.context;
     state.context["tasks"]["greeting"] = "hello";
     BATON_RETURN_IF_ERROR(tx.UpdateJobStateAndContext(state));

@@ -63,7 +63,7 @@ struct JobText {
 Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> definition,
                               const crypto::Keyring* keys);
 
-// The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $20).
+// The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $21).
 template <typename Sink>
 void BindJob(Sink& p, const JobRecord& job, const JobText& text) {
   p.Text(job.id);
@@ -86,9 +86,10 @@ void BindJob(Sink& p, const JobRecord& job, const JobText& text) {
   p.Text(text.context);
   p.Text(job.job.created_by);
   p.Text(AccessText(job.job));
+  p.Text(job.steps);
 }
 
-// The parameters of update_job_state_only ($1 .. $10): the key and the state columns.
+// The parameters of update_job_state_only ($1 .. $11): the key and the state columns.
 template <typename Sink>
 void BindJobState(Sink& p, const JobRecord& job) {
   p.Text(job.id);
@@ -101,6 +102,7 @@ void BindJobState(Sink& p, const JobRecord& job) {
   p.Real(job.progress);
   p.Text(job.result);
   p.Text(job.error);
+  p.Text(job.steps);
 }
 
 // The columns of a tasks row, in BATON_SQL_TASK_COLUMNS order ($1 .. $21).
@@ -265,6 +267,7 @@ Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches, const crypt
   job.progress = s.Real(14);
   job.result = std::string(s.Text(15));
   job.error = std::string(s.Text(16));
+  job.steps = std::string(s.Text(20));
   Result<nlohmann::json> context = DecodeStoredContext(s.Text(17), keys);
   if (!context.ok()) return Corrupt("jobs", job.id, context.status().message());
   job.context = std::move(*context);
@@ -290,6 +293,7 @@ Result<JobRecord> JobStateFromRow(const Row& s) {
   job.progress = s.Real(10);
   job.result = std::string(s.Text(11));
   job.error = std::string(s.Text(12));
+  job.steps = std::string(s.Text(13));
   return job;
 }
 

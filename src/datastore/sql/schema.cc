@@ -235,7 +235,12 @@ CREATE INDEX tasks_dropped ON tasks (completed_at, id)
   WHERE state = 'CANCELLED' AND started_at IS NULL;
 )sql";
 
-constexpr std::array<Migration, 12> kMigrations = {{
+// A graph's steps (core/graph.h): its top-level tasks' states, written with its state.
+constexpr std::string_view kJobSteps = R"sql(
+ALTER TABLE jobs ADD COLUMN steps TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::array<Migration, 13> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
@@ -248,6 +253,7 @@ constexpr std::array<Migration, 12> kMigrations = {{
     {10, "jobs_completed_at, jobs_failed_at: jobs ended in a window", kJobsEndedAt},
     {11, "scheduled_jobs.access: who may see a scheduled job", kScheduledJobsAccess},
     {12, "tasks_dropped: cancelled rows that never started", kTasksDropped},
+    {13, "jobs.steps: a graph's top-level tasks' states", kJobSteps},
 }};
 
 // `text` with its hooks spelled in `dialect`.

@@ -12,6 +12,7 @@ void Decider::DispatchSubJob(const std::string& id) {
   Job child;
   child.name = def.name;
   child.description = def.description;
+  child.mode = def.mode;
   child.tasks = def.tasks;
   child.inputs = def.inputs;
   child.secrets = def.secrets;

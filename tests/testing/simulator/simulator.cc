@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "core/evaluate.h"
+#include "core/graph.h"
 #include "core/names.h"
 #include "core/task_kind.h"
 #include "core/webhook.h"
@@ -78,7 +79,31 @@ class Generator {
       job.output = fmt::format("{{{{ tasks.{} }}}}", vars_[c_.Below(vars_.size())]);
     }
     job.webhooks = Hooks(next_);
+    // A third of the jobs are graphs: more top-level tasks, needs and trigger rules
+    // (drawn last: the rest of a job is as it was drawn before graphs were).
+    if (c_.Percent(33)) {
+      int more = static_cast<int>(c_.Below(3));
+      for (int i = 0; i < more; ++i) job.tasks.push_back(MakeTask(0, "{{ inputs.p }}", false));
+      MakeGraph(job.mode, job.tasks, /*dag=*/c_.Percent(60));
+    }
+    SubJobGraphs(job.tasks);
     return job;
+  }
+
+  // Some sub-jobs' tasks are graphs too.
+  void SubJobGraphs(std::vector<Task>& tasks) {
+    for (Task& t : tasks) {
+      if (t.parallel) SubJobGraphs(t.parallel->tasks);
+      if (t.each) {
+        std::vector<Task> one{*t.each->task};
+        SubJobGraphs(one);
+        *t.each->task = std::move(one[0]);
+      }
+      if (t.subjob) {
+        SubJobGraphs(t.subjob->tasks);
+        if (c_.Percent(30)) MakeGraph(t.subjob->mode, t.subjob->tasks, c_.Percent(60));
+      }
+    }
   }
 
  private:
@@ -93,6 +118,28 @@ class Generator {
     hooks.push_back({.url = "http://hook/a", .event = kEvents[k % 5]});
     if (k % 3 == 0) hooks.push_back({.url = "http://hook/b", .event = kEvents[(k / 5) % 5]});
     return hooks;
+  }
+
+  // Needs on earlier tasks (never a cycle) and trigger rules, on the tasks of a list.
+  void MakeGraph(TaskOrder& mode, std::vector<Task>& tasks, bool dag) {
+    static constexpr TriggerRule kRules[] = {TriggerRule::kAllSuccess,
+                                             TriggerRule::kAllDone,
+                                             TriggerRule::kAllFailed,
+                                             TriggerRule::kOneSuccess,
+                                             TriggerRule::kOneFailed,
+                                             TriggerRule::kNoneFailed,
+                                             TriggerRule::kNoneFailedMinOneSuccess};
+    mode = dag ? TaskOrder::kDag : TaskOrder::kSequence;
+    for (std::size_t i = 1; i < tasks.size(); ++i) {
+      if (c_.Percent(60)) {
+        for (std::size_t j = 0; j < i; ++j) {
+          if (c_.Percent(50)) tasks[i].needs.push_back(tasks[j].name);
+        }
+      }
+      if (c_.Percent(50)) tasks[i].trigger_rule = kRules[c_.Below(7)];
+    }
+    // A sequence without a need or a rule is no graph: give its last task a rule.
+    if (!IsGraph(mode, tasks)) tasks.back().trigger_rule = TriggerRule::kAllDone;
   }
 
   // `prefix`: the template that makes this task's name unique (the indices of the
@@ -178,6 +225,9 @@ class Interpreter {
     // for (a detached sub-job's runs are its own).
     std::multiset<std::string> runs;
     bool completes = false;
+    // A graph's step (a task of the list, by its index) that its trigger rule skips:
+    // nothing of it runs.
+    bool skipped = false;
   };
   struct JobOutcome {
     JobState state = JobState::kCompleted;
@@ -220,18 +270,10 @@ class Interpreter {
                     {"job", {{"name", job.name}}}};
     JobState state = JobState::kCompleted;
     std::string result;
-    for (std::size_t i = 0; i < job.tasks.size(); ++i) {
-      jobs_[index].steps.emplace_back();
-      chain_.emplace_back(index, static_cast<int>(i));
-      Task t = job.tasks[i];
-      ApplyDefaults(job.defaults, t);
-      bool ok = RunTask(std::move(t), job.defaults, context, json::object(), false);
-      chain_.pop_back();
-      jobs_[index].steps.back().completes = ok;
-      if (!ok) {
-        state = JobState::kFailed;
-        break;
-      }
+    if (IsGraph(job.mode, job.tasks)) {
+      state = RunGraph(job, index, context);
+    } else {
+      state = RunSequence(job, index, context);
     }
     if (state == JobState::kCompleted && !job.output.empty()) {
       auto value = expr::EvaluateTemplateValue(job.output, context);
@@ -246,6 +288,107 @@ class Interpreter {
     out.result = std::move(result);
     out.tasks = std::move(context["tasks"]);
     return index;
+  }
+
+  // A graph, read from the job format's words alone: every task whose needs have all
+  // been decided is decided in turn (in the order of the list, again and again until
+  // none is left); it runs when its rule holds over its needs' ends and is skipped when
+  // the rule cannot hold any more. The job fails when a task of it failed.
+  JobState RunGraph(const Job& job, int index, json& context) {
+    const std::size_t n = job.tasks.size();
+    std::map<std::string, std::size_t> by_name;
+    for (std::size_t i = 0; i < n; ++i) by_name.try_emplace(job.tasks[i].name, i);
+    // Each task's needs: those named, or in a sequence the task before it.
+    std::vector<std::vector<std::size_t>> needs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (const std::string& name : job.tasks[i].needs) {
+        std::size_t j = by_name.at(name);
+        if (std::find(needs[i].begin(), needs[i].end(), j) == needs[i].end()) {
+          needs[i].push_back(j);
+        }
+      }
+      if (job.tasks[i].needs.empty() && job.mode == TaskOrder::kSequence && i > 0) {
+        needs[i].push_back(i - 1);
+      }
+    }
+    enum class End { kNone, kSucceeded, kFailed, kSkipped };
+    std::vector<End> ends(n, End::kNone);
+    jobs_[index].steps.resize(n);
+    bool any_failed = false;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (ends[i] != End::kNone) continue;
+        bool decided = std::all_of(needs[i].begin(), needs[i].end(),
+                                   [&](std::size_t j) { return ends[j] != End::kNone; });
+        if (!decided) continue;
+        // A need skipped by its rule is neither a success nor a failure.
+        int succeeded = 0, failed = 0;
+        for (std::size_t j : needs[i]) {
+          succeeded += ends[j] == End::kSucceeded;
+          failed += ends[j] == End::kFailed;
+        }
+        const int all = static_cast<int>(needs[i].size());
+        bool runs = true;
+        switch (job.tasks[i].trigger_rule.value_or(TriggerRule::kAllSuccess)) {
+          case TriggerRule::kAllSuccess:
+            runs = succeeded == all;
+            break;
+          case TriggerRule::kAllDone:
+            runs = true;
+            break;
+          case TriggerRule::kAllFailed:
+            runs = failed == all;
+            break;
+          case TriggerRule::kOneSuccess:
+            runs = all == 0 || succeeded > 0;
+            break;
+          case TriggerRule::kOneFailed:
+            runs = all == 0 || failed > 0;
+            break;
+          case TriggerRule::kNoneFailed:
+            runs = failed == 0;
+            break;
+          case TriggerRule::kNoneFailedMinOneSuccess:
+            runs = all == 0 || (failed == 0 && succeeded > 0);
+            break;
+        }
+        progress = true;
+        Step& step = jobs_[index].steps[i];
+        if (!runs) {
+          ends[i] = End::kSkipped;
+          step.skipped = true;
+          continue;
+        }
+        chain_.emplace_back(index, static_cast<int>(i));
+        Task t = job.tasks[i];
+        ApplyDefaults(job.defaults, t);
+        bool ok = RunTask(std::move(t), job.defaults, context, json::object(), false);
+        chain_.pop_back();
+        step.completes = ok;
+        ends[i] = ok ? End::kSucceeded : End::kFailed;
+        any_failed = any_failed || !ok;
+      }
+    }
+    return any_failed ? JobState::kFailed : JobState::kCompleted;
+  }
+
+  JobState RunSequence(const Job& job, int index, json& context) {
+    JobState state = JobState::kCompleted;
+    for (std::size_t i = 0; i < job.tasks.size(); ++i) {
+      jobs_[index].steps.emplace_back();
+      chain_.emplace_back(index, static_cast<int>(i));
+      Task t = job.tasks[i];
+      ApplyDefaults(job.defaults, t);
+      bool ok = RunTask(std::move(t), job.defaults, context, json::object(), false);
+      chain_.pop_back();
+      jobs_[index].steps.back().completes = ok;
+      if (!ok) {
+        state = JobState::kFailed;
+        break;
+      }
+    }
+    return state;
   }
 
   // True when the task completed or was skipped. `evaluated`: its `if` and fields were
@@ -315,6 +458,7 @@ class Interpreter {
       case TaskKind::kSubJob: {
         Job child;
         child.name = t.subjob->name;
+        child.mode = t.subjob->mode;
         child.tasks = t.subjob->tasks;
         child.inputs = t.subjob->inputs;
         child.secrets = t.subjob->secrets;
@@ -1296,6 +1440,60 @@ class Sim {
     }
   }
 
+  // The same for a graph's run: its steps are its tasks (by index), not a sequence. A
+  // graph that completed or failed (not at its deadline, not restarted) ran exactly the
+  // interpreter's runs in every step that completes there, some of them in a step that
+  // fails there (a failing parallel cancels the rest), and nothing of a step its rule
+  // skips; however it ended, no step ran a run the interpreter's does not, or twice.
+  void CheckGraphJob(const std::string& what, const Interpreter& ref, int ref_job,
+                     const std::vector<const TaskRecord*>& rows, bool whole, const Ending& end,
+                     std::optional<TimePoint> ended_at) {
+    const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
+    bool completed = end.state == JobState::kCompleted;
+    bool failed = end.state == JobState::kFailed && !end.timed_out;
+    if ((completed || failed) && end.state != expected.state) {
+      return Fail(fmt::format("{} is {}, the interpreter's {}", what, ToString(end.state),
+                              ToString(expected.state)));
+    }
+    std::map<int, std::multiset<std::string>> ran;
+    for (const TaskRecord* t : rows) {
+      if (!t->started_at) continue;
+      const auto* where = ref.Where(t->task.name);
+      std::string run = RunKey(t->task.name, AttemptOf(t->task));
+      if (where == nullptr || !ref.Possible(run)) {
+        return Fail(fmt::format("{}: ran what the interpreter never runs: {}", what, run));
+      }
+      auto at = std::find_if(where->begin(), where->end(),
+                             [&](const auto& w) { return w.first == ref_job; });
+      if (at == where->end()) return Fail(fmt::format("{}: {} ran in another job", what, run));
+      std::optional<TimePoint> reported = Reported(*t);
+      if (!reported) continue;
+      if (ended_at && *reported > *ended_at) {
+        return Fail(fmt::format("{}: {} was accepted {} ms after the job ended", what, run,
+                                (*reported - *ended_at).count()));
+      }
+      ran[at->second].insert(std::move(run));
+    }
+    for (std::size_t i = 0; i < expected.steps.size(); ++i) {
+      const Interpreter::Step& step = expected.steps[i];
+      const std::multiset<std::string>& got = ran[static_cast<int>(i)];
+      if (step.skipped && !got.empty()) {
+        return Fail(fmt::format("{}: step {} ran {}, which the interpreter's rule skips", what,
+                                i + 1, *got.begin()));
+      }
+      for (const std::string& k : got) {
+        if (got.count(k) > step.runs.count(k)) {
+          return Fail(fmt::format("{}: in step {}, {} ran {} times, the interpreter's {}", what,
+                                  i + 1, k, got.count(k), step.runs.count(k)));
+        }
+      }
+      if (whole && (completed || failed) && step.completes && got != step.runs) {
+        return Fail(fmt::format("{}: step {} ran {} runs, the interpreter's {}", what, i + 1,
+                                got.size(), step.runs.size()));
+      }
+    }
+  }
+
   // The rows' results, every job's runs and outputs, against the interpreter's, however
   // each job ended (completed, failed, cancelled, timed out, restarted, after crashes).
   void CheckEnd(const Job& def, const Interpreter& ref) {
@@ -1356,7 +1554,29 @@ class Sim {
         end = ends_.back();
         ended_at = end.at;
       }
-      if (id == top_ && !restarts_.empty()) {
+      const Job& definition = *store_.definitions.at(id);
+      if (IsGraph(definition.mode, definition.tasks)) {
+        // A restart runs again what failed or was skipped, afresh: each run is checked
+        // for what it may have run.
+        bool whole = id != top_ || restarts_.empty();
+        if (id == top_ && !whole && ends_.size() != restarts_.size() + 1) {
+          return Fail("the job's restarts were not seen");
+        }
+        if (whole) {
+          CheckGraphJob(what, ref, ref_job, rows, true, end, ended_at);
+        } else {
+          std::vector<std::vector<const TaskRecord*>> runs(restarts_.size() + 1);
+          for (const TaskRecord* t : rows) {
+            auto run = run_of_.find(t->id);
+            runs[run == run_of_.end() ? restarts_.size() : static_cast<std::size_t>(run->second)]
+                .push_back(t);
+          }
+          for (std::size_t i = 0; i < runs.size() && failure_.empty(); ++i) {
+            CheckGraphJob(fmt::format("the job's run {} (of {})", i + 1, runs.size()), ref, 0,
+                          runs[i], false, ends_[i], ends_[i].at);
+          }
+        }
+      } else if (id == top_ && !restarts_.empty()) {
         // Each run (a restart, maybe delivered twice, starts another): cut short or failed
         // where it was, the last to its end; each restarted from the step it was at.
         if (ends_.size() != restarts_.size() + 1) return Fail("the job's restarts were not seen");
