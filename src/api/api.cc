@@ -227,6 +227,9 @@ const std::vector<Api::Route>& Api::RouteTable() {
        [](Api& a, const Call& c) { return a.SubmitJob(c.request, c.who); }},
       {{"GET", "/jobs", Access::kUser},
        [](Api& a, const Call& c) { return a.ListJobs(c.request, c.who); }},
+      // A job's execution plan, nothing stored (the UI's graph).
+      {{"POST", "/jobs/plan", Access::kUser},
+       [](Api& a, const Call& c) { return a.PlanJob(c.request); }},
       {{"GET", "/jobs/{id}", Access::kJob}, [](Api& a, const Call& c) { return a.GetJob(c.id); }},
       {{"GET", "/jobs/{id}/log", Access::kJob},
        [](Api& a, const Call& c) { return a.JobLog(c.id, c.request); }},

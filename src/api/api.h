@@ -187,6 +187,8 @@ class Api {
   // authentication is on.
   Response WhoAmI(const Call& call);
   Response SubmitJob(const Request& request, const std::optional<Principal>& who);
+  // POST /jobs/plan: the job's plan (core/plan.h), or its problems as POST /jobs says them.
+  Response PlanJob(const Request& request);
   Response ListJobs(const Request& request, const std::optional<Principal>& who);
   // POST /users (Tork's): {"username", "name", "password", "roles"}; the answer never
   // holds the password or its hash.

@@ -131,6 +131,25 @@ TEST_F(ApiTest, ValidationErrorsListEveryProblemWithLines) {
   EXPECT_EQ(body["errors"].size(), 2u);
 }
 
+TEST_F(ApiTest, PlanAnswersAJobsStagesAndStoresNothing) {
+  auto r = client_->Post("/jobs/plan",
+                         "name: d\nmode: dag\ntasks:\n  - {name: a, run: x}\n"
+                         "  - {name: b, run: x, needs: [a]}\n  - {name: c, run: x, needs: [a]}\n",
+                         "text/yaml");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json plan = Body(r);
+  EXPECT_EQ(plan["stages"], json::parse(R"([["a"], ["b", "c"]])"));
+  EXPECT_EQ(plan["tasks"][0]["failureSkips"], json::parse(R"(["b", "c"])"));
+  EXPECT_EQ(Body(client_->Get("/jobs"))["totalItems"], 0);
+  auto bad = client_->Post(
+      "/jobs/plan", "name: d\nmode: dag\ntasks:\n  - {name: a, run: x, needs: [z]}\n", "text/yaml");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(Body(bad)["message"].get<std::string>(),
+              HasSubstr("4:31: tasks[0].needs[0]: no task of tasks is named \"z\""));
+}
+
 TEST_F(ApiTest, WrongContentTypeIs415AndHugeBodyIs413) {
   auto r = client_->Post("/jobs", "name: x", "text/plain");
   ASSERT_TRUE(r);

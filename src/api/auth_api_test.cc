@@ -175,6 +175,7 @@ const std::map<std::string, Rule>& Rules() {
       {"GET /whoami", {Access::kUser, {200}, 200}},
       {"POST /jobs", {Access::kUser, {200}, 200}},
       {"GET /jobs", {Access::kUser, {200}, 200}},
+      {"POST /jobs/plan", {Access::kUser, {200}, 200}},
       {"GET /jobs/{id}", {Access::kJob, {200}, 404}},
       {"GET /jobs/{id}/log", {Access::kJob, {200}, 404}},
       {"GET /jobs/{id}/webhooks", {Access::kJob, {200}, 404}},
@@ -261,7 +262,7 @@ TEST_F(AuthApiTest, EveryRouteAnswersEachCallerAsItsRuleSays) {
         type = "application/json";
         if (path == "/scheduled-jobs") {
           body = kScheduled;
-        } else if (path == "/jobs") {
+        } else if (path == "/jobs" || path == "/jobs/plan") {
           body = R"({"name":"n","tasks":[{"name":"t","run":"ok"}]})";
         } else if (path == "/users") {
           body = json{{"username", "new" + std::to_string(++unique)}, {"password", "pw"}}.dump();

@@ -8,6 +8,7 @@
 #include "api/api.h"
 #include "api/detail.h"
 #include "core/job_decode.h"
+#include "core/plan.h"
 #include "core/record_json.h"
 #include "core/redact.h"
 
@@ -51,6 +52,18 @@ Response Api::Events(const Call& call) {
   r.headers.emplace_back("Cache-Control", "no-cache");
   r.stream = coordinator_.events().Subscribe(std::move(filter));
   return r;
+}
+
+Response Api::PlanJob(const Request& request) {
+  auto format = BodyFormat(request, options_.max_body_bytes, "the job");
+  if (auto* refused = std::get_if<Response>(&format)) return *refused;
+  JobParseResult parsed =
+      ParseJob(request.body, std::get<DocumentFormat>(format), options_.max_document_bytes);
+  if (!parsed.ok()) {
+    return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
+                            options_.max_document_bytes);
+  }
+  return Ok(PlanOf(*parsed.job));
 }
 
 Response Api::SubmitJob(const Request& request, const std::optional<Principal>& who) {

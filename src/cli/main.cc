@@ -25,6 +25,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   auto* validate = app.add_subcommand("validate", "Check job files (YAML or JSON) offline");
   validate->add_option("files", files, "Job files; - reads standard input")->required();
+  bool plan = false;
+  bool plan_json = false;
+  std::string plan_format = "text";
+  validate->add_flag("--plan", plan,
+                     "Print each valid job's execution plan: stages, needs, trigger rules and "
+                     "what each task's failure skips");
+  validate->add_option("--format", plan_format, "The plan as text, dot (Graphviz) or json")
+      ->check(CLI::IsMember({"text", "dot", "json"}));
+  validate->add_flag("--json", plan_json, "The plan as JSON (--plan --format json)");
 
   std::string role;
   auto* run = app.add_subcommand("run", "Run a server role");
@@ -176,7 +185,18 @@ int main(int argc, char** argv) {
     std::cout << "baton " << kVersion << '\n';
     return baton::cli::kExitOk;
   }
-  if (validate->parsed()) return baton::cli::Validate(files, std::cout, std::cerr);
+  if (validate->parsed()) {
+    using baton::cli::PlanFormat;
+    PlanFormat format = PlanFormat::kNone;
+    if (plan_json || plan_format == "json") {
+      format = PlanFormat::kJson;
+    } else if (plan_format == "dot") {
+      format = PlanFormat::kDot;
+    } else if (plan) {
+      format = PlanFormat::kText;
+    }
+    return baton::cli::Validate(files, std::cout, std::cerr, format);
+  }
   if (run->parsed()) {
     for (const std::string& q : queue_flags) flags.queues += (flags.queues.empty() ? "" : ",") + q;
     return baton::cli::RunServer(role, flags);

@@ -3,14 +3,38 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "cli/job_file.h"
 #include "core/job_decode.h"
+#include "core/plan.h"
 #include "core/schedule.h"
 
 namespace baton::cli {
 
-int Validate(const std::vector<std::string>& files, std::ostream& out, std::ostream& err) {
+namespace {
+
+void PrintPlan(const Job& job, PlanFormat format, std::ostream& out) {
+  nlohmann::json plan = PlanOf(job);
+  switch (format) {
+    case PlanFormat::kNone:
+      return;
+    case PlanFormat::kText:
+      out << PlanText(plan);
+      return;
+    case PlanFormat::kDot:
+      out << PlanDot(plan);
+      return;
+    case PlanFormat::kJson:
+      out << plan.dump(2) << '\n';
+      return;
+  }
+}
+
+}  // namespace
+
+int Validate(const std::vector<std::string>& files, std::ostream& out, std::ostream& err,
+             PlanFormat plan) {
   int status = kExitOk;
   for (const std::string& file : files) {
     std::string text;
@@ -26,10 +50,23 @@ int Validate(const std::vector<std::string>& files, std::ostream& out, std::ostr
     bool scheduled = doc.root && doc.root->kind == Node::Kind::kMap &&
                      std::any_of(doc.root->entries.begin(), doc.root->entries.end(),
                                  [](const MapEntry& e) { return e.key == "schedule"; });
-    std::vector<Diagnostic> problems =
-        scheduled ? ParseScheduledJob(text, format).problems : ParseJob(text, format).problems;
+    std::optional<Job> job;
+    std::vector<Diagnostic> problems;
+    if (scheduled) {
+      ScheduledJobParseResult parsed = ParseScheduledJob(text, format);
+      job = std::move(parsed.job);
+      problems = std::move(parsed.problems);
+    } else {
+      JobParseResult parsed = ParseJob(text, format);
+      job = std::move(parsed.job);
+      problems = std::move(parsed.problems);
+    }
     if (problems.empty()) {
-      out << fmt::format("{}: ok\n", file);
+      if (plan == PlanFormat::kNone || !job) {
+        out << fmt::format("{}: ok\n", file);
+      } else {
+        PrintPlan(*job, plan, out);
+      }
       continue;
     }
     for (const Diagnostic& d : problems) err << file << ':' << d.ToString() << '\n';

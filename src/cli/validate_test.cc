@@ -71,5 +71,35 @@ TEST_F(ValidateTest, UnreadableFileIsAUsageError) {
   EXPECT_NE(err.str().find("cannot read: No such file or directory"), std::string::npos);
 }
 
+TEST_F(ValidateTest, PlanPrintsAValidJobsStagesAsTextDotOrJson) {
+  std::string dag = Write("dag.yaml",
+                          "name: d\nmode: dag\ntasks:\n  - {name: a, run: x}\n"
+                          "  - {name: b, run: x, needs: [a]}\n  - {name: c, run: x, needs: [a]}\n");
+  std::ostringstream text, dot, json, err;
+  EXPECT_EQ(Validate({dag}, text, err, PlanFormat::kText), kExitOk);
+  EXPECT_EQ(text.str(),
+            "plan of d (dag graph, 3 tasks in 2 stages)\n"
+            "stage 1: a\n"
+            "stage 2: b, c  (at once)\n"
+            "- a (runnable); its failure skips b, c\n"
+            "- b (runnable): needs a (all_success); its failure skips nothing\n"
+            "- c (runnable): needs a (all_success); its failure skips nothing\n");
+  EXPECT_EQ(Validate({dag}, dot, err, PlanFormat::kDot), kExitOk);
+  EXPECT_NE(dot.str().find("\"a\" -> \"c\";"), std::string::npos) << dot.str();
+  EXPECT_EQ(Validate({dag}, json, err, PlanFormat::kJson), kExitOk);
+  EXPECT_NE(json.str().find("\"stages\": ["), std::string::npos) << json.str();
+  EXPECT_EQ(err.str(), "");
+}
+
+TEST_F(ValidateTest, PlanOfAnInvalidJobPrintsItsProblemsOnly) {
+  std::string bad =
+      Write("cycle.yaml", "name: d\nmode: dag\ntasks:\n  - {name: a, run: x, needs: [a]}\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(Validate({bad}, out, err, PlanFormat::kText), kExitFailure);
+  EXPECT_EQ(out.str(), "");
+  EXPECT_EQ(err.str(),
+            bad + ":4:23: tasks[0].needs: the tasks' needs form a cycle: \"a\" -> \"a\"\n");
+}
+
 }  // namespace
 }  // namespace baton::cli

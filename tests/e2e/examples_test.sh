@@ -117,6 +117,21 @@ case_containers() {
   url=$saved
 }
 
+case_dag() {
+  run_example dag.yaml || return
+  expect "dag: state and result" "$(state) $(js "$body" 'j.get("result")')" \
+    "COMPLETED tested and linted"
+  expect "dag: rows" "$(rows)" \
+    "fetch=COMPLETED test=COMPLETED lint=COMPLETED package=COMPLETED notify=SKIPPED cleanup=COMPLETED"
+  local row='lambda n: [t for t in j["execution"] if t["name"] == n][0]'
+  expect "dag: test and lint overlap, after fetch" \
+    "$(js "$body" "(lambda r: r('test')['startedAt'] < r('lint')['completedAt'] and r('lint')['startedAt'] < r('test')['completedAt'] and r('fetch')['completedAt'] <= min(r('test')['startedAt'], r('lint')['startedAt']))($row)")" true
+  expect "dag: package after both" \
+    "$(js "$body" "(lambda r: r('package')['startedAt'] >= max(r('test')['completedAt'], r('lint')['completedAt']))($row)")" true
+  expect "dag: notify says why it did not run" "$(js "$body" "($row)('notify').get('error')")" \
+    'not run: its trigger rule one_failed cannot be met ("test" COMPLETED, "lint" COMPLETED)'
+}
+
 case_each_concurrency() {
   run_example each-concurrency.yaml || return
   expect "each-concurrency: state" "$(state)" COMPLETED

@@ -1,0 +1,94 @@
+#include "core/plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/job_decode.h"
+
+namespace baton {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+Job Parse(std::string_view yaml) {
+  JobParseResult parsed = ParseJob(yaml, DocumentFormat::kYaml);
+  EXPECT_TRUE(parsed.ok()) << parsed.Message();
+  return parsed.job.value_or(Job{});
+}
+
+constexpr std::string_view kDiamond = R"(
+name: diamond
+mode: dag
+tasks:
+  - {name: a, run: x}
+  - {name: b, run: x, needs: [a]}
+  - {name: c, run: x, needs: [a], retry: {limit: 2}}
+  - {name: d, run: x, needs: [b, c]}
+  - {name: alert, run: x, needs: [b, c], triggerRule: one_failed}
+  - {name: solo, run: x}
+)";
+
+TEST(PlanTest, ADiamondsStagesRunItsMiddleAtOnce) {
+  json plan = PlanOf(Parse(kDiamond));
+  EXPECT_EQ(plan["graph"], true);
+  EXPECT_EQ(plan["stages"], json::parse(R"([["a", "solo"], ["b", "c"], ["d", "alert"]])"));
+  EXPECT_EQ(plan["tasks"][3]["needs"], json::parse(R"(["b", "c"])"));
+  EXPECT_EQ(plan["tasks"][4]["triggerRule"], "one_failed");
+}
+
+TEST(PlanTest, EachTasksFailureSkipsWhatCanNoLongerRun) {
+  json plan = PlanOf(Parse(kDiamond));
+  // a's failure skips b, c and d (all_success over what a failure skipped); alert
+  // (one_failed: b and c were skipped, neither failed) is skipped too, but it is when
+  // nothing fails: not a's failure's doing. solo needs nothing.
+  EXPECT_EQ(plan["tasks"][0]["failureSkips"], json::parse(R"(["b", "c", "d"])"));
+  // b's failure skips only d: alert runs on it.
+  EXPECT_EQ(plan["tasks"][1]["failureSkips"], json::parse(R"(["d"])"));
+  EXPECT_EQ(plan["tasks"][5]["failureSkips"], json::array());
+}
+
+TEST(PlanTest, InATorkSequenceAFailureFailsTheJob) {
+  json plan = PlanOf(Parse("name: s\ntasks:\n  - {name: a, run: x}\n  - {name: b, run: x}\n"));
+  EXPECT_EQ(plan["graph"], false);
+  EXPECT_EQ(plan["stages"], json::parse(R"([["a"], ["b"]])"));
+  EXPECT_EQ(plan["tasks"][1]["needs"], json::parse(R"(["a"])"));
+  EXPECT_EQ(plan["tasks"][0]["failureFailsTheJob"], true);
+}
+
+TEST(PlanTest, CompositesArePlannedInside) {
+  json plan = PlanOf(Parse(R"(
+name: nested
+tasks:
+  - name: p
+    parallel: {tasks: [{name: x, run: x}, {name: y, run: x}]}
+  - name: e
+    each: {list: "{{ [1, 2] }}", concurrency: 1, task: {name: z, run: x}}
+  - name: s
+    subjob:
+      name: inner
+      mode: dag
+      tasks: [{name: i, run: x}, {name: j, run: x}]
+)"));
+  EXPECT_EQ(plan["tasks"][0]["tasks"].size(), 2u);
+  EXPECT_EQ(plan["tasks"][1]["each"]["concurrency"], 1);
+  EXPECT_EQ(plan["tasks"][2]["subjob"]["stages"], json::parse(R"([["i", "j"]])"));
+}
+
+TEST(PlanTest, TextAndDotShowStagesEdgesAndRules) {
+  json plan = PlanOf(Parse(kDiamond));
+  std::string text = PlanText(plan);
+  EXPECT_THAT(text, HasSubstr("plan of diamond (dag graph, 6 tasks in 3 stages)"));
+  EXPECT_THAT(text, HasSubstr("stage 2: b, c  (at once)"));
+  EXPECT_THAT(text, HasSubstr("- alert (runnable): needs b, c (one_failed); its failure skips "
+                              "nothing"));
+  EXPECT_THAT(text, HasSubstr("- c (runnable): needs a (all_success); retried up to 2 times; its "
+                              "failure skips d"));
+  std::string dot = PlanDot(plan);
+  EXPECT_THAT(dot, HasSubstr("digraph \"diamond\" {"));
+  EXPECT_THAT(dot, HasSubstr("\"a\" -> \"b\";"));
+  EXPECT_THAT(dot, HasSubstr("\"b\" -> \"alert\" [label=\"one_failed\"];"));
+}
+
+}  // namespace
+}  // namespace baton
