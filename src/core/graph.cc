@@ -37,20 +37,25 @@ TaskGraph GraphOf(TaskOrder mode, const std::vector<Task>& tasks) {
   }
   TaskGraph graph;
   graph.needs.resize(tasks.size());
+  graph.when.resize(tasks.size());
   graph.rules.resize(tasks.size(), TriggerRule::kAllSuccess);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];
     if (t.trigger_rule) graph.rules[i] = *t.trigger_rule;
     if (t.needs.empty()) {
-      if (mode == TaskOrder::kSequence && i > 0) graph.needs[i].push_back(static_cast<int>(i) - 1);
+      if (mode == TaskOrder::kSequence && i > 0) {
+        graph.needs[i].push_back(static_cast<int>(i) - 1);
+        graph.when[i].emplace_back();
+      }
       continue;
     }
-    for (const std::string& name : t.needs) {
-      auto it = index.find(name);
+    for (const Need& need : t.needs) {
+      auto it = index.find(need.task);
       if (it == index.end()) continue;
       std::vector<int>& needs = graph.needs[i];
       if (std::find(needs.begin(), needs.end(), it->second) == needs.end()) {
         needs.push_back(it->second);
+        graph.when[i].push_back(need.when);
       }
     }
   }

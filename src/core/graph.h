@@ -31,6 +31,8 @@ struct TaskGraph {
   // Task index → the indices of the tasks it waits for (a sequence's task without
   // `needs`: the one before it).
   std::vector<std::vector<int>> needs;
+  // The same edges' `when` templates ("": always taken).
+  std::vector<std::vector<std::string>> when;
   std::vector<TriggerRule> rules;
 };
 

@@ -15,7 +15,7 @@ Task Named(std::string name, std::vector<std::string> needs = {}) {
   Task t;
   t.name = std::move(name);
   t.run = "true";
-  t.needs = std::move(needs);
+  for (std::string& n : needs) t.needs.push_back({std::move(n), ""});
   return t;
 }
 

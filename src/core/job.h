@@ -146,6 +146,15 @@ enum class TriggerRule {
   kNoneFailedMinOneSuccess,
 };
 
+// A task of the same list that a task waits for (`needs`): a name, or (beyond Airflow's
+// rules) `{task, when}`, an edge taken only when the template `when` holds once that
+// task succeeded (else it counts as skipped for this task).
+struct Need {
+  std::string task;
+  std::string when;
+  friend bool operator==(const Need&, const Need&) = default;
+};
+
 struct Parallel {
   std::vector<Task> tasks;
   friend bool operator==(const Parallel&, const Parallel&);
@@ -205,7 +214,7 @@ struct Task {
   std::optional<SubJob> subjob;
   // Beyond Tork, on a job's (or a sub-job's) tasks: the names of the tasks of the same
   // list this one waits for, and the rule over their ends that starts or skips it.
-  std::vector<std::string> needs;
+  std::vector<Need> needs;
   std::optional<TriggerRule> trigger_rule;
 
   bool IsComposite() const { return parallel || each || subjob; }

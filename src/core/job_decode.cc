@@ -61,6 +61,7 @@ constexpr std::string_view kSubJobFields[] = {"name",     "description", "tasks"
                                               "secrets",  "output",      "autoDelete", "webhooks",
                                               "detached", "mode"};
 constexpr std::string_view kPermissionFields[] = {"role", "user"};
+constexpr std::string_view kNeedFields[] = {"task", "when"};
 
 bool Contains(Fields fields, std::string_view name) {
   return std::find(fields.begin(), fields.end(), name) != fields.end();
@@ -537,6 +538,23 @@ class Decoder {
     return defaults;
   }
 
+  // `needs`: names, or {task, when} edges.
+  std::vector<Need> Needs(const Node& node, const std::string& path) {
+    return List<Need>(node, path, [&](const Node& n, const std::string& p) {
+      Need need;
+      if (n.kind != Node::Kind::kMap) {
+        need.task = String(n, p);
+        return need;
+      }
+      ForEachField(n, p, kNeedFields, [&](const MapEntry& e, const std::string& q) {
+        if (e.key == "task") need.task = String(e.value, q);
+        if (e.key == "when") need.when = Template(e.value, q);
+      });
+      if (need.task.empty()) Problem(n.mark, Join(p, "task"), "a need names a task");
+      return need;
+    });
+  }
+
   TaskOrder DecodeMode(const Node& node, const std::string& path) {
     std::string text = String(node, path);
     if (text == "dag") return TaskOrder::kDag;
@@ -601,8 +619,8 @@ class Decoder {
       const MapEntry* e = EntryOf(list->items[i], "needs");
       if (e == nullptr || e->value.kind != Node::Kind::kSequence) continue;
       for (std::size_t j = 0; j < tasks[i].needs.size() && j < e->value.items.size(); ++j) {
-        const std::string& need = tasks[i].needs[j];
-        if (first.contains(need)) continue;
+        const std::string& need = tasks[i].needs[j].task;
+        if (need.empty() || first.contains(need)) continue;
         unknown = true;
         std::string message = fmt::format("no task of {} is named {}", path, Quoted(need));
         std::string_view best;
@@ -613,7 +631,10 @@ class Decoder {
           if (d < best_distance && d < need.size()) best = name, best_distance = d;
         }
         if (!best.empty()) message += fmt::format(" (did you mean {}?)", Quoted(best));
-        Problem(e->value.items[j].mark, Index(Join(Index(path, i), "needs"), j), message);
+        const Node& item = e->value.items[j];
+        const MapEntry* named = EntryOf(item, "task");
+        Problem(named != nullptr ? named->value.mark : item.mark,
+                Index(Join(Index(path, i), "needs"), j), message);
       }
     }
     if (unknown) return;
@@ -708,7 +729,7 @@ class Decoder {
       else if (e.key == "retry")
         task.retry = DecodeRetry(v, p);
       else if (e.key == "needs")
-        task.needs = StringList(v, p, false);
+        task.needs = Needs(v, p);
       else if (e.key == "triggerRule")
         task.trigger_rule = DecodeTriggerRule(v, p);
       else if (e.key == "parallel") {

@@ -469,7 +469,7 @@ tasks:
                          DocumentFormat::kYaml);
   ASSERT_TRUE(result.job) << result.Message();
   EXPECT_EQ(result.job->mode, TaskOrder::kDag);
-  EXPECT_THAT(result.job->tasks[3].needs, ElementsAre("b", "c"));
+  EXPECT_THAT(result.job->tasks[3].needs, ElementsAre(Need{"b", ""}, Need{"c", ""}));
   EXPECT_EQ(result.job->tasks[3].trigger_rule, TriggerRule::kNoneFailed);
   EXPECT_EQ(result.job->tasks[3].subjob->mode, TaskOrder::kDag);
   EXPECT_EQ(result.job->tasks[3].subjob->tasks[1].trigger_rule, TriggerRule::kAllDone);
@@ -503,6 +503,28 @@ TEST(JobDecodeTest, ACycleOfNeedsIsRefusedAlongItsTasks) {
                        DocumentFormat::kJson),
               ElementsAre(HasSubstr("tasks[0].needs: the tasks' needs form a cycle: \"a\" -> "
                                     "\"a\"")));
+}
+
+TEST(JobDecodeTest, ANeedMayBeAnEdgeWithAWhen) {
+  auto result = ParseJob(R"(
+name: branch
+mode: dag
+tasks:
+  - {name: check, var: kind, run: x}
+  - name: fast
+    needs: [{task: check, when: "{{ tasks.kind == 'small' }}"}]
+    run: x
+)",
+                         DocumentFormat::kYaml);
+  ASSERT_TRUE(result.job) << result.Message();
+  EXPECT_THAT(result.job->tasks[1].needs,
+              ElementsAre(Need{"check", "{{ tasks.kind == 'small' }}"}));
+  EXPECT_THAT(Problems("name: j\nmode: dag\ntasks:\n  - {name: a, run: x}\n"
+                       "  - {name: b, run: x, needs: [{task: z, when: \"{{ true }}\"}, {when: x}, "
+                       "{task: a, if: y}]}\n"),
+              ElementsAre("5:38: tasks[1].needs[0]: no task of tasks is named \"z\"",
+                          "5:62: tasks[1].needs[1].task: a need names a task",
+                          "5:83: tasks[1].needs[2].if: unknown field \"if\""));
 }
 
 TEST(JobDecodeTest, AnUnknownTriggerRuleOrModeIsRefused) {

@@ -163,7 +163,17 @@ json ToJson(const Task& task) {
   Put(out, "tags", task.tags);
   Put(out, "timeout", task.timeout);
   if (task.retry) out["retry"] = ToJson(*task.retry);
-  Put(out, "needs", task.needs);
+  if (!task.needs.empty()) {
+    json needs = json::array();
+    for (const Need& need : task.needs) {
+      if (need.when.empty()) {
+        needs.push_back(need.task);
+      } else {
+        needs.push_back({{"task", need.task}, {"when", need.when}});
+      }
+    }
+    out["needs"] = std::move(needs);
+  }
   if (task.trigger_rule) out["triggerRule"] = std::string(ToString(*task.trigger_rule));
   if (task.parallel) {
     json tasks = json::array();

@@ -96,7 +96,7 @@ Job FullJob() {
                       job.webhooks,
                       true};
   sub.subjob->mode = TaskOrder::kDag;
-  sub.needs = {"say hello", "together"};
+  sub.needs = {{"say hello", ""}, {"together", "{{ inputs.who == 'world' }}"}};
   sub.trigger_rule = TriggerRule::kNoneFailedMinOneSuccess;
   job.mode = TaskOrder::kDag;
   job.tasks = {t, each, parallel, sub};

@@ -107,8 +107,14 @@ json PlanTasks(TaskOrder mode, const std::vector<Task>& tasks, json* stages_out)
     task["stage"] = stage[i];
     last = std::max(last, stage[i]);
     json needs = json::array();
-    for (int need : g.needs[i]) needs.push_back(tasks[static_cast<std::size_t>(need)].name);
+    json when = json::object();
+    for (std::size_t k = 0; k < g.needs[i].size(); ++k) {
+      const std::string& name = tasks[static_cast<std::size_t>(g.needs[i][k])].name;
+      needs.push_back(name);
+      if (!g.when[i][k].empty()) when[name] = g.when[i][k];
+    }
     task["needs"] = std::move(needs);
+    if (!when.empty()) task["when"] = std::move(when);
     task["triggerRule"] = std::string(ToString(g.rules[i]));
     if (graph) {
       json skips = json::array();
@@ -156,6 +162,11 @@ void TextOf(const json& plan, const std::string& indent, std::string& out) {
           fmt::format(": needs {} ({})", Names(t["needs"]), t["triggerRule"].get<std::string>());
     } else if (t["triggerRule"] != "all_success") {
       line += fmt::format(": {}", t["triggerRule"].get<std::string>());
+    }
+    if (t.contains("when")) {
+      for (auto it = t["when"].begin(); it != t["when"].end(); ++it) {
+        line += fmt::format("; after {} only when {}", it.key(), it.value().get<std::string>());
+      }
     }
     if (t.contains("if")) line += fmt::format("; if {}", t["if"].get<std::string>());
     if (t.contains("retry")) line += fmt::format("; retried up to {} times", t["retry"].get<int>());
@@ -209,10 +220,14 @@ void DotOf(const json& plan, const std::string& prefix, std::string& out, int& c
     if (t["kind"] != "runnable") label += " [" + t["kind"].get<std::string>() + "]";
     out += fmt::format("  {} [label={}];\n", Quote(id), Quote(label));
     for (const json& need : t["needs"]) {
-      std::string attr;
-      if (t["triggerRule"] != "all_success") {
-        attr = fmt::format(" [label={}]", Quote(t["triggerRule"].get<std::string>()));
+      std::string label;
+      if (t["triggerRule"] != "all_success") label = t["triggerRule"].get<std::string>();
+      if (t.contains("when") && t["when"].contains(need.get<std::string>())) {
+        if (!label.empty()) label += ", ";
+        label += "when " + t["when"][need.get<std::string>()].get<std::string>();
       }
+      std::string attr;
+      if (!label.empty()) attr = fmt::format(" [label={}]", Quote(label));
       out +=
           fmt::format("  {} -> {}{};\n", Quote(prefix + need.get<std::string>()), Quote(id), attr);
     }

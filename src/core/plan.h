@@ -15,13 +15,14 @@ namespace baton {
 
 // The plan of a valid job (decoded without problems) as JSON:
 //   {"name", "mode": "sequence"|"dag", "graph": bool, "stages": [[name...]...],
-//    "tasks": [{"name", "kind", "stage", "needs": [...], "triggerRule",
+//    "tasks": [{"name", "kind", "stage", "needs": [...], "when"?: {need: template},
+//               "triggerRule",
 //               "failureSkips": [...] | "failureFailsTheJob": true,
 //               "if"?, "retry"?, "tasks"?: [...] (a parallel's),
 //               "each"?: {"list", "concurrency", "task"}, "subjob"?: {plan}}]}
 // In a sequence that is no graph, a task's failure fails the job at once
 // ("failureFailsTheJob"); in a graph it skips what can no longer run ("failureSkips",
-// in the list's order), and the rest goes on.
+// in the list's order, every edge counted as taken), and the rest goes on.
 nlohmann::json PlanOf(const Job& job);
 
 // The plan as text for a terminal, and as a Graphviz digraph (needs as edges, labelled

@@ -978,11 +978,15 @@ INSTANTIATE_TEST_SUITE_P(
 // ---- graphs (core/graph.h): needs, trigger rules, skips
 
 Task Needs(Task t, std::vector<std::string> needs, std::optional<TriggerRule> rule = std::nullopt) {
-  t.needs = std::move(needs);
+  for (std::string& n : needs) t.needs.push_back({std::move(n), ""});
   t.trigger_rule = rule;
   return t;
 }
 void Dag(JobRecord& j) { j.job.mode = TaskOrder::kDag; }
+Task When(Task t, std::string need, std::string when) {
+  t.needs.push_back({std::move(need), std::move(when)});
+  return t;
+}
 using TR = TriggerRule;
 
 INSTANTIATE_TEST_SUITE_P(
@@ -1170,6 +1174,33 @@ INSTANTIATE_TEST_SUITE_P(
                  "",
                  nullptr,
                  [](const Shell& s) { EXPECT_EQ(s.Sub()->steps, "fcc"); }},
+        Scenario{"AWhenOnAnEdgeTakesItOnlyWhenItHolds",
+                 {WithVar(Runnable("check"), "kind"),
+                  When(Runnable("fast"), "check", "{{ tasks.kind == 'r:check' }}"),
+                  When(Runnable("slow"), "check", "{{ tasks.kind != 'r:check' }}"),
+                  Needs(Runnable("join"), {"fast", "slow"}, TR::kNoneFailedMinOneSuccess)},
+                 {{S::kOk, "check"}, {S::kOk, "fast"}, {S::kOk, "join"}},
+                 JobState::kCompleted,
+                 {"check", "fast", "join"},
+                 {{"slow", TS::kSkipped}, {"join", TS::kCompleted}},
+                 "",
+                 Dag,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("slow").error,
+                             "not run: its trigger rule all_success cannot be met (\"check\" "
+                             "COMPLETED but its when is false)");
+                 }},
+        Scenario{"AWhenThatCannotBeEvaluatedFailsItsTask",
+                 {Runnable("a"), When(Runnable("b"), "a", "{{ nosuch }}")},
+                 {{S::kOk, "a"}},
+                 JobState::kFailed,
+                 {"a"},
+                 {{"b", TS::kFailed}},
+                 "",
+                 Dag,
+                 [](const Shell& s) {
+                   EXPECT_TRUE(s.Top().error.starts_with("needs[0].when: ")) << s.Top().error;
+                 }},
         Scenario{"AGraphStepCanBeAComposite",
                  {ParallelOf({Runnable("x"), Runnable("y")}), Needs(Runnable("after"), {"p"})},
                  {{S::kOk, "x"}, {S::kOk, "y"}, {S::kOk, "after"}},

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "core/evaluate.h"
 #include "core/messages.h"
 #include "flow/decider.h"
 
@@ -71,13 +72,36 @@ void Decider::StepGraph(const std::string& job_id) {
     for (std::size_t i = 0; i < job->steps.size() && i < tasks.size(); ++i) {
       if (!IsGoing(job->state)) break;
       if (job->steps[i] != step::kWaiting) continue;
+      // An edge with a `when` is taken once its task succeeded and the condition holds;
+      // not taken, it counts as skipped for this task.
       std::vector<char> upstream;
-      for (int need : graph.needs[i])
-        upstream.push_back(job->steps[static_cast<std::size_t>(need)]);
+      std::string when_error;
+      for (std::size_t k = 0; k < graph.needs[i].size(); ++k) {
+        char state = job->steps[static_cast<std::size_t>(graph.needs[i][k])];
+        const std::string& when = graph.when[i][k];
+        if (!when.empty() && (state == step::kCompleted || state == step::kPassed)) {
+          auto taken = EvaluateCondition(when, VarsFor(*job, json::object()), options_);
+          if (!taken.ok()) {
+            when_error = fmt::format("needs[{}].when: {}", k, taken.status().message());
+            break;
+          }
+          if (!*taken) state = step::kSkipped;
+        }
+        upstream.push_back(state);
+      }
+      const int position = static_cast<int>(i) + 1;
+      if (!when_error.empty()) {
+        // The condition cannot be evaluated: the task fails, as one whose `if` fails.
+        again = true;
+        job->steps[i] = step::kRunning;
+        TaskRecord row = MakeRow(job_id, "", position, 0, TaskState::kPending);
+        row.task = tasks[i];
+        FailNow(NewTask(std::move(row)), when_error);
+        continue;
+      }
       Verdict verdict = Judge(graph.rules[i], upstream);
       if (verdict == Verdict::kWait) continue;
       again = true;
-      const int position = static_cast<int>(i) + 1;
       if (verdict == Verdict::kRun) {
         job->steps[i] = step::kRunning;
         DispatchNew(tasks[i], job_id, "", position, json::object(), 0);
@@ -85,10 +109,13 @@ void Decider::StepGraph(const std::string& job_id) {
       }
       job->steps[i] = step::kSkipped;
       std::string why;
-      for (int need : graph.needs[i]) {
-        const std::size_t n = static_cast<std::size_t>(need);
+      for (std::size_t k = 0; k < upstream.size(); ++k) {
+        const std::size_t n = static_cast<std::size_t>(graph.needs[i][k]);
         if (!why.empty()) why += ", ";
         why += fmt::format("\"{}\" {}", tasks[n].name, StepName(job->steps[n]));
+        if (upstream[k] == step::kSkipped && job->steps[n] != step::kSkipped) {
+          why += " but its when is false";
+        }
       }
       TaskRecord row = MakeRow(job_id, "", position, 0, TaskState::kSkipped);
       row.task = tasks[i];

@@ -132,6 +132,16 @@ case_dag() {
     'not run: its trigger rule one_failed cannot be met ("test" COMPLETED, "lint" COMPLETED)'
 }
 
+case_branch() {
+  run_example branch.yaml || return
+  expect "branch: state and result" "$(state) $(js "$body" 'j.get("result")')" \
+    "COMPLETED 42 items, in memory"
+  expect "branch: rows" "$(rows)" "measure=COMPLETED small=COMPLETED large=SKIPPED report=COMPLETED"
+  expect "branch: large says why" \
+    "$(js "$body" '[t.get("error") for t in j["execution"] if t["name"] == "large"][0]')" \
+    'not run: its trigger rule all_success cannot be met ("measure" COMPLETED but its when is false)'
+}
+
 case_each_concurrency() {
   run_example each-concurrency.yaml || return
   expect "each-concurrency: state" "$(state)" COMPLETED

@@ -131,6 +131,13 @@ assert t["b.start"] < t["c.end"] and t["c.start"] < t["b.end"], t
 assert t["d.start"] >= max(t["b.end"], t["c.end"]), t
 PY
 
+  # ---- a branch: an edge taken only when its condition holds
+  id=$(submit "$src/examples/branch.yaml")
+  wait_done "$id" 60
+  expect "$mode: the branch took the small path" \
+    "$(js "$body" 'j["state"]') $(js "$body" 'j.get("result")') $(state_of "$body" large)" \
+    "COMPLETED 42 items, in memory SKIPPED"
+
   # ---- each trigger rule after a failure
   rules_job "$marks/rules" >"$work_dir/rules.yaml"
   id=$(submit "$work_dir/rules.yaml")

@@ -132,8 +132,13 @@ class Generator {
     mode = dag ? TaskOrder::kDag : TaskOrder::kSequence;
     for (std::size_t i = 1; i < tasks.size(); ++i) {
       if (c_.Percent(60)) {
+        // Some edges are taken only when a condition holds. (Not one that cannot be
+        // evaluated: when it is judged depends on which need ends first; flow_test has it.)
+        static constexpr const char* kWhen[] = {"{{ inputs.on }}", "{{ false }}", "{{ true }}"};
         for (std::size_t j = 0; j < i; ++j) {
-          if (c_.Percent(50)) tasks[i].needs.push_back(tasks[j].name);
+          if (!c_.Percent(50)) continue;
+          std::uint32_t w = c_.Below(12);
+          tasks[i].needs.push_back({tasks[j].name, w < 3 ? kWhen[w] : ""});
         }
       }
       if (c_.Percent(50)) tasks[i].trigger_rule = kRules[c_.Below(7)];
@@ -300,15 +305,18 @@ class Interpreter {
     for (std::size_t i = 0; i < n; ++i) by_name.try_emplace(job.tasks[i].name, i);
     // Each task's needs: those named, or in a sequence the task before it.
     std::vector<std::vector<std::size_t>> needs(n);
+    std::vector<std::vector<std::string>> when(n);  // each edge's condition ("": none)
     for (std::size_t i = 0; i < n; ++i) {
-      for (const std::string& name : job.tasks[i].needs) {
-        std::size_t j = by_name.at(name);
+      for (const Need& need : job.tasks[i].needs) {
+        std::size_t j = by_name.at(need.task);
         if (std::find(needs[i].begin(), needs[i].end(), j) == needs[i].end()) {
           needs[i].push_back(j);
+          when[i].push_back(need.when);
         }
       }
       if (job.tasks[i].needs.empty() && job.mode == TaskOrder::kSequence && i > 0) {
         needs[i].push_back(i - 1);
+        when[i].emplace_back();
       }
     }
     enum class End { kNone, kSucceeded, kFailed, kSkipped };
@@ -322,11 +330,26 @@ class Interpreter {
         bool decided = std::all_of(needs[i].begin(), needs[i].end(),
                                    [&](std::size_t j) { return ends[j] != End::kNone; });
         if (!decided) continue;
-        // A need skipped by its rule is neither a success nor a failure.
+        // A need skipped by its rule is neither a success nor a failure; so is a
+        // succeeded one whose edge's condition is false. (A condition that cannot be
+        // evaluated fails the task.)
         int succeeded = 0, failed = 0;
-        for (std::size_t j : needs[i]) {
-          succeeded += ends[j] == End::kSucceeded;
-          failed += ends[j] == End::kFailed;
+        bool broken = false;
+        for (std::size_t k = 0; k < needs[i].size(); ++k) {
+          End end = ends[needs[i][k]];
+          if (end == End::kSucceeded && !when[i][k].empty()) {
+            auto taken = EvaluateCondition(when[i][k], expr::Vars(context, json::object()));
+            if (!taken.ok()) broken = true;
+            if (taken.ok() && !*taken) end = End::kSkipped;
+          }
+          succeeded += end == End::kSucceeded;
+          failed += end == End::kFailed;
+        }
+        if (broken) {
+          progress = true;
+          ends[i] = End::kFailed;
+          any_failed = true;
+          continue;
         }
         const int all = static_cast<int>(needs[i].size());
         bool runs = true;
