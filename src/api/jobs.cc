@@ -217,12 +217,18 @@ Response Api::GetJob(const std::string& id) {
   InTorksOrder(rows);
   json body = ToJson(job, /*summary=*/false);
   json execution = json::array();
+  json warnings = json::array();
   std::vector<std::string> secrets = SecretValues(job);
   for (const TaskRecord& row : rows) {
     execution.push_back(ToJson(row));
     AddSecretValues(row.task, secrets);  // evaluated env: what the task's output may show
+    // An optional task's final failure, which its job went on after (beyond Tork).
+    if (IsOptionalFailureLetGo(row)) {
+      warnings.push_back(fmt::format("optional task \"{}\" failed: {}", row.task.name, row.error));
+    }
   }
   body["execution"] = std::move(execution);
+  if (!warnings.empty()) body["warnings"] = std::move(warnings);
   RedactJson(body, secrets);
   return Ok(body);
 }

@@ -216,6 +216,10 @@ struct Task {
   // list this one waits for, and the rule over their ends that starts or skips it.
   std::vector<Need> needs;
   std::optional<TriggerRule> trigger_rule;
+  // Beyond Tork: a failure of this task (after its retries) does not fail what it is in:
+  // the row stays FAILED, shown as a warning of its job, and its job, parallel or each
+  // goes on as if it had completed (without a result).
+  bool optional = false;
 
   bool IsComposite() const { return parallel || each || subjob; }
   friend bool operator==(const Task&, const Task&) = default;

@@ -35,10 +35,11 @@ constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "en
                                                 "files", "queue",  "pre",    "post",       "mounts",
                                                 "retry", "limits", "timeout"};
 constexpr std::string_view kTaskFields[] = {
-    "name",     "description", "var",     "if",    "run",        "image", "cmd",     "entrypoint",
-    "env",      "files",       "workdir", "queue", "priority",   "pre",   "post",    "sidecars",
-    "mounts",   "networks",    "limits",  "gpus",  "registry",   "tags",  "timeout", "retry",
-    "parallel", "each",        "subjob",  "needs", "triggerRule"};
+    "name",     "description", "var",      "if",       "run",         "image",
+    "cmd",      "entrypoint",  "env",      "files",    "workdir",     "queue",
+    "priority", "pre",         "post",     "sidecars", "mounts",      "networks",
+    "limits",   "gpus",        "registry", "tags",     "timeout",     "retry",
+    "parallel", "each",        "subjob",   "needs",    "triggerRule", "optional"};
 constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "image",
                                            "cmd",     "entrypoint",  "env", "files",
                                            "timeout", "registry"};
@@ -732,6 +733,8 @@ class Decoder {
         task.needs = Needs(v, p);
       else if (e.key == "triggerRule")
         task.trigger_rule = DecodeTriggerRule(v, p);
+      else if (e.key == "optional")
+        task.optional = Bool(v, p);
       else if (e.key == "parallel") {
         composite.push_back(&e);
         task.parallel = DecodeParallel(v, p, depth);

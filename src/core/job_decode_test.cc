@@ -527,6 +527,14 @@ tasks:
                           "5:83: tasks[1].needs[2].if: unknown field \"if\""));
 }
 
+TEST(JobDecodeTest, OptionalIsABoolean) {
+  auto result = ParseJob(WithTask("    run: x\n    optional: true\n"), DocumentFormat::kYaml);
+  ASSERT_TRUE(result.job) << result.Message();
+  EXPECT_TRUE(result.job->tasks[0].optional);
+  EXPECT_THAT(Problems(WithTask("    run: x\n    optional: maybe\n")),
+              ElementsAre("5:15: tasks[0].optional: expected true or false, got string \"maybe\""));
+}
+
 TEST(JobDecodeTest, AnUnknownTriggerRuleOrModeIsRefused) {
   EXPECT_THAT(Problems(WithTask("    run: x\n    triggerRule: always\n")),
               ElementsAre("5:18: tasks[0].triggerRule: unknown trigger rule \"always\" (expected "

@@ -98,6 +98,7 @@ Job FullJob() {
   sub.subjob->mode = TaskOrder::kDag;
   sub.needs = {{"say hello", ""}, {"together", "{{ inputs.who == 'world' }}"}};
   sub.trigger_rule = TriggerRule::kNoneFailedMinOneSuccess;
+  sub.optional = true;
   job.mode = TaskOrder::kDag;
   job.tasks = {t, each, parallel, sub};
   return job;

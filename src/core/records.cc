@@ -108,4 +108,10 @@ std::string NewId() {
   return id;
 }
 
+bool IsOptionalFailureLetGo(const TaskRecord& row) {
+  if (!row.task.optional || row.state != TaskState::kFailed) return false;
+  const bool ran = !row.node_id.empty() || row.started_at.has_value();
+  return !ran || !row.task.retry || row.task.retry->attempts >= row.task.retry->limit;
+}
+
 }  // namespace baton

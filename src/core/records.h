@@ -151,6 +151,11 @@ struct Page {
 // How many bytes `job` takes as stored: its definition, tags and context as JSON (what a
 // datastore's max_job_bytes bounds). InvalidArgument when a part cannot be stored (a
 // string that is not UTF-8).
+// Whether `row` is an optional task's final failure, which its job went on after
+// (Task::optional): FAILED with no attempt left, or FAILED before it ran (its `if` or
+// templates could not be evaluated: not retried).
+bool IsOptionalFailureLetGo(const TaskRecord& row);
+
 Result<std::size_t> StoredJobBytes(const JobRecord& job);
 // kInvalidArgument, naming both figures, for a job of `bytes` (StoredJobBytes) over
 // `limit`.

@@ -562,8 +562,20 @@ bool Decider::RetryOrFail(const std::string& failed_id) {
   return false;
 }
 
+void Decider::OptionalFailed(const std::string& id) {
+  TaskRecord& t = *T(id);
+  JobRecord* job = J(t.job_id);
+  if (job == nullptr) return;
+  if (t.parent_id.empty()) {
+    if (!job->steps.empty()) return GraphTaskEnded(t);
+    return Advance(t.job_id, t.position);
+  }
+  ChildDone(t.parent_id);
+}
+
 void Decider::TaskFailed(const std::string& id) {
   TaskRecord& t = *T(id);
+  if (t.task.optional && t.state == TaskState::kFailed) return OptionalFailed(id);
   // The error (often the task's last output lines) goes up to the parent and the job:
   // its own secret values are hidden in it now.
   std::vector<std::string> secrets;

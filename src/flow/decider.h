@@ -168,6 +168,8 @@ class Decider {
   // job (true), else the failure goes up (TaskFailed; false).
   bool RetryOrFail(const std::string& failed_id);
   void TaskFailed(const std::string& id);
+  // An optional task's final failure: what it is in goes on (TaskDone without a result).
+  void OptionalFailed(const std::string& id);
   bool Under(const TaskRecord& row, const std::string& ancestor);
   void CancelRows(const std::string& job_id, const std::string& under);
 

@@ -983,6 +983,10 @@ Task Needs(Task t, std::vector<std::string> needs, std::optional<TriggerRule> ru
   return t;
 }
 void Dag(JobRecord& j) { j.job.mode = TaskOrder::kDag; }
+Task Optional(Task t) {
+  t.optional = true;
+  return t;
+}
 Task When(Task t, std::string need, std::string when) {
   t.needs.push_back({std::move(need), std::move(when)});
   return t;
@@ -1201,6 +1205,40 @@ INSTANTIATE_TEST_SUITE_P(
                  [](const Shell& s) {
                    EXPECT_TRUE(s.Top().error.starts_with("needs[0].when: ")) << s.Top().error;
                  }},
+        Scenario{"AnOptionalTasksFailureLetsItsGraphGoOnAsASuccess",
+                 {Optional(Runnable("a")), Needs(Runnable("b"), {"a"}),
+                  Needs(Runnable("alert"), {"a"}, TR::kOneFailed)},
+                 {{S::kFail, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b"},
+                 {{"a", TS::kFailed}, {"alert", TS::kSkipped}},
+                 "",
+                 Dag,
+                 [](const Shell& s) { EXPECT_EQ(s.Top().steps, "pcs"); }},
+        Scenario{"AnOptionalTasksFailureLetsASequenceGoOn",
+                 {Optional(WithVar(Runnable("a"), "x")), Runnable("b")},
+                 {{S::kFail, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b"},
+                 {{"a", TS::kFailed}, {"b", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_TRUE(s.Top().error.empty());
+                   EXPECT_FALSE(s.Top().context.at("tasks").contains("x"));
+                 }},
+        Scenario{"AnOptionalChildsFailureNeitherFailsNorStopsItsParallel",
+                 {ParallelOf({Optional(Runnable("x")), Runnable("y")}), Runnable("after")},
+                 {{S::kFail, "x"}, {S::kOk, "y"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"x", "y", "after"},
+                 {{"x", TS::kFailed}, {"y", TS::kCompleted}, {"p", TS::kCompleted}}},
+        Scenario{"AnOptionalTaskIsRetriedBeforeItsFailureIsLetGo",
+                 {Optional(WithRetry(Runnable("a"), 1)), Runnable("b")},
+                 {{S::kFail, "a"}, {S::kFail, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "a", "b"},
+                 {{"a", TS::kFailed}}},
         Scenario{"AGraphStepCanBeAComposite",
                  {ParallelOf({Runnable("x"), Runnable("y")}), Needs(Runnable("after"), {"p"})},
                  {{S::kOk, "x"}, {S::kOk, "y"}, {S::kOk, "after"}},

@@ -99,9 +99,13 @@ void Decider::ReconcileComposite(const std::string& id, const std::vector<std::s
   int running = 0;
   const TaskRecord* failed = nullptr;
   for (const auto& [index, child] : latest) {
-    if (IsDone(child->state)) ++done;
+    // An optional child's final failure counts as done (OptionalFailed).
+    const bool passed = IsOptionalFailureLetGo(*child);
+    if (IsDone(child->state) || passed) ++done;
     if (child->state != TaskState::kCreated && !IsTerminal(child->state)) ++running;
-    if (!IsDone(child->state) && IsTerminal(child->state) && failed == nullptr) failed = child;
+    if (!IsDone(child->state) && !passed && IsTerminal(child->state) && failed == nullptr) {
+      failed = child;
+    }
   }
   row->completions = done;
   if (kind == TaskKind::kEach) {

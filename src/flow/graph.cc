@@ -138,6 +138,8 @@ void Decider::GraphTaskEnded(const TaskRecord& t) {
   if (i >= job->steps.size() || job->steps[i] != step::kRunning) return;
   if (t.state == TaskState::kCompleted) {
     job->steps[i] = step::kCompleted;
+  } else if (t.state == TaskState::kFailed) {
+    job->steps[i] = step::kPassed;  // an optional task's failure counts as a success
   } else {
     job->steps[i] = t.error.empty() ? step::kPassed : step::kSkipped;
   }

@@ -138,6 +138,17 @@ PY
     "$(js "$body" 'j["state"]') $(js "$body" 'j.get("result")') $(state_of "$body" large)" \
     "COMPLETED 42 items, in memory SKIPPED"
 
+  # ---- an optional task's failure: the job goes on, COMPLETED, with a warning
+  printf 'name: optional\ntasks:\n  - name: flaky\n    optional: true\n    run: echo gone wrong; exit 4\n  - name: next\n    run: touch %s/next\n' \
+    "$marks" >"$work_dir/optional.yaml"
+  id=$(submit "$work_dir/optional.yaml")
+  wait_done "$id" 60
+  expect "$mode: an optional failure lets the job complete" \
+    "$(js "$body" 'j["state"]') $(state_of "$body" flaky) $(test -f "$marks/next" && echo next-ran)" \
+    "COMPLETED FAILED next-ran"
+  expect_match "$mode: and is the job's warning" "$(js "$body" 'j.get("warnings")')" \
+    '^\["optional task \\"flaky\\" failed: .*gone wrong'
+
   # ---- each trigger rule after a failure
   rules_job "$marks/rules" >"$work_dir/rules.yaml"
   id=$(submit "$work_dir/rules.yaml")
