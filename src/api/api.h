@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "auth/auth.h"
@@ -22,6 +23,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/events.h"
 #include "core/document.h"
+#include "core/job_decode.h"
 #include "datastore/datastore.h"
 
 namespace baton::api {
@@ -189,6 +191,9 @@ class Api {
   Response SubmitJob(const Request& request, const std::optional<Principal>& who);
   // POST /jobs/plan: the job's plan (core/plan.h), or its problems as POST /jobs says them.
   Response PlanJob(const Request& request);
+  // A job in the request's body, parsed and valid, or the response refusing it (its
+  // content type, size, or every problem with its line).
+  std::variant<Response, JobParseResult> ParseJobBody(const Request& request);
   Response ListJobs(const Request& request, const std::optional<Principal>& who);
   // POST /users (Tork's): {"username", "name", "password", "roles"}; the answer never
   // holds the password or its hash.

@@ -54,7 +54,7 @@ Response Api::Events(const Call& call) {
   return r;
 }
 
-Response Api::PlanJob(const Request& request) {
+std::variant<Response, JobParseResult> Api::ParseJobBody(const Request& request) {
   auto format = BodyFormat(request, options_.max_body_bytes, "the job");
   if (auto* refused = std::get_if<Response>(&format)) return *refused;
   JobParseResult parsed =
@@ -63,19 +63,20 @@ Response Api::PlanJob(const Request& request) {
     return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
                             options_.max_document_bytes);
   }
-  return Ok(PlanOf(*parsed.job));
+  return parsed;
+}
+
+Response Api::PlanJob(const Request& request) {
+  auto read = ParseJobBody(request);
+  if (auto* refused = std::get_if<Response>(&read)) return *refused;
+  return Ok(PlanOf(*std::get<JobParseResult>(read).job));
 }
 
 Response Api::SubmitJob(const Request& request, const std::optional<Principal>& who) {
   BATON_ASSIGN_OR_RETURN(bool dry_run, BoolParam(request, "dryRun", false), ErrorResponse);
-  auto format = BodyFormat(request, options_.max_body_bytes, "the job");
-  if (auto* refused = std::get_if<Response>(&format)) return *refused;
-  JobParseResult parsed =
-      ParseJob(request.body, std::get<DocumentFormat>(format), options_.max_document_bytes);
-  if (!parsed.ok()) {
-    return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
-                            options_.max_document_bytes);
-  }
+  auto read = ParseJobBody(request);
+  if (auto* refused = std::get_if<Response>(&read)) return *refused;
+  JobParseResult& parsed = std::get<JobParseResult>(read);
   // Validated as a submission is, and nothing stored (the UI's editor, as you type).
   if (dry_run) {
     json body = {{"valid", true}, {"taskCount", parsed.job->tasks.size()}};

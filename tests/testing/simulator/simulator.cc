@@ -1413,6 +1413,52 @@ class Sim {
     bool timed_out = false;
   };
 
+  // What a run of job `ref_job` ran, by the interpreter's step (its `ran`), and the last
+  // step a task started in (`last`, not lowered), once its ending (a completed or failed
+  // job, not at its deadline, ends as the interpreter's) and each run are checked: a run
+  // the interpreter has, in this job, not in a step before `from` (a restart's), not
+  // accepted after the job ended. False (with the failure) when a check fails.
+  bool RanBySteps(const std::string& what, const Interpreter& ref, int ref_job,
+                  const std::vector<const TaskRecord*>& rows, int from, const Ending& end,
+                  std::optional<TimePoint> ended_at, std::map<int, std::multiset<std::string>>& ran,
+                  int& last) {
+    const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
+    bool completed = end.state == JobState::kCompleted;
+    bool failed = end.state == JobState::kFailed && !end.timed_out;
+    auto fail = [&](std::string text) {
+      Fail(std::move(text));
+      return false;
+    };
+    if ((completed || failed) && end.state != expected.state) {
+      return fail(fmt::format("{} is {}, the interpreter's {}", what, ToString(end.state),
+                              ToString(expected.state)));
+    }
+    for (const TaskRecord* t : rows) {
+      if (!t->started_at) continue;
+      const auto* where = ref.Where(t->task.name);
+      std::string run = RunKey(t->task.name, AttemptOf(t->task));
+      if (where == nullptr || !ref.Possible(run)) {
+        return fail(fmt::format("{}: ran what the interpreter never runs: {}", what, run));
+      }
+      auto at = std::find_if(where->begin(), where->end(),
+                             [&](const auto& w) { return w.first == ref_job; });
+      if (at == where->end()) return fail(fmt::format("{}: {} ran in another job", what, run));
+      if (at->second < from) {
+        return fail(fmt::format("{}: {} ran again in step {}, before the restart's {}", what, run,
+                                at->second + 1, from + 1));
+      }
+      last = std::max(last, at->second);
+      std::optional<TimePoint> reported = Reported(*t);
+      if (!reported) continue;
+      if (ended_at && *reported > *ended_at) {
+        return fail(fmt::format("{}: {} was accepted {} ms after the job ended", what, run,
+                                (*reported - *ended_at).count()));
+      }
+      ran[at->second].insert(std::move(run));
+    }
+    return true;
+  }
+
   // One run of a job (`rows`: the runnable rows of it and of the sub-jobs it waits for)
   // against the interpreter's job `ref_job`, from its step `from` (0, or where a restart
   // took it up), ended as `end` says at `position` (the job row's, 1-based). A job that
@@ -1425,36 +1471,9 @@ class Sim {
                 const Ending& end, std::optional<TimePoint> ended_at) {
     const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
     bool completed = end.state == JobState::kCompleted;
-    bool failed = end.state == JobState::kFailed && !end.timed_out;
-    if ((completed || failed) && end.state != expected.state) {
-      return Fail(fmt::format("{} is {}, the interpreter's {}", what, ToString(end.state),
-                              ToString(expected.state)));
-    }
     std::map<int, std::multiset<std::string>> ran;
     int last = from - 1;  // the last step a task started in
-    for (const TaskRecord* t : rows) {
-      if (!t->started_at) continue;
-      const auto* where = ref.Where(t->task.name);
-      std::string run = RunKey(t->task.name, AttemptOf(t->task));
-      if (where == nullptr || !ref.Possible(run)) {
-        return Fail(fmt::format("{}: ran what the interpreter never runs: {}", what, run));
-      }
-      auto at = std::find_if(where->begin(), where->end(),
-                             [&](const auto& w) { return w.first == ref_job; });
-      if (at == where->end()) return Fail(fmt::format("{}: {} ran in another job", what, run));
-      if (at->second < from) {
-        return Fail(fmt::format("{}: {} ran again in step {}, before the restart's {}", what, run,
-                                at->second + 1, from + 1));
-      }
-      last = std::max(last, at->second);
-      std::optional<TimePoint> reported = Reported(*t);
-      if (!reported) continue;
-      if (ended_at && *reported > *ended_at) {
-        return Fail(fmt::format("{}: {} was accepted {} ms after the job ended", what, run,
-                                (*reported - *ended_at).count()));
-      }
-      ran[at->second].insert(std::move(run));
-    }
+    if (!RanBySteps(what, ref, ref_job, rows, from, end, ended_at, ran, last)) return;
     int steps = static_cast<int>(expected.steps.size());
     int exact = completed ? steps : std::max(last, std::min(position - 1, steps));
     auto diff = [&](int step) {
@@ -1513,29 +1532,9 @@ class Sim {
     const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
     bool completed = end.state == JobState::kCompleted;
     bool failed = end.state == JobState::kFailed && !end.timed_out;
-    if ((completed || failed) && end.state != expected.state) {
-      return Fail(fmt::format("{} is {}, the interpreter's {}", what, ToString(end.state),
-                              ToString(expected.state)));
-    }
     std::map<int, std::multiset<std::string>> ran;
-    for (const TaskRecord* t : rows) {
-      if (!t->started_at) continue;
-      const auto* where = ref.Where(t->task.name);
-      std::string run = RunKey(t->task.name, AttemptOf(t->task));
-      if (where == nullptr || !ref.Possible(run)) {
-        return Fail(fmt::format("{}: ran what the interpreter never runs: {}", what, run));
-      }
-      auto at = std::find_if(where->begin(), where->end(),
-                             [&](const auto& w) { return w.first == ref_job; });
-      if (at == where->end()) return Fail(fmt::format("{}: {} ran in another job", what, run));
-      std::optional<TimePoint> reported = Reported(*t);
-      if (!reported) continue;
-      if (ended_at && *reported > *ended_at) {
-        return Fail(fmt::format("{}: {} was accepted {} ms after the job ended", what, run,
-                                (*reported - *ended_at).count()));
-      }
-      ran[at->second].insert(std::move(run));
-    }
+    int last = -1;
+    if (!RanBySteps(what, ref, ref_job, rows, 0, end, ended_at, ran, last)) return;
     for (std::size_t i = 0; i < expected.steps.size(); ++i) {
       const Interpreter::Step& step = expected.steps[i];
       const std::multiset<std::string>& got = ran[static_cast<int>(i)];
