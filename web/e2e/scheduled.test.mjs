@@ -80,12 +80,18 @@ describe("scheduled jobs", () => {
     await page.getByRole("button", { name: "Delete" }).click();
     const dialog = page.getByRole("dialog", { name: "Delete this scheduled job?" });
     await dialog.waitFor();
-    // Focus starts on the confirmation, Tab stays inside the dialog, Esc closes it.
-    const focused = () => page.evaluate(() => document.activeElement?.textContent);
+    // Focus starts on the confirmation, Tab stays inside the dialog, Esc closes it. The
+    // focused button must be the dialog's own (the page's Delete button has the same text).
+    const focused = () => page.evaluate(() =>
+      document.activeElement?.closest('[role="dialog"]') ? document.activeElement.textContent : "outside the dialog");
     assert.equal(await focused(), "Delete");
     await page.keyboard.press("Tab");
     assert.equal(await focused(), "Cancel");
     await page.keyboard.press("Tab");
+    assert.equal(await focused(), "Delete");
+    await page.keyboard.press("Shift+Tab");
+    assert.equal(await focused(), "Cancel");
+    await page.keyboard.press("Shift+Tab");
     assert.equal(await focused(), "Delete");
     await page.keyboard.press("Escape");
     await dialog.waitFor({ state: "detached" });

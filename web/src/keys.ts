@@ -5,7 +5,7 @@
 //   /  focus the page's search     j / k  move the selection     Enter  open it
 //   Esc  close a panel or dialog, or clear the search
 //   g j  jobs   g s  scheduled   g q  queues   g n  nodes   n  new job   ?  this help
-import { useEffect, useRef } from "preact/hooks";
+import { useLayoutEffect, useRef } from "preact/hooks";
 
 export type KeyAction = "search" | "down" | "up" | "open" | "escape" | "help" | "new-job" |
   "go-jobs" | "go-scheduled" | "go-queues" | "go-nodes";
@@ -67,7 +67,7 @@ const stack: { current: Handlers }[] = [];
 export function useKeys(handlers: Handlers) {
   const ref = useRef(handlers);
   ref.current = handlers;
-  useEffect(() => {
+  useLayoutEffect(() => {
     const proxy = { get current() { return ref.current; } } as { current: Handlers };
     stack.push(proxy);
     return () => { const i = stack.indexOf(proxy); if (i >= 0) stack.splice(i, 1); };

@@ -1,7 +1,7 @@
 // A modal confirmation: focus moves into it, Esc or "Cancel" closes it, and focus goes
 // back where it was.
 import type { ComponentChildren } from "preact";
-import { useEffect, useRef } from "preact/hooks";
+import { useLayoutEffect, useRef } from "preact/hooks";
 import { useKeys } from "../keys";
 import { useFocusTrap } from "./focusTrap";
 
@@ -12,7 +12,10 @@ export function ConfirmDialog({ title, children, confirmLabel, danger, onConfirm
   const ref = useRef<HTMLButtonElement>(null);
   const box = useRef<HTMLDivElement>(null);
   useFocusTrap(box);
-  useEffect(() => {
+  // Layout effects run in the same task as the render that shows the dialog, so Esc, Tab
+  // and the focus work from the first frame, even on a starved machine where plain
+  // effects wait for the next animation frame.
+  useLayoutEffect(() => {
     const before = document.activeElement as HTMLElement | null;
     ref.current?.focus();
     return () => before?.focus?.();

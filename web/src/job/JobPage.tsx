@@ -47,15 +47,21 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     setJob(j);
   };
 
+  // A read still in flight when the page moves to another job (a sub-job's link) must not
+  // show the job it was for: its answer is dropped.
+  const shownId = useRef(id);
+  shownId.current = id;
   const fetchJob = useCallback(async () => {
     const from = seq.current;
     try {
       let j = await api.job(id);
+      if (shownId.current !== id) return;
       recent.current = recent.current.filter((x) => x.seq > from);
       if (recent.current.length) j = applyEvents(j, recent.current.map((x) => x.e), new Date().toISOString()).job;
       show(j);
       setError(null);
     } catch (e) {
+      if (shownId.current !== id) return;
       const err = e as ApiError;
       setError({ status: err.status ?? 0, message: err.message ?? String(e) });
     }
