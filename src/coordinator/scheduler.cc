@@ -53,7 +53,8 @@ flow::Policy Scheduler::Policy() const {
                       .max_redeliveries = options_.max_redeliveries,
                       .max_job_bytes = datastore_.MaxJobBytes(),
                       .republish_delay = options_.republish_delay,
-                      .live_events = options_.events != nullptr && options_.events->Wanted()};
+                      .live_events = options_.events != nullptr && options_.events->Wanted(),
+                      .max_loop_iterations = options_.max_loop_iterations};
 }
 
 // ---------------------------------------------------------------------------- lock

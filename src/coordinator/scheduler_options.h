@@ -18,6 +18,8 @@ struct SchedulerOptions {
   bool durable_broker = false;
   // A RUNNING task whose node is gone is re-queued at most this many times.
   int max_redeliveries = 3;
+  // The most iterations a loop may ask for (flow::Policy::max_loop_iterations).
+  int max_loop_iterations = 1000;
   // Workers heard from within this long are told of cancelled tasks still in a queue,
   // since any of them may take such a task's message.
   Duration node_lease = std::chrono::seconds(30);

@@ -89,10 +89,10 @@ bool IsUtf8(const json& value) {
 }
 
 Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars,
-                               const expr::EvalOptions& options) {
+                               const expr::EvalOptions& options, std::string_view field) {
   auto cond = expr::EvaluateTemplateValue(if_expr, vars, options);
-  if (!cond.ok()) return InvalidArgument("if: " + cond.status().message());
-  if (!IsUtf8(*cond)) return InvalidArgument(fmt::format("if: {}", kNotUtf8));
+  if (!cond.ok()) return InvalidArgument(fmt::format("{}: {}", field, cond.status().message()));
+  if (!IsUtf8(*cond)) return InvalidArgument(fmt::format("{}: {}", field, kNotUtf8));
   return TrimCopy(expr::ToText(*cond)) != "false";
 }
 

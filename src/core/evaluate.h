@@ -27,9 +27,11 @@ bool IsUtf8(const nlohmann::json& value);
 // Applies the job's defaults to a runnable task that leaves those fields empty.
 void ApplyDefaults(const std::optional<Defaults>& defaults, Task& task);
 
-// An `if`: false (skip the task) when it evaluates to "false"; an error names the field.
+// An `if` (or another condition, named by `field`): false when it evaluates to "false";
+// an error names the field.
 Result<bool> EvaluateCondition(const std::string& if_expr, const expr::Vars& vars,
-                               const expr::EvalOptions& options = {});
+                               const expr::EvalOptions& options = {},
+                               std::string_view field = "if");
 
 // Evaluates the templates of a task definition in place (not its children, which are
 // evaluated when they are scheduled). Every evaluated field passes the checks a literal

@@ -3,6 +3,16 @@
 namespace baton {
 
 bool operator==(const Parallel& a, const Parallel& b) { return a.tasks == b.tasks; }
+bool operator==(const SwitchCase& a, const SwitchCase& b) {
+  return a.key == b.key && a.tasks == b.tasks;
+}
+bool operator==(const Switch& a, const Switch& b) {
+  return a.value == b.value && a.cases == b.cases && a.default_tasks == b.default_tasks;
+}
+bool operator==(const Loop& a, const Loop& b) {
+  return a.tasks == b.tasks && a.while_expr == b.while_expr && a.until_expr == b.until_expr &&
+         a.max == b.max;
+}
 
 bool operator==(const Each& a, const Each& b) {
   return a.var == b.var && a.list == b.list && a.task == b.task && a.concurrency == b.concurrency;

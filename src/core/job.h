@@ -182,8 +182,36 @@ struct SubJob {
   friend bool operator==(const SubJob&, const SubJob&);
 };
 
+// Beyond Tork, Conductor's SWITCH: `value` (a template) is evaluated when the task
+// starts; the tasks of the case whose key equals it run one after another, else those of
+// `default` (none: the switch completes at once). Its result is the value.
+struct SwitchCase {
+  std::string key;
+  std::vector<Task> tasks;
+  friend bool operator==(const SwitchCase&, const SwitchCase&);
+};
+struct Switch {
+  std::string value;
+  std::vector<SwitchCase> cases;  // sorted by key (unique), as JSON keeps them
+  std::vector<Task> default_tasks;
+  friend bool operator==(const Switch&, const Switch&);
+};
+
+// Beyond Tork, Conductor's DO_WHILE: the tasks run one after another, again and again.
+// After each iteration, `until` (stop once true) or `while` (stop once false) is
+// evaluated, and the loop ends after `max` iterations in any case. Each iteration sees
+// `loop.iteration` (0-based) and `loop.iterations` (per iteration, its tasks' results
+// by var).
+struct Loop {
+  std::vector<Task> tasks;
+  std::string while_expr;
+  std::string until_expr;
+  int max = 0;
+  friend bool operator==(const Loop&, const Loop&);
+};
+
 // A task as the job file describes it: runnable (run/cmd/image) or composite (exactly
-// one of parallel, each, subjob).
+// one of parallel, each, subjob, switch, loop).
 struct Task {
   std::string name;
   std::string description;
@@ -212,6 +240,8 @@ struct Task {
   std::optional<Parallel> parallel;
   std::optional<Each> each;
   std::optional<SubJob> subjob;
+  std::optional<Switch> switch_;  // `switch` (a keyword in C++)
+  std::optional<Loop> loop;
   // Beyond Tork, on a job's (or a sub-job's) tasks: the names of the tasks of the same
   // list this one waits for, and the rule over their ends that starts or skips it.
   std::vector<Need> needs;
@@ -221,7 +251,7 @@ struct Task {
   // goes on as if it had completed (without a result).
   bool optional = false;
 
-  bool IsComposite() const { return parallel || each || subjob; }
+  bool IsComposite() const { return parallel || each || subjob || switch_ || loop; }
   friend bool operator==(const Task&, const Task&) = default;
 };
 

@@ -35,11 +35,11 @@ constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "en
                                                 "files", "queue",  "pre",    "post",       "mounts",
                                                 "retry", "limits", "timeout"};
 constexpr std::string_view kTaskFields[] = {
-    "name",     "description", "var",      "if",       "run",         "image",
-    "cmd",      "entrypoint",  "env",      "files",    "workdir",     "queue",
-    "priority", "pre",         "post",     "sidecars", "mounts",      "networks",
-    "limits",   "gpus",        "registry", "tags",     "timeout",     "retry",
-    "parallel", "each",        "subjob",   "needs",    "triggerRule", "optional"};
+    "name",        "description", "var",    "if",       "run",    "image",    "cmd",
+    "entrypoint",  "env",         "files",  "workdir",  "queue",  "priority", "pre",
+    "post",        "sidecars",    "mounts", "networks", "limits", "gpus",     "registry",
+    "tags",        "timeout",     "retry",  "parallel", "each",   "subjob",   "needs",
+    "triggerRule", "optional",    "switch", "loop"};
 constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "image",
                                            "cmd",     "entrypoint",  "env", "files",
                                            "timeout", "registry"};
@@ -58,6 +58,8 @@ constexpr std::string_view kWaitFields[] = {"timeout"};
 constexpr std::string_view kDefaultsFields[] = {"retry", "limits", "timeout", "queue", "priority"};
 constexpr std::string_view kParallelFields[] = {"tasks"};
 constexpr std::string_view kEachFields[] = {"list", "task", "var", "concurrency"};
+constexpr std::string_view kSwitchFields[] = {"value", "cases", "default"};
+constexpr std::string_view kLoopFields[] = {"tasks", "while", "until", "max"};
 constexpr std::string_view kSubJobFields[] = {"name",     "description", "tasks",      "inputs",
                                               "secrets",  "output",      "autoDelete", "webhooks",
                                               "detached", "mode"};
@@ -744,15 +746,22 @@ class Decoder {
       } else if (e.key == "subjob") {
         composite.push_back(&e);
         task.subjob = DecodeSubJob(v, p, depth);
+      } else if (e.key == "switch") {
+        composite.push_back(&e);
+        task.switch_ = DecodeSwitch(v, p, depth);
+      } else if (e.key == "loop") {
+        composite.push_back(&e);
+        task.loop = DecodeLoop(v, p, depth);
       }
     });
     if (!ok) return task;
     if (rules_ && task.name.empty()) Problem(node.mark, Join(path, "name"), "a task needs a name");
     if (composite.size() > 1) {
       Problem(composite[1]->key_mark, Join(path, composite[1]->key),
-              fmt::format("a task can be only one of parallel, each or subjob, but this one "
-                          "also has {}",
-                          composite[0]->key));
+              fmt::format(
+                  "a task can be only one of parallel, each, subjob, switch or loop, but this one "
+                  "also has {}",
+                  composite[0]->key));
     }
     if (!composite.empty()) {
       for (const MapEntry* e : runnable) {
@@ -808,6 +817,99 @@ class Decoder {
       if (!has_task) Problem(node.mark, Join(path, "task"), "an each needs a task");
     }
     return each;
+  }
+
+  // A switch's case or default, or a loop's tasks: run one after another, not ordered
+  // by needs. A switch's case may be empty (that value does nothing).
+  std::vector<Task> Branch(const Node& node, const std::string& path, int depth,
+                           std::string_view owner, bool may_be_empty) {
+    std::vector<Task> tasks;
+    if (may_be_empty && node.kind == Node::Kind::kSequence && node.items.empty()) return tasks;
+    tasks = Tasks(node, path, depth, owner);
+    if (node.kind == Node::Kind::kSequence) {
+      for (std::size_t i = 0; i < node.items.size(); ++i) {
+        NoGraphFields(node.items[i], Index(path, i), owner);
+      }
+    }
+    return tasks;
+  }
+
+  Switch DecodeSwitch(const Node& node, const std::string& path, int depth) {
+    Switch sw;
+    bool has_value = false;
+    bool has_branch = false;
+    ForEachField(node, path, kSwitchFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "value") {
+        has_value = true;
+        sw.value = EachList(e.value, p);
+      } else if (e.key == "default") {
+        has_branch = true;
+        sw.default_tasks = Branch(e.value, p, depth, "a switch", true);
+      } else if (e.key == "cases") {
+        has_branch = true;
+        if (e.value.kind != Node::Kind::kMap) {
+          Problem(e.value.mark, p,
+                  fmt::format("expected a map of values to tasks, got {}", Describe(e.value)));
+          return;
+        }
+        std::set<std::string_view> seen;
+        for (const MapEntry& c : e.value.entries) {
+          std::string q = Join(p, c.key);
+          if (!seen.insert(c.key).second) {
+            Problem(c.key_mark, q, "duplicate case " + Quoted(c.key));
+            continue;
+          }
+          sw.cases.push_back({c.key, Branch(c.value, q, depth, "a switch", true)});
+        }
+        // Sorted by key, as the JSON form keeps them (a key is matched, never ordered).
+        std::sort(sw.cases.begin(), sw.cases.end(),
+                  [](const SwitchCase& a, const SwitchCase& b) { return a.key < b.key; });
+      }
+    });
+    if (node.kind == Node::Kind::kMap) {
+      if (!has_value || sw.value.empty()) {
+        Problem(node.mark, Join(path, "value"), "a switch needs a value");
+      }
+      if (!has_branch) {
+        Problem(node.mark, Join(path, "cases"), "a switch needs cases or a default");
+      }
+    }
+    return sw;
+  }
+
+  Loop DecodeLoop(const Node& node, const std::string& path, int depth) {
+    Loop loop;
+    bool has_tasks = false;
+    const MapEntry* while_entry = nullptr;
+    const MapEntry* until_entry = nullptr;
+    bool has_max = false;
+    ForEachField(node, path, kLoopFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "tasks") {
+        has_tasks = true;
+        loop.tasks = Branch(e.value, p, depth, "a loop", false);
+      } else if (e.key == "while") {
+        while_entry = &e;
+        loop.while_expr = Template(e.value, p);
+      } else if (e.key == "until") {
+        until_entry = &e;
+        loop.until_expr = Template(e.value, p);
+      } else if (e.key == "max") {
+        has_max = true;
+        loop.max = IntInRange(e.value, p, 1, kMaxLoopIterations).value_or(0);
+      }
+    });
+    if (node.kind == Node::Kind::kMap) {
+      if (!has_tasks) Problem(node.mark, Join(path, "tasks"), "a loop needs at least one task");
+      if (!has_max) {
+        Problem(node.mark, Join(path, "max"),
+                "a loop needs max, the most iterations it may run (it stops there)");
+      }
+      if (while_entry != nullptr && until_entry != nullptr) {
+        Problem(until_entry->key_mark, Join(path, "until"),
+                "a loop takes while or until, not both");
+      }
+    }
+    return loop;
   }
 
   SubJob DecodeSubJob(const Node& node, const std::string& path, int depth) {

@@ -49,6 +49,8 @@ inline constexpr int kMinRetryLimit = 1;
 inline constexpr int kMaxRetryLimit = 10;
 inline constexpr int kMaxPriority = 9;
 inline constexpr int kMaxEachConcurrency = 99'999;
+// A loop's `max`, as a job file may ask (the engine's configuration may allow fewer).
+inline constexpr int kMaxLoopIterations = 100'000;
 inline constexpr std::size_t kMaxVarLength = 64;
 // At most this many problems are reported; a file with more is hopeless anyway.
 inline constexpr std::size_t kMaxProblems = 100;

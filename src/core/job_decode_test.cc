@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "core/job_json.h"
+#include "core/task_kind.h"
+
 namespace baton {
 namespace {
 
@@ -190,8 +193,8 @@ TEST(JobDecodeTest, RefusesMixedCompositeKinds) {
       Problems(
           WithTask("    parallel:\n      tasks:\n        - {name: a, run: echo}\n"
                    "    each:\n      list: \"{{ [1] }}\"\n      task: {name: b, run: echo}\n")),
-      ElementsAre("7:5: tasks[0].each: a task can be only one of parallel, each or subjob, but "
-                  "this one also has parallel"));
+      ElementsAre("7:5: tasks[0].each: a task can be only one of parallel, each, subjob, switch "
+                  "or loop, but this one also has parallel"));
 }
 
 TEST(JobDecodeTest, RefusesRunnableFieldsOnCompositeTasks) {
@@ -555,6 +558,87 @@ TEST(JobDecodeTest, NeedsInsideAParallelOrAnEachIsRefused) {
                                 "        triggerRule: all_done\n")),
               ElementsAre("9:9: tasks[0].each.task.triggerRule: triggerRule orders the tasks of a "
                           "job or a subjob, not of an each"));
+}
+
+TEST(JobDecodeTest, DecodesASwitchWithItsCasesSortedAndADefault) {
+  auto result =
+      ParseJob(WithTask("    var: picked\n    switch:\n      value: \"{{ tasks.kind }}\"\n"
+                        "      cases:\n        json: []\n        csv:\n"
+                        "          - name: a\n            run: x\n"
+                        "          - name: b\n            run: y\n"
+                        "      default:\n        - name: d\n          run: z\n"),
+               DocumentFormat::kYaml);
+  ASSERT_TRUE(result.ok()) << result.Message();
+  const Task& t = result.job->tasks[0];
+  ASSERT_TRUE(t.switch_);
+  EXPECT_EQ(KindOf(t), TaskKind::kSwitch);
+  EXPECT_EQ(t.switch_->value, "{{ tasks.kind }}");
+  ASSERT_EQ(t.switch_->cases.size(), 2u);
+  EXPECT_EQ(t.switch_->cases[0].key, "csv");
+  EXPECT_EQ(t.switch_->cases[0].tasks.size(), 2u);
+  EXPECT_EQ(t.switch_->cases[1].key, "json");
+  EXPECT_TRUE(t.switch_->cases[1].tasks.empty());
+  ASSERT_EQ(t.switch_->default_tasks.size(), 1u);
+  EXPECT_EQ(&SwitchBranch(*t.switch_, "csv"), &t.switch_->cases[0].tasks);
+  EXPECT_EQ(&SwitchBranch(*t.switch_, "xml"), &t.switch_->default_tasks);
+  // Its JSON form decodes to the same task (as a stored definition is read back).
+  auto again = DecodeTaskJson(ToJson(t).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(*again, t);
+}
+
+TEST(JobDecodeTest, ASwitchsMistakesAreNamedWithTheirLineAndColumn) {
+  EXPECT_THAT(Problems(WithTask("    switch:\n      cases:\n        a: [{name: x, run: y}]\n")),
+              ElementsAre("5:7: tasks[0].switch.value: a switch needs a value"));
+  EXPECT_THAT(Problems(WithTask("    switch:\n      value: \"{{ 1 }}\"\n")),
+              ElementsAre("5:7: tasks[0].switch.cases: a switch needs cases or a default"));
+  EXPECT_THAT(
+      Problems(WithTask("    switch:\n      value: x\n      cases: [a]\n")),
+      ElementsAre("6:14: tasks[0].switch.cases: expected a map of values to tasks, got list"));
+  EXPECT_THAT(
+      Problems(WithTask("    switch:\n      value: x\n      cases:\n        a:\n"
+                        "          - name: x\n            run: y\n            needs: [z]\n")),
+      ElementsAre("10:13: tasks[0].switch.cases.a[0].needs: needs orders the tasks of a job or a "
+                  "subjob, not of a switch"));
+  EXPECT_THAT(Problems(WithTask("    run: echo\n    switch:\n      value: x\n      default: []\n")),
+              ElementsAre("4:5: tasks[0].run: a switch task cannot have run: it belongs on the "
+                          "tasks it runs"));
+}
+
+TEST(JobDecodeTest, DecodesALoopAndRoundTripsIt) {
+  auto result =
+      ParseJob(WithTask("    loop:\n      max: 5\n      until: \"{{ tasks.ok == 'y' }}\"\n"
+                        "      tasks:\n        - name: \"check {{ loop.iteration }}\"\n"
+                        "          run: x\n"),
+               DocumentFormat::kYaml);
+  ASSERT_TRUE(result.ok()) << result.Message();
+  const Task& t = result.job->tasks[0];
+  ASSERT_TRUE(t.loop);
+  EXPECT_EQ(KindOf(t), TaskKind::kLoop);
+  EXPECT_EQ(t.loop->max, 5);
+  EXPECT_EQ(t.loop->until_expr, "{{ tasks.ok == 'y' }}");
+  EXPECT_TRUE(t.loop->while_expr.empty());
+  ASSERT_EQ(t.loop->tasks.size(), 1u);
+  auto again = DecodeTaskJson(ToJson(t).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(*again, t);
+}
+
+TEST(JobDecodeTest, ALoopNeedsTasksAndAMaxInRangeAndTakesWhileOrUntil) {
+  EXPECT_THAT(Problems(WithTask("    loop:\n      until: \"{{ true }}\"\n")),
+              ElementsAre("5:7: tasks[0].loop.tasks: a loop needs at least one task",
+                          "5:7: tasks[0].loop.max: a loop needs max, the most iterations it may "
+                          "run (it stops there)"));
+  EXPECT_THAT(Problems(WithTask("    loop:\n      max: 0\n      tasks: [{name: a, run: b}]\n")),
+              ElementsAre("5:12: tasks[0].loop.max: must be between 1 and 100000, got 0"));
+  EXPECT_THAT(Problems(WithTask("    loop:\n      max: 2\n      while: \"{{ true }}\"\n"
+                                "      until: \"{{ true }}\"\n      tasks: [{name: a, run: b}]\n")),
+              ElementsAre("7:7: tasks[0].loop.until: a loop takes while or until, not both"));
+  EXPECT_THAT(Problems(WithTask("    loop:\n      max: 2\n      until: \"{{ true \"\n"
+                                "      tasks: [{name: a, run: b}]\n")),
+              ElementsAre(testing::StartsWith("6:14: tasks[0].loop.until: malformed template")));
+  EXPECT_THAT(Problems(WithTask("    loop:\n      max: 2\n      tasks: []\n")),
+              ElementsAre("6:14: tasks[0].loop.tasks: a loop needs at least one task"));
 }
 
 }  // namespace

@@ -188,6 +188,28 @@ json ToJson(const Task& task) {
     out["each"] = std::move(each);
   }
   if (task.subjob) out["subjob"] = ToJson(*task.subjob);
+  auto list = [](const std::vector<Task>& tasks) {
+    json out = json::array();
+    for (const Task& t : tasks) out.push_back(ToJson(t));
+    return out;
+  };
+  if (task.switch_) {
+    json sw = {{"value", task.switch_->value}};
+    // The decoder keeps cases sorted by key, as a JSON object does: a round trip is equal.
+    json cases = json::object();
+    for (const SwitchCase& c : task.switch_->cases) cases[c.key] = list(c.tasks);
+    if (!task.switch_->cases.empty()) sw["cases"] = std::move(cases);
+    if (!task.switch_->default_tasks.empty() || task.switch_->cases.empty()) {
+      sw["default"] = list(task.switch_->default_tasks);
+    }
+    out["switch"] = std::move(sw);
+  }
+  if (task.loop) {
+    json loop = {{"tasks", list(task.loop->tasks)}, {"max", task.loop->max}};
+    Put(loop, "while", task.loop->while_expr);
+    Put(loop, "until", task.loop->until_expr);
+    out["loop"] = std::move(loop);
+  }
   return out;
 }
 

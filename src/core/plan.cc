@@ -1,6 +1,7 @@
 #include "core/plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -76,6 +77,28 @@ json PlanTask(const Task& t) {
       sub["tasks"] = PlanTasks(t.subjob->mode, t.subjob->tasks, &stages);
       sub["stages"] = std::move(stages);
       out["subjob"] = std::move(sub);
+      break;
+    }
+    case TaskKind::kSwitch: {
+      auto list = [](const std::vector<Task>& tasks) {
+        json out = json::array();
+        for (const Task& child : tasks) out.push_back(PlanTask(child));
+        return out;
+      };
+      json cases = json::object();
+      for (const SwitchCase& c : t.switch_->cases) cases[c.key] = list(c.tasks);
+      out["switch"] = {{"value", t.switch_->value},
+                       {"cases", std::move(cases)},
+                       {"default", list(t.switch_->default_tasks)}};
+      break;
+    }
+    case TaskKind::kLoop: {
+      json tasks = json::array();
+      for (const Task& child : t.loop->tasks) tasks.push_back(PlanTask(child));
+      json loop = {{"tasks", std::move(tasks)}, {"max", t.loop->max}};
+      if (!t.loop->while_expr.empty()) loop["while"] = t.loop->while_expr;
+      if (!t.loop->until_expr.empty()) loop["until"] = t.loop->until_expr;
+      out["loop"] = std::move(loop);
       break;
     }
   }
@@ -192,6 +215,30 @@ void TextOf(const json& plan, const std::string& indent, std::string& out) {
                           : "",
                       t["each"]["task"]["name"].get<std::string>());
     }
+    if (t.contains("switch")) {
+      const json& sw = t["switch"];
+      auto branch = [&](const std::string& head, const json& tasks) {
+        std::vector<std::string> names;
+        for (const json& child : tasks) names.push_back(child["name"].get<std::string>());
+        out +=
+            fmt::format("{}    {}: {}\n", indent, head,
+                        names.empty() ? "nothing" : fmt::format("{}", fmt::join(names, ", then ")));
+      };
+      out += fmt::format("{}    on the value of {}:\n", indent, sw["value"].get<std::string>());
+      for (auto it = sw["cases"].begin(); it != sw["cases"].end(); ++it) {
+        branch(fmt::format("  \"{}\"", it.key()), it.value());
+      }
+      branch("  otherwise", sw["default"]);
+    }
+    if (t.contains("loop")) {
+      const json& loop = t["loop"];
+      std::vector<std::string> names;
+      for (const json& child : loop["tasks"]) names.push_back(child["name"].get<std::string>());
+      std::string stop = fmt::format("at most {} times", loop["max"].get<int>());
+      if (loop.contains("until")) stop = "until " + loop["until"].get<std::string>() + ", " + stop;
+      if (loop.contains("while")) stop = "while " + loop["while"].get<std::string>() + ", " + stop;
+      out += fmt::format("{}    repeat {} ({})\n", indent, fmt::join(names, ", then "), stop);
+    }
     if (t.contains("subjob")) {
       const json& sub = t["subjob"];
       out += fmt::format("{}    subjob {} ({}{}):\n", indent, sub["name"].get<std::string>(),
@@ -220,14 +267,14 @@ void DotOf(const json& plan, const std::string& prefix, std::string& out, int& c
     if (t["kind"] != "runnable") label += " [" + t["kind"].get<std::string>() + "]";
     out += fmt::format("  {} [label={}];\n", Quote(id), Quote(label));
     for (const json& need : t["needs"]) {
-      std::string label;
-      if (t["triggerRule"] != "all_success") label = t["triggerRule"].get<std::string>();
+      std::string edge;
+      if (t["triggerRule"] != "all_success") edge = t["triggerRule"].get<std::string>();
       if (t.contains("when") && t["when"].contains(need.get<std::string>())) {
-        if (!label.empty()) label += ", ";
-        label += "when " + t["when"][need.get<std::string>()].get<std::string>();
+        if (!edge.empty()) edge += ", ";
+        edge += "when " + t["when"][need.get<std::string>()].get<std::string>();
       }
       std::string attr;
-      if (!label.empty()) attr = fmt::format(" [label={}]", Quote(label));
+      if (!edge.empty()) attr = fmt::format(" [label={}]", Quote(edge));
       out +=
           fmt::format("  {} -> {}{};\n", Quote(prefix + need.get<std::string>()), Quote(id), attr);
     }
@@ -235,6 +282,37 @@ void DotOf(const json& plan, const std::string& prefix, std::string& out, int& c
       out += fmt::format("  subgraph cluster_{} {{\n  label={};\n", ++clusters,
                          Quote("subjob " + t["subjob"]["name"].get<std::string>()));
       DotOf(t["subjob"], id + "/", out, clusters);
+      out += "  }\n";
+    }
+    auto chain = [&](const json& tasks, const std::string& from, const std::string& branch) {
+      std::string prev = from;
+      std::string edge = branch.empty() ? "" : fmt::format(" [label={}]", Quote(branch));
+      for (const json& child : tasks) {
+        const std::string child_id = id + "/" + branch + "/" + child["name"].get<std::string>();
+        out += fmt::format("  {} [label={}];\n", Quote(child_id),
+                           Quote(child["name"].get<std::string>()));
+        out += fmt::format("  {} -> {}{};\n", Quote(prev), Quote(child_id), edge);
+        prev = child_id;
+        edge.clear();
+      }
+      return prev;
+    };
+    if (t.contains("switch")) {
+      out +=
+          fmt::format("  subgraph cluster_{} {{\n  label={};\n", ++clusters,
+                      Quote(name + " (switch on " + t["switch"]["value"].get<std::string>() + ")"));
+      for (auto it = t["switch"]["cases"].begin(); it != t["switch"]["cases"].end(); ++it) {
+        chain(it.value(), id, it.key());
+      }
+      chain(t["switch"]["default"], id, "default");
+      out += "  }\n";
+    }
+    if (t.contains("loop")) {
+      out += fmt::format(
+          "  subgraph cluster_{} {{\n  label={};\n", ++clusters,
+          Quote(name + " (loop, at most " + std::to_string(t["loop"]["max"].get<int>()) + ")"));
+      std::string last = chain(t["loop"]["tasks"], id, "each iteration");
+      out += fmt::format("  {} -> {} [label=\"again\", style=dashed];\n", Quote(last), Quote(id));
       out += "  }\n";
     }
     if (t.contains("tasks")) {

@@ -90,5 +90,44 @@ TEST(PlanTest, TextAndDotShowStagesEdgesAndRules) {
   EXPECT_THAT(dot, HasSubstr("\"b\" -> \"alert\" [label=\"one_failed\"];"));
 }
 
+TEST(PlanTest, ASwitchAndALoopArePlannedWithTheirBranchesAndTheirStop) {
+  json plan = PlanOf(Parse(R"(
+name: j
+tasks:
+  - name: by kind
+    switch:
+      value: "{{ tasks.kind }}"
+      cases:
+        csv: [{name: parse, run: x}, {name: load, run: x}]
+        json: []
+      default: [{name: other, run: x}]
+  - name: poll
+    loop:
+      max: 5
+      until: "{{ tasks.s == 'ok' }}"
+      tasks: [{name: check, run: x}]
+)"));
+  const json& sw = plan["tasks"][0];
+  EXPECT_EQ(sw["kind"], "switch");
+  EXPECT_EQ(sw["switch"]["cases"]["csv"][1]["name"], "load");
+  EXPECT_EQ(sw["switch"]["cases"]["json"], json::array());
+  EXPECT_EQ(sw["switch"]["default"][0]["name"], "other");
+  const json& loop = plan["tasks"][1];
+  EXPECT_EQ(loop["kind"], "loop");
+  EXPECT_EQ(loop["loop"]["max"], 5);
+  EXPECT_EQ(loop["loop"]["until"], "{{ tasks.s == 'ok' }}");
+  std::string text = PlanText(plan);
+  EXPECT_THAT(text, HasSubstr("    on the value of {{ tasks.kind }}:\n"
+                              "      \"csv\": parse, then load\n"
+                              "      \"json\": nothing\n"
+                              "      otherwise: other\n"));
+  EXPECT_THAT(text, HasSubstr("    repeat check (until {{ tasks.s == 'ok' }}, at most 5 times)\n"));
+  std::string dot = PlanDot(plan);
+  EXPECT_THAT(dot, HasSubstr("\"by kind\" -> \"by kind/csv/parse\" [label=\"csv\"];"));
+  EXPECT_THAT(dot, HasSubstr("\"by kind/csv/parse\" -> \"by kind/csv/load\";"));
+  EXPECT_THAT(
+      dot, HasSubstr("\"poll/each iteration/check\" -> \"poll\" [label=\"again\", style=dashed];"));
+}
+
 }  // namespace
 }  // namespace baton

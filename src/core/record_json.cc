@@ -60,6 +60,9 @@ json ToJson(const TaskRecord& task) {
     out["each"]["index"] = task.each_index;
   }
   if (task.task.subjob && !task.subjob_id.empty()) out["subjob"]["id"] = task.subjob_id;
+  // A switch's result is its value; a loop's, its iterations: the steps that ended.
+  if (task.task.switch_) out["switch"]["completions"] = task.completions;
+  if (task.task.loop) out["loop"]["completions"] = task.completions;
   return out;
 }
 
@@ -103,6 +106,12 @@ Result<TaskRecord> TaskRecordFromJson(const json& in) {
       it->erase("size");
       it->erase("completions");
       it->erase("index");
+    }
+    for (const char* kind : {"switch", "loop"}) {
+      if (auto it = definition.find(kind); it != definition.end() && it->is_object()) {
+        task.completions = it->value("completions", 0);
+        it->erase("completions");
+      }
     }
     if (auto it = definition.find("subjob"); it != definition.end() && it->is_object()) {
       task.subjob_id = it->value("id", "");

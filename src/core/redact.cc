@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/task_kind.h"
 #include "expr/expr.h"
 
 namespace baton {
@@ -23,10 +24,7 @@ void AddEnv(const StringMap& env, std::vector<std::string>& values) {
 
 void AddTaskTree(const Task& task, std::vector<std::string>& values) {
   AddSecretValues(task, values);
-  if (task.parallel) {
-    for (const Task& child : task.parallel->tasks) AddTaskTree(child, values);
-  }
-  if (task.each) AddTaskTree(*task.each->task, values);
+  ForEachSubtask(task, [&](const Task& child) { AddTaskTree(child, values); });
   if (task.subjob) {
     for (const auto& [k, v] : task.subjob->secrets) {
       if (!v.empty()) values.push_back(v);
@@ -56,10 +54,7 @@ void AddTemplateTree(const Task& task, std::vector<std::string>& templates) {
   for (const auto* steps : {&task.pre, &task.post, &task.sidecars}) {
     for (const AuxTask& step : *steps) AddEnvTemplates(step.env, templates);
   }
-  if (task.parallel) {
-    for (const Task& child : task.parallel->tasks) AddTemplateTree(child, templates);
-  }
-  if (task.each) AddTemplateTree(*task.each->task, templates);
+  ForEachSubtask(task, [&](const Task& child) { AddTemplateTree(child, templates); });
   // A sub-job's tasks are evaluated against the sub-job's own context, in its own record.
 }
 

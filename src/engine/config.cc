@@ -9,6 +9,7 @@
 
 #include "core/auth.h"
 #include "core/duration.h"
+#include "core/job_decode.h"
 #include "crypto/keyring.h"
 
 namespace baton {
@@ -17,8 +18,9 @@ namespace {
 // Every key, as its dotted path.
 constexpr const char* kKeys[] = {
     "coordinator.address", "coordinator.lease", "coordinator.max_redeliveries", "worker.heartbeat",
-    "coordinator.timeout_grace", "broker.rabbitmq.management_url", "data_dir", "worker.queues",
-    "broker.type", "broker.rabbitmq.url", "broker.rabbitmq.tls.ca", "broker.rabbitmq.tls.cert",
+    "coordinator.max_loop_iterations", "coordinator.timeout_grace",
+    "broker.rabbitmq.management_url", "data_dir", "worker.queues", "broker.type",
+    "broker.rabbitmq.url", "broker.rabbitmq.tls.ca", "broker.rabbitmq.tls.cert",
     "broker.rabbitmq.tls.key", "datastore.type", "datastore.sqlite.path", "datastore.postgres.dsn",
     "runtime.type", "runtime.docker.host", "logging.level", "logging.format",
     "runtime.docker.image", "runtime.docker.binds.allowed", "runtime.docker.binds.sources",
@@ -97,6 +99,15 @@ Status Set(Config& config, std::string_view key, const std::string& value) {
       return InvalidArgument(fmt::format("{}: \"{}\" is not a count 0..1000", key, value));
     }
     config.coordinator_max_redeliveries = n;
+  } else if (key == "coordinator.max_loop_iterations") {
+    int n = -1;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 ||
+        n > kMaxLoopIterations) {
+      return InvalidArgument(
+          fmt::format("{}: \"{}\" is not a count 1..{}", key, value, kMaxLoopIterations));
+    }
+    config.coordinator_max_loop_iterations = n;
   } else if (key == "broker.rabbitmq.management_url") {
     config.rabbitmq_management_url = value;
   } else if (key == "worker.heartbeat") {

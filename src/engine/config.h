@@ -28,6 +28,8 @@ struct Config {
   std::chrono::milliseconds coordinator_timeout_grace = std::chrono::seconds(30);
   // A task whose worker died is re-queued this many times, then fails.
   int coordinator_max_redeliveries = 3;
+  // The most iterations a job's loop may ask for (its `max`).
+  int coordinator_max_loop_iterations = 1000;
   std::chrono::milliseconds worker_heartbeat = std::chrono::seconds(5);
   std::string data_dir = ".baton";
   std::map<std::string, int> worker_queues;  // empty: {default = <cores>}

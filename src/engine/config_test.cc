@@ -203,6 +203,22 @@ management_url = "http://rabbit:15672"
       << config.status().message();
 }
 
+TEST_F(ConfigTest, MaxLoopIterationsIsAThousandUnlessChosenAndBounded) {
+  auto config = LoadConfig("", Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->coordinator_max_loop_iterations, 1000);
+  config = LoadConfig(Write("[coordinator]\nmax_loop_iterations = 50000\n"), Env());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->coordinator_max_loop_iterations, 50000);
+  for (const char* bad : {"0", "100001", "lots"}) {
+    env_["BATON_COORDINATOR_MAX_LOOP_ITERATIONS"] = bad;
+    config = LoadConfig("", Env());
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find("is not a count 1..100000"), std::string::npos)
+        << config.status().message();
+  }
+}
+
 TEST_F(ConfigTest, SqliteSynchronousIsFullUnlessChosen) {
   auto config = LoadConfig("", Env());
   ASSERT_TRUE(config.ok()) << config.status().message();

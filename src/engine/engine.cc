@@ -289,6 +289,7 @@ Result<std::unique_ptr<Engine>> Engine::Standalone(const Config& given) {
   coordinator.timeout_grace = config.coordinator_timeout_grace;
   // POST /jobs answers once the job is stored; the scheduler starts it right after.
   coordinator.scheduler.start_in_background = true;
+  coordinator.scheduler.max_loop_iterations = config.coordinator_max_loop_iterations;
   coordinator.auto_delete_interval = config.auto_delete_interval;
   coordinator.schedules = config.schedules;
   coordinator.webhooks = config.webhooks;
@@ -360,6 +361,7 @@ Result<std::unique_ptr<Engine>> Engine::Distributed(const Config& given, const s
   auto locker = std::make_unique<PostgresLocker>(config.postgres_dsn);
   coordinator.scheduler.job_locker = locker.get();
   coordinator.scheduler.max_redeliveries = config.coordinator_max_redeliveries;
+  coordinator.scheduler.max_loop_iterations = config.coordinator_max_loop_iterations;
   coordinator.scheduler.node_lease = config.coordinator_lease;
   coordinator.scheduler.start_in_background = true;
   coordinator.auto_delete_interval = config.auto_delete_interval;

@@ -95,6 +95,8 @@ int Expected(const TaskRecord& row) {
       return row.each_size;
     case TaskKind::kRunnable:
     case TaskKind::kSubJob:
+    case TaskKind::kSwitch:  // stepped, not counted (kinds/sequence.cc)
+    case TaskKind::kLoop:
       return 0;
   }
   return 0;
@@ -287,11 +289,14 @@ TaskRecord& Decider::NewTask(TaskRecord row) {
   return view_.tasks.insert_or_assign(id, std::move(row)).first->second;
 }
 
+// The seed's time, then the row's number in this decision, then a hash of both: the
+// rows one decision makes sort in the order it made them (a loop's row before its first
+// child: the API lists a job's rows by position, creation time and id).
 std::string Decider::MakeId() {
   std::string seed = view_.id_seed.size() >= 12 ? view_.id_seed : std::string(32, '0');
-  std::uint64_t h = Fnv(fmt::format("{}/{}", seed, ++made_));
-  std::uint64_t g = Fnv(fmt::format("{}", h), h);
-  return fmt::format("{}{:016x}{:04x}", seed.substr(0, 12), h, g & 0xffff);
+  ++made_;
+  std::uint64_t h = Fnv(fmt::format("{}/{}", seed, made_));
+  return fmt::format("{}{:04x}{:016x}", seed.substr(0, 12), std::min(made_, 0xffff), h);
 }
 
 // A task of `job_id` ran: the job, and the jobs whose sub-job it is, as far as the view
@@ -502,6 +507,10 @@ void Decider::Dispatch(const std::string& id, const json& extra, bool evaluated)
       return DispatchEach(id, extra);
     case TaskKind::kSubJob:
       return DispatchSubJob(id);
+    case TaskKind::kSwitch:
+      return DispatchSwitch(id, extra);
+    case TaskKind::kLoop:
+      return DispatchLoop(id, extra);
   }
 }
 
@@ -524,6 +533,10 @@ void Decider::TaskDone(const std::string& id) {
     if (!job->steps.empty()) return GraphTaskEnded(t);
     return Advance(t.job_id, t.position);
   }
+  if (TaskRecord* parent = T(t.parent_id);
+      parent != nullptr && parent->task.loop && !IsTerminal(parent->state)) {
+    LoopChildDone(*parent, t);
+  }
   ChildDone(t.parent_id);
 }
 
@@ -531,6 +544,7 @@ void Decider::ChildDone(const std::string& parent_id) {
   TaskRecord* p = T(parent_id);
   if (p == nullptr || IsTerminal(p->state)) return;
   ++p->completions;
+  if (p->task.switch_ || p->task.loop) return NextStep(parent_id);
   if (KindOf(p->task) == TaskKind::kEach && running_[parent_id] > 0) --running_[parent_id];
   if (p->completions >= Expected(*p)) {
     if (Finish(*p, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(parent_id);

@@ -186,6 +186,15 @@ class Decider {
   Result<TaskRecord> EachChild(const TaskRecord& each, std::size_t index, const json& item,
                                const json& extra, json& loop, const expr::Vars& vars);
   void DispatchSubJob(const std::string& id);
+  // A switch and a loop (kinds/sequence.cc): their children one step at a time.
+  void DispatchSwitch(const std::string& id, const json& extra);
+  void DispatchLoop(const std::string& id, const json& extra);
+  void NextStep(const std::string& id);
+  void OneStep(const std::string& id);
+  void LoopChildDone(TaskRecord& loop, const TaskRecord& child);
+  json LoopScope(const TaskRecord& loop, int iteration) const;
+  void FailRunning(TaskRecord& t, const std::string& error);
+  void ReconcileSequence(TaskRecord& row, const std::vector<std::string>& children);
 
   View view_;  // its jobs and tasks are the rows as this decision leaves them
   TimePoint now_;
@@ -207,8 +216,10 @@ class Decider {
   std::vector<Event> follow_;
   std::map<std::string, std::optional<Notify>> hook_jobs_;  // job id → HookJob's, once made
   std::map<std::string, TaskGraph> graphs_;                 // job id → its graph, once made
-  std::set<std::string> stepping_;                          // graphs StepGraph is deciding
-  std::set<std::string> restep_;                            // ...whose steps changed meanwhile
+  // Graphs (job ids) StepGraph, and switches and loops (task ids) NextStep, is deciding;
+  // ...and those whose steps changed meanwhile, to be stepped again.
+  std::set<std::string> stepping_;
+  std::set<std::string> restep_;
   int made_ = 0;
   expr::EvalOptions options_;  // what templates' now() and randomInt() give
   std::uint64_t random_ = 0;   // randomInt()'s state

@@ -8,7 +8,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
+#include <set>
 #include <stdexcept>
 
 #include "core/names.h"
@@ -480,13 +482,33 @@ struct Shell {
   std::vector<Effect> last;          // every effect of the last event, follow-ups too
   int made = 0;
 
-  void On(const flow::Event& first) {
+  void On(const flow::Event& first) { Run({first}, std::nullopt); }
+  // The engine restarted: Frontier over every row of the job, with no worker live (every
+  // RUNNING runnable was lost), then its follow-ups.
+  void Reconcile() {
+    std::vector<TaskRecord> rows;
+    for (const auto& [id, t] : view.tasks) {
+      if (t.job_id == "job1") rows.push_back(t);
+    }
+    const std::set<std::string> live;
+    view.id_seed = fmt::format("018bcfe5{:04x}", ++made) + std::string(20, '2');
+    Run({}, Frontier(Top(), rows, kNow, view.policy, &live, view.id_seed));
+  }
+  // Applies `first` (if any), then decides the events in turn, follow-ups included.
+  void Run(std::vector<flow::Event> pending, std::optional<std::vector<Effect>> first) {
     last.clear();
-    std::vector<flow::Event> pending{first};
-    for (std::size_t i = 0; i < pending.size(); ++i) {
-      view.id_seed = fmt::format("018bcfe5{:04x}", ++made) + std::string(20, '2');
-      EachCounts();
-      std::vector<Effect> effects = Decide(pending[i], view, kNow);
+    for (std::size_t i = 0;;) {
+      std::vector<Effect> effects;
+      if (first) {
+        effects = std::move(*first);
+        first.reset();
+      } else if (i < pending.size()) {
+        view.id_seed = fmt::format("018bcfe5{:04x}", ++made) + std::string(20, '2');
+        EachCounts();
+        effects = Decide(pending[i++], view, kNow);
+      } else {
+        break;
+      }
       // By index, a copy each: a cancel's effects join the list as it is walked.
       for (std::size_t k = 0; k < effects.size(); ++k) {
         Effect e = effects[k];
@@ -571,6 +593,7 @@ enum class Say {
   kRestart,     // Restart of the job
   kJobTimeout,  // the job's deadline
   kRetryDue,    // the backoff of the task's newest row is over
+  kCrash,       // the engine restarted with no worker live: Frontier reconciles the job
 };
 struct Step {
   Say say;
@@ -622,6 +645,9 @@ void Play(Shell& shell, const Step& step) {
       return;
     case Say::kRetryDue:
       shell.On(RetryDue{shell.Row(step.task).id});
+      return;
+    case Say::kCrash:
+      shell.Reconcile();
       return;
   }
 }
@@ -1955,6 +1981,228 @@ TEST(FlowTest, EveryEventHasAName) {
   EXPECT_EQ(NameOf(LeaseExpired{}), "LeaseExpired");
   EXPECT_EQ(NameOf(StepFailed{}), "StepFailed");
 }
+
+// ---- switches and loops (kinds/sequence.cc)
+
+Task SwitchOf(std::string value, std::vector<SwitchCase> cases, std::vector<Task> otherwise = {}) {
+  Task t;
+  t.name = "sw";
+  t.switch_ = Switch{std::move(value), std::move(cases), std::move(otherwise)};
+  return t;
+}
+Task LoopOf(std::vector<Task> tasks, int max, std::string until = "", std::string while_expr = "") {
+  Task t;
+  t.name = "loop";
+  t.loop = Loop{std::move(tasks), std::move(while_expr), std::move(until), max};
+  return t;
+}
+// A runnable whose env V is `value` (a template, evaluated when it is scheduled).
+Task Echo(std::string name, std::string value) {
+  Task t = Runnable(std::move(name));
+  t.env["V"] = std::move(value);
+  return t;
+}
+int RowsNamed(const Shell& s, const std::string& name) {
+  int n = 0;
+  for (const auto& [id, t] : s.view.tasks) n += t.task.name == name ? 1 : 0;
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sequences, ScenarioTest,
+    testing::Values(
+        Scenario{"ASwitchRunsTheTasksOfTheCaseItsValuePicksInOrder",
+                 {SwitchOf("{{ 1 + 1 }}",
+                           {{"1", {Runnable("a")}}, {"2", {Runnable("b"), Runnable("c")}}},
+                           {Runnable("d")}),
+                  Runnable("after")},
+                 {{S::kOk, "b"}, {S::kOk, "c"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"b", "c", "after"},
+                 {{"sw", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("sw").result, "2");
+                   // The branches not taken: SKIPPED rows saying why, no step of it.
+                   for (const char* name : {"a", "d"}) {
+                     EXPECT_EQ(RowsNamed(s, name), 1) << name;
+                     EXPECT_EQ(s.Row(name).state, TaskState::kSkipped) << name;
+                     EXPECT_EQ(s.Row(name).error,
+                               "not run: the switch took another branch (its value is \"2\")");
+                     EXPECT_EQ(s.Row(name).parent_id, s.Row("sw").id);
+                   }
+                   EXPECT_EQ(s.Row("c").parent_id, s.Row("sw").id);
+                   EXPECT_EQ(s.Row("c").each_index, 1);
+                 }},
+        Scenario{
+            "ASwitchWhoseValueMatchesNoCaseRunsItsDefault",
+            {WithVar(SwitchOf("{{ 'z' }}", {{"a", {Runnable("a")}}}, {Runnable("d")}), "picked")},
+            {{S::kOk, "d"}},
+            JobState::kCompleted,
+            {"d"},
+            {{"sw", TS::kCompleted}, {"d", TS::kCompleted}},
+            "z",
+            [](JobRecord& j) { j.job.output = "{{ tasks.picked }}"; }},
+        Scenario{"ASwitchWithNoMatchAndNoDefaultCompletesAtOnce",
+                 {SwitchOf("{{ 'x' }}", {{"a", {Runnable("a")}}}), Runnable("after")},
+                 {{S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"after"},
+                 {{"sw", TS::kCompleted}}},
+        Scenario{"ASwitchWhoseValueCannotBeEvaluatedFailsTheJob",
+                 {SwitchOf("{{ nosuchfunction() }}", {{"a", {Runnable("a")}}}), Runnable("after")},
+                 {},
+                 JobState::kFailed,
+                 {},
+                 {{"sw", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error.rfind("switch.value: ", 0), 0u) << s.Top().error;
+                 }},
+        Scenario{
+            "AFailureInACaseFailsTheSwitchAndTheJob",
+            {SwitchOf("{{ 'a' }}", {{"a", {Runnable("a"), Runnable("b")}}}), Runnable("after")},
+            {{S::kFail, "a"}},
+            JobState::kFailed,
+            {"a"},
+            {{"sw", TS::kFailed}, {"a", TS::kFailed}},
+            "",
+            nullptr,
+            [](const Shell& s) { EXPECT_EQ(RowsNamed(s, "b"), 0); }},
+        Scenario{"ACaseTaskSkippedByItsIfIsPassedOver",
+                 {SwitchOf("{{ 'a' }}", {{"a", {Skipped(Runnable("a")), Runnable("b")}}})},
+                 {{S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"b"},
+                 {{"a", TS::kSkipped}, {"sw", TS::kCompleted}}},
+        Scenario{"ALoopRunsItsTasksInOrderUntilItsConditionHolds",
+                 {WithVar(LoopOf({WithVar(Runnable("a"), "x"), Runnable("b")}, 5,
+                                 "{{ loop.iteration >= 1 }}"),
+                          "iterations")},
+                 {{S::kOk, "a"}, {S::kOk, "b"}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b", "a", "b"},
+                 {{"loop", TS::kCompleted}},
+                 R"([{"x":"r:a"},{"x":"r:a"}])",
+                 [](JobRecord& j) { j.job.output = "{{ tasks.iterations }}"; }},
+        Scenario{"ALoopWhoseConditionNeverHoldsStopsAtMaxAndCompletes",
+                 {LoopOf({Runnable("a")}, 3, "{{ false }}")},
+                 {{S::kOk, "a"}, {S::kOk, "a"}, {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a", "a"},
+                 {{"loop", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(RowsNamed(s, "a"), 3); }},
+        Scenario{"ALoopRunsWhileItsConditionHolds",
+                 {LoopOf({Runnable("a")}, 9, "", "{{ loop.iteration < 1 }}")},
+                 {{S::kOk, "a"}, {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a"},
+                 {{"loop", TS::kCompleted}}},
+        Scenario{
+            "ALoopsTasksSeeTheirIterationAndTheResultsOfEarlierOnes",
+            {LoopOf({WithVar(Echo("a{{ loop.iteration }}", "{{ loop.iteration }}"), "x"),
+                     Echo("b{{ loop.iteration }}", "{{ loop.iterations[0].x }} {{ tasks.x }}")},
+                    2)},
+            {{S::kOk, "a0"}, {S::kOk, "b0"}, {S::kOk, "a1"}, {S::kOk, "b1"}},
+            JobState::kCompleted,
+            {"a0", "b0", "a1", "b1"},
+            {{"loop", TS::kCompleted}},
+            "",
+            nullptr,
+            [](const Shell& s) {
+              EXPECT_EQ(s.Row("a1").task.env.at("V"), "1");
+              EXPECT_EQ(s.Row("b0").task.env.at("V"), "r:a0 r:a0");
+              EXPECT_EQ(s.Row("b1").task.env.at("V"), "r:a0 r:a1");
+              EXPECT_EQ(s.Row("b1").each_index, 3);  // iteration 1 × 2 tasks + index 1
+              EXPECT_EQ(s.Row("loop").result, R"([{"x":"r:a0"},{"x":"r:a1"}])");
+            }},
+        Scenario{"ALoopsConditionThatCannotBeEvaluatedFailsTheLoop",
+                 {LoopOf({Runnable("a")}, 3, "{{ nosuchfunction() }}")},
+                 {{S::kOk, "a"}},
+                 JobState::kFailed,
+                 {"a"},
+                 {{"loop", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error.rfind("loop.until: ", 0), 0u) << s.Top().error;
+                 }},
+        Scenario{"ALoopsTaskIsRetriedInItsIterationThenItsFailureFailsTheLoop",
+                 {LoopOf({WithRetry(Runnable("a"), 1)}, 3)},
+                 {{S::kOk, "a"}, {S::kFail, "a"}, {S::kFail, "a"}},
+                 JobState::kFailed,
+                 {"a", "a", "a"},
+                 {{"loop", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Row("a").each_index, 1); }},
+        Scenario{"AnOptionalTasksFailureInALoopLetsTheLoopGoOn",
+                 {LoopOf({Optional(Runnable("a"))}, 2)},
+                 {{S::kFail, "a"}, {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a"},
+                 {{"loop", TS::kCompleted}}},
+        Scenario{"ALoopOfSkippedTasksRunsToItsMaxInOneDecision",
+                 {LoopOf({Skipped(Runnable("a"))}, 1000)},
+                 {},
+                 JobState::kCompleted,
+                 {},
+                 {{"loop", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(RowsNamed(s, "a"), 1000); }},
+        Scenario{"ALoopAskingForMoreIterationsThanTheEngineAllowsFailsWithBothFigures",
+                 {LoopOf({Runnable("a")}, 5000)},
+                 {},
+                 JobState::kFailed,
+                 {},
+                 {{"loop", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_NE(s.Top().error.find("5000"), std::string::npos) << s.Top().error;
+                   EXPECT_NE(s.Top().error.find("1000"), std::string::npos) << s.Top().error;
+                 }},
+        Scenario{"ASwitchInsideALoopInsideAnEachPicksACasePerIteration",
+                 {EachOf(LoopOf({SwitchOf("{{ loop.iteration }}",
+                                          {{"0", {Runnable("a")}}, {"1", {Runnable("b")}}})},
+                                2),
+                         "{{ sequence(1, 3) }}", 1)},
+                 {{S::kOk, "a"}, {S::kOk, "b"}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b", "a", "b"},
+                 {{"e", TS::kCompleted}}},
+        Scenario{"ACancelDuringALoopCancelsItsRunningTask",
+                 {LoopOf({Runnable("a")}, 3)},
+                 {{S::kOk, "a"}, {S::kCancel, ""}},
+                 JobState::kCancelled,
+                 {"a", "a"},
+                 {{"loop", TS::kCancelled}, {"a", TS::kCancelled}}},
+        Scenario{"ARestartRunsAFailedLoopAgainFromItsFirstIteration",
+                 {LoopOf({Runnable("a")}, 2)},
+                 {{S::kOk, "a"}, {S::kFail, "a"}, {S::kRestart, ""}, {S::kOk, "a"}, {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a", "a", "a"},
+                 {{"loop", TS::kCompleted}}},
+        Scenario{"ALoopsTaskLostInACrashRunsAgainInItsIteration",
+                 {WithVar(LoopOf({WithVar(Runnable("a"), "x")}, 3), "all")},
+                 {{S::kOk, "a"}, {S::kCrash, ""}, {S::kOk, "a"}, {S::kCrash, ""}, {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a", "a", "a", "a"},
+                 {{"loop", TS::kCompleted}},
+                 R"([{"x":"r:a"},{"x":"r:a"},{"x":"r:a"}])",
+                 [](JobRecord& j) { j.job.output = "{{ tasks.all }}"; },
+                 [](const Shell& s) { EXPECT_EQ(s.Row("a").each_index, 2); }},
+        Scenario{"ASwitchsTaskLostInACrashRunsAgainAndTheSwitchGoesOn",
+                 {SwitchOf("{{ 'k' }}", {{"k", {Runnable("a"), Runnable("b")}}})},
+                 {{S::kCrash, ""}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "a", "b"},
+                 {{"sw", TS::kCompleted}}}));
 
 }  // namespace
 }  // namespace baton::flow

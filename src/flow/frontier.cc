@@ -89,6 +89,8 @@ void Decider::ReconcileComposite(const std::string& id, const std::vector<std::s
   TaskRecord* row = T(id);
   if (row == nullptr || row->state != TaskState::kRunning) return;
   TaskKind kind = KindOf(row->task);
+  if (kind == TaskKind::kSwitch || kind == TaskKind::kLoop)
+    return ReconcileSequence(*row, children);
   if (kind != TaskKind::kParallel && kind != TaskKind::kEach) return;
   std::map<int, const TaskRecord*> latest;
   for (const std::string& child_id : children) {
@@ -118,6 +120,30 @@ void Decider::ReconcileComposite(const std::string& id, const std::vector<std::s
     return;
   }
   if (kind == TaskKind::kEach) FillSlots(row->id);
+}
+
+// A switch or a loop: its latest step's latest row tells where it is. Every decision
+// that ends a step starts the next one, so after a crash the latest step is in flight
+// (its runnables reconciled above), or ended and not acted on, or never made.
+void Decider::ReconcileSequence(TaskRecord& row, const std::vector<std::string>& children) {
+  const TaskRecord* latest = nullptr;
+  for (const std::string& child_id : children) {
+    const TaskRecord* child = T(child_id);
+    if (child->each_index < 0) continue;  // a switch's branch not taken
+    if (latest == nullptr || child->each_index > latest->each_index) {
+      latest = child;
+    } else if (child->each_index == latest->each_index) {
+      latest = LatestAttempt(latest, *child);
+    }
+  }
+  if (latest == nullptr) {
+    row.completions = 0;
+    return NextStep(row.id);
+  }
+  const bool passed = IsOptionalFailureLetGo(*latest);
+  row.completions = latest->each_index + ((IsDone(latest->state) || passed) ? 1 : 0);
+  if (IsDone(latest->state) || passed) return NextStep(row.id);
+  if (IsTerminal(latest->state)) RetryOrFail(latest->id);
 }
 
 // The current top-level step: never created, or finished and not acted on. The rows

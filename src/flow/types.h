@@ -161,6 +161,9 @@ struct Policy {
   Duration republish_delay = std::chrono::seconds(2);
   // A live-event stream listens (GET /events): every row written is told (Changed).
   bool live_events = false;
+  // The most iterations a loop may ask for (its `max`): one asking more fails when it
+  // starts, with both figures.
+  int max_loop_iterations = 1000;
 };
 
 // The stored rows a decision reads: bounded by the depth of nesting and by the slots an

@@ -142,6 +142,28 @@ case_branch() {
     'not run: its trigger rule all_success cannot be met ("measure" COMPLETED but its when is false)'
 }
 
+case_loop() {
+  run_example loop.yaml || return
+  expect "loop: state and result" "$(state) $(js "$body" 'j.get("result")')" \
+    'COMPLETED ready, then [{"tick":"tick 0 after none"},{"tick":"tick 1 after tick 0 after none"}]'
+  expect "loop: poll checked three times (until), tick ran twice (max)" "$(rows)" \
+    "poll=COMPLETED check_0=COMPLETED check_1=COMPLETED check_2=COMPLETED tick=COMPLETED tick_0=COMPLETED tick_1=COMPLETED"
+  expect "loop: poll's result is its iterations" \
+    "$(js "$body" '[t.get("result") for t in j["execution"] if t["name"] == "poll"][0]')" \
+    '[{"status":"waiting"},{"status":"waiting"},{"status":"ready"}]'
+}
+
+case_switch() {
+  run_example switch.yaml || return
+  expect "switch: state and result" "$(state) $(js "$body" 'j.get("result")')" "COMPLETED csv: loaded 3 rows"
+  expect "switch: the csv case ran, the other branches are SKIPPED" "$(rows)" \
+    "detect=COMPLETED by_kind=COMPLETED parse_csv=COMPLETED load=COMPLETED parse_json=SKIPPED unknown_kind=SKIPPED"
+  expect "switch: a branch not taken says why" \
+    "$(js "$body" '[t.get("error") for t in j["execution"] if t["name"] == "parse json"][0]')" \
+    'not run: the switch took another branch (its value is "csv")'
+
+}
+
 case_each_concurrency() {
   run_example each-concurrency.yaml || return
   expect "each-concurrency: state" "$(state)" COMPLETED

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Graphs (`needs`, `mode: dag`, trigger rules) over the binary: a diamond whose middle
 # tasks overlap (markers with times), each trigger rule's run or skip after a failure, a
-# restart that runs again only what failed or was skipped, and a cycle refused with its
-# line and column; in standalone mode, then the same jobs in distributed mode (a
+# restart that runs again only what failed or was skipped, a switch, a loop ended by its
+# condition and one by its max, and a cycle refused with its line and column; in standalone mode, then the same jobs in distributed mode (a
 # coordinator and a worker over RabbitMQ and PostgreSQL).
 # Usage: graphs_test.sh BATON SOURCE_DIR
 set -uo pipefail
@@ -137,6 +137,18 @@ PY
   expect "$mode: the branch took the small path" \
     "$(js "$body" 'j["state"]') $(js "$body" 'j.get("result")') $(state_of "$body" large)" \
     "COMPLETED 42 items, in memory SKIPPED"
+
+  # ---- a switch, a loop ended by its until and one stopped by its max
+  id=$(submit "$src/examples/switch.yaml")
+  wait_done "$id" 60
+  expect "$mode: the switch ran the case its value picked" \
+    "$(js "$body" 'j["state"]') $(js "$body" 'j.get("result")') $(js "$body" '",".join(t["name"] for t in j["execution"])')" \
+    "COMPLETED csv: loaded 3 rows detect,by kind,parse csv,load,parse json,unknown kind"
+  id=$(submit "$src/examples/loop.yaml")
+  wait_done "$id" 60
+  expect "$mode: poll ran until ready, tick until its max" \
+    "$(js "$body" 'j["state"]') $(js "$body" '",".join(t["name"] for t in j["execution"])')" \
+    "COMPLETED poll,check 0,check 1,check 2,tick,tick 0,tick 1"
 
   # ---- an optional task's failure: the job goes on, COMPLETED, with a warning
   printf 'name: optional\ntasks:\n  - name: flaky\n    optional: true\n    run: echo gone wrong; exit 4\n  - name: next\n    run: touch %s/next\n' \

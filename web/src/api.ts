@@ -59,6 +59,8 @@ export interface TaskDef {
   each?: { list: string; task: TaskDef; var?: string; concurrency?: number;
            size?: number; completions?: number; index?: number };
   subjob?: { id?: string; name?: string; tasks?: TaskDef[] };
+  switch?: { value: string; cases?: Record<string, TaskDef[]>; default?: TaskDef[]; completions?: number };
+  loop?: { tasks: TaskDef[]; max: number; while?: string; until?: string; completions?: number };
   pre?: TaskDef[];
   post?: TaskDef[];
   [key: string]: unknown;

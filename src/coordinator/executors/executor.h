@@ -57,6 +57,8 @@ struct Executors {
       case TaskKind::kParallel:
       case TaskKind::kEach:
       case TaskKind::kSubJob:
+      case TaskKind::kSwitch:
+      case TaskKind::kLoop:
         return nullptr;
     }
     return nullptr;

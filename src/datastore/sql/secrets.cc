@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/redact.h"
+#include "core/task_kind.h"
 
 namespace baton::sql {
 namespace {
@@ -45,10 +46,11 @@ Status VisitTask(T& task, Fn& fn) {
       BATON_RETURN_IF_ERROR(VisitRegistry(step.registry, fn));
     }
   }
-  if (task.parallel) {
-    for (auto& child : task.parallel->tasks) BATON_RETURN_IF_ERROR(VisitTask(child, fn));
-  }
-  if (task.each) BATON_RETURN_IF_ERROR(VisitTask(*task.each->task, fn));
+  Status status = Status::Ok();
+  ForEachSubtask(task, [&](auto& child) {
+    if (status.ok()) status = VisitTask(child, fn);
+  });
+  BATON_RETURN_IF_ERROR(status);
   if (task.subjob) {
     for (auto& [key, value] : task.subjob->secrets) BATON_RETURN_IF_ERROR(fn(value));
     BATON_RETURN_IF_ERROR(VisitWebhooks(task.subjob->webhooks, fn));

@@ -102,6 +102,11 @@ class Generator {
         SubJobGraphs(one);
         *t.each->task = std::move(one[0]);
       }
+      if (t.switch_) {
+        for (SwitchCase& c : t.switch_->cases) SubJobGraphs(c.tasks);
+        SubJobGraphs(t.switch_->default_tasks);
+      }
+      if (t.loop) SubJobGraphs(t.loop->tasks);
       if (t.subjob) {
         SubJobGraphs(t.subjob->tasks);
         if (c_.Percent(30)) MakeGraph(t.subjob->mode, t.subjob->tasks, c_.Percent(60));
@@ -152,24 +157,38 @@ class Generator {
 
   // `prefix`: the template that makes this task's name unique (the indices of the
   // eaches around it). `in_each`: a `var` would be written by every iteration.
-  Task MakeTask(int depth, const std::string& prefix, bool in_each) {
+  Task MakeTask(int depth, const std::string& prefix, bool in_each, bool in_loop = false) {
     Task t;
     int k = ++next_;
     t.name = fmt::format("{}-n{}", prefix, k);
     std::uint32_t r = c_.Below(100);
-    if (depth < 4 && r < 45) {
+    // Switches and loops (drawn after the other kinds, from a choice of their own, so a
+    // given input makes the jobs it made before them only when that choice says so).
+    if (depth < 4 && r >= 45 && r < 53) {
+      if (r < 49) {
+        t.switch_ = MakeSwitch(depth, prefix, in_each, in_loop);
+      } else if (!in_loop) {
+        t.loop = MakeLoop(depth, prefix, in_each);
+      }
+    }
+    if (t.switch_ || t.loop) {
+      // Composite: none of a runnable's fields.
+    } else if (depth < 4 && r < 45) {
       std::uint32_t kind = c_.Below(3);
       if (kind == 0) {
         Parallel p;
         int n = 1 + static_cast<int>(c_.Below(3));
-        for (int i = 0; i < n; ++i) p.tasks.push_back(MakeTask(depth + 1, prefix, in_each));
+        for (int i = 0; i < n; ++i) {
+          p.tasks.push_back(MakeTask(depth + 1, prefix, in_each, in_loop));
+        }
         t.parallel = std::move(p);
       } else if (kind == 1) {
         Each e;
         e.var = fmt::format("e{}", k);
         e.list = fmt::format("{{{{ sequence(0, {}) }}}}", c_.Below(4));
         e.concurrency = static_cast<int>(c_.Below(3));
-        *e.task = MakeTask(depth + 1, fmt::format("{}-{{{{ e{}.index }}}}", prefix, k), true);
+        *e.task =
+            MakeTask(depth + 1, fmt::format("{}-{{{{ e{}.index }}}}", prefix, k), true, in_loop);
         t.each = std::move(e);
       } else {
         SubJob s;
@@ -212,6 +231,45 @@ class Generator {
     return t;
   }
 
+  // A switch on a value that picks a case, the default, nothing, or cannot be evaluated.
+  Switch MakeSwitch(int depth, const std::string& prefix, bool in_each, bool in_loop) {
+    static constexpr const char* kValues[] = {"{{ inputs.on }}", "{{ 'b' }}", "{{ 'zz' }}",
+                                              "{{ nosuch() }}"};
+    Switch sw;
+    std::uint32_t v = c_.Below(10);
+    sw.value = kValues[v < 5 ? 0 : v < 7 ? 1 : v < 9 ? 2 : 3];
+    auto branch = [&] {
+      std::vector<Task> tasks;
+      int n = static_cast<int>(c_.Below(3));
+      for (int i = 0; i < n; ++i) tasks.push_back(MakeTask(depth + 1, prefix, in_each, in_loop));
+      return tasks;
+    };
+    for (const char* key : {"b", "false", "true"}) {
+      if (c_.Percent(70)) sw.cases.push_back({key, branch()});
+    }
+    if (c_.Percent(60) || sw.cases.empty()) sw.default_tasks = branch();
+    return sw;
+  }
+
+  // A loop of one or two tasks, named by its iteration, that stops by its condition or
+  // its max. (Not inside another loop: both would name their tasks by `loop.iteration`.)
+  Loop MakeLoop(int depth, const std::string& prefix, bool in_each) {
+    static constexpr const char* kUntil[] = {"{{ loop.iteration >= 1 }}", "{{ false }}",
+                                             "{{ loop.iteration >= 0 }}", "{{ nosuch() }}"};
+    Loop loop;
+    loop.max = 1 + static_cast<int>(c_.Below(3));
+    std::uint32_t cond = c_.Below(10);
+    if (cond < 6) {
+      loop.until_expr = kUntil[cond < 2 ? 0 : cond < 4 ? 1 : cond < 5 ? 2 : 3];
+    } else if (cond < 8) {
+      loop.while_expr = "{{ loop.iteration < 1 }}";
+    }
+    int n = 1 + static_cast<int>(c_.Below(2));
+    std::string inner = prefix + "-{{ loop.iteration }}";
+    for (int i = 0; i < n; ++i) loop.tasks.push_back(MakeTask(depth + 1, inner, in_each, true));
+    return loop;
+  }
+
   Choices& c_;
   int next_ = 0;
   std::vector<std::string> vars_;
@@ -250,8 +308,12 @@ class Interpreter {
     // Every step the interpreter reached: up to the failing one when the job fails.
     std::vector<Step> steps;
     // Outputs set inside an optional composite that failed: its failure may have
-    // cancelled them first (a completed job may lack them).
+    // cancelled them first (a completed job may lack them, or hold a value they had
+    // before, among `values`).
     std::set<std::string> maybe_tasks;
+    // Every value each output took (a loop's tasks set theirs once per iteration): what a
+    // job that did not complete may hold.
+    std::map<std::string, std::set<std::string>> values;
   };
 
   // Runs `job`, which jobs()[0] then holds.
@@ -428,8 +490,9 @@ class Interpreter {
 
   // True when the task completed or was skipped, or failed and is optional. `evaluated`:
   // its `if` and fields were evaluated already (an each's child).
+  // `completed`: set to the task's result when it completed.
   bool RunTask(Task t, const std::optional<Defaults>& defaults, json& context, const json& scope,
-               bool evaluated) {
+               bool evaluated, std::optional<std::string>* completed = nullptr) {
     if (!evaluated) {
       const expr::Vars vars(context, scope);
       if (!t.if_expr.empty()) {
@@ -440,10 +503,7 @@ class Interpreter {
       if (!EvaluateTask(t, vars).ok()) return t.optional;
     }
     std::optional<std::string> result;
-    std::set<std::string> outputs_before;
-    for (auto it = context["tasks"].begin(); it != context["tasks"].end(); ++it) {
-      outputs_before.insert(it.key());
-    }
+    const json outputs_before = context["tasks"];
     switch (KindOf(t)) {
       case TaskKind::kRunnable: {
         int limit = t.retry ? t.retry->limit : 0;
@@ -494,6 +554,61 @@ class Interpreter {
         if (ok) result = "";
         break;
       }
+      case TaskKind::kSwitch: {
+        // The case its value picks (else the default), one task after another; a failure
+        // stops it there.
+        auto value = EvaluateEachList(t.switch_->value, expr::Vars(context, scope));
+        if (!value.ok() || !IsUtf8(*value)) return t.optional;
+        const std::string text = expr::ToText(*value);
+        bool ok = true;
+        for (const Task& child : SwitchBranch(*t.switch_, text)) {
+          Task c = child;
+          ApplyDefaults(defaults, c);
+          if (!RunTask(std::move(c), defaults, context, scope, false)) {
+            ok = false;
+            break;
+          }
+        }
+        if (ok) result = text;
+        break;
+      }
+      case TaskKind::kLoop: {
+        // Its tasks again and again: after each iteration its condition (until: stop once
+        // true; while: stop once false), and never more than max iterations. Its result:
+        // per iteration, what its tasks that completed gave, by var.
+        json iterations = json::array();
+        bool ok = true;
+        for (int it = 0; ok; ++it) {
+          iterations.push_back(json::object());
+          for (const Task& child : t.loop->tasks) {
+            json child_scope = scope;
+            child_scope["loop"] = {{"iteration", it}, {"iterations", iterations}};
+            Task c = child;
+            ApplyDefaults(defaults, c);
+            std::optional<std::string> got;
+            if (!RunTask(std::move(c), defaults, context, child_scope, false, &got)) {
+              ok = false;
+              break;
+            }
+            if (got && !child.var.empty())
+              iterations[static_cast<std::size_t>(it)][child.var] = *got;
+          }
+          if (!ok || it + 1 >= t.loop->max) break;
+          const std::string& cond =
+              t.loop->until_expr.empty() ? t.loop->while_expr : t.loop->until_expr;
+          if (cond.empty()) continue;
+          json cond_scope = scope;
+          cond_scope["loop"] = {{"iteration", it}, {"iterations", iterations}};
+          auto holds = EvaluateCondition(cond, expr::Vars(context, cond_scope));
+          if (!holds.ok()) {
+            ok = false;
+          } else if (t.loop->until_expr.empty() ? !*holds : *holds) {
+            break;
+          }
+        }
+        if (ok) result = iterations.dump();
+        break;
+      }
       case TaskKind::kSubJob: {
         Job child;
         child.name = t.subjob->name;
@@ -520,7 +635,9 @@ class Interpreter {
       if (t.optional && KindOf(t) != TaskKind::kRunnable) {
         for (const auto& [job, step] : chain_) jobs_[job].steps[step].inexact = true;
         for (auto it = context["tasks"].begin(); it != context["tasks"].end(); ++it) {
-          if (!outputs_before.contains(it.key()) && !chain_.empty()) {
+          // Set or changed inside it (a loop's output changes per iteration).
+          auto was = outputs_before.find(it.key());
+          if ((was == outputs_before.end() || *was != it.value()) && !chain_.empty()) {
             jobs_[chain_.back().first].maybe_tasks.insert(it.key());
           }
         }
@@ -528,7 +645,11 @@ class Interpreter {
       return t.optional;  // an optional task's failure: what it is in goes on
     }
     if (KindOf(t) != TaskKind::kRunnable) results_[t.name] = *result;
-    if (!t.var.empty()) context["tasks"][t.var] = *result;
+    if (!t.var.empty()) {
+      context["tasks"][t.var] = *result;
+      if (!chain_.empty()) jobs_[chain_.back().first].values[t.var].insert(*result);
+    }
+    if (completed != nullptr) *completed = *result;
     return true;
   }
 
@@ -1657,10 +1778,18 @@ class Sim {
         CheckJob(what, ref, ref_job, rows, 0, j.position, end, ended_at);
       }
       if (!failure_.empty()) return;
-      // Its outputs: what it has, as the interpreter's; all of them when it completed.
+      // Its outputs: what it has, as the interpreter's; all of them when it completed. One
+      // that did not complete may hold any value its output took in the interpreter's run
+      // (a loop's task sets its output once per iteration).
       const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
       const json& outputs = store_.contexts.at(id)->value("tasks", json::object());
       for (auto it = outputs.begin(); it != outputs.end(); ++it) {
+        auto took = expected.values.find(it.key());
+        const bool seen = took != expected.values.end() && it.value().is_string() &&
+                          took->second.contains(it.value().get<std::string>());
+        if (seen && (j.state != JobState::kCompleted || expected.maybe_tasks.contains(it.key()))) {
+          continue;
+        }
         if (!expected.tasks.contains(it.key()) || expected.tasks[it.key()] != it.value()) {
           return Fail(fmt::format("{}: output {} is {}, the interpreter's {}", what, it.key(),
                                   it.value().dump(),

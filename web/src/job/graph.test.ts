@@ -86,6 +86,28 @@ describe("buildGraph", () => {
     expect(second.id).toBe("2/p1");
   });
 
+  it("chains a loop's steps after it in the order they ran, with the iterations in its detail", () => {
+    const g = buildGraph(realJob("loop"));
+    const byId = Object.fromEntries(g.nodes.map((n) => [n.id, n]));
+    expect(byId["1"].kind).toBe("loop");
+    expect(byId["1"].detail).toBe("loop · 3 of at most 10");
+    expect(["1/s0", "1/s1", "1/s2"].map((id) => byId[id].label)).toEqual(["check 0", "check 1", "check 2"]);
+    expect(byId["2"].detail).toBe("loop · 2 of at most 2");
+    expect(edges(g)).toEqual(["1->1/s0", "1/s0->1/s1", "1/s1->1/s2", "2->2/s0", "2/s0->2/s1", "1/s2->2"]);
+  });
+
+  it("chains a switch's case after it and hangs its branches not taken beside it, skipped", () => {
+    const g = buildGraph(realJob("switch"));
+    const byId = Object.fromEntries(g.nodes.map((n) => [n.id, n]));
+    expect(byId["2"].kind).toBe("switch");
+    expect(byId["2"].detail).toBe("switch · csv");
+    expect(["2/s0", "2/s1"].map((id) => byId[id].label)).toEqual(["parse csv", "load"]);
+    expect(["2/n0", "2/n1"].map((id) => [byId[id].label, byId[id].state, byId[id].detail]))
+      .toEqual([["parse json", "SKIPPED", "branch not taken"], ["unknown kind", "SKIPPED", "branch not taken"]]);
+    // The skipped branches hang off the switch; the case taken is the chain out of it.
+    expect(edges(g)).toEqual(["2->2/n0", "2->2/n1", "2->2/s0", "2/s0->2/s1", "1->2"]);
+  });
+
   it("groups retries of a task into one node with its attempts in order", () => {
     const job = realJob("retry");
     const g = buildGraph(job);

@@ -6,7 +6,8 @@
 // `parentId` and the 1-based `position` of its task; a child of a parallel or an each has
 // `parentId` = the composite row's id and no index, so parallel children are matched to
 // their definition by name (then by order), and each children are shown in name order. A
-// retry is a new row in the same slot with `retry.attempts` one higher.
+// retry is a new row in the same slot with `retry.attempts` one higher. A switch's and a
+// loop's children are shown in the order they were made (each is one step), after it.
 import dagre from "@dagrejs/dagre";
 import type { TaskDef, TaskRow, TaskState } from "../api";
 
@@ -17,7 +18,7 @@ export const EACH_EXPAND_LIMIT = 20;
 
 export interface GraphNode {
   id: string;                 // stable within a definition: "1", "2/p0", "1/e3"
-  kind: "task" | "parallel" | "each" | "subjob" | "join";
+  kind: "task" | "parallel" | "each" | "subjob" | "switch" | "loop" | "join";
   label: string;
   detail: string;             // the second line: "parallel · 6", counts, "sub-job"...
   state: SlotState;
@@ -113,6 +114,8 @@ const SIZES = {
   parallel: { width: 184, height: 48 },
   each: { width: 240, height: 66 },
   subjob: { width: 184, height: 48 },
+  switch: { width: 184, height: 48 },
+  loop: { width: 184, height: 48 },
   join: { width: 12, height: 12 },
 };
 
@@ -175,6 +178,38 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
     return { entry: id, exit: join };
   }
 
+  if (d.switch || d.loop) {
+    // Its steps, one after another: the rows it made, oldest first (a retry joins its
+    // step's slot). A switch's branches not taken are SKIPPED rows beside them.
+    const all = childRows();
+    const notTaken = all.filter(isNotTaken);
+    const groups = groupAttempts(all.filter((r) => !isNotTaken(r)))
+      .sort((x, y) => cmp(x[0].createdAt, y[0].createdAt) || cmp(x[0].id, y[0].id));
+    let detail: string;
+    if (d.switch) {
+      detail = row ? `switch · ${row.result === undefined || row.result === "" ? "—" : row.result}` : `switch on ${d.switch.value}`;
+    } else {
+      const per = Math.max(1, d.loop!.tasks?.length ?? 1);
+      const began = Math.ceil(groups.length / per);
+      detail = row ? `loop · ${began} of at most ${d.loop!.max}` : `loop · at most ${d.loop!.max}`;
+    }
+    b.nodes.push({ ...base, kind: d.switch ? "switch" : "loop", detail, ...SIZES.switch });
+    if (notTaken.length <= EACH_EXPAND_LIMIT) {
+      notTaken.forEach((r, i) => {
+        const sub = addSlot(b, `${id}/n${i}`, undefined, [r]);
+        b.edges.push({ from: id, to: sub.entry });
+      });
+    }
+    if (groups.length === 0 || groups.length > EACH_EXPAND_LIMIT) return { entry: id, exit: id };
+    let prev = id;
+    groups.forEach((g, i) => {
+      const sub = addSlot(b, `${id}/s${i}`, undefined, g);
+      b.edges.push({ from: prev, to: sub.entry });
+      prev = sub.exit;
+    });
+    return { entry: id, exit: prev };
+  }
+
   if (d.subjob) {
     const subjobId = (row?.subjob as { id?: string } | undefined)?.id;
     const name = d.subjob.name ?? row?.subjob?.name;
@@ -184,11 +219,18 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
     return { entry: id, exit: id };
   }
 
-  const what = d.if !== undefined && state === "SKIPPED" ? "skipped (if false)"
+  const what = row && isNotTaken(row) ? "branch not taken"
+    : d.if !== undefined && state === "SKIPPED" ? "skipped (if false)"
     : attempts.length > 1 ? `${attempts.length} attempts`
     : d.image ?? (d.run ? `$ ${d.run.trim().split("\n")[0]}` : d.cmd ? d.cmd.join(" ") : "task");
   b.nodes.push({ ...base, kind: "task", detail: what, ...SIZES.task });
   return { entry: id, exit: id };
+}
+
+// A row of a switch's branch not taken (the server's words: src/flow/kinds/sequence.cc).
+export const NOT_TAKEN = "not run: the switch took another branch";
+function isNotTaken(r: TaskRow): boolean {
+  return r.state === "SKIPPED" && !!r.error?.startsWith(NOT_TAKEN);
 }
 
 // Matches the slots of a parallel's children (definitions) with the groups of rows that
