@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Puts back, one at a time, each bug in mutations/*.patch (earlier decision bugs, a
-# too-narrow ReadsOf, a cancel that forgets its rows' webhooks, graphs', switches' and loops'
-# rules) into a scratch copy
-# of the tree, builds the simulator there and runs it as `make test` does: each must
-# fail. Not part of `make test` (each mutant is a build of flow and the simulator,
-# minutes on a shared machine).
+# too-narrow ReadsOf, a cancel that forgets its rows' webhooks, graphs', switches' and
+# loops' rules) into a scratch copy of the tree, builds the simulator there and runs it
+# as `make test` does: each must fail. Not part of `make test` (each mutant is a build
+# of flow and the simulator, minutes on a shared machine).
 #   tests/testing/simulator/check_mutations.sh [PATCH...]
 # Exits 0 when every mutant was caught; prints, per patch, the failing line and the time.
 set -euo pipefail
