@@ -237,6 +237,43 @@ tasks:
   await page.context().close();
 });
 
+test("a graph job's page draws its needs from its plan, with rules and conditions on the edges, and a switch's branch not taken beside it", async () => {
+  const job = await server.submit(`
+name: ui graph test
+mode: dag
+tasks:
+  - {name: build, var: kind, run: echo -n csv > $BATON_OUTPUT}
+  - {name: test, needs: [build], run: echo test}
+  - {name: lint, needs: [{task: build, when: "{{ tasks.kind == 'csv' }}"}], run: echo lint}
+  - {name: report, needs: [test, lint], triggerRule: all_done, run: echo report}
+  - name: by kind
+    needs: [build]
+    switch:
+      value: "{{ tasks.kind }}"
+      cases:
+        csv: [{name: parse csv, run: echo csv}]
+      default: [{name: other, run: echo other}]
+`);
+  await waitFor(async () => (await jobState(job.id)) === "COMPLETED", 60000, "the job to complete");
+  const { page, errors } = await openPage(`#/jobs/${job.id}`);
+  for (const edge of ["1>2", "1>3", "2>4", "3>4", "1>5"]) {
+    // Attached, not "visible": a straight edge has an empty box.
+    await page.locator(`path.job-edge[data-edge="${edge}"]`).waitFor({ state: "attached", timeout: 30000 });
+  }
+  // Not the list's order: lint does not wait for test.
+  assert.equal(await page.locator('path.job-edge[data-edge="2>3"]').count(), 0);
+  assert.equal(await page.locator('text.job-edge-label[data-edge="3>4"]').textContent(), "all_done");
+  assert.equal(await page.locator('text.job-edge-label[data-edge="1>3"]').textContent(), "when {{ tasks.kind == 'csv' }}");
+  // The switch: its case chained after it, the default beside it, skipped.
+  await page.locator('.job-node[data-node="5/s0"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  const other = page.locator('.job-node[data-node="5/n0"]');
+  assert.equal(await other.getAttribute("data-state"), "SKIPPED");
+  assert.match(await other.getAttribute("aria-label"), /^other: skipped, branch not taken$/);
+  await screenshot(page, "job-graph-dag");
+  assert.deepEqual(errors, []);
+  await page.context().close();
+});
+
 test("a sub-job's node opens the child job, whose page links back to its parent", async () => {
   const job = await server.submit(`
 name: parent ui test

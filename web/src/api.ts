@@ -91,6 +91,19 @@ export interface Job extends JobSummary {
   [key: string]: unknown;
 }
 
+// POST /jobs/plan: a job's execution plan (docs/api.md). `needs` are the task names of
+// the same list it waits for (in a sequence, the one before it); `when` a need's edge
+// condition by name.
+export interface PlanTask {
+  name: string;
+  kind: string;
+  stage: number;
+  needs: string[];
+  triggerRule: string;
+  when?: Record<string, string>;
+}
+export interface Plan { name: string; mode: string; graph: boolean; stages: string[][]; tasks: PlanTask[] }
+
 export interface LogPart {
   id: string;
   number: number;
@@ -197,6 +210,7 @@ export const api = {
   // the problems by line.
   validate: (doc: string, type = "text/yaml") =>
     request<{ valid: true }>("POST", "/jobs?dryRun=true", doc, type),
+  plan: (doc: string, type = "application/json") => request<Plan>("POST", "/jobs/plan", doc, type),
   cancel: (id: string) => request<unknown>("PUT", `/jobs/${id}/cancel`),
   restart: (id: string) => request<unknown>("PUT", `/jobs/${id}/restart`),
   remove: (id: string) => request<unknown>("DELETE", `/jobs/${id}`),

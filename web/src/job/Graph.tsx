@@ -82,7 +82,12 @@ export function Graph(props: { model: GraphModel; selected?: string; onSelect: (
             </marker>
           </defs>
           {model.edges.map((e) => (
-            <path key={`${e.from}>${e.to}`} d={path(e.points)} class="job-edge" marker-end="url(#job-arrow)" />
+            <path key={`${e.from}>${e.to}`} d={path(e.points)} class="job-edge" marker-end="url(#job-arrow)"
+                  data-edge={`${e.from}>${e.to}`} />
+          ))}
+          {model.edges.filter((e) => e.label && e.labelAt).map((e) => (
+            <text key={`${e.from}>${e.to}/label`} x={e.labelAt!.x} y={e.labelAt!.y + 4} text-anchor="middle"
+                  class="job-edge-label" data-edge={`${e.from}>${e.to}`}>{e.label}</text>
           ))}
           {model.nodes.map((n) => <NodeView key={n.id} n={n} selected={props.selected === n.id} onSelect={props.onSelect} />)}
         </svg>

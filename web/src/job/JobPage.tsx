@@ -2,11 +2,11 @@
 // (graph | timeline | definition), and the selected task's panel with its live log.
 // URL: #/jobs/ID?tab=timeline&task=TID&attempt=N (tab: graph, timeline, definition, log)
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, ApiError, type Job, type TaskRow } from "../api";
+import { api, ApiError, type Job, type Plan, type TaskRow } from "../api";
 import { subscribe, type JobEvent, type TaskEvent } from "../events";
 import { applyEvents } from "./live";
 import { href, navigate } from "../router";
-import { jobGraph, nodeOfTask, type GraphNode } from "./graph";
+import { isGraphJob, jobGraph, nodeOfTask, type GraphNode } from "./graph";
 import { Graph } from "./Graph";
 import { Refetcher, refetchInterval } from "./refetch";
 import { TaskPanel } from "./TaskPanel";
@@ -138,7 +138,20 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     return () => { logListeners.current.delete(f); };
   }, []);
 
-  const graph = useMemo(() => (job ? jobGraph(job) : null), [job]);
+  // A graph job's edges come from its plan (POST /jobs/plan, read once per job): the
+  // server's rules, not the UI's, say what each task needs.
+  const [plan, setPlan] = useState<{ id: string; plan: Plan } | null>(null);
+  const wantsPlan = !!job && job.id === id && isGraphJob(job);
+  useEffect(() => {
+    if (!wantsPlan || !job || plan?.id === id) return;
+    let gone = false;
+    const definition = { name: job.name ?? "job", mode: job.mode, tasks: job.tasks };
+    api.plan(JSON.stringify(definition))
+      .then((p) => { if (!gone) setPlan({ id, plan: p }); })
+      .catch(() => undefined);  // without it, the tasks are drawn without their edges
+    return () => { gone = true; };
+  }, [id, wantsPlan]);
+  const graph = useMemo(() => (job ? jobGraph(job, plan?.id === id ? plan.plan : null) : null), [job, plan, id]);
   // The timeline's model is built after the frame that shows the tab (an effect runs after
   // paint): a click on the tab is answered at once, and a 10,000-row job's model follows.
   const [timeline, setTimeline] = useState<TimelineModel | null>(null);

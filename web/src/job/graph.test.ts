@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { TaskRow } from "../api";
-import { attemptsOf, buildGraph, eachSummary, groupAttempts, jobGraph, nodeOfTask } from "./graph";
+import type { Plan, TaskRow } from "../api";
+import { attemptsOf, buildGraph, eachSummary, groupAttempts, isGraphJob, jobGraph, layoutGraph, nodeOfTask } from "./graph";
 import { realJob } from "./testdata";
 
 function edges(g: { edges: { from: string; to: string }[] }) { return g.edges.map((e) => `${e.from}->${e.to}`); }
@@ -106,6 +106,42 @@ describe("buildGraph", () => {
       .toEqual([["parse json", "SKIPPED", "branch not taken"], ["unknown kind", "SKIPPED", "branch not taken"]]);
     // The skipped branches hang off the switch; the case taken is the chain out of it.
     expect(edges(g)).toEqual(["2->2/n0", "2->2/n1", "2->2/s0", "2/s0->2/s1", "1->2"]);
+  });
+
+  it("draws a graph job's top-level edges from its plan, labelled with rules and conditions", () => {
+    const job = {
+      mode: "dag",
+      tasks: [{ name: "a", run: "x" }, { name: "b", run: "x", needs: ["a"] },
+              { name: "c", run: "x", needs: [{ task: "a", when: "{{ inputs.on }}" }] },
+              { name: "d", run: "x", needs: ["b", "c"], triggerRule: "all_done" }],
+      execution: [],
+    };
+    // Until the plan is read, no edge between them (not the list's order, which is wrong).
+    expect(edges(buildGraph(job))).toEqual([]);
+    const plan: Plan = {
+      name: "j", mode: "dag", graph: true, stages: [["a"], ["b", "c"], ["d"]],
+      tasks: [
+        { name: "a", kind: "runnable", stage: 1, needs: [], triggerRule: "all_success" },
+        { name: "b", kind: "runnable", stage: 2, needs: ["a"], triggerRule: "all_success" },
+        { name: "c", kind: "runnable", stage: 2, needs: ["a"], triggerRule: "all_success", when: { a: "{{ inputs.on }}" } },
+        { name: "d", kind: "runnable", stage: 3, needs: ["b", "c"], triggerRule: "all_done" },
+      ],
+    };
+    const g = buildGraph(job, plan);
+    expect(edges(g)).toEqual(["1->2", "1->3", "2->4", "3->4"]);
+    expect(g.edges.map((e) => e.label ?? "")).toEqual(["", "when {{ inputs.on }}", "all_done", "all_done"]);
+    const laid = layoutGraph(g);
+    expect(laid.edges.find((e) => e.to === "3")!.labelAt).toBeDefined();
+    // b and c side by side, between a and d.
+    const y = Object.fromEntries(laid.nodes.map((n) => [n.id, n.y]));
+    expect(y["2"]).toBe(y["3"]);
+    expect(y["1"]).toBeLessThan(y["2"]);
+    expect(y["4"]).toBeGreaterThan(y["3"]);
+  });
+
+  it("keeps a Tork sequence's order without asking for a plan", () => {
+    expect(isGraphJob(realJob("conditions"))).toBe(false);
+    expect(isGraphJob({ tasks: [{ name: "a" }, { name: "b", triggerRule: "all_done" }] })).toBe(true);
   });
 
   it("groups retries of a task into one node with its attempts in order", () => {

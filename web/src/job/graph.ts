@@ -9,7 +9,7 @@
 // retry is a new row in the same slot with `retry.attempts` one higher. A switch's and a
 // loop's children are shown in the order they were made (each is one step), after it.
 import dagre from "@dagrejs/dagre";
-import type { TaskDef, TaskRow, TaskState } from "../api";
+import type { Plan, TaskDef, TaskRow, TaskState } from "../api";
 
 export type SlotState = TaskState | "NOT_REACHED";
 
@@ -35,7 +35,13 @@ export interface GraphNode {
   y: number;
 }
 
-export interface GraphEdge { from: string; to: string; points: { x: number; y: number }[] }
+// `label`: a graph's edge says its trigger rule (when not all_success) and its `when`.
+export interface GraphEdge {
+  from: string; to: string; label?: string;
+  points: { x: number; y: number }[];
+  labelAt?: { x: number; y: number };  // where dagre put the label
+}
+type Edge = { from: string; to: string; label?: string };
 
 export interface GraphModel {
   nodes: GraphNode[];
@@ -44,7 +50,13 @@ export interface GraphModel {
   height: number;
 }
 
-export interface JobLike { tasks?: TaskDef[]; execution?: TaskRow[] }
+export interface JobLike { tasks?: TaskDef[]; execution?: TaskRow[]; mode?: string }
+
+// Whether a job's top-level tasks form a graph (`mode: dag`, or a task with `needs` or a
+// `triggerRule`): their edges are then the plan's, not the order of the list.
+export function isGraphJob(job: JobLike): boolean {
+  return job.mode === "dag" || (job.tasks ?? []).some((t) => t.needs !== undefined || t.triggerRule !== undefined);
+}
 
 export function attemptNumber(row: TaskRow): number {
   return (row.retry?.attempts ?? 0) + 1;
@@ -121,7 +133,7 @@ const SIZES = {
 
 interface Builder {
   nodes: GraphNode[];
-  edges: { from: string; to: string }[];
+  edges: Edge[];
   children: Map<string, TaskRow[]>;   // parentId → rows
 }
 
@@ -247,8 +259,9 @@ export function matchByName(defs: TaskDef[], groups: TaskRow[][]): (TaskRow[] | 
   return out;
 }
 
-// The graph of a job, not yet laid out (x, y are 0).
-export function buildGraph(job: JobLike): { nodes: GraphNode[]; edges: { from: string; to: string }[] } {
+// The graph of a job, not yet laid out (x, y are 0). A graph job's top-level edges are
+// its plan's (POST /jobs/plan): none until the plan is given.
+export function buildGraph(job: JobLike, plan?: Plan | null): { nodes: GraphNode[]; edges: Edge[] } {
   const rows = job.execution ?? [];
   const children = new Map<string, TaskRow[]>();
   const top = new Map<number, TaskRow[]>();
@@ -262,33 +275,53 @@ export function buildGraph(job: JobLike): { nodes: GraphNode[]; edges: { from: s
     }
   }
   const b: Builder = { nodes: [], edges: [], children };
+  const graph = isGraphJob(job);
+  const slots: { entry: string; exit: string }[] = [];
   let prev: string | undefined;
   (job.tasks ?? []).forEach((def, i) => {
     // A top-level slot's rows: its attempts (retries and restarts), oldest first.
     const attempts = (top.get(i + 1) ?? []).sort((a, c) =>
       (a.retry?.attempts ?? 0) - (c.retry?.attempts ?? 0) || cmp(a.createdAt, c.createdAt) || cmp(a.id, c.id));
     const s = addSlot(b, String(i + 1), def, attempts);
-    if (prev) b.edges.push({ from: prev, to: s.entry });
+    slots.push(s);
+    if (prev && !graph) b.edges.push({ from: prev, to: s.entry });
     prev = s.exit;
   });
+  if (graph && plan && plan.tasks.length === slots.length) {
+    const byName = new Map<string, number>();
+    plan.tasks.forEach((t, i) => { if (!byName.has(t.name)) byName.set(t.name, i); });
+    plan.tasks.forEach((t, i) => {
+      for (const need of t.needs) {
+        const j = byName.get(need);
+        if (j === undefined) continue;
+        const parts = [t.triggerRule !== "all_success" ? t.triggerRule : "", t.when?.[need] ? `when ${t.when[need]}` : ""];
+        const label = parts.filter(Boolean).join(", ");
+        b.edges.push({ from: slots[j].exit, to: slots[i].entry, ...(label ? { label } : {}) });
+      }
+    });
+  }
   return b;
 }
 
 // Lays the graph out top to bottom.
-export function layoutGraph(g: { nodes: GraphNode[]; edges: { from: string; to: string }[] }): GraphModel {
+export function layoutGraph(g: { nodes: GraphNode[]; edges: Edge[] }): GraphModel {
   const d = new dagre.graphlib.Graph();
   d.setGraph({ rankdir: "TB", nodesep: 20, ranksep: 32, marginx: 16, marginy: 16 });
   d.setDefaultEdgeLabel(() => ({}));
   for (const n of g.nodes) d.setNode(n.id, { width: n.width, height: n.height });
-  for (const e of g.edges) d.setEdge(e.from, e.to);
+  for (const e of g.edges) d.setEdge(e.from, e.to, e.label ? { label: e.label, width: Math.min(240, e.label.length * 6.5), height: 14 } : {});
   dagre.layout(d);
   const nodes = g.nodes.map((n) => { const p = d.node(n.id); return { ...n, x: p.x, y: p.y }; });
-  const edges = g.edges.map((e) => ({ ...e, points: (d.edge(e.from, e.to)?.points ?? []).map((p: { x: number; y: number }) => ({ x: p.x, y: p.y })) }));
+  const edges = g.edges.map((e) => {
+    const at = d.edge(e.from, e.to);
+    const points = (at?.points ?? []).map((p: { x: number; y: number }) => ({ x: p.x, y: p.y }));
+    return { ...e, points, ...(e.label && at?.x !== undefined ? { labelAt: { x: at.x, y: at.y } } : {}) };
+  });
   const gl = d.graph();
   return { nodes, edges, width: gl.width ?? 0, height: gl.height ?? 0 };
 }
 
-export function jobGraph(job: JobLike): GraphModel { return layoutGraph(buildGraph(job)); }
+export function jobGraph(job: JobLike, plan?: Plan | null): GraphModel { return layoutGraph(buildGraph(job, plan)); }
 
 // The node that shows a task row (any of its attempts), for the selection.
 export function nodeOfTask(model: { nodes: GraphNode[] }, taskId: string | undefined): GraphNode | undefined {
