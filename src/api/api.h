@@ -116,6 +116,8 @@ struct ApiOptions {
   // A submitted document may expand to this many bytes of text, YAML aliases counted at
   // each use (api.max_document_bytes); more is refused with 413 before the job is built.
   std::size_t max_document_bytes = kMaxDocumentBytes;
+  // A loop's `max` over this (coordinator.max_loop_iterations) is refused with 400.
+  int max_loop_iterations = kMaxLoopIterations;
   // GET /nodes shows a node DOWN once it has not heartbeated for this long.
   std::chrono::milliseconds lease = std::chrono::seconds(30);
   // Submissions with `wait` waiting at once; more are refused with 503 before they are

@@ -903,6 +903,46 @@ TEST_F(TorkStatesTest, DeleteQueueDeletesAnIdleTaskQueueAndRefusesTheRest) {
   EXPECT_TRUE(broker_.Queue("default").ok());
 }
 
+TEST_F(TorkStatesTest, ALoopOverTheEnginesLimitIsRefusedWhereItIsWithTheLimit) {
+  ApiOptions options{.version = "1"};
+  options.max_loop_iterations = 10;
+  Api api(*coordinator_, *datastore_, broker_, options);
+  const std::string job =
+      "name: j\ntasks:\n  - name: poll\n    loop:\n      max: 50\n"
+      "      tasks: [{name: check, run: \"true\"}]\n";
+  auto post = [](std::string path, std::string body, std::map<std::string, std::string> query) {
+    Request r;
+    r.method = "POST";
+    r.path = std::move(path);
+    r.query = std::move(query);
+    r.content_type = "text/yaml";
+    r.body = std::move(body);
+    return r;
+  };
+  for (auto [path, query] :
+       {std::pair<std::string, std::map<std::string, std::string>>{"/jobs", {}},
+        {"/jobs", {{"dryRun", "true"}}},
+        {"/jobs/plan", {}}}) {
+    Response r = api.Handle(post(path, job, query));
+    EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+    EXPECT_NE(r.body.find("5:12: tasks[0].loop.max: 50 is over this engine's limit of 10 "
+                          "iterations (coordinator.max_loop_iterations)"),
+              std::string::npos)
+        << path << ": " << r.body;
+  }
+  Response r = api.Handle(post("/scheduled-jobs", job + "schedule: {cron: \"0 * * * *\"}\n", {}));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("tasks[0].loop.max: 50 is over this engine's limit"), std::string::npos)
+      << r.body;
+  // Within the limit: accepted.
+  EXPECT_EQ(api.Handle(post("/jobs",
+                            "name: j\ntasks:\n  - name: poll\n    loop:\n      max: 10\n"
+                            "      tasks: [{name: check, run: \"true\"}]\n",
+                            {}))
+                .status,
+            200);
+}
+
 TEST_F(TorkStatesTest, CorsAnswersAPreflightAndMarksAnswersToAllowedOriginsOnly) {
   ApiOptions options{.version = "1"};
   options.cors.enabled = true;

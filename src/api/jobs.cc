@@ -57,8 +57,8 @@ Response Api::Events(const Call& call) {
 std::variant<Response, JobParseResult> Api::ParseJobBody(const Request& request) {
   auto format = BodyFormat(request, options_.max_body_bytes, "the job");
   if (auto* refused = std::get_if<Response>(&format)) return *refused;
-  JobParseResult parsed =
-      ParseJob(request.body, std::get<DocumentFormat>(format), options_.max_document_bytes);
+  JobParseResult parsed = ParseJob(request.body, std::get<DocumentFormat>(format),
+                                   options_.max_document_bytes, options_.max_loop_iterations);
   if (!parsed.ok()) {
     return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
                             options_.max_document_bytes);

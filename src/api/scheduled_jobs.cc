@@ -31,7 +31,8 @@ std::variant<ScheduledJobParseResult, Response> ParseBody(const Request& request
   auto format = BodyFormat(request, options.max_body_bytes, "the scheduled job");
   if (auto* refused = std::get_if<Response>(&format)) return *refused;
   ScheduledJobParseResult parsed =
-      ParseScheduledJob(request.body, std::get<DocumentFormat>(format), options.max_document_bytes);
+      ParseScheduledJob(request.body, std::get<DocumentFormat>(format), options.max_document_bytes,
+                        options.max_loop_iterations);
   if (!parsed.ok()) {
     return DocumentProblems(parsed.problems, parsed.Message(), parsed.too_large,
                             options.max_document_bytes);

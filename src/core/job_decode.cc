@@ -99,8 +99,9 @@ std::string Index(const std::string& path, std::size_t i) { return fmt::format("
 // accumulate and decoding goes on past each, so the user sees them all at once.
 class Decoder {
  public:
-  explicit Decoder(DecodeMode mode = DecodeMode::kSubmitted)
-      : rules_(mode == DecodeMode::kSubmitted) {}
+  explicit Decoder(DecodeMode mode = DecodeMode::kSubmitted,
+                   int max_loop_iterations = kMaxLoopIterations)
+      : rules_(mode == DecodeMode::kSubmitted), max_loop_iterations_(max_loop_iterations) {}
 
   std::vector<Diagnostic> problems;
 
@@ -896,6 +897,12 @@ class Decoder {
       } else if (e.key == "max") {
         has_max = true;
         loop.max = IntInRange(e.value, p, 1, kMaxLoopIterations).value_or(0);
+        if (rules_ && loop.max > max_loop_iterations_) {
+          Problem(e.value.mark, p,
+                  fmt::format("{} is over this engine's limit of {} iterations "
+                              "(coordinator.max_loop_iterations)",
+                              loop.max, max_loop_iterations_));
+        }
       }
     });
     if (node.kind == Node::Kind::kMap) {
@@ -1035,7 +1042,8 @@ class Decoder {
   }
 
  private:
-  bool rules_;  // false: check the shape only (DecodeMode::kStored)
+  bool rules_;               // false: check the shape only (DecodeMode::kStored)
+  int max_loop_iterations_;  // the engine's bound on a loop's max
 
   static bool IsIdentifier(std::string_view s) {
     if (s.empty()) return false;
@@ -1129,8 +1137,8 @@ Result<Job> DecodeJobJson(std::string_view json_text, DecodeMode mode) {
   return job;
 }
 
-JobParseResult DecodeJob(const Node& root) {
-  Decoder decoder;
+JobParseResult DecodeJob(const Node& root, int max_loop_iterations) {
+  Decoder decoder(DecodeMode::kSubmitted, max_loop_iterations);
   Job job = decoder.DecodeJobRoot(root);
   JobParseResult result;
   result.problems = std::move(decoder.problems);
@@ -1152,7 +1160,8 @@ Result<Task> DecodeTaskJson(std::string_view json_text, DecodeMode mode) {
   return task;
 }
 
-JobParseResult ParseJob(std::string_view text, DocumentFormat format, std::size_t max_bytes) {
+JobParseResult ParseJob(std::string_view text, DocumentFormat format, std::size_t max_bytes,
+                        int max_loop_iterations) {
   ParsedDocument doc = ParseDocument(text, format, max_bytes);
   if (doc.error) {
     JobParseResult result;
@@ -1160,7 +1169,7 @@ JobParseResult ParseJob(std::string_view text, DocumentFormat format, std::size_
     result.too_large = doc.too_large;
     return result;
   }
-  return DecodeJob(*doc.root);
+  return DecodeJob(*doc.root, max_loop_iterations);
 }
 
 }  // namespace baton

@@ -12,6 +12,9 @@
 
 namespace baton {
 
+// A loop's `max`, as a job file may ask (the engine's configuration may allow fewer).
+inline constexpr int kMaxLoopIterations = 100'000;
+
 struct JobParseResult {
   std::optional<Job> job;            // set only when there are no problems
   std::vector<Diagnostic> problems;  // in document order
@@ -23,12 +26,14 @@ struct JobParseResult {
 };
 
 // Parses and validates a job document; one expanding to more than `max_bytes` bytes of
-// text (see ParseDocument) is refused, with too_large set.
+// text (see ParseDocument) is refused, with too_large set. A loop's `max` over
+// `max_loop_iterations` (the engine's coordinator.max_loop_iterations) is a problem.
 JobParseResult ParseJob(std::string_view text, DocumentFormat format,
-                        std::size_t max_bytes = kMaxDocumentBytes);
+                        std::size_t max_bytes = kMaxDocumentBytes,
+                        int max_loop_iterations = kMaxLoopIterations);
 
 // Validates an already parsed document (e.g. the `subjob` of a task) as a job.
-JobParseResult DecodeJob(const Node& root);
+JobParseResult DecodeJob(const Node& root, int max_loop_iterations = kMaxLoopIterations);
 
 // How strictly to decode. Stored rows and broker messages hold tasks whose templates
 // were already evaluated: their values may legitimately contain "{{" or exceed a
@@ -49,8 +54,6 @@ inline constexpr int kMinRetryLimit = 1;
 inline constexpr int kMaxRetryLimit = 10;
 inline constexpr int kMaxPriority = 9;
 inline constexpr int kMaxEachConcurrency = 99'999;
-// A loop's `max`, as a job file may ask (the engine's configuration may allow fewer).
-inline constexpr int kMaxLoopIterations = 100'000;
 inline constexpr std::size_t kMaxVarLength = 64;
 // At most this many problems are reported; a file with more is hopeless anyway.
 inline constexpr std::size_t kMaxProblems = 100;

@@ -624,6 +624,21 @@ TEST(JobDecodeTest, DecodesALoopAndRoundTripsIt) {
   EXPECT_EQ(*again, t);
 }
 
+TEST(JobDecodeTest, ALoopsMaxOverTheEnginesLimitIsAProblemWhereItIs) {
+  const std::string job = WithTask("    loop:\n      max: 50\n      tasks: [{name: a, run: b}]\n");
+  JobParseResult result = ParseJob(job, DocumentFormat::kYaml, kMaxDocumentBytes, 10);
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_EQ(result.problems[0].ToString(),
+            "5:12: tasks[0].loop.max: 50 is over this engine's limit of 10 iterations "
+            "(coordinator.max_loop_iterations)");
+  EXPECT_TRUE(ParseJob(job, DocumentFormat::kYaml, kMaxDocumentBytes, 50).ok());
+  // A stored definition is read back whatever the limit is now.
+  EXPECT_TRUE(
+      DecodeTaskJson(R"({"name": "a", "loop": {"max": 50, "tasks": [{"name": "b", "run": "c"}]}})",
+                     DecodeMode::kStored)
+          .ok());
+}
+
 TEST(JobDecodeTest, ALoopNeedsTasksAndAMaxInRangeAndTakesWhileOrUntil) {
   EXPECT_THAT(Problems(WithTask("    loop:\n      until: \"{{ true }}\"\n")),
               ElementsAre("5:7: tasks[0].loop.tasks: a loop needs at least one task",

@@ -181,7 +181,7 @@ std::string ScheduledJobParseResult::Message() const {
 }
 
 ScheduledJobParseResult ParseScheduledJob(std::string_view text, DocumentFormat format,
-                                          std::size_t max_bytes) {
+                                          std::size_t max_bytes, int max_loop_iterations) {
   ScheduledJobParseResult result;
   ParsedDocument doc = ParseDocument(text, format, max_bytes);
   if (doc.error) {
@@ -204,7 +204,7 @@ ScheduledJobParseResult ParseScheduledJob(std::string_view text, DocumentFormat 
       }
     }
   }
-  JobParseResult job = DecodeJob(root);
+  JobParseResult job = DecodeJob(root, max_loop_iterations);
   result.problems = std::move(job.problems);
   ScheduleDecoder decoder;
   std::optional<ScheduleSpec> spec;

@@ -16,6 +16,7 @@
 #include "core/document.h"
 #include "core/duration.h"
 #include "core/job.h"
+#include "core/job_decode.h"
 
 namespace baton {
 
@@ -92,7 +93,8 @@ struct ScheduledJobParseResult {
 // `cron` (required), `timezone`, `overlap`, `catchUp: {window, fire}`. The job is
 // validated as a submission; a scheduled job cannot `wait`.
 ScheduledJobParseResult ParseScheduledJob(std::string_view text, DocumentFormat format,
-                                          std::size_t max_bytes = kMaxDocumentBytes);
+                                          std::size_t max_bytes = kMaxDocumentBytes,
+                                          int max_loop_iterations = kMaxLoopIterations);
 
 // `{cron, timezone, overlap, catchUp: {window, fire}}`.
 nlohmann::json ToJson(const ScheduleSpec& spec);

@@ -470,6 +470,7 @@ Status Engine::ServeApi(const std::string& address, const std::string& version,
   options.lease = lease_;
   options.max_waits = config.api_max_waits;
   options.max_document_bytes = config.api_max_document_bytes;
+  options.max_loop_iterations = config.coordinator_max_loop_iterations;
   options.max_body_bytes = config.api_max_body_bytes;
   options.cors.enabled = config.cors_enabled;
   options.cors.origins = config.cors_origins;
