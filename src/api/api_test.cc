@@ -150,6 +150,47 @@ TEST_F(ApiTest, PlanAnswersAJobsStagesAndStoresNothing) {
               HasSubstr("4:31: tasks[0].needs[0]: no task of tasks is named \"z\""));
 }
 
+TEST_F(ApiTest, WarningsListOnlyTheOptionalFailuresNoLaterRowOfTheirSlotRanAgain) {
+  Task flaky;
+  flaky.name = "flaky";
+  flaky.run = "true";
+  flaky.optional = true;
+  Task gone = flaky;
+  gone.name = "gone";
+  JobRecord job;
+  job.id = NewId();
+  job.state = JobState::kCompleted;
+  job.created_at = Now();
+  job.job.name = "warned";
+  job.job.tasks = {flaky, gone};
+  job.task_count = 2;
+  job.position = 3;
+  ASSERT_TRUE(datastore_->CreateJob(job).ok());
+  auto row = [&](const Task& def, int position, TaskState state, int ms, std::string error) {
+    TaskRecord r;
+    r.id = NewId();
+    r.job_id = job.id;
+    r.position = position;
+    r.state = state;
+    r.task = def;
+    r.created_at = job.created_at + std::chrono::milliseconds(ms);
+    r.started_at = r.created_at;
+    r.node_id = "n1";
+    r.error = std::move(error);
+    return r;
+  };
+  // flaky's first row was lost with the engine and ran again, completing; gone failed.
+  for (const TaskRecord& r :
+       {row(flaky, 1, TaskState::kFailed, 0, "the engine stopped while the task ran"),
+        row(flaky, 1, TaskState::kCompleted, 5, ""),
+        row(gone, 2, TaskState::kFailed, 10, "exit code 3")}) {
+    ASSERT_TRUE(datastore_->CreateTask(r).ok());
+  }
+  json body = Body(client_->Get("/jobs/" + job.id));
+  EXPECT_EQ(body["warnings"], json::parse(R"(["optional task \"gone\" failed: exit code 3"])"))
+      << body.dump();
+}
+
 TEST_F(ApiTest, WrongContentTypeIs415AndHugeBodyIs413) {
   auto r = client_->Post("/jobs", "name: x", "text/plain");
   ASSERT_TRUE(r);

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "api/api.h"
 #include "api/detail.h"
@@ -209,6 +211,23 @@ void InTorksOrder(std::vector<TaskRecord>& rows) {
   });
 }
 
+// The rows that are the latest of their slot (a task's place: its parent, its position,
+// its index there), which retries, re-runs after a lost worker or engine, and restarts
+// share. By creation, then id (a decision's ids sort in the order it made them).
+std::set<const TaskRecord*> LatestOfTheirSlots(const std::vector<TaskRecord>& rows) {
+  std::map<std::tuple<std::string, int, int>, const TaskRecord*> latest;
+  for (const TaskRecord& row : rows) {
+    const TaskRecord*& at = latest[{row.parent_id, row.position, row.each_index}];
+    if (at == nullptr || row.created_at > at->created_at ||
+        (row.created_at == at->created_at && row.id > at->id)) {
+      at = &row;
+    }
+  }
+  std::set<const TaskRecord*> out;
+  for (const auto& [slot, row] : latest) out.insert(row);
+  return out;
+}
+
 }  // namespace
 
 Response Api::GetJob(const std::string& id) {
@@ -220,11 +239,14 @@ Response Api::GetJob(const std::string& id) {
   json execution = json::array();
   json warnings = json::array();
   std::vector<std::string> secrets = SecretValues(job);
+  const std::set<const TaskRecord*> latest = LatestOfTheirSlots(rows);
   for (const TaskRecord& row : rows) {
     execution.push_back(ToJson(row));
     AddSecretValues(row.task, secrets);  // evaluated env: what the task's output may show
-    // An optional task's final failure, which its job went on after (beyond Tork).
-    if (IsOptionalFailureLetGo(row)) {
+    // An optional task's final failure, which its job went on after (beyond Tork); not
+    // one that a later row of its slot ran again (lost with its worker or the engine,
+    // or before a restart).
+    if (IsOptionalFailureLetGo(row) && latest.contains(&row)) {
       warnings.push_back(fmt::format("optional task \"{}\" failed: {}", row.task.name, row.error));
     }
   }
