@@ -211,17 +211,12 @@ void InTorksOrder(std::vector<TaskRecord>& rows) {
   });
 }
 
-// The rows that are the latest of their slot (a task's place: its parent, its position,
-// its index there), which retries, re-runs after a lost worker or engine, and restarts
-// share. By creation, then id (a decision's ids sort in the order it made them).
+// The rows that are the latest of their slot (core/records.h: LatestAttempt).
 std::set<const TaskRecord*> LatestOfTheirSlots(const std::vector<TaskRecord>& rows) {
   std::map<std::tuple<std::string, int, int>, const TaskRecord*> latest;
   for (const TaskRecord& row : rows) {
     const TaskRecord*& at = latest[{row.parent_id, row.position, row.each_index}];
-    if (at == nullptr || row.created_at > at->created_at ||
-        (row.created_at == at->created_at && row.id > at->id)) {
-      at = &row;
-    }
+    at = LatestAttempt(at, row);
   }
   std::set<const TaskRecord*> out;
   for (const auto& [slot, row] : latest) out.insert(row);

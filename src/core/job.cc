@@ -14,6 +14,10 @@ bool operator==(const Loop& a, const Loop& b) {
          a.max == b.max;
 }
 
+bool operator==(const OnFailure& a, const OnFailure& b) {
+  return a.tasks == b.tasks && a.then == b.then;
+}
+
 bool operator==(const Each& a, const Each& b) {
   return a.var == b.var && a.list == b.list && a.task == b.task && a.concurrency == b.concurrency;
 }
@@ -22,7 +26,7 @@ bool operator==(const SubJob& a, const SubJob& b) {
   return a.name == b.name && a.description == b.description && a.tasks == b.tasks &&
          a.inputs == b.inputs && a.secrets == b.secrets && a.output == b.output &&
          a.auto_delete == b.auto_delete && a.webhooks == b.webhooks && a.detached == b.detached &&
-         a.mode == b.mode;
+         a.mode == b.mode && a.on_failure == b.on_failure && a.finally == b.finally;
 }
 
 std::string_view ToString(MountType type) {

@@ -179,6 +179,8 @@ struct SubJob {
   std::vector<Webhook> webhooks;
   bool detached = false;
   TaskOrder mode = TaskOrder::kSequence;  // `mode: dag` (beyond Tork)
+  std::vector<Task> on_failure;           // as a job's (see Job)
+  std::vector<Task> finally;
   friend bool operator==(const SubJob&, const SubJob&);
 };
 
@@ -209,6 +211,26 @@ struct Loop {
   int max = 0;
   friend bool operator==(const Loop&, const Loop&);
 };
+
+// Beyond Tork: what runs when a task finally fails (after its retries), in place of the
+// failure going up: its tasks one after another, seeing `failure` ({task, error}); then
+// `then` says how the task's place ends: kFail (the default) fails it with its error, as
+// without onFailure; kContinue completes it, the last of these tasks' result standing in
+// for its own (its var). One of these tasks failing fails the task's place with that error.
+enum class Then { kFail, kContinue };
+struct OnFailure {
+  std::vector<Task> tasks;
+  Then then = Then::kFail;
+  friend bool operator==(const OnFailure&, const OnFailure&);
+};
+
+// Set by the engine on a row it makes to run cleanup tasks, never by a job file (only a
+// stored definition carries it): kTaskFailure, a task's onFailure (the row takes the
+// failed task's place: its definition is the task's name, var, optional and onFailure);
+// kJobFailure and kJobFinally, a job's `onFailure` and `finally` (the tasks are the job's).
+// Its tasks see the scope the engine gave the row: `failure` ({task, error}) for a task's;
+// `job` with the outcome's `state` and `error` beside its id and name for a job's.
+enum class Handles { kNone, kTaskFailure, kJobFailure, kJobFinally };
 
 // A task as the job file describes it: runnable (run/cmd/image) or composite (exactly
 // one of parallel, each, subjob, switch, loop).
@@ -250,8 +272,12 @@ struct Task {
   // the row stays FAILED, shown as a warning of its job, and its job, parallel or each
   // goes on as if it had completed (without a result).
   bool optional = false;
+  std::optional<OnFailure> on_failure;  // `onFailure` (beyond Tork; see OnFailure)
+  Handles handles = Handles::kNone;     // set by the engine only (see Handles)
 
-  bool IsComposite() const { return parallel || each || subjob || switch_ || loop; }
+  bool IsComposite() const {
+    return parallel || each || subjob || switch_ || loop || handles != Handles::kNone;
+  }
   friend bool operator==(const Task&, const Task&) = default;
 };
 
@@ -284,6 +310,13 @@ struct Job {
   std::vector<Task> tasks;
   std::optional<JobSchedule> schedule;    // set by the engine only (see JobSchedule)
   TaskOrder mode = TaskOrder::kSequence;  // `mode: dag` (beyond Tork)
+  // Beyond Tork, a job's cleanup: once its outcome is known, `on_failure` runs if it
+  // failed (timed out included), then `finally` whatever the outcome (cancelled
+  // included), each one task after another (see Handles); the job stays active meanwhile
+  // and then ends as its outcome says (JobRecord::ending), FAILED if its cleanup failed
+  // where it would have completed.
+  std::vector<Task> on_failure;
+  std::vector<Task> finally;
   friend bool operator==(const Job&, const Job&) = default;
 };
 

@@ -13,6 +13,7 @@
 #include "core/auth.h"
 #include "core/graph.h"
 #include "core/names.h"
+#include "core/task_kind.h"
 #include "expr/expr.h"
 
 namespace baton {
@@ -21,25 +22,33 @@ namespace {
 using Fields = std::span<const std::string_view>;
 
 // Field names of each object, as the spec spells them.
-constexpr std::string_view kJobFields[] = {"name",        "description", "tags",    "inputs",
-                                           "secrets",     "defaults",    "output",  "webhooks",
-                                           "autoDelete",  "wait",        "timeout", "tasks",
-                                           "permissions", "createdBy",   "mode"};
+constexpr std::string_view kJobFields[] = {
+    "name",        "description", "tags",       "inputs",    "secrets", "defaults",
+    "output",      "webhooks",    "autoDelete", "wait",      "timeout", "tasks",
+    "permissions", "createdBy",   "mode",       "onFailure", "finally"};
 // A stored job may also carry what the engine set: the schedule that fired it.
 constexpr std::string_view kStoredJobFields[] = {
-    "name",        "description", "tags",       "inputs", "secrets", "defaults",
-    "output",      "webhooks",    "autoDelete", "wait",   "timeout", "tasks",
-    "permissions", "createdBy",   "schedule",   "mode"};
+    "name",        "description", "tags",       "inputs", "secrets",   "defaults",
+    "output",      "webhooks",    "autoDelete", "wait",   "timeout",   "tasks",
+    "permissions", "createdBy",   "schedule",   "mode",   "onFailure", "finally"};
 constexpr std::string_view kJobScheduleFields[] = {"id", "cron"};
 constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "entrypoint", "env",
                                                 "files", "queue",  "pre",    "post",       "mounts",
                                                 "retry", "limits", "timeout"};
 constexpr std::string_view kTaskFields[] = {
-    "name",        "description", "var",    "if",       "run",    "image",    "cmd",
-    "entrypoint",  "env",         "files",  "workdir",  "queue",  "priority", "pre",
-    "post",        "sidecars",    "mounts", "networks", "limits", "gpus",     "registry",
-    "tags",        "timeout",     "retry",  "parallel", "each",   "subjob",   "needs",
-    "triggerRule", "optional",    "switch", "loop"};
+    "name",        "description", "var",    "if",       "run",      "image",    "cmd",
+    "entrypoint",  "env",         "files",  "workdir",  "queue",    "priority", "pre",
+    "post",        "sidecars",    "mounts", "networks", "limits",   "gpus",     "registry",
+    "tags",        "timeout",     "retry",  "parallel", "each",     "subjob",   "needs",
+    "triggerRule", "optional",    "switch", "loop",     "onFailure"};
+// A stored task may also be a row the engine made to run cleanup tasks (Task::handles).
+constexpr std::string_view kStoredTaskFields[] = {
+    "name",        "description", "var",    "if",       "run",       "image",    "cmd",
+    "entrypoint",  "env",         "files",  "workdir",  "queue",     "priority", "pre",
+    "post",        "sidecars",    "mounts", "networks", "limits",    "gpus",     "registry",
+    "tags",        "timeout",     "retry",  "parallel", "each",      "subjob",   "needs",
+    "triggerRule", "optional",    "switch", "loop",     "onFailure", "handles"};
+constexpr std::string_view kOnFailureFields[] = {"tasks", "then"};
 constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "image",
                                            "cmd",     "entrypoint",  "env", "files",
                                            "timeout", "registry"};
@@ -62,7 +71,7 @@ constexpr std::string_view kSwitchFields[] = {"value", "cases", "default"};
 constexpr std::string_view kLoopFields[] = {"tasks", "while", "until", "max"};
 constexpr std::string_view kSubJobFields[] = {"name",     "description", "tasks",      "inputs",
                                               "secrets",  "output",      "autoDelete", "webhooks",
-                                              "detached", "mode"};
+                                              "detached", "mode",        "onFailure",  "finally"};
 constexpr std::string_view kPermissionFields[] = {"role", "user"};
 constexpr std::string_view kNeedFields[] = {"task", "when"};
 
@@ -674,7 +683,8 @@ class Decoder {
     }
     std::vector<const MapEntry*> composite;
     std::vector<const MapEntry*> runnable;
-    bool ok = ForEachField(node, path, kTaskFields, [&](const MapEntry& e, const std::string& p) {
+    Fields fields = rules_ ? Fields(kTaskFields) : Fields(kStoredTaskFields);
+    bool ok = ForEachField(node, path, fields, [&](const MapEntry& e, const std::string& p) {
       const Node& v = e.value;
       if (Contains(kRunnableFields, e.key)) runnable.push_back(&e);
       if (e.key == "name")
@@ -738,7 +748,17 @@ class Decoder {
         task.trigger_rule = DecodeTriggerRule(v, p);
       else if (e.key == "optional")
         task.optional = Bool(v, p);
-      else if (e.key == "parallel") {
+      else if (e.key == "onFailure")
+        task.on_failure = DecodeOnFailure(v, p, depth);
+      else if (e.key == "handles") {
+        std::string text = String(v, p);
+        auto handles = ParseHandles(text);
+        if (!handles) {
+          Problem(v.mark, p, fmt::format("unknown handler {}", Quoted(text)));
+        } else {
+          task.handles = *handles;
+        }
+      } else if (e.key == "parallel") {
         composite.push_back(&e);
         task.parallel = DecodeParallel(v, p, depth);
       } else if (e.key == "each") {
@@ -833,6 +853,32 @@ class Decoder {
       }
     }
     return tasks;
+  }
+
+  // `onFailure`: its tasks, or {tasks, then}.
+  OnFailure DecodeOnFailure(const Node& node, const std::string& path, int depth) {
+    OnFailure out;
+    if (node.kind != Node::Kind::kMap) {
+      out.tasks = Branch(node, path, depth, "onFailure", false);
+      return out;
+    }
+    bool has_tasks = false;
+    ForEachField(node, path, kOnFailureFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "tasks") {
+        has_tasks = true;
+        out.tasks = Branch(e.value, p, depth, "onFailure", false);
+        return;
+      }
+      std::string text = String(e.value, p);
+      if (text == "continue") {
+        out.then = Then::kContinue;
+      } else if (text != "fail" && e.value.IsScalar()) {
+        Problem(e.value.mark, p,
+                fmt::format("unknown then {} (expected fail or continue)", Quoted(text)));
+      }
+    });
+    if (!has_tasks) Problem(node.mark, Join(path, "tasks"), "onFailure needs at least one task");
+    return out;
   }
 
   Switch DecodeSwitch(const Node& node, const std::string& path, int depth) {
@@ -950,6 +996,10 @@ class Decoder {
             v, p, [&](const Node& n, const std::string& q) { return DecodeWebhook(n, q); });
       } else if (e.key == "detached")
         sub.detached = Bool(v, p);
+      else if (e.key == "onFailure")
+        sub.on_failure = Branch(v, p, depth, "onFailure", false);
+      else if (e.key == "finally")
+        sub.finally = Branch(v, p, depth, "finally", false);
     });
     if (node.kind == Node::Kind::kMap) {
       if (sub.name.empty()) Problem(node.mark, Join(path, "name"), "a subjob needs a name");
@@ -1032,7 +1082,10 @@ class Decoder {
         has_tasks = true;
         job.tasks = Tasks(v, p, 0, "a job");
         tasks_node = &v;
-      }
+      } else if (e.key == "onFailure")
+        job.on_failure = Branch(v, p, 0, "onFailure", false);
+      else if (e.key == "finally")
+        job.finally = Branch(v, p, 0, "finally", false);
     });
     if (!ok || !rules_) return job;
     if (job.name.empty()) Problem(node.mark, "name", "a job needs a name");

@@ -656,5 +656,73 @@ TEST(JobDecodeTest, ALoopNeedsTasksAndAMaxInRangeAndTakesWhileOrUntil) {
               ElementsAre("6:14: tasks[0].loop.tasks: a loop needs at least one task"));
 }
 
+TEST(JobDecodeTest, OnFailureIsAListOfTasksOrTasksWithThenAndRoundTrips) {
+  auto list = ParseJob(WithTask("    run: a\n    onFailure:\n      - name: f\n        run: b\n"),
+                       DocumentFormat::kYaml);
+  ASSERT_TRUE(list.ok()) << list.Message();
+  ASSERT_TRUE(list.job->tasks[0].on_failure);
+  EXPECT_EQ(list.job->tasks[0].on_failure->then, Then::kFail);  // the default
+  ASSERT_EQ(list.job->tasks[0].on_failure->tasks.size(), 1u);
+  EXPECT_EQ(list.job->tasks[0].on_failure->tasks[0].name, "f");
+  auto map = ParseJob(WithTask("    run: a\n    onFailure:\n      then: continue\n"
+                               "      tasks: [{name: f, run: b}, {name: g, run: c}]\n"),
+                      DocumentFormat::kYaml);
+  ASSERT_TRUE(map.ok()) << map.Message();
+  const Task& t = map.job->tasks[0];
+  EXPECT_EQ(t.on_failure->then, Then::kContinue);
+  EXPECT_EQ(t.on_failure->tasks.size(), 2u);
+  EXPECT_EQ(KindOf(t), TaskKind::kRunnable);  // a fallback changes no kind
+  auto again = DecodeTaskJson(ToJson(t).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(*again, t);
+}
+
+TEST(JobDecodeTest, OnFailuresMistakesAreNamedWithTheirLineAndColumn) {
+  EXPECT_THAT(Problems(WithTask("    run: a\n    onFailure:\n      then: retry\n"
+                                "      tasks: [{name: f, run: b}]\n")),
+              ElementsAre("6:13: tasks[0].onFailure.then: unknown then \"retry\" (expected fail "
+                          "or continue)"));
+  EXPECT_THAT(Problems(WithTask("    run: a\n    onFailure: []\n")),
+              ElementsAre("5:16: tasks[0].onFailure: onFailure needs at least one task"));
+  EXPECT_THAT(Problems(WithTask("    run: a\n    onFailure:\n      then: continue\n")),
+              ElementsAre("6:7: tasks[0].onFailure.tasks: onFailure needs at least one task"));
+  EXPECT_THAT(Problems(WithTask("    run: a\n    onFailure:\n      - name: f\n        run: b\n"
+                                "        needs: [t]\n")),
+              ElementsAre("8:9: tasks[0].onFailure[0].needs: needs orders the tasks of a job or a "
+                          "subjob, not of onFailure"));
+}
+
+TEST(JobDecodeTest, AJobsOnFailureAndFinallyAreListsOfTasks) {
+  auto result = ParseJob(
+      "name: j\ntasks: [{name: a, run: x}]\n"
+      "onFailure: [{name: page, run: y}]\nfinally: [{name: tidy, run: z}]\n",
+      DocumentFormat::kYaml);
+  ASSERT_TRUE(result.ok()) << result.Message();
+  ASSERT_EQ(result.job->on_failure.size(), 1u);
+  EXPECT_EQ(result.job->on_failure[0].name, "page");
+  ASSERT_EQ(result.job->finally.size(), 1u);
+  EXPECT_EQ(result.job->finally[0].name, "tidy");
+  auto json = ParseJob(ToJson(*result.job).dump(), DocumentFormat::kJson);
+  ASSERT_TRUE(json.ok()) << json.Message();
+  EXPECT_EQ(*json.job, *result.job);
+  EXPECT_THAT(Problems("name: j\ntasks: [{name: a, run: x}]\nfinally: []\n"),
+              ElementsAre("3:10: finally: finally needs at least one task"));
+  auto sub = ParseJob(WithTask("    subjob:\n      name: s\n      tasks: [{name: a, run: x}]\n"
+                               "      finally: [{name: tidy, run: z}]\n"),
+                      DocumentFormat::kYaml);
+  ASSERT_TRUE(sub.ok()) << sub.Message();
+  EXPECT_EQ(sub.job->tasks[0].subjob->finally.size(), 1u);
+}
+
+TEST(JobDecodeTest, OnlyAStoredRowSaysWhatItHandles) {
+  EXPECT_THAT(Problems(WithTask("    run: a\n    handles: onFailure\n")),
+              ElementsAre(testing::StartsWith("5:5: tasks[0].handles: unknown field")));
+  auto stored = DecodeTaskJson(R"({"name": "t", "handles": "job.finally"})", DecodeMode::kStored);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->handles, Handles::kJobFinally);
+  EXPECT_EQ(KindOf(*stored), TaskKind::kHandler);
+  EXPECT_FALSE(DecodeTaskJson(R"({"name": "t", "handles": "x"})", DecodeMode::kStored).ok());
+}
+
 }  // namespace
 }  // namespace baton

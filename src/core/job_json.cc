@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/graph.h"
+#include "core/task_kind.h"
 
 namespace baton {
 
@@ -118,6 +119,8 @@ static json ToJson(const SubJob& sub) {
   if (sub.auto_delete) out["autoDelete"] = ToJson(*sub.auto_delete);
   PutList(out, "webhooks", sub.webhooks);
   if (sub.detached) out["detached"] = true;
+  PutList(out, "onFailure", sub.on_failure);
+  PutList(out, "finally", sub.finally);
   return out;
 }
 
@@ -210,6 +213,11 @@ json ToJson(const Task& task) {
     Put(loop, "until", task.loop->until_expr);
     out["loop"] = std::move(loop);
   }
+  if (task.on_failure) {
+    out["onFailure"] = {{"tasks", list(task.on_failure->tasks)},
+                        {"then", std::string(ToString(task.on_failure->then))}};
+  }
+  if (task.handles != Handles::kNone) out["handles"] = std::string(ToString(task.handles));
   return out;
 }
 
@@ -231,6 +239,8 @@ json ToJson(const Job& job) {
   if (job.schedule) out["schedule"] = {{"id", job.schedule->id}, {"cron", job.schedule->cron}};
   Put(out, "createdBy", job.created_by);
   PutList(out, "tasks", job.tasks);
+  PutList(out, "onFailure", job.on_failure);
+  PutList(out, "finally", job.finally);
   return out;
 }
 

@@ -50,12 +50,26 @@ std::vector<int> FailureSkips(const TaskGraph& graph, int failed) {
   return out;
 }
 
+json PlanTask(const Task& t);
+
+json PlanList(const std::vector<Task>& tasks) {
+  json out = json::array();
+  for (const Task& child : tasks) out.push_back(PlanTask(child));
+  return out;
+}
+
 json PlanTask(const Task& t) {
   json out = {{"name", t.name}, {"kind", std::string(ToString(KindOf(t)))}};
   if (!t.if_expr.empty()) out["if"] = t.if_expr;
   if (t.retry) out["retry"] = t.retry->limit;
+  if (t.optional) out["optional"] = true;
+  if (t.on_failure) {
+    out["onFailure"] = {{"tasks", PlanList(t.on_failure->tasks)},
+                        {"then", std::string(ToString(t.on_failure->then))}};
+  }
   switch (KindOf(t)) {
     case TaskKind::kRunnable:
+    case TaskKind::kHandler:  // a row the engine makes, never in a definition's plan
       break;
     case TaskKind::kParallel: {
       json tasks = json::array();
@@ -76,26 +90,21 @@ json PlanTask(const Task& t) {
                   {"detached", t.subjob->detached}};
       sub["tasks"] = PlanTasks(t.subjob->mode, t.subjob->tasks, &stages);
       sub["stages"] = std::move(stages);
+      sub["onFailure"] = PlanList(t.subjob->on_failure);
+      sub["finally"] = PlanList(t.subjob->finally);
       out["subjob"] = std::move(sub);
       break;
     }
     case TaskKind::kSwitch: {
-      auto list = [](const std::vector<Task>& tasks) {
-        json out = json::array();
-        for (const Task& child : tasks) out.push_back(PlanTask(child));
-        return out;
-      };
       json cases = json::object();
-      for (const SwitchCase& c : t.switch_->cases) cases[c.key] = list(c.tasks);
+      for (const SwitchCase& c : t.switch_->cases) cases[c.key] = PlanList(c.tasks);
       out["switch"] = {{"value", t.switch_->value},
                        {"cases", std::move(cases)},
-                       {"default", list(t.switch_->default_tasks)}};
+                       {"default", PlanList(t.switch_->default_tasks)}};
       break;
     }
     case TaskKind::kLoop: {
-      json tasks = json::array();
-      for (const Task& child : t.loop->tasks) tasks.push_back(PlanTask(child));
-      json loop = {{"tasks", std::move(tasks)}, {"max", t.loop->max}};
+      json loop = {{"tasks", PlanList(t.loop->tasks)}, {"max", t.loop->max}};
       if (!t.loop->while_expr.empty()) loop["while"] = t.loop->while_expr;
       if (!t.loop->until_expr.empty()) loop["until"] = t.loop->until_expr;
       out["loop"] = std::move(loop);
@@ -162,6 +171,23 @@ json PlanTasks(TaskOrder mode, const std::vector<Task>& tasks, json* stages_out)
   return out;
 }
 
+// Tasks run one after another: "a, then b".
+std::string ChainOf(const json& tasks) {
+  std::vector<std::string> names;
+  for (const json& child : tasks) names.push_back(child["name"].get<std::string>());
+  return names.empty() ? "nothing" : fmt::format("{}", fmt::join(names, ", then "));
+}
+
+// A job's (or a sub-job's) cleanup, as the text plan says it.
+void CleanupText(const json& plan, const std::string& indent, std::string& out) {
+  if (plan.contains("onFailure") && !plan["onFailure"].empty()) {
+    out += fmt::format("{}if the job fails: {}\n", indent, ChainOf(plan["onFailure"]));
+  }
+  if (plan.contains("finally") && !plan["finally"].empty()) {
+    out += fmt::format("{}finally, however it ends: {}\n", indent, ChainOf(plan["finally"]));
+  }
+}
+
 std::string Names(const json& names) {
   std::string out;
   for (const json& n : names) {
@@ -193,7 +219,15 @@ void TextOf(const json& plan, const std::string& indent, std::string& out) {
     }
     if (t.contains("if")) line += fmt::format("; if {}", t["if"].get<std::string>());
     if (t.contains("retry")) line += fmt::format("; retried up to {} times", t["retry"].get<int>());
-    if (t.value("failureFailsTheJob", false)) {
+    if (t.contains("onFailure")) {
+      line += fmt::format("; on failure runs {}, then {}", ChainOf(t["onFailure"]["tasks"]),
+                          t["onFailure"]["then"] == "continue" ? "goes on" : "fails");
+    }
+    if (t.value("optional", false)) {
+      line += "; optional: its failure is a warning";
+    } else if (t.contains("onFailure") && t["onFailure"]["then"] == "continue") {
+      // a failure recovered from: nothing skipped, nothing failed
+    } else if (t.value("failureFailsTheJob", false)) {
       line += "; its failure fails the job";
     } else if (t.contains("failureSkips") && !t["failureSkips"].empty()) {
       line += fmt::format("; its failure skips {}", Names(t["failureSkips"]));
@@ -245,6 +279,7 @@ void TextOf(const json& plan, const std::string& indent, std::string& out) {
                          sub["mode"].get<std::string>(),
                          sub["detached"].get<bool>() ? ", detached" : "");
       TextOf(sub, indent + "      ", out);
+      CleanupText(sub, indent + "      ", out);
     }
   }
 }
@@ -336,6 +371,8 @@ json PlanOf(const Job& job) {
                {"graph", IsGraph(job.mode, job.tasks)}};
   plan["tasks"] = PlanTasks(job.mode, job.tasks, &stages);
   plan["stages"] = std::move(stages);
+  plan["onFailure"] = PlanList(job.on_failure);
+  plan["finally"] = PlanList(job.finally);
   return plan;
 }
 
@@ -345,6 +382,7 @@ std::string PlanText(const json& plan) {
       plan["graph"].get<bool>() ? plan["mode"].get<std::string>() + " graph" : "sequence",
       plan["tasks"].size(), plan["stages"].size());
   TextOf(plan, "", out);
+  CleanupText(plan, "", out);
   return out;
 }
 
@@ -353,6 +391,19 @@ std::string PlanDot(const json& plan) {
                                 Quote(plan["name"].get<std::string>()));
   int clusters = 0;
   DotOf(plan, "", out, clusters);
+  for (const char* key : {"onFailure", "finally"}) {
+    if (!plan.contains(key) || plan[key].empty()) continue;
+    out += fmt::format("  subgraph cluster_{} {{\n  label={};\n", ++clusters,
+                       Quote(std::string(key) == "finally" ? "finally" : "if the job fails"));
+    std::string prev;
+    for (const json& t : plan[key]) {
+      const std::string id = std::string(key) + "/" + t["name"].get<std::string>();
+      out += fmt::format("  {} [label={}];\n", Quote(id), Quote(t["name"].get<std::string>()));
+      if (!prev.empty()) out += fmt::format("  {} -> {};\n", Quote(prev), Quote(id));
+      prev = id;
+    }
+    out += "  }\n";
+  }
   return out + "}\n";
 }
 

@@ -129,5 +129,38 @@ tasks:
       dot, HasSubstr("\"poll/each iteration/check\" -> \"poll\" [label=\"again\", style=dashed];"));
 }
 
+TEST(PlanTest, AFallbackAndAJobsCleanupArePlannedAndSaid) {
+  json plan = PlanOf(Parse(R"(
+name: cleanup
+tasks:
+  - name: fetch
+    run: x
+    onFailure:
+      then: continue
+      tasks: [{name: cached, run: y}, {name: note, run: z}]
+  - {name: flaky, run: x, optional: true}
+  - {name: report, run: x}
+onFailure: [{name: page, run: x}]
+finally: [{name: tidy, run: x}, {name: unlock, run: x}]
+)"));
+  EXPECT_EQ(plan["tasks"][0]["onFailure"]["then"], "continue");
+  EXPECT_EQ(plan["tasks"][0]["onFailure"]["tasks"][1]["name"], "note");
+  EXPECT_EQ(plan["onFailure"][0]["name"], "page");
+  EXPECT_EQ(plan["finally"].size(), 2u);
+  const std::string text = PlanText(plan);
+  EXPECT_THAT(text,
+              HasSubstr("- fetch (runnable); on failure runs cached, then note, then goes on\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "- flaky (runnable): needs fetch (all_success); optional: its failure is a warning\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("- report (runnable): needs flaky (all_success); its failure fails the job\n"));
+  EXPECT_THAT(text,
+              HasSubstr("if the job fails: page\nfinally, however it ends: tidy, then unlock\n"));
+  EXPECT_THAT(PlanDot(plan), HasSubstr("\"finally/tidy\" -> \"finally/unlock\";"));
+}
+
 }  // namespace
 }  // namespace baton

@@ -149,6 +149,7 @@ json JobSummaryJson(const JobRecord& record, const Job& definition) {
   out["progress"] = record.progress;
   if (!record.result.empty()) out["result"] = record.result;
   if (!record.error.empty()) out["error"] = record.error;
+  if (record.ending) out["ending"] = ToString(*record.ending);
   if (definition.schedule) {
     out["schedule"] = {{"id", definition.schedule->id}, {"cron", definition.schedule->cron}};
   }
@@ -212,7 +213,8 @@ json ToJson(const JobRecord& record, bool summary) {
   if (summary) return JobSummaryJson(record, record.job);
   json definition = ToJson(record.job);
   json out = JobSummaryJson(record, record.job);
-  for (const char* key : {"tasks", "secrets", "defaults", "webhooks", "permissions"}) {
+  for (const char* key :
+       {"tasks", "secrets", "defaults", "webhooks", "permissions", "onFailure", "finally"}) {
     if (definition.contains(key)) out[key] = definition[key];
   }
   out["context"] = record.context;

@@ -8,8 +8,10 @@
 #include <ctime>
 #include <exception>
 #include <random>
+#include <tuple>
 
 #include "core/job_json.h"
+#include "core/states.h"
 
 namespace baton {
 
@@ -112,6 +114,16 @@ bool IsOptionalFailureLetGo(const TaskRecord& row) {
   if (!row.task.optional || row.state != TaskState::kFailed) return false;
   const bool ran = !row.node_id.empty() || row.started_at.has_value();
   return !ran || !row.task.retry || row.task.retry->attempts >= row.task.retry->limit;
+}
+
+const TaskRecord* LatestAttempt(const TaskRecord* latest, const TaskRecord& row) {
+  if (latest == nullptr || row.created_at > latest->created_at) return &row;
+  if (row.created_at < latest->created_at) return latest;
+  auto rank = [](const TaskRecord& r) {
+    return std::make_tuple(r.task.handles == Handles::kTaskFailure, !IsTerminal(r.state),
+                           std::string_view(r.id));
+  };
+  return rank(row) > rank(*latest) ? &row : latest;
 }
 
 }  // namespace baton

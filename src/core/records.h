@@ -67,6 +67,10 @@ struct JobRecord {
   // A graph's (core/graph.h) top-level tasks' states, one character each (step::), in
   // their order; empty for a sequence, whose progress is `position`.
   std::string steps;
+  // Beyond Tork: while its cleanup (its definition's onFailure, finally) runs, the state
+  // the job ends in once it is done (its error and result are that outcome's already);
+  // unset otherwise. The job stays active meanwhile.
+  std::optional<JobState> ending;
   double progress = 0;  // completed share of its tasks, 0..100
   std::string result;   // the evaluated `output`
   std::string error;
@@ -148,14 +152,22 @@ struct Page {
   std::int64_t total_items = 0;
 };
 
-// How many bytes `job` takes as stored: its definition, tags and context as JSON (what a
-// datastore's max_job_bytes bounds). InvalidArgument when a part cannot be stored (a
-// string that is not UTF-8).
 // Whether `row` is an optional task's final failure, which its job went on after
 // (Task::optional): FAILED with no attempt left, or FAILED before it ran (its `if` or
 // templates could not be evaluated: not retried).
 bool IsOptionalFailureLetGo(const TaskRecord& row);
 
+// Of two rows of one slot (a task's place: its parent, its position, its index there;
+// its retries, its re-runs after a lost worker or engine, its restarts and the fallback
+// that runs its onFailure share it), the one that counts: the later created; created at
+// the same time (in one decision), a fallback over the task it stands in for, then the
+// unfinished one, then the greater id (a decision's ids sort in the order it made them).
+// `latest` may be null (then `row`).
+const TaskRecord* LatestAttempt(const TaskRecord* latest, const TaskRecord& row);
+
+// How many bytes `job` takes as stored: its definition, tags and context as JSON (what a
+// datastore's max_job_bytes bounds). InvalidArgument when a part cannot be stored (a
+// string that is not UTF-8).
 Result<std::size_t> StoredJobBytes(const JobRecord& job);
 // kInvalidArgument, naming both figures, for a job of `bytes` (StoredJobBytes) over
 // `limit`.

@@ -29,7 +29,7 @@ void AddTaskTree(const Task& task, std::vector<std::string>& values) {
     for (const auto& [k, v] : task.subjob->secrets) {
       if (!v.empty()) values.push_back(v);
     }
-    for (const Task& child : task.subjob->tasks) AddTaskTree(child, values);
+    ForEachJobTask(*task.subjob, [&](const Task& child) { AddTaskTree(child, values); });
   }
 }
 
@@ -109,7 +109,7 @@ std::vector<std::string> SecretValues(const Job& job) {
   for (const auto& [k, v] : job.secrets) {
     if (!v.empty()) values.push_back(v);
   }
-  for (const Task& task : job.tasks) AddTaskTree(task, values);
+  ForEachJobTask(job, [&](const Task& task) { AddTaskTree(task, values); });
   // A webhook's signing key written as it is (a template names a secret, hidden already).
   for (const Webhook& hook : job.webhooks) {
     if (!hook.secret.empty() && !expr::HasTemplate(hook.secret)) values.push_back(hook.secret);
@@ -121,7 +121,7 @@ std::vector<std::string> SecretValues(const Job& job) {
 std::vector<std::string> SecretValues(const JobRecord& job) {
   std::vector<std::string> values = SecretValues(job.job);
   std::vector<std::string> templates;
-  for (const Task& task : job.job.tasks) AddTemplateTree(task, templates);
+  ForEachJobTask(job.job, [&](const Task& task) { AddTemplateTree(task, templates); });
   for (const std::string& text : templates) {
     // A value that changes at each evaluation would hide some other text, not the secret.
     if (text.find("randomInt") != std::string::npos || text.find("now(") != std::string::npos) {

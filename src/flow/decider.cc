@@ -35,7 +35,7 @@ TaskColumns ColumnsOf(const TaskRecord& t) {
 }
 JobColumns ColumnsOf(const JobRecord& j) {
   return {j.state,      j.started_at, j.completed_at, j.failed_at, j.delete_at, j.position,
-          j.task_count, j.progress,   j.result,       j.error,     j.steps};
+          j.task_count, j.progress,   j.result,       j.error,     j.steps,     j.ending};
 }
 
 // A row's move that core/states.h does not allow, described.
@@ -78,14 +78,6 @@ TimePoint RetryDueAt(const TaskRecord& row) {
   return row.created_at + RetryDelay(*row.task.retry, row.task.retry->attempts);
 }
 
-const TaskRecord* LatestAttempt(const TaskRecord* latest, const TaskRecord& row) {
-  if (latest == nullptr || row.created_at > latest->created_at ||
-      (row.created_at == latest->created_at && !IsTerminal(row.state))) {
-    return &row;
-  }
-  return latest;
-}
-
 // Children a composite must see finish before it completes.
 int Expected(const TaskRecord& row) {
   switch (KindOf(row.task)) {
@@ -97,6 +89,7 @@ int Expected(const TaskRecord& row) {
     case TaskKind::kSubJob:
     case TaskKind::kSwitch:  // stepped, not counted (kinds/sequence.cc)
     case TaskKind::kLoop:
+    case TaskKind::kHandler:
       return 0;
   }
   return 0;
@@ -173,7 +166,8 @@ void Decider::On(const Restart& e) {
 
 void Decider::On(const JobTimedOut& e) {
   JobRecord* job = J(e.job_id);
-  if (job == nullptr || !IsActive(job->state)) return;
+  // A job whose cleanup runs has its outcome already (its timeout was disarmed).
+  if (job == nullptr || !IsActive(job->state) || job->ending) return;
   FailJob(e.job_id, "job timed out after " + FormatDuration(e.timeout), JobState::kFailed);
 }
 
@@ -194,8 +188,22 @@ std::vector<Effect> Decider::Effects() {
   out.reserve(job_order_.size() + task_order_.size() + cancels_.size() + after_.size() +
               starts.size() + finished.size() + follow_.size());
   RowEffects(out);
-  for (Effect& e : Notices(out)) out.push_back(std::move(e));
+  std::vector<Effect> notices = Notices(out);
+  // The rows made after a cancel of their job are written after the CancelActives.
+  std::vector<Effect> late;
+  if (!late_tasks_.empty()) {
+    auto is_late = [&](const Effect& e) {
+      const auto* c = std::get_if<CreateTask>(&e);
+      return c != nullptr && late_tasks_.contains(c->row.id);
+    };
+    std::vector<Effect> early;
+    early.reserve(out.size());
+    for (Effect& e : out) (is_late(e) ? late : early).push_back(std::move(e));
+    out = std::move(early);
+  }
+  for (Effect& e : notices) out.push_back(std::move(e));
   for (CancelActive& c : cancels_) out.push_back(std::move(c));
+  for (Effect& e : late) out.push_back(std::move(e));
   for (Effect& e : after_) out.push_back(std::move(e));
   for (Effect& e : starts) out.push_back(std::move(e));
   for (Effect& e : finished) out.push_back(std::move(e));
@@ -285,6 +293,7 @@ JobRecord& Decider::NewJob(JobRecord row) {
 TaskRecord& Decider::NewTask(TaskRecord row) {
   std::string id = row.id;
   new_tasks_.insert(id);
+  if (cancelled_jobs_.contains(row.job_id)) late_tasks_.insert(id);
   task_order_.push_back(id);
   return view_.tasks.insert_or_assign(id, std::move(row)).first->second;
 }
@@ -344,7 +353,7 @@ void Decider::Advance(const std::string& job_id, int position) {
 
 void Decider::CompleteJob(const std::string& job_id) {
   JobRecord& job = *J(job_id);
-  if (!IsGoing(job.state)) return;
+  if (!IsGoing(job.state) || job.ending) return;
   std::string result;
   if (!Def(job).output.empty()) {
     auto value = expr::EvaluateTemplateValue(Def(job).output, Ctx(job), options_);
@@ -358,35 +367,55 @@ void Decider::CompleteJob(const std::string& job_id) {
       return;
     }
   }
-  job.state = JobState::kCompleted;
-  job.completed_at = now_;
   job.result = result;
   job.progress = 100;
-  if (Def(job).auto_delete) job.delete_at = now_ + Def(job).auto_delete->after;
-  Ended(job);
-  if (job.parent_id.empty()) return;
-  TaskRecord* parent = T(job.parent_id);
-  if (parent == nullptr) return;
-  if (Finish(*parent, TaskState::kCompleted, result, "", "", std::nullopt)) TaskDone(parent->id);
+  if (StartCleanup(job, JobState::kCompleted)) return;
+  EndJob(job_id, JobState::kCompleted);
 }
 
 void Decider::FailJob(const std::string& job_id, const std::string& error, JobState state) {
   JobRecord& job = *J(job_id);
   if (!IsActive(job.state)) return;
-  job.state = state;
-  if (state == JobState::kFailed) {
-    job.failed_at = now_;
-    job.error = SanitizeUtf8(error);
+  if (job.ending) {
+    // A cancel, or an engine failure, while the job's cleanup runs: it stops there.
+    if (state == JobState::kFailed) {
+      std::string more = SanitizeUtf8(error);
+      job.error = job.error.empty() ? more : job.error + "; " + more;
+    }
+    CancelRows(job_id, "");
+    return EndJob(job_id, state);
   }
+  if (state == JobState::kFailed) job.error = SanitizeUtf8(error);
   std::replace(job.steps.begin(), job.steps.end(), step::kRunning, step::kCancelled);
-  Ended(job);
   CancelRows(job_id, "");
-  // A failed sub-job fails the task that started it; a cancelled one was cancelled
-  // with (or by) its parent, which decides for itself.
-  if (job.parent_id.empty() || state != JobState::kFailed) return;
+  if (StartCleanup(job, state)) return;
+  EndJob(job_id, state);
+}
+
+void Decider::EndJob(const std::string& job_id, JobState state) {
+  JobRecord& job = *J(job_id);
+  job.ending.reset();
+  job.state = state;
+  if (state == JobState::kCompleted) {
+    job.completed_at = now_;
+    job.progress = 100;
+    if (Def(job).auto_delete) job.delete_at = now_ + Def(job).auto_delete->after;
+  } else if (state == JobState::kFailed) {
+    job.failed_at = now_;
+  }
+  Ended(job);
+  // A sub-job's end ends the task that started it; a cancelled one was cancelled with
+  // (or by) its parent, which decides for itself.
+  if (job.parent_id.empty() || state == JobState::kCancelled) return;
   TaskRecord* parent = T(job.parent_id);
   if (parent == nullptr) return;
-  if (Finish(*parent, TaskState::kFailed, "", error, "", std::nullopt)) TaskFailed(parent->id);
+  if (state == JobState::kCompleted) {
+    std::string result = job.result;
+    if (Finish(*parent, TaskState::kCompleted, result, "", "", std::nullopt)) TaskDone(parent->id);
+  } else {
+    std::string error = job.error;
+    if (Finish(*parent, TaskState::kFailed, "", error, "", std::nullopt)) TaskFailed(parent->id);
+  }
 }
 
 void Decider::Ended(const JobRecord& job) {
@@ -468,7 +497,8 @@ void Decider::DispatchNew(Task def, const std::string& job_id, const std::string
   TaskRecord row = MakeRow(job_id, parent_id, position, index, TaskState::kPending);
   ApplyDefaults(Def(job).defaults, def);
   row.task = std::move(def);
-  if (row.task.IsComposite()) row.scope = extra;
+  // A composite's children, and a fallback of the task, see the scope it was made in.
+  if (row.task.IsComposite() || row.task.on_failure) row.scope = extra;
   std::string id = NewTask(std::move(row)).id;
   Dispatch(id, extra, /*evaluated=*/false);
 }
@@ -511,11 +541,14 @@ void Decider::Dispatch(const std::string& id, const json& extra, bool evaluated)
       return DispatchSwitch(id, extra);
     case TaskKind::kLoop:
       return DispatchLoop(id, extra);
+    case TaskKind::kHandler:
+      return DispatchHandler(id);
   }
 }
 
 void Decider::TaskDone(const std::string& id) {
   TaskRecord& t = *T(id);
+  if (IsJobHandler(t.task)) return JobHandlerEnded(id);
   JobRecord* job = J(t.job_id);
   if (job == nullptr) return;
   if (t.state == TaskState::kCompleted && !t.task.var.empty()) {
@@ -533,9 +566,12 @@ void Decider::TaskDone(const std::string& id) {
     if (!job->steps.empty()) return GraphTaskEnded(t);
     return Advance(t.job_id, t.position);
   }
-  if (TaskRecord* parent = T(t.parent_id);
-      parent != nullptr && parent->task.loop && !IsTerminal(parent->state)) {
-    LoopChildDone(*parent, t);
+  if (TaskRecord* parent = T(t.parent_id); parent != nullptr && !IsTerminal(parent->state)) {
+    if (parent->task.loop) LoopChildDone(*parent, t);
+    // A fallback's result is its last task's.
+    if (parent->task.handles != Handles::kNone && t.state == TaskState::kCompleted) {
+      parent->result = t.result;
+    }
   }
   ChildDone(t.parent_id);
 }
@@ -544,7 +580,9 @@ void Decider::ChildDone(const std::string& parent_id) {
   TaskRecord* p = T(parent_id);
   if (p == nullptr || IsTerminal(p->state)) return;
   ++p->completions;
-  if (p->task.switch_ || p->task.loop) return NextStep(parent_id);
+  if (p->task.switch_ || p->task.loop || p->task.handles != Handles::kNone) {
+    return NextStep(parent_id);
+  }
   if (KindOf(p->task) == TaskKind::kEach && running_[parent_id] > 0) --running_[parent_id];
   if (p->completions >= Expected(*p)) {
     if (Finish(*p, TaskState::kCompleted, "", "", "", std::nullopt)) TaskDone(parent_id);
@@ -559,6 +597,7 @@ void Decider::Retry(const std::string& failed_id) {
                             TaskState::kPending);
   next.task = failed.task;
   next.task.retry->attempts = failed.task.retry->attempts + 1;
+  next.scope = failed.scope;  // what a fallback of it sees (a runnable keeps no other)
   TaskRecord& row = NewTask(std::move(next));
   if (RetryDueAt(row) <= now_) return Queue(row);
   after_.push_back(StartAt{row.id, RetryDueAt(row)});
@@ -589,6 +628,12 @@ void Decider::OptionalFailed(const std::string& id) {
 
 void Decider::TaskFailed(const std::string& id) {
   TaskRecord& t = *T(id);
+  if (IsJobHandler(t.task)) return JobHandlerEnded(id);
+  // A task's final failure runs its onFailure in its place (not a fallback's own).
+  if (t.state == TaskState::kFailed && t.task.on_failure && t.task.handles == Handles::kNone &&
+      StartFallback(id)) {
+    return;
+  }
   if (t.task.optional && t.state == TaskState::kFailed) return OptionalFailed(id);
   // The error (often the task's last output lines) goes up to the parent and the job:
   // its own secret values are hidden in it now.
@@ -649,6 +694,7 @@ void Decider::CancelRows(const std::string& job_id, const std::string& under) {
     }
   }
   cancels_.push_back(CancelActive{job_id, under, now_, {}});
+  cancelled_jobs_.insert(job_id);
 }
 
 std::string_view NameOf(const Event& event) {

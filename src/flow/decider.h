@@ -61,6 +61,7 @@ struct JobColumns {
   int position, task_count;
   double progress;
   std::string result, error, steps;
+  std::optional<JobState> ending;
   friend bool operator==(const JobColumns&, const JobColumns&) = default;
 };
 
@@ -136,6 +137,8 @@ class Decider {
   void Advance(const std::string& job_id, int position);
   void CompleteJob(const std::string& job_id);
   void FailJob(const std::string& job_id, const std::string& error, JobState state);
+  // The job ends in `state` (its cleanup, if any, done).
+  void EndJob(const std::string& job_id, JobState state);
   void Ended(const JobRecord& job);
 
   // A graph's steps (graph.cc): the top-level tasks of a job whose definition is a
@@ -195,6 +198,14 @@ class Decider {
   json LoopScope(const TaskRecord& loop, int iteration) const;
   void FailRunning(TaskRecord& t, const std::string& error);
   void ReconcileSequence(TaskRecord& row, const std::vector<std::string>& children);
+  // Cleanup (kinds/handler.cc): a task's onFailure in its place, a job's onFailure and
+  // finally before it ends.
+  bool StartFallback(const std::string& failed_id);
+  bool StartCleanup(JobRecord& job, JobState outcome);
+  void StartJobHandler(JobRecord& job, Handles handles);
+  void DispatchHandler(const std::string& id);
+  void HandlerDone(TaskRecord& h);
+  void JobHandlerEnded(const std::string& id);
 
   View view_;  // its jobs and tasks are the rows as this decision leaves them
   TimePoint now_;
@@ -210,6 +221,10 @@ class Decider {
   std::map<std::string, int> running_;  // each → children started and not done
   std::set<std::string> all_known_;     // eaches whose every CREATED child is in waiting_
   std::vector<CancelActive> cancels_;
+  // Jobs CancelRows cancelled in this decision, and the rows made after (a job's cleanup,
+  // a fallback): written after the CancelActives, which must not cancel them.
+  std::set<std::string> cancelled_jobs_;
+  std::set<std::string> late_tasks_;
   std::vector<Effect> after_;
   std::vector<std::string> starts_;
   std::vector<std::string> finished_jobs_;

@@ -55,11 +55,6 @@ bool IsNotice(const Effect& effect);
 // The event's name ("Submit", "Completed", ...): for metrics and logs, one table.
 std::string_view NameOf(const Event& event);
 
-// Of two rows of one slot (a step's position, a composite child's each_index: its
-// retries and redeliveries share it), the attempt that counts: the later created, or,
-// created at the same time, the unfinished one. `latest` may be null (then `row`).
-const TaskRecord* LatestAttempt(const TaskRecord* latest, const TaskRecord& row);
-
 // Checked mode: the first UpdateJob or UpdateTask of `effects` whose state change
 // core/states.h does not allow (CanReach: a decision may take a row through several
 // moves) from the row as `before` holds it, described; nullopt when there is none.

@@ -2204,5 +2204,344 @@ INSTANTIATE_TEST_SUITE_P(
                  {"a", "a", "b"},
                  {{"sw", TS::kCompleted}}}));
 
+// ---- cleanup (kinds/handler.cc): a task's onFailure, a job's onFailure and finally
+
+Task Fallback(Task t, std::vector<Task> tasks, Then then) {
+  t.on_failure = OnFailure{std::move(tasks), then};
+  return t;
+}
+constexpr Then kGoOn = Then::kContinue;
+constexpr Then kFailToo = Then::kFail;
+// The row of `name` made first (a fallback's row shares its task's name).
+const TaskRecord& FirstRow(const Shell& s, const std::string& name) {
+  const TaskRecord* first = nullptr;
+  for (const auto& [id, t] : s.view.tasks) {
+    if (t.task.name == name && (first == nullptr || t.id < first->id)) first = &t;
+  }
+  if (first == nullptr) throw std::runtime_error("no row named " + name);
+  return *first;
+}
+// The job's cleanup row ("onFailure", "finally").
+const TaskRecord* HandlerRow(const Shell& s, Handles handles) {
+  const TaskRecord* found = nullptr;
+  for (const auto& [id, t] : s.view.tasks) {
+    if (t.job_id == "job1" && t.task.handles == handles) found = &t;
+  }
+  return found;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cleanup, ScenarioTest,
+    testing::Values(
+        Scenario{"AFallbackThatGoesOnTakesTheTasksPlaceWithItsLastTasksResult",
+                 {WithVar(Fallback(Runnable("a"), {Runnable("f1"), Runnable("f2")}, kGoOn), "x"),
+                  Runnable("after")},
+                 {{S::kFail, "a"}, {S::kOk, "f1"}, {S::kOk, "f2"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"a", "f1", "f2", "after"},
+                 {{"a", TS::kCompleted}, {"f2", TS::kCompleted}},
+                 "r:f2",
+                 [](JobRecord& j) { j.job.output = "{{ tasks.x }}"; },
+                 [](const Shell& s) {
+                   const TaskRecord& failed = FirstRow(s, "a");
+                   const TaskRecord& fallback = s.Row("a");
+                   EXPECT_EQ(failed.state, TaskState::kFailed);
+                   EXPECT_EQ(fallback.task.handles, Handles::kTaskFailure);
+                   EXPECT_EQ(fallback.position, failed.position);
+                   EXPECT_EQ(fallback.parent_id, "");
+                   EXPECT_EQ(fallback.error, "exit status 1");  // what it recovered from
+                   EXPECT_EQ(fallback.result, "r:f2");
+                   EXPECT_EQ(s.Row("f1").parent_id, fallback.id);
+                   EXPECT_EQ(s.Row("f2").each_index, 1);
+                 }},
+        Scenario{"AFallbackThatFailsRunsItsTasksThenFailsTheJobWithTheTasksError",
+                 {Fallback(Runnable("a"), {Runnable("f")}, kFailToo), Runnable("after")},
+                 {{S::kFail, "a"}, {S::kOk, "f"}},
+                 JobState::kFailed,
+                 {"a", "f"},
+                 {{"a", TS::kFailed}, {"f", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "exit status 1");
+                   EXPECT_EQ(RowsNamed(s, "after"), 0);
+                 }},
+        Scenario{"AFallbackTaskThatFailsFailsTheTaskWithItsOwnErrorAndStopsTheRest",
+                 {Fallback(Runnable("a"), {Runnable("f1"), Runnable("f2")}, kGoOn)},
+                 {{S::kFail, "a"}, {S::kTimeout, "f1"}},
+                 JobState::kFailed,
+                 {"a", "f1"},
+                 {{"a", TS::kFailed}, {"f1", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "task timed out after 5s");
+                   EXPECT_EQ(RowsNamed(s, "f2"), 0);
+                 }},
+        Scenario{"ARetriedTasksFallbackRunsOnlyAfterItsLastAttempt",
+                 {Fallback(WithRetry(Runnable("a"), 1), {Runnable("f")}, kGoOn)},
+                 {{S::kFail, "a"}, {S::kFail, "a"}, {S::kOk, "f"}},
+                 JobState::kCompleted,
+                 {"a", "a", "f"},
+                 {{"a", TS::kCompleted}}},
+        Scenario{"AFailedFallbackOfAnOptionalTaskIsItsWarningAndTheJobGoesOn",
+                 {Optional(Fallback(Runnable("a"), {Runnable("f")}, kFailToo)), Runnable("after")},
+                 {{S::kFail, "a"}, {S::kOk, "f"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"a", "f", "after"},
+                 {{"a", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_TRUE(IsOptionalFailureLetGo(s.Row("a")));
+                   EXPECT_EQ(s.Row("a").task.handles, Handles::kTaskFailure);
+                 }},
+        Scenario{"AFallbackInAParallelTakesTheFailedChildsPlaceWhileTheOthersRun",
+                 {ParallelOf({Fallback(Runnable("a"), {Runnable("f")}, kGoOn), Runnable("b")})},
+                 {{S::kFail, "a"}, {S::kOk, "b"}, {S::kOk, "f"}},
+                 JobState::kCompleted,
+                 {"a", "b", "f"},
+                 {{"p", TS::kCompleted}, {"b", TS::kCompleted}}},
+        Scenario{"AFallbacksTasksSeeTheItemOfTheirEachAndTheFailure",
+                 {EachOf(Fallback(Runnable("a"),
+                                  {Echo("f",
+                                        "{{ item.value }} {{ failure.task }}: "
+                                        "{{ failure.error }}")},
+                                  kGoOn),
+                         "{{ sequence(5, 6) }}")},
+                 {{S::kFail, "a"}, {S::kOk, "f"}},
+                 JobState::kCompleted,
+                 {"a", "f"},
+                 {{"e", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("f").task.env.at("V"), "5 a: exit status 1");
+                   EXPECT_EQ(s.Row("a").each_index, 0);
+                 }},
+        Scenario{"AFallbackOfACompositeRunsOnceItsFailureCancelledTheRest",
+                 {Fallback(ParallelOf({Runnable("a"), Runnable("b")}), {Runnable("f")}, kGoOn)},
+                 {{S::kFail, "a"}, {S::kOk, "f"}},
+                 JobState::kCompleted,
+                 {"a", "b", "f"},
+                 {{"b", TS::kCancelled}, {"p", TS::kCompleted}}},
+        Scenario{"AFallbackInAGraphStandsForItsTaskForWhatNeedsIt",
+                 {Fallback(Runnable("a"), {Runnable("f")}, kGoOn), Needs(Runnable("b"), {"a"})},
+                 {{S::kFail, "a"}, {S::kOk, "f"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "f", "b"},
+                 {{"b", TS::kCompleted}},
+                 "",
+                 Dag},
+        Scenario{"AFallbacksTaskLostInACrashRunsAgainAndTheFallbackGoesOn",
+                 {Fallback(Runnable("a"), {Runnable("f")}, kGoOn), Runnable("after")},
+                 {{S::kFail, "a"}, {S::kCrash, ""}, {S::kOk, "f"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"a", "f", "f", "after"},
+                 {{"a", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(RowsNamed(s, "a"), 2); }},
+        Scenario{"ACancelDuringAFallbackCancelsItsTask",
+                 {Fallback(Runnable("a"), {Runnable("f")}, kGoOn)},
+                 {{S::kFail, "a"}, {S::kCancel, ""}},
+                 JobState::kCancelled,
+                 {"a", "f"},
+                 {{"a", TS::kCancelled}, {"f", TS::kCancelled}}},
+        Scenario{"AJobsFinallyRunsAfterItsTasksAndTheJobCompletesAfterIt",
+                 {WithVar(Runnable("a"), "x")},
+                 {{S::kOk, "a"}, {S::kOk, "z"}},
+                 JobState::kCompleted,
+                 {"a", "z"},
+                 {{"z", TS::kCompleted}},
+                 "r:a",
+                 [](JobRecord& j) {
+                   j.job.output = "{{ tasks.x }}";
+                   j.job.finally = {Echo("z", "{{ job.state }}")};
+                 },
+                 [](const Shell& s) {
+                   const TaskRecord* h = HandlerRow(s, Handles::kJobFinally);
+                   ASSERT_NE(h, nullptr);
+                   EXPECT_EQ(h->state, TaskState::kCompleted);
+                   EXPECT_EQ(h->position, 2);  // past the job's tasks
+                   EXPECT_EQ(s.Row("z").parent_id, h->id);
+                   EXPECT_EQ(s.Row("z").task.env.at("V"), "COMPLETED");
+                   EXPECT_FALSE(s.Top().ending);
+                 }},
+        Scenario{"AFailedJobsOnFailureThenItsFinallyRunAndSeeTheFailure",
+                 {Runnable("a"), Runnable("b")},
+                 {{S::kFail, "a"}, {S::kOk, "o"}, {S::kOk, "z"}},
+                 JobState::kFailed,
+                 {"a", "o", "z"},
+                 {{"o", TS::kCompleted}, {"z", TS::kCompleted}},
+                 "",
+                 [](JobRecord& j) {
+                   j.job.on_failure = {Echo("o", "{{ job.state }}: {{ job.error }}")};
+                   j.job.finally = {Runnable("z")};
+                 },
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "exit status 1");
+                   EXPECT_EQ(s.Row("o").task.env.at("V"), "FAILED: exit status 1");
+                   EXPECT_EQ(RowsNamed(s, "b"), 0);
+                   EXPECT_EQ(s.Top().position, 1);  // where a restart starts again
+                 }},
+        Scenario{"ACompletedJobRunsNoOnFailure",
+                 {Runnable("a")},
+                 {{S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a"},
+                 {},
+                 "",
+                 [](JobRecord& j) { j.job.on_failure = {Runnable("o")}; },
+                 [](const Shell& s) { EXPECT_EQ(RowsNamed(s, "o"), 0); }},
+        Scenario{"ACancelledJobsFinallyRunsAndTheJobEndsCancelled",
+                 {Runnable("a")},
+                 {{S::kCancel, ""}, {S::kOk, "z"}},
+                 JobState::kCancelled,
+                 {"a", "z"},
+                 {{"a", TS::kCancelled}, {"z", TS::kCompleted}},
+                 "",
+                 [](JobRecord& j) {
+                   j.job.on_failure = {Runnable("o")};
+                   j.job.finally = {Echo("z", "{{ job.state }}")};
+                 },
+                 [](const Shell& s) {
+                   EXPECT_EQ(RowsNamed(s, "o"), 0);
+                   EXPECT_EQ(s.Row("z").task.env.at("V"), "CANCELLED");
+                 }},
+        Scenario{"ACancelWhileTheCleanupRunsStopsIt",
+                 {Runnable("a")},
+                 {{S::kOk, "a"}, {S::kCancel, ""}},
+                 JobState::kCancelled,
+                 {"a", "z"},
+                 {{"z", TS::kCancelled}},
+                 "",
+                 [](JobRecord& j) {
+                   j.job.finally = {Runnable("z"), Runnable("z2")};
+                 },
+                 [](const Shell& s) { EXPECT_EQ(RowsNamed(s, "z2"), 0); }},
+        Scenario{"AFailingFinallyFailsAJobThatWouldHaveCompleted",
+                 {Runnable("a")},
+                 {{S::kOk, "a"}, {S::kFail, "z"}},
+                 JobState::kFailed,
+                 {"a", "z"},
+                 {},
+                 "",
+                 [](JobRecord& j) { j.job.finally = {Runnable("z")}; },
+                 [](const Shell& s) { EXPECT_EQ(s.Top().error, "finally: exit status 1"); }},
+        Scenario{"AFailingOnFailureIsAddedToTheJobsErrorAndFinallyStillRuns",
+                 {Runnable("a")},
+                 {{S::kFail, "a"}, {S::kTimeout, "o"}, {S::kOk, "z"}},
+                 JobState::kFailed,
+                 {"a", "o", "z"},
+                 {},
+                 "",
+                 [](JobRecord& j) {
+                   j.job.on_failure = {Runnable("o")};
+                   j.job.finally = {Runnable("z")};
+                 },
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "exit status 1; onFailure: task timed out after 5s");
+                 }},
+        Scenario{"AJobTimeoutRunsOnFailureWhichTheTimeoutDoesNotStop",
+                 {Runnable("a")},
+                 {{S::kJobTimeout, ""}, {S::kJobTimeout, ""}, {S::kOk, "o"}},
+                 JobState::kFailed,
+                 {"a", "o"},
+                 {{"a", TS::kCancelled}, {"o", TS::kCompleted}},
+                 "",
+                 [](JobRecord& j) {
+                   j.job.timeout = seconds(60);
+                   j.job.on_failure = {Runnable("o")};
+                 },
+                 [](const Shell& s) { EXPECT_EQ(s.Top().error, "job timed out after 1m0s"); }},
+        Scenario{"ACleanupTaskLostInACrashRunsAgainAndTheJobEndsAsItsOutcome",
+                 {Runnable("a")},
+                 {{S::kFail, "a"}, {S::kCrash, ""}, {S::kOk, "z"}},
+                 JobState::kFailed,
+                 {"a", "z", "z"},
+                 {{"z", TS::kCompleted}},
+                 "",
+                 [](JobRecord& j) {
+                   j.job.timeout = seconds(60);
+                   j.job.finally = {Runnable("z")};
+                 },
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Top().error, "exit status 1");
+                   // Reconciling a job whose cleanup runs arms no timeout.
+                   EXPECT_EQ(Count<ArmJobTimeout>(s.last), 0);
+                 }},
+        Scenario{"ARestartAfterTheCleanupRunsTheFailedStepAndTheCleanupAgain",
+                 {Runnable("a")},
+                 {{S::kFail, "a"}, {S::kOk, "z"}, {S::kRestart, ""}, {S::kOk, "a"}, {S::kOk, "z"}},
+                 JobState::kCompleted,
+                 {"a", "z", "a", "z"},
+                 {{"z", TS::kCompleted}},
+                 "",
+                 [](JobRecord& j) { j.job.finally = {Runnable("z")}; }},
+        Scenario{"ASubJobsFinallyRunsBeforeItsTaskCompletes",
+                 {SubJobOf({Runnable("a")}), Runnable("after")},
+                 {{S::kOk, "a"}, {S::kOk, "z"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"a", "z", "after"},
+                 {{"s", TS::kCompleted}},
+                 "",
+                 [](JobRecord& j) { j.job.tasks[0].subjob->finally = {Runnable("z")}; }}),
+    [](const auto& info) { return info.param.name; });
+
+// While a job's cleanup runs, the job is active, its outcome in `ending`; a late report of
+// a task the outcome cancelled changes nothing.
+TEST(CleanupTest, AJobWhoseCleanupRunsStaysActiveWithItsOutcomeInEnding) {
+  JobRecord job = JobOf({Runnable("a"), Runnable("b")});
+  job.job.finally = {Runnable("z")};
+  job = NewJobRecord(job.job, "", "job1", kNow);
+  Shell shell;
+  shell.On(Submit{job});
+  const std::string a = shell.Row("a").id;
+  shell.On(Started{a, "w1", kNow});
+  shell.On(Cancel{"job1"});
+  EXPECT_EQ(shell.Top().state, JobState::kRunning);
+  ASSERT_TRUE(shell.Top().ending);
+  EXPECT_EQ(*shell.Top().ending, JobState::kCancelled);
+  EXPECT_EQ(shell.Row("z").state, TaskState::kScheduled);
+  // The CancelActive comes before the cleanup's rows: it does not cancel them.
+  bool cancel_seen = false;
+  for (const Effect& e : shell.last) {
+    if (std::holds_alternative<CancelActive>(e)) cancel_seen = true;
+    if (const auto* c = std::get_if<CreateTask>(&e); c != nullptr && c->row.task.name == "z") {
+      EXPECT_TRUE(cancel_seen);
+    }
+  }
+  shell.On(Completed{a, "w1", "late", kNow});
+  EXPECT_EQ(shell.Row("a").state, TaskState::kCancelled);
+  EXPECT_EQ(RowsNamed(shell, "b"), 0);
+  shell.On(Started{shell.Row("z").id, "w1", kNow});
+  shell.On(Completed{shell.Row("z").id, "w1", "", kNow});
+  EXPECT_EQ(shell.Top().state, JobState::kCancelled);
+  EXPECT_FALSE(shell.Top().ending);
+}
+
+// A graph that fails runs its job's onFailure once every step has ended.
+TEST(CleanupTest, AFailedGraphRunsItsJobsOnFailureAfterItsLastStep) {
+  JobRecord job = JobOf({Runnable("a"), Runnable("b"), Needs(Runnable("c"), {"a"})});
+  job.job.mode = TaskOrder::kDag;
+  job.job.on_failure = {Runnable("o")};
+  job = NewJobRecord(job.job, "", "job1", kNow);
+  Shell shell;
+  shell.On(Submit{job});
+  for (const char* name : {"a", "b"}) {
+    shell.On(Started{shell.Row(name).id, "w1", kNow});
+  }
+  shell.On(Failed{shell.Row("a").id, "w1", "exit status 1", kNow});
+  EXPECT_EQ(RowsNamed(shell, "o"), 0);  // b still runs
+  shell.On(Completed{shell.Row("b").id, "w1", "", kNow});
+  ASSERT_EQ(RowsNamed(shell, "o"), 1);
+  EXPECT_EQ(shell.Row("c").state, TaskState::kSkipped);
+  shell.On(Started{shell.Row("o").id, "w1", kNow});
+  shell.On(Completed{shell.Row("o").id, "w1", "", kNow});
+  EXPECT_EQ(shell.Top().state, JobState::kFailed);
+  EXPECT_EQ(shell.Top().error, "exit status 1");
+}
+
 }  // namespace
 }  // namespace baton::flow

@@ -33,7 +33,8 @@ void Decider::Reconcile(const std::string& job_id, const std::vector<std::string
     StartJobRule(job->id);
     return;
   }
-  if (Def(*job).timeout && job->started_at) Arm(*job, *job->started_at);
+  // A job whose cleanup runs has its outcome already: no timeout.
+  if (Def(*job).timeout && job->started_at && !job->ending) Arm(*job, *job->started_at);
   std::map<std::string, std::vector<std::string>> children = ReconcileWaiting(ids);
   for (const std::string& id : ids) ReconcileRunnable(id, live_nodes);
   // The new attempts of rows lost in the crash are their slots' latest rows: a composite
@@ -89,8 +90,9 @@ void Decider::ReconcileComposite(const std::string& id, const std::vector<std::s
   TaskRecord* row = T(id);
   if (row == nullptr || row->state != TaskState::kRunning) return;
   TaskKind kind = KindOf(row->task);
-  if (kind == TaskKind::kSwitch || kind == TaskKind::kLoop)
+  if (kind == TaskKind::kSwitch || kind == TaskKind::kLoop || kind == TaskKind::kHandler) {
     return ReconcileSequence(*row, children);
+  }
   if (kind != TaskKind::kParallel && kind != TaskKind::kEach) return;
   std::map<int, const TaskRecord*> latest;
   for (const std::string& child_id : children) {
@@ -122,7 +124,7 @@ void Decider::ReconcileComposite(const std::string& id, const std::vector<std::s
   if (kind == TaskKind::kEach) FillSlots(row->id);
 }
 
-// A switch or a loop: its latest step's latest row tells where it is. Every decision
+// A switch, a loop or a handler: its latest step's latest row tells where it is. Every decision
 // that ends a step starts the next one, so after a crash the latest step is in flight
 // (its runnables reconciled above), or ended and not acted on, or never made.
 void Decider::ReconcileSequence(TaskRecord& row, const std::vector<std::string>& children) {
@@ -151,7 +153,8 @@ void Decider::ReconcileSequence(TaskRecord& row, const std::vector<std::string>&
 // latest row (otherwise its old, FAILED, row read as the step's end and failed the job).
 void Decider::ReconcileStep(const std::string& job_id, const std::vector<std::string>& ids) {
   JobRecord* job = J(job_id);
-  if (!IsGoing(job->state)) return;
+  // A job whose cleanup runs: its handler row was reconciled as a composite.
+  if (!IsGoing(job->state) || job->ending) return;
   std::vector<std::string> rows = ids;
   for (const std::string& id : task_order_) {
     if (new_tasks_.contains(id)) rows.push_back(id);
@@ -160,7 +163,7 @@ void Decider::ReconcileStep(const std::string& job_id, const std::vector<std::st
   const TaskRecord* latest = nullptr;
   for (const std::string& id : rows) {
     const TaskRecord* row = T(id);
-    if (row->parent_id.empty() && row->position == job->position) {
+    if (row->parent_id.empty() && row->position == job->position && !IsJobHandler(row->task)) {
       latest = LatestAttempt(latest, *row);
     }
   }

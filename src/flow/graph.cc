@@ -66,7 +66,7 @@ void Decider::StepGraph(const std::string& job_id) {
     again = false;
     restep_.erase(job_id);
     JobRecord* job = J(job_id);
-    if (job == nullptr || !IsGoing(job->state)) break;
+    if (job == nullptr || !IsGoing(job->state) || job->ending) break;
     const TaskGraph& graph = GraphFor(*job);
     const std::vector<Task>& tasks = Def(*job).tasks;
     for (std::size_t i = 0; i < job->steps.size() && i < tasks.size(); ++i) {
@@ -161,7 +161,7 @@ void Decider::GraphTaskFailed(const TaskRecord& t, const std::string& error) {
 // progress is the share of steps ended, and the position one past their count.
 void Decider::EndGraph(const std::string& job_id) {
   JobRecord* job = J(job_id);
-  if (job == nullptr || !IsGoing(job->state) || job->steps.empty()) return;
+  if (job == nullptr || !IsGoing(job->state) || job->ending || job->steps.empty()) return;
   const int count = static_cast<int>(job->steps.size());
   const int ended =
       static_cast<int>(std::count_if(job->steps.begin(), job->steps.end(), IsEndedStep));

@@ -49,6 +49,7 @@ JobRecord StateRow(const JobRecord& j) {
   r.result = j.result;
   r.error = j.error;
   r.steps = j.steps;
+  r.ending = j.ending;
   return r;
 }
 

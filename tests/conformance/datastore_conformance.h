@@ -170,6 +170,10 @@ inline Task CompositeTask() {
   parallel.description = "all at once";
   parallel.var = "together";
   parallel.parallel = Parallel{{each, sub, FullRunnableTask()}};
+  // Beyond Tork: a fallback, and a job's cleanup on the sub-job.
+  parallel.on_failure = OnFailure{{RunnableTask("instead")}, Then::kContinue};
+  parallel.parallel->tasks[1].subjob->on_failure = {RunnableTask("page")};
+  parallel.parallel->tasks[1].subjob->finally = {RunnableTask("tidy")};
   return parallel;
 }
 
@@ -199,6 +203,8 @@ inline Job FullJob() {
                           "job.StateChange",
                           "{{ job.state == 'COMPLETED' }}"}};
   job.tasks = {FullRunnableTask(), CompositeTask()};
+  job.on_failure = {RunnableTask("alert")};
+  job.finally = {FullRunnableTask()};
   return job;
 }
 
@@ -212,6 +218,7 @@ inline JobRecord FullJobRecord() {
   r.position = 2;
   r.task_count = 2;
   r.steps = "cr";
+  r.ending = JobState::kCancelled;
   r.progress = 37.5;
   r.result = "the result";
   r.error = "an error\nover two lines";
@@ -1566,11 +1573,14 @@ TEST_P(DatastoreConformanceTest, TransactReadsAndWritesAJobsStateApartFromItsDef
     // A state-only write leaves the context and its version.
     state.progress = 50;
     state.steps = "csr";
+    state.ending = JobState::kFailed;  // its cleanup runs
     BATON_RETURN_IF_ERROR(tx.UpdateJobState(state));
     int version = -1;
     BATON_ASSIGN_OR_RETURN_CONFORMANCE(JobRecord same, tx.GetJobState(job.id, &version));
     EXPECT_EQ(version, 0);
     EXPECT_EQ(same.steps, "csr");
+    EXPECT_EQ(same.ending, JobState::kFailed);
+    state.ending.reset();
     // Written back with no definition: the stored one stays; the context's version rises.
     state.state = JobState::kCompleted;
     state.completed_at = At(5);

@@ -164,6 +164,40 @@ case_switch() {
 
 }
 
+case_fallback() {
+  run_example fallback.yaml || return
+  expect "fallback: state and result" "$(state) $(js "$body" 'j.get("result")')" \
+    "COMPLETED prices: 42 (yesterday's)"
+  # The task's two attempts FAILED, then its fallback (a row in its place) COMPLETED; then
+  # report, then the job's finally.
+  expect "fallback: the rows" "$(rows)" \
+    "fetch_prices=FAILED fetch_prices=FAILED fetch_prices=COMPLETED use_yesterday's_prices=COMPLETED report=COMPLETED finally=COMPLETED clean_up=COMPLETED"
+  expect "fallback: the fallback's row handles the failure" \
+    "$(js "$body" '[t.get("handles") for t in j["execution"] if t["name"] == "fetch prices"]')" \
+    '[null, null, "onFailure"]'
+  local log
+  log=$(job_log "$id")
+  expect_match "fallback: its task saw the failure" "$log" \
+    "fetch prices failed \(.*the price service is down.*\); using yesterday's"
+  expect_match "fallback: finally saw the outcome" "$log" "cleaning up after a COMPLETED run"
+}
+
+case_cleanup() {
+  run_example cleanup.yaml || return
+  expect "cleanup: state" "$(state)" FAILED
+  expect_match "cleanup: the job's error is migrate's" "$(js "$body" 'j.get("error")')" \
+    "migration 42 failed"
+  expect "cleanup: no ending once ended" "$(js "$body" 'j.get("ending")')" null
+  expect "cleanup: the rows" "$(rows)" \
+    "take_the_lock=COMPLETED migrate=FAILED onFailure=COMPLETED page_the_on-call=COMPLETED finally=COMPLETED release_the_lock=COMPLETED"
+  local log
+  log=$(job_log "$id")
+  expect_match "cleanup: onFailure saw the state and the error" "$log" \
+    "paging: the job is FAILED \(.*migration 42 failed"
+  expect_match "cleanup: then finally ran" "$log" "released"
+  expect "cleanup: announce never ran" "$(grep -c 'never reached' <<<"$log")" 0
+}
+
 case_each_concurrency() {
   run_example each-concurrency.yaml || return
   expect "each-concurrency: state" "$(state)" COMPLETED

@@ -2,8 +2,10 @@
 # Graphs (`needs`, `mode: dag`, trigger rules) over the binary: a diamond whose middle
 # tasks overlap (markers with times), each trigger rule's run or skip after a failure, a
 # restart that runs again only what failed or was skipped, a switch, a loop ended by its
-# condition and one by its max, and a cycle refused with its line and column; in standalone mode, then the same jobs in distributed mode (a
-# coordinator and a worker over RabbitMQ and PostgreSQL).
+# condition and one by its max, a fallback that recovers, a job's onFailure and finally
+# after a failure and finally after a cancel (the job RUNNING with its `ending` while it
+# runs), and a cycle refused with its line and column; in standalone mode, then the same
+# jobs in distributed mode (a coordinator and a worker over RabbitMQ and PostgreSQL).
 # Usage: graphs_test.sh BATON SOURCE_DIR
 set -uo pipefail
 baton=$1
@@ -149,6 +151,44 @@ PY
   expect "$mode: poll ran until ready, tick until its max" \
     "$(js "$body" 'j["state"]') $(js "$body" '",".join(t["name"] for t in j["execution"])')" \
     "COMPLETED poll,check 0,check 1,check 2,tick,tick 0,tick 1"
+
+  # ---- a fallback that recovers; a failed job's onFailure, then its finally
+  id=$(submit "$src/examples/fallback.yaml")
+  wait_done "$id" 60
+  expect "$mode: the fallback stood in for the failed task" \
+    "$(js "$body" 'j["state"]') $(js "$body" 'j.get("result")') $(state_of "$body" "clean up")" \
+    "COMPLETED prices: 42 (yesterday's) COMPLETED"
+  id=$(submit "$src/examples/cleanup.yaml")
+  wait_done "$id" 60
+  expect "$mode: a failed job ran its onFailure, then its finally" \
+    "$(js "$body" 'j["state"]') $(state_of "$body" "page the on-call") $(state_of "$body" "release the lock")" \
+    "FAILED COMPLETED COMPLETED"
+
+  # ---- finally after a cancel: the job stays RUNNING, ending CANCELLED, until it is done
+  mkdir -p "$marks/finally"
+  cat >"$work_dir/finally.yaml" <<YAML
+name: finally after a cancel
+tasks:
+  - name: long
+    run: touch $marks/finally/started; sleep 60
+finally:
+  - name: tidy
+    env:
+      STATE: "{{ job.state }}"
+    run: sleep 3; echo "\$STATE" > $marks/finally/tidied
+YAML
+  id=$(submit "$work_dir/finally.yaml")
+  local waited=0
+  while [[ ! -f $marks/finally/started ]] && ((waited < 300)); do sleep 0.1; waited=$((waited + 1)); done
+  http PUT "/jobs/$id/cancel"
+  expect "$mode: the cancel is accepted" "$status" 200
+  http GET "/jobs/$id"
+  expect "$mode: while finally runs the job is RUNNING, ending CANCELLED" \
+    "$(js "$body" 'j["state"]') $(js "$body" 'j.get("ending")')" "RUNNING CANCELLED"
+  wait_done "$id" 60
+  expect "$mode: then it ends CANCELLED, its task cancelled and its finally run" \
+    "$(js "$body" 'j["state"]') $(state_of "$body" long) $(state_of "$body" tidy) $(cat "$marks/finally/tidied" 2>/dev/null)" \
+    "CANCELLED CANCELLED COMPLETED CANCELLED"
 
   # ---- an optional task's failure: the job goes on, COMPLETED, with a warning
   printf 'name: optional\ntasks:\n  - name: flaky\n    optional: true\n    run: echo gone wrong; exit 4\n  - name: next\n    run: touch %s/next\n' \

@@ -59,6 +59,7 @@ struct Executors {
       case TaskKind::kSubJob:
       case TaskKind::kSwitch:
       case TaskKind::kLoop:
+      case TaskKind::kHandler:
         return nullptr;
     }
     return nullptr;

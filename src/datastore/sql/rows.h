@@ -64,6 +64,18 @@ Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> d
                               const crypto::Keyring* keys);
 
 // The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $21).
+// jobs.ending: the state a job whose cleanup runs ends in, or "".
+inline std::string_view EndingText(const JobRecord& job) {
+  return job.ending ? ToString(*job.ending) : std::string_view("");  // "", not NULL
+}
+inline Status ReadEnding(JobRecord& job, std::string_view text) {
+  job.ending.reset();
+  if (text.empty()) return Status::Ok();
+  job.ending = ParseJobState(text);
+  if (!job.ending) return Corrupt("jobs", job.id, fmt::format("unknown ending '{}'", text));
+  return Status::Ok();
+}
+
 template <typename Sink>
 void BindJob(Sink& p, const JobRecord& job, const JobText& text) {
   p.Text(job.id);
@@ -87,6 +99,7 @@ void BindJob(Sink& p, const JobRecord& job, const JobText& text) {
   p.Text(job.job.created_by);
   p.Text(AccessText(job.job));
   p.Text(job.steps);
+  p.Text(EndingText(job));
 }
 
 // The parameters of update_job_state_only ($1 .. $11): the key and the state columns.
@@ -103,6 +116,7 @@ void BindJobState(Sink& p, const JobRecord& job) {
   p.Text(job.result);
   p.Text(job.error);
   p.Text(job.steps);
+  p.Text(EndingText(job));
 }
 
 // The columns of a tasks row, in BATON_SQL_TASK_COLUMNS order ($1 .. $21).
@@ -268,6 +282,7 @@ Result<JobRecord> JobFromRow(const Row& s, DefinitionCaches* caches, const crypt
   job.result = std::string(s.Text(15));
   job.error = std::string(s.Text(16));
   job.steps = std::string(s.Text(20));
+  BATON_RETURN_IF_ERROR(ReadEnding(job, s.Text(21)));
   Result<nlohmann::json> context = DecodeStoredContext(s.Text(17), keys);
   if (!context.ok()) return Corrupt("jobs", job.id, context.status().message());
   job.context = std::move(*context);
@@ -294,6 +309,7 @@ Result<JobRecord> JobStateFromRow(const Row& s) {
   job.result = std::string(s.Text(11));
   job.error = std::string(s.Text(12));
   job.steps = std::string(s.Text(13));
+  BATON_RETURN_IF_ERROR(ReadEnding(job, s.Text(14)));
   return job;
 }
 

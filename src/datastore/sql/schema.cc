@@ -240,7 +240,12 @@ constexpr std::string_view kJobSteps = R"sql(
 ALTER TABLE jobs ADD COLUMN steps TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::array<Migration, 13> kMigrations = {{
+// A job's outcome while its cleanup (onFailure, finally) runs: the state it ends in.
+constexpr std::string_view kJobEnding = R"sql(
+ALTER TABLE jobs ADD COLUMN ending TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::array<Migration, 14> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
@@ -254,6 +259,7 @@ constexpr std::array<Migration, 13> kMigrations = {{
     {11, "scheduled_jobs.access: who may see a scheduled job", kScheduledJobsAccess},
     {12, "tasks_dropped: cancelled rows that never started", kTasksDropped},
     {13, "jobs.steps: a graph's top-level tasks' states", kJobSteps},
+    {14, "jobs.ending: the outcome of a job whose cleanup runs", kJobEnding},
 }};
 
 // `text` with its hooks spelled in `dialect`.

@@ -54,7 +54,10 @@ Status VisitTask(T& task, Fn& fn) {
   if (task.subjob) {
     for (auto& [key, value] : task.subjob->secrets) BATON_RETURN_IF_ERROR(fn(value));
     BATON_RETURN_IF_ERROR(VisitWebhooks(task.subjob->webhooks, fn));
-    for (auto& child : task.subjob->tasks) BATON_RETURN_IF_ERROR(VisitTask(child, fn));
+    ForEachJobTask(*task.subjob, [&](auto& child) {
+      if (status.ok()) status = VisitTask(child, fn);
+    });
+    BATON_RETURN_IF_ERROR(status);
   }
   return Status::Ok();
 }
@@ -63,8 +66,11 @@ template <typename J, typename Fn>
 Status VisitJob(J& job, Fn& fn) {
   for (auto& [key, value] : job.secrets) BATON_RETURN_IF_ERROR(fn(value));
   BATON_RETURN_IF_ERROR(VisitWebhooks(job.webhooks, fn));
-  for (auto& task : job.tasks) BATON_RETURN_IF_ERROR(VisitTask(task, fn));
-  return Status::Ok();
+  Status status = Status::Ok();
+  ForEachJobTask(job, [&](auto& task) {
+    if (status.ok()) status = VisitTask(task, fn);
+  });
+  return status;
 }
 
 // Stops the walk at the first non-empty value.

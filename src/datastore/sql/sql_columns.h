@@ -4,7 +4,7 @@
 #define BATON_SQL_JOB_COLUMNS                                                                  \
   "id, parent_id, state, name, description, tags, created_at, started_at, completed_at, "      \
   "failed_at, delete_at, definition, position, task_count, progress, result, error, context, " \
-  "created_by, access, steps"
+  "created_by, access, steps, ending"
 
 #define BATON_SQL_TASK_COLUMNS                                                           \
   "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \

@@ -17,28 +17,31 @@ Statements Build(Dialect d) {
 
   s.insert_job = st("insert_job", "INSERT INTO jobs (" BATON_SQL_JOB_COLUMNS
                                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-                                  "$13, $14, $15, $16, $17, $18, $19, $20, $21)");
+                                  "$13, $14, $15, $16, $17, $18, $19, $20, $21, $22)");
   s.update_job =
       st("update_job",
          "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, "
          "tags = $6, created_at = $7, started_at = $8, completed_at = $9, "
          "failed_at = $10, delete_at = $11, definition = $12, position = $13, "
          "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
-         "context_version = context_version + 1, created_by = $19, access = $20, steps = $21 "
+         "context_version = context_version + 1, created_by = $19, access = $20, steps = $21, "
+         "ending = $22 "
          "WHERE id = $1");
   s.update_job_keep_times =
       st("update_job_keep_times",
          "UPDATE jobs SET parent_id = $2, state = $3, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
          "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
-         "context_version = context_version + 1, created_by = $19, access = $20, steps = $21 "
+         "context_version = context_version + 1, created_by = $19, access = $20, steps = $21, "
+         "ending = $22 "
          "WHERE id = $1");
   s.update_job_fields =
       st("update_job_fields",
          "UPDATE jobs SET parent_id = $2, name = $4, description = $5, tags = $6, "
          "started_at = $8, completed_at = $9, failed_at = $10, definition = $12, position = $13, "
          "task_count = $14, progress = $15, result = $16, error = $17, context = $18, "
-         "context_version = context_version + 1, created_by = $19, access = $20, steps = $21 "
+         "context_version = context_version + 1, created_by = $19, access = $20, steps = $21, "
+         "ending = $22 "
          "WHERE id = $1");
   s.select_job = st("select_job", "SELECT " BATON_SQL_JOB_COLUMNS " FROM jobs WHERE id = $1");
   s.select_job_for_update =
@@ -47,22 +50,24 @@ Statements Build(Dialect d) {
   s.select_job_state_for_update =
       st("select_job_state_for_update",
          "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, "
-         "delete_at, position, task_count, progress, result, error, steps FROM jobs WHERE id = $1" +
+         "delete_at, position, task_count, progress, result, error, steps, ending FROM jobs "
+         "WHERE id = $1" +
              for_update);
   s.update_job_state_only =
       st("update_job_state_only",
          "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
-         "delete_at = $6, position = $7, progress = $8, result = $9, error = $10, steps = $11 "
-         "WHERE id = $1");
+         "delete_at = $6, position = $7, progress = $8, result = $9, error = $10, steps = $11, "
+         "ending = $12 WHERE id = $1");
   s.update_job_state_and_context =
       st("update_job_state_and_context",
          "UPDATE jobs SET state = $2, started_at = $3, completed_at = $4, failed_at = $5, "
          "delete_at = $6, position = $7, progress = $8, result = $9, error = $10, steps = $11, "
-         "context = $12, context_version = context_version + 1 WHERE id = $1");
+         "ending = $12, context = $13, context_version = context_version + 1 WHERE id = $1");
   s.select_job_state_version_for_update =
       st("select_job_state_version_for_update",
          "SELECT id, parent_id, state, created_at, started_at, completed_at, failed_at, "
-         "delete_at, position, task_count, progress, result, error, steps, context_version "
+         "delete_at, position, task_count, progress, result, error, steps, ending, "
+         "context_version "
          "FROM jobs "
          "WHERE id = $1" +
              for_update);

@@ -157,7 +157,7 @@ Result<JobRecord> SqlTransaction::GetJobState(std::string_view id, int* context_
         Result<JobRecord> job = JobStateFromRow(row);
         if (!job.ok()) return job.status();
         out = std::move(*job);
-        *context_version = row.Int32(14);
+        *context_version = row.Int32(15);
         return Status::Ok();
       }));
   if (!out) return NotFound(fmt::format("job {} not found", id));

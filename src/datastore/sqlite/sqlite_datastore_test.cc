@@ -275,6 +275,7 @@ TEST(SqliteDatastoreTest, MigratingFillsInTheAccessOfScheduledJobsStoredBefore) 
     // Back to version 10: what versions 11 and later added goes.
     raw.Exec("DROP INDEX tasks_dropped");
     raw.Exec("ALTER TABLE jobs DROP COLUMN steps");
+    raw.Exec("ALTER TABLE jobs DROP COLUMN ending");
     raw.Exec("DELETE FROM schema_migrations WHERE version >= 11");
   }
   auto store = OpenStore(path);

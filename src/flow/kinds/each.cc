@@ -78,7 +78,7 @@ Result<TaskRecord> Decider::EachChild(const TaskRecord& each, std::size_t index,
       MakeRow(each.job_id, each.id, each.position, static_cast<int>(index), TaskState::kCreated);
   child.task = *def.task;
   ApplyDefaults(Def(*J(each.job_id)).defaults, child.task);
-  if (child.task.IsComposite()) {
+  if (child.task.IsComposite() || child.task.on_failure) {
     child.scope = extra;
     child.scope[var] = binding;
   }

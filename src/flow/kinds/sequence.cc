@@ -1,9 +1,8 @@
-// A switch and a loop: composites whose children run one after another, one step at a
-// time. A child's each_index is its step (-1 for the SKIPPED rows of a switch's branches
-// not taken): a switch's index in the branch its value
-// picked; a loop's iteration × its task count + its index in the loop's tasks (retries
-// keep it). The composite's `completions` counts the steps that ended, so the next step
-// is always `completions`.
+// A switch and a loop (and a handler, kinds/handler.cc): composites whose children run
+// one after another, one step at a time. A child's each_index is its step (-1 for the SKIPPED rows
+// of a switch's branches not taken): a switch's index in the branch its value picked; a loop's
+// iteration × its task count + its index in the loop's tasks (retries keep it). The composite's
+// `completions` counts the steps that ended, so the next step is always `completions`.
 //
 // A switch's row keeps its evaluated value as its result from the start: the branch is
 // read again from it at each step (SwitchBranch), also after a crash. A loop's row keeps
@@ -20,9 +19,11 @@
 namespace baton::flow {
 namespace {
 
-const std::vector<Task>& StepsOf(const TaskRecord& t) {
+// A switch's branch, a loop's tasks, or a handler's (kinds/handler.cc).
+const std::vector<Task>& StepsOf(const TaskRecord& t, const Job& job) {
   if (t.task.switch_) return SwitchBranch(*t.task.switch_, t.result);
-  return t.task.loop->tasks;
+  if (t.task.loop) return t.task.loop->tasks;
+  return HandlerTasks(t.task, job);
 }
 
 json Iterations(const TaskRecord& loop) {
@@ -101,11 +102,12 @@ void Decider::OneStep(const std::string& id) {
   if (t == nullptr || t->state != TaskState::kRunning) return;
   const JobRecord* job = J(t->job_id);
   if (job == nullptr || !IsActive(job->state)) return;
-  const std::vector<Task>& steps = StepsOf(*t);
+  const std::vector<Task>& steps = StepsOf(*t, Def(*job));
   const int n = static_cast<int>(steps.size());
   const int k = t->completions;
-  if (t->task.switch_ || n == 0) {
+  if (!t->task.loop || n == 0) {
     if (k >= n) {
+      if (t->task.handles != Handles::kNone) return HandlerDone(*t);
       std::string value = t->result;
       if (Finish(*t, TaskState::kCompleted, value, "", "", std::nullopt)) TaskDone(id);
       return;

@@ -19,6 +19,8 @@ void Decider::DispatchSubJob(const std::string& id) {
   child.output = def.output;
   child.auto_delete = def.auto_delete;
   child.webhooks = def.webhooks;
+  child.on_failure = def.on_failure;
+  child.finally = def.finally;
   // A sub-job is its parent's: the same users see it, and it has the same creator.
   if (auto parent = view_.jobs.find(t.job_id); parent != view_.jobs.end()) {
     const Job& parent_def = Def(parent->second);

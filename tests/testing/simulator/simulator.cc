@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,7 +91,18 @@ class Generator {
       MakeGraph(job.mode, job.tasks, /*dag=*/c_.Percent(60));
     }
     SubJobGraphs(job.tasks);
+    Cleanups(job.on_failure, job.finally, "{{ inputs.p }}");
     return job;
+  }
+
+  // A job's (or a sub-job's) onFailure and finally, on some of them (drawn last).
+  void Cleanups(std::vector<Task>& on_failure, std::vector<Task>& finally,
+                const std::string& prefix) {
+    for (std::vector<Task>* list : {&on_failure, &finally}) {
+      if (!c_.Percent(25)) continue;
+      int n = 1 + static_cast<int>(c_.Below(2));
+      for (int i = 0; i < n; ++i) list->push_back(MakeTask(2, prefix, false));
+    }
   }
 
   // Some sub-jobs' tasks are graphs too.
@@ -107,9 +119,11 @@ class Generator {
         SubJobGraphs(t.switch_->default_tasks);
       }
       if (t.loop) SubJobGraphs(t.loop->tasks);
+      if (t.on_failure) SubJobGraphs(t.on_failure->tasks);
       if (t.subjob) {
         SubJobGraphs(t.subjob->tasks);
         if (c_.Percent(30)) MakeGraph(t.subjob->mode, t.subjob->tasks, c_.Percent(60));
+        Cleanups(t.subjob->on_failure, t.subjob->finally, "{{ inputs.p }}");
       }
     }
   }
@@ -228,6 +242,17 @@ class Generator {
     } else if (!in_each && c_.Percent(15)) {
       t.var = fmt::format("v{}", k);
     }
+    // Some tasks have a fallback: one or two tasks that run when it finally fails, then
+    // go on or fail (drawn last, from a choice of their own).
+    if (depth < 4 && c_.Percent(12)) {
+      OnFailure f;
+      f.then = c_.Percent(50) ? Then::kContinue : Then::kFail;
+      int n = 1 + static_cast<int>(c_.Below(2));
+      for (int i = 0; i < n; ++i) {
+        f.tasks.push_back(MakeTask(depth + 1, prefix, in_each, in_loop));
+      }
+      t.on_failure = std::move(f);
+    }
     return t;
   }
 
@@ -314,7 +339,16 @@ class Interpreter {
     // Every value each output took (a loop's tasks set theirs once per iteration): what a
     // job that did not complete may hold.
     std::map<std::string, std::set<std::string>> values;
+    // Its cleanup (kOnFailure, kFinally): what runs in each when it runs, and whether it
+    // does with the job's outcome here (the onFailure of a job that completes here is run
+    // too, aside: a timeout may fail the job, which then runs it).
+    std::array<Step, 2> cleanup;
+    std::array<bool, 2> cleanup_runs{};
   };
+  // chain_'s step of a job's cleanup: kCleanup + kOnFailure or kFinally.
+  static constexpr int kCleanup = 1 << 20;
+  static constexpr int kOnFailure = 0;
+  static constexpr int kFinally = 1;
 
   // Runs `job`, which jobs()[0] then holds.
   const JobOutcome& RunTop(const Job& job) { return jobs_[RunJob(job)]; }
@@ -336,6 +370,12 @@ class Interpreter {
   const std::string* ResultOfComposite(const std::string& name) const {
     auto it = results_.find(name);
     return it == results_.end() ? nullptr : &it->second;
+  }
+  // A task's name → the results its fallbacks (onFailure, then: continue) completed with
+  // (one, but for a task that failed before its name was evaluated: then one per run).
+  const std::set<std::string>* ResultsOfFallback(const std::string& name) const {
+    auto it = fallbacks_.find(name);
+    return it == fallbacks_.end() ? nullptr : &it->second;
   }
   bool Possible(const std::string& run) const { return possible_.contains(run); }
 
@@ -361,6 +401,13 @@ class Interpreter {
       } else {
         state = JobState::kFailed;
       }
+    }
+    // Its cleanup: onFailure if it failed, then finally, whose failure fails a job that
+    // completed.
+    Cleanup(job, index, kOnFailure, state, context, state == JobState::kFailed);
+    if (!Cleanup(job, index, kFinally, state, context, true) && state == JobState::kCompleted) {
+      state = JobState::kFailed;
+      result.clear();
     }
     JobOutcome& out = jobs_[index];
     out.state = state;
@@ -493,17 +540,19 @@ class Interpreter {
   // `completed`: set to the task's result when it completed.
   bool RunTask(Task t, const std::optional<Defaults>& defaults, json& context, const json& scope,
                bool evaluated, std::optional<std::string>* completed = nullptr) {
+    const json outputs_before = context["tasks"];
+    std::optional<std::string> result;
     if (!evaluated) {
       const expr::Vars vars(context, scope);
       if (!t.if_expr.empty()) {
         auto runs_now = EvaluateCondition(t.if_expr, vars);
-        if (!runs_now.ok()) return t.optional;
-        if (!*runs_now) return true;
+        if (runs_now.ok() && !*runs_now) return true;
+        if (!runs_now.ok()) return Failed(t, defaults, context, scope, outputs_before, completed);
       }
-      if (!EvaluateTask(t, vars).ok()) return t.optional;
+      if (!EvaluateTask(t, vars).ok()) {
+        return Failed(t, defaults, context, scope, outputs_before, completed);
+      }
     }
-    std::optional<std::string> result;
-    const json outputs_before = context["tasks"];
     switch (KindOf(t)) {
       case TaskKind::kRunnable: {
         int limit = t.retry ? t.retry->limit : 0;
@@ -529,7 +578,8 @@ class Interpreter {
       }
       case TaskKind::kEach: {
         auto list = EvaluateEachList(t.each->list, expr::Vars(context, scope));
-        if (!list.ok() || !list->is_array()) return t.optional;
+        if (!list.ok() || !list->is_array())
+          return Failed(t, defaults, context, scope, outputs_before, completed);
         std::string var = t.each->var.empty() ? "item" : t.each->var;
         std::vector<std::pair<Task, json>> children;
         for (std::size_t i = 0; i < list->size(); ++i) {
@@ -540,11 +590,13 @@ class Interpreter {
           ApplyDefaults(defaults, c);
           if (!c.if_expr.empty()) {
             auto runs_now = EvaluateCondition(c.if_expr, vars);
-            if (!runs_now.ok()) return t.optional;
+            if (!runs_now.ok())
+              return Failed(t, defaults, context, scope, outputs_before, completed);
             if (!*runs_now) continue;
             c.if_expr.clear();
           }
-          if (!EvaluateTask(c, vars).ok()) return t.optional;
+          if (!EvaluateTask(c, vars).ok())
+            return Failed(t, defaults, context, scope, outputs_before, completed);
           children.emplace_back(std::move(c), std::move(child_scope));
         }
         bool ok = true;
@@ -558,7 +610,8 @@ class Interpreter {
         // The case its value picks (else the default), one task after another; a failure
         // stops it there.
         auto value = EvaluateEachList(t.switch_->value, expr::Vars(context, scope));
-        if (!value.ok() || !IsUtf8(*value)) return t.optional;
+        if (!value.ok() || !IsUtf8(*value))
+          return Failed(t, defaults, context, scope, outputs_before, completed);
         const std::string text = expr::ToText(*value);
         bool ok = true;
         for (const Task& child : SwitchBranch(*t.switch_, text)) {
@@ -609,6 +662,8 @@ class Interpreter {
         if (ok) result = iterations.dump();
         break;
       }
+      case TaskKind::kHandler:  // a row flow makes, never in a definition
+        break;
       case TaskKind::kSubJob: {
         Job child;
         child.name = t.subjob->name;
@@ -617,6 +672,8 @@ class Interpreter {
         child.inputs = t.subjob->inputs;
         child.secrets = t.subjob->secrets;
         child.output = t.subjob->output;
+        child.on_failure = t.subjob->on_failure;
+        child.finally = t.subjob->finally;
         // A detached job runs on its own: its runs are no step's of its parent.
         std::vector<std::pair<int, int>> outer;
         if (t.subjob->detached) outer.swap(chain_);
@@ -631,31 +688,129 @@ class Interpreter {
         break;
       }
     }
-    if (!result) {
-      if (t.optional && KindOf(t) != TaskKind::kRunnable) {
-        for (const auto& [job, step] : chain_) jobs_[job].steps[step].inexact = true;
-        for (auto it = context["tasks"].begin(); it != context["tasks"].end(); ++it) {
-          // Set or changed inside it (a loop's output changes per iteration).
-          auto was = outputs_before.find(it.key());
-          if ((was == outputs_before.end() || *was != it.value()) && !chain_.empty()) {
-            jobs_[chain_.back().first].maybe_tasks.insert(it.key());
-          }
+    if (!result) return Failed(t, defaults, context, scope, outputs_before, completed);
+    return Completed(t, *result, context, completed);
+  }
+
+  bool Completed(const Task& t, const std::string& result, json& context,
+                 std::optional<std::string>* completed) {
+    if (KindOf(t) != TaskKind::kRunnable) results_[t.name] = result;
+    if (!t.var.empty()) {
+      context["tasks"][t.var] = result;
+      if (!chain_.empty()) jobs_[chain_.back().first].values[t.var].insert(result);
+    }
+    if (completed != nullptr) *completed = result;
+    return true;
+  }
+
+  // Task `t` finally failed: its onFailure runs in its place (its tasks one after another;
+  // then: continue completes the task with the last one's result, then: fail fails it; a
+  // failure among them fails it), then an optional task's failure lets what it is in go on.
+  bool Failed(const Task& t, const std::optional<Defaults>& defaults, json& context,
+              const json& scope, const json& outputs_before,
+              std::optional<std::string>* completed) {
+    std::optional<std::string> recovered;
+    bool fallback_failed = false;
+    if (t.on_failure) {
+      json failure_scope = scope;
+      failure_scope["failure"] = {{"task", t.name}, {"error", ""}};
+      bool ok = true;
+      std::string last;
+      for (const Task& child : t.on_failure->tasks) {
+        Task c = child;
+        ApplyDefaults(defaults, c);
+        std::optional<std::string> got;
+        if (!RunTask(std::move(c), defaults, context, failure_scope, false, &got)) {
+          ok = false;
+          break;
+        }
+        if (got) last = *got;
+      }
+      if (ok && t.on_failure->then == Then::kContinue) recovered = last;
+      fallback_failed = !ok;
+    }
+    // A composite that failed (or a fallback whose task failed: maybe a composite) and
+    // what it is in goes on: what ran inside it before its failure cancelled the rest
+    // depends on timing. Its runs are what may run.
+    if ((KindOf(t) != TaskKind::kRunnable || fallback_failed) && (recovered || t.optional)) {
+      for (std::size_t i = OutsideAside(); i < chain_.size(); ++i) {
+        StepAt(chain_[i].first, chain_[i].second).inexact = true;
+      }
+      for (auto it = context["tasks"].begin(); it != context["tasks"].end(); ++it) {
+        // Set or changed inside it (a loop's output changes per iteration).
+        auto was = outputs_before.find(it.key());
+        // (Not in a job whose cleanup runs aside: its context is put back after.)
+        const bool put_back =
+            aside_from_ >= 0 && !chain_.empty() &&
+            chain_[static_cast<std::size_t>(aside_from_)].first == chain_.back().first;
+        if ((was == outputs_before.end() || *was != it.value()) && !chain_.empty() && !put_back) {
+          jobs_[chain_.back().first].maybe_tasks.insert(it.key());
         }
       }
-      return t.optional;  // an optional task's failure: what it is in goes on
     }
-    if (KindOf(t) != TaskKind::kRunnable) results_[t.name] = *result;
-    if (!t.var.empty()) {
-      context["tasks"][t.var] = *result;
-      if (!chain_.empty()) jobs_[chain_.back().first].values[t.var].insert(*result);
+    if (recovered) {
+      fallbacks_[t.name].insert(*recovered);
+      // Its result stands for the task's, as a fallback's row (not a composite's result).
+      if (!t.var.empty()) {
+        context["tasks"][t.var] = *recovered;
+        if (!chain_.empty()) jobs_[chain_.back().first].values[t.var].insert(*recovered);
+      }
+      if (completed != nullptr) *completed = *recovered;
+      return true;
     }
-    if (completed != nullptr) *completed = *result;
-    return true;
+    return t.optional;  // an optional task's failure: what it is in goes on
+  }
+
+  // The first of chain_'s steps a run counts in: past the jobs around a cleanup run aside.
+  std::size_t OutsideAside() const {
+    return aside_from_ < 0 ? 0 : static_cast<std::size_t>(aside_from_);
+  }
+
+  Step& StepAt(int job, int step) {
+    JobOutcome& j = jobs_[static_cast<std::size_t>(job)];
+    return step >= kCleanup ? j.cleanup[static_cast<std::size_t>(step - kCleanup)]
+                            : j.steps[static_cast<std::size_t>(step)];
+  }
+
+  // A job's cleanup `which`, its tasks one after another, seeing the outcome; `really`:
+  // the outcome calls for it (else it runs aside, on a copy of the context). Whether it
+  // completed.
+  bool Cleanup(const Job& job, int index, int which, JobState state, json& context, bool really) {
+    const std::vector<Task>& tasks = which == kOnFailure ? job.on_failure : job.finally;
+    if (tasks.empty()) return true;
+    json saved;
+    const int aside_was = aside_from_;
+    if (!really) {
+      saved = context;
+      if (aside_from_ < 0) aside_from_ = static_cast<int>(chain_.size());
+    }
+    chain_.emplace_back(index, kCleanup + which);
+    const json scope = {{"job", {{"name", job.name}, {"state", ToString(state)}, {"error", ""}}}};
+    bool ok = true;
+    for (const Task& child : tasks) {
+      Task c = child;
+      ApplyDefaults(job.defaults, c);
+      if (!RunTask(std::move(c), job.defaults, context, scope, false)) {
+        ok = false;
+        break;
+      }
+    }
+    chain_.pop_back();
+    if (!really) context = std::move(saved);
+    aside_from_ = aside_was;
+    JobOutcome& out = jobs_[static_cast<std::size_t>(index)];
+    out.cleanup[static_cast<std::size_t>(which)].completes = ok;
+    out.cleanup_runs[static_cast<std::size_t>(which)] = really;
+    return ok;
   }
 
   void Record(const std::string& name, int attempt) {
     std::string run = RunKey(name, attempt);
-    for (const auto& [job, step] : chain_) jobs_[job].steps[step].runs.insert(run);
+    // A run aside (in a cleanup the outcome here does not call for) is possible, and the
+    // aside cleanup's and its sub-jobs', not a step's of the jobs around.
+    for (std::size_t i = OutsideAside(); i < chain_.size(); ++i) {
+      StepAt(chain_[i].first, chain_[i].second).runs.insert(run);
+    }
     possible_.insert(run);
     std::vector<std::pair<int, int>>& where = where_[name];
     if (where.empty()) where.assign(chain_.rbegin(), chain_.rend());
@@ -667,7 +822,9 @@ class Interpreter {
   std::map<std::string, std::vector<std::pair<int, int>>> where_;
   std::map<std::string, int> subjob_of_;
   std::map<std::string, std::string> results_;
+  std::map<std::string, std::set<std::string>> fallbacks_;
   std::set<std::string> possible_;
+  int aside_from_ = -1;  // chain_'s index of the cleanup run aside we are in (Cleanup)
 };
 
 // ----------------------------------------------------------------------- the shell
@@ -801,6 +958,16 @@ class Sim {
     r.timed_out = store_.jobs.at(top_).error.starts_with("job timed out");
     r.ending = store_.jobs.at(top_).state;
     r.restarted = !restarts_.empty();
+    // Every row as it ended, for reading a failing seed (BATON_SIM_PRINT_ROWS=1).
+    if (!r.ok && std::getenv("BATON_SIM_PRINT_ROWS") != nullptr) {
+      for (const auto& [id, t] : store_.tasks) {
+        std::fprintf(stderr, "%s %s parent=%s pos=%d idx=%d %s %s%s %s\n", id.substr(20).c_str(),
+                     t.job_id.substr(20).c_str(),
+                     t.parent_id.empty() ? "-" : t.parent_id.substr(20).c_str(), t.position,
+                     t.each_index, t.task.name.c_str(), std::string(ToString(t.state)).c_str(),
+                     t.task.handles != Handles::kNone ? " (handler)" : "", t.error.c_str());
+      }
+    }
     if (!r.ok) {
       r.failure = failure_ + "\nhistory (last 40):\n";
       std::size_t from = history_.size() > 40 ? history_.size() - 40 : 0;
@@ -1676,6 +1843,69 @@ class Sim {
     }
   }
 
+  // A job's cleanup: every run in it is one the interpreter has in that cleanup, each at
+  // most once per cleanup row; a job that ended as the interpreter's (`whole`: not timed
+  // out, not restarted) ran exactly its runs in a cleanup that completed; a job that
+  // completed ran its finally, one that failed its onFailure.
+  void CheckCleanup(const std::string& what, const Interpreter& ref, int ref_job,
+                    const JobRecord& j, const Job& definition,
+                    const std::map<std::string, std::vector<const TaskRecord*>>& rows_by_handler,
+                    bool whole) {
+    const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
+    std::set<Handles> seen;
+    for (const auto& [id, t] : store_.tasks) {
+      if (t.job_id == j.id && t.parent_id.empty() && IsJobHandler(t.task))
+        seen.insert(t.task.handles);
+    }
+    if (j.state == JobState::kCompleted && !definition.finally.empty() &&
+        !seen.contains(Handles::kJobFinally)) {
+      return Fail(fmt::format("{} completed without its finally", what));
+    }
+    // (A job that completed and whose finally failed fails without its onFailure.)
+    if (j.state == JobState::kFailed && !definition.on_failure.empty() &&
+        !seen.contains(Handles::kJobFailure) && !j.error.starts_with("finally: ")) {
+      return Fail(fmt::format("{} failed without its onFailure", what));
+    }
+    if (!definition.on_failure.empty() && seen.contains(Handles::kJobFailure) &&
+        j.state == JobState::kCompleted && restarts_.empty()) {
+      return Fail(fmt::format("{} ran its onFailure and completed", what));
+    }
+    for (const auto& [handler_id, rows] : rows_by_handler) {
+      const TaskRecord& h = store_.tasks.at(handler_id);
+      const int which =
+          h.task.handles == Handles::kJobFailure ? Interpreter::kOnFailure : Interpreter::kFinally;
+      const Interpreter::Step& want = expected.cleanup[static_cast<std::size_t>(which)];
+      std::multiset<std::string> got;
+      for (const TaskRecord* t : rows) {
+        if (!t->started_at) continue;
+        std::string run = RunKey(t->task.name, AttemptOf(t->task));
+        const auto* where = ref.Where(t->task.name);
+        if (where == nullptr || !ref.Possible(run)) {
+          return Fail(fmt::format("{}: its {} ran what the interpreter never runs: {}", what,
+                                  h.task.name, run));
+        }
+        const bool there = std::any_of(where->begin(), where->end(), [&](const auto& w) {
+          return w.first == ref_job && w.second == Interpreter::kCleanup + which;
+        });
+        if (!there) return Fail(fmt::format("{}: {} ran in its {}", what, run, h.task.name));
+        if (Reported(*t)) got.insert(std::move(run));
+      }
+      for (const std::string& k : got) {
+        if (got.count(k) > want.runs.count(k)) {
+          return Fail(fmt::format("{}: in its {}, {} ran {} times, the interpreter's {}", what,
+                                  h.task.name, k, got.count(k), want.runs.count(k)));
+        }
+      }
+      const bool as_here = j.state == expected.state && whole;
+      if (as_here && h.state == TaskState::kCompleted &&
+          expected.cleanup_runs[static_cast<std::size_t>(which)] && !want.inexact &&
+          got != want.runs) {
+        return Fail(fmt::format("{}: its {} ran {} runs, the interpreter's {}", what, h.task.name,
+                                got.size(), want.runs.size()));
+      }
+    }
+  }
+
   // The rows' results, every job's runs and outputs, against the interpreter's, however
   // each job ended (completed, failed, cancelled, timed out, restarted, after crashes).
   void CheckEnd(const Job& def, const Interpreter& ref) {
@@ -1698,6 +1928,18 @@ class Sim {
         if (t.result != ResultOf(t.task.name, AttemptOf(t.task))) {
           return Fail(fmt::format("{} completed with '{}'", t.task.name, t.result));
         }
+      } else if (t.task.handles == Handles::kTaskFailure) {
+        const std::set<std::string>* want = ref.ResultsOfFallback(t.task.name);
+        if (want == nullptr) {
+          return Fail(
+              fmt::format("{}'s fallback completed where the interpreter's does not", t.task.name));
+        }
+        if (!want->contains(t.result)) {
+          return Fail(fmt::format("{}'s fallback completed with '{}', the interpreter's '{}'",
+                                  t.task.name, t.result, *want->begin()));
+        }
+      } else if (KindOf(t.task) == TaskKind::kHandler) {
+        // A job's cleanup: no result.
       } else if (const std::string* want = ref.ResultOfComposite(t.task.name); want == nullptr) {
         return Fail(fmt::format("{} ({}) completed where the interpreter's does not", t.task.name,
                                 ToString(KindOf(t.task))));
@@ -1708,14 +1950,30 @@ class Sim {
     }
     // Every job: the interpreter's that its task started, and the runnable rows of it
     // and of the sub-jobs it waits for.
+    // A row in a job's cleanup (under its onFailure or finally row) is that cleanup's,
+    // not a step's (in the jobs above, it is the step that waits for that job).
     std::map<std::string, std::vector<const TaskRecord*>> rows_of;
+    std::map<std::string, std::map<std::string, std::vector<const TaskRecord*>>> cleanup_of;
     for (const auto& [id, t] : store_.tasks) {
       if (KindOf(t.task) != TaskKind::kRunnable) continue;
+      const TaskRecord* row = &t;
+      bool in_cleanup = false;
       for (std::string job = t.job_id;;) {
-        rows_of[job].push_back(&t);
+        const TaskRecord* top = row;
+        while (!top->parent_id.empty()) top = &store_.tasks.at(top->parent_id);
+        if (IsJobHandler(top->task)) {
+          cleanup_of[job][top->id].push_back(&t);
+          in_cleanup = true;
+        } else {
+          rows_of[job].push_back(&t);
+        }
         const std::string& parent = store_.jobs.at(job).parent_id;
         if (parent.empty()) break;
-        job = store_.tasks.at(parent).job_id;
+        row = &store_.tasks.at(parent);
+        job = row->job_id;
+        // A sub-job cancelled with its task runs its cleanup on its own: the job above
+        // does not wait for it.
+        if (in_cleanup && row->state == TaskState::kCancelled) break;
       }
     }
     for (const auto& [id, j] : store_.jobs) {
@@ -1778,16 +2036,26 @@ class Sim {
         CheckJob(what, ref, ref_job, rows, 0, j.position, end, ended_at);
       }
       if (!failure_.empty()) return;
+      const bool whole = (id != top_ || restarts_.empty()) && !end.timed_out;
+      CheckCleanup(what, ref, ref_job, j, definition, cleanup_of[id], whole);
+      if (!failure_.empty()) return;
       // Its outputs: what it has, as the interpreter's; all of them when it completed. One
       // that did not complete may hold any value its output took in the interpreter's run
       // (a loop's task sets its output once per iteration).
       const Interpreter::JobOutcome& expected = ref.jobs()[static_cast<std::size_t>(ref_job)];
       const json& outputs = store_.contexts.at(id)->value("tasks", json::object());
+      // A job restarted keeps what an earlier run's cleanup set (which a run that
+      // completes here does not run): outputs beyond the interpreter's.
+      std::size_t earlier = 0;
       for (auto it = outputs.begin(); it != outputs.end(); ++it) {
         auto took = expected.values.find(it.key());
         const bool seen = took != expected.values.end() && it.value().is_string() &&
                           took->second.contains(it.value().get<std::string>());
         if (seen && (j.state != JobState::kCompleted || expected.maybe_tasks.contains(it.key()))) {
+          continue;
+        }
+        if (seen && id == top_ && !restarts_.empty() && !expected.tasks.contains(it.key())) {
+          ++earlier;
           continue;
         }
         if (!expected.tasks.contains(it.key()) || expected.tasks[it.key()] != it.value()) {
@@ -1799,7 +2067,7 @@ class Sim {
       if (j.state == JobState::kCompleted) {
         std::size_t may_lack = 0;
         for (const std::string& key : expected.maybe_tasks) may_lack += !outputs.contains(key);
-        if (outputs.size() + may_lack != expected.tasks.size()) {
+        if (outputs.size() - earlier + may_lack != expected.tasks.size()) {
           return Fail(fmt::format("{}: outputs {}, the interpreter's {}", what, outputs.dump(),
                                   expected.tasks.dump()));
         }
@@ -1841,6 +2109,14 @@ class Sim {
       TimePoint deadline = *top.started_at + *def.timeout;
       std::optional<TimePoint> ended =
           top.state == JobState::kCompleted ? top.completed_at : top.failed_at;
+      // A job with cleanup had its outcome when its first cleanup row of this run was
+      // made (its deadline no longer counts then).
+      for (const auto& [id, t] : store_.tasks) {
+        if (t.job_id == top_ && t.parent_id.empty() && IsJobHandler(t.task) &&
+            t.created_at >= *top.started_at && ended && t.created_at < *ended) {
+          ended = t.created_at;
+        }
+      }
       if (timed_out && ended && *ended < deadline) {
         return Fail(
             fmt::format("timed out {} ms before its deadline", (deadline - *ended).count()));
