@@ -274,6 +274,47 @@ tasks:
   await page.context().close();
 });
 
+test("a fallback follows its failed task, and a job's cleanup shows 'cleaning up' while it runs, then its nodes", async () => {
+  const tidy = server.gate("tidy");
+  const job = await server.submit(`
+name: ui cleanup test
+tasks:
+  - name: fetch
+    var: data
+    run: exit 3
+    onFailure:
+      then: continue
+      tasks: [{name: cached, run: echo -n cached > $BATON_OUTPUT}]
+  - name: migrate
+    run: exit 1
+onFailure: [{name: page, run: echo paging}]
+finally: [{name: tidy, run: "${tidy.wait}; echo tidy"}]
+`);
+  const { page, errors } = await openPage(`#/jobs/${job.id}`);
+  // While finally waits: the job is RUNNING, cleaning up, and will end FAILED.
+  await page.locator(".job-ending", { hasText: "cleaning up · ends failed" }).waitFor({ timeout: 60000 });
+  assert.equal(await page.locator(".job-title .job-badge").getAttribute("data-state"), "RUNNING");
+  tidy.open();
+  await page.locator('.job-title .job-badge[data-state="FAILED"]').waitFor({ timeout: 60000 });
+  assert.equal(await page.locator(".job-ending").count(), 0);
+  // The task, FAILED; its fallback after it, on an edge "on failure", and its task.
+  assert.equal(await page.locator('.job-node[data-node="1"]').getAttribute("data-state"), "FAILED");
+  await page.locator('.job-node[data-node="1/f"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  assert.match(await page.locator('.job-node[data-node="1/f"]').getAttribute("aria-label"),
+    /^fetch: completed, onFailure · continue$/);
+  assert.equal(await page.locator('text.job-edge-label[data-edge="1>1/f"]').textContent(), "on failure");
+  assert.equal(await page.locator('.job-node[data-node="1/f/s0"]').getAttribute("data-state"), "COMPLETED");
+  // The job's onFailure, then its finally, after its tasks.
+  for (const [id, label] of [["c0", "onFailure"], ["c0/s0", "page"], ["c1", "finally"], ["c1/s0", "tidy"]]) {
+    const node = page.locator(`.job-node[data-node="${id}"]`);
+    assert.equal(await node.getAttribute("data-state"), "COMPLETED", id);
+    assert.match(await node.getAttribute("aria-label"), new RegExp(`^${label}: `));
+  }
+  await screenshot(page, "job-graph-cleanup");
+  assert.deepEqual(errors, []);
+  await page.context().close();
+});
+
 test("a sub-job's node opens the child job, whose page links back to its parent", async () => {
   const job = await server.submit(`
 name: parent ui test

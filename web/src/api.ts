@@ -34,6 +34,8 @@ export interface JobSummary {
   progress: number;
   result?: string;
   error?: string;
+  // While its cleanup (onFailure, finally) runs: the state it will end in.
+  ending?: JobState;
   schedule?: { id: string; cron: string };
   createdBy?: { username: string };
 }
@@ -61,6 +63,10 @@ export interface TaskDef {
   subjob?: { id?: string; name?: string; tasks?: TaskDef[] };
   switch?: { value: string; cases?: Record<string, TaskDef[]>; default?: TaskDef[]; completions?: number };
   loop?: { tasks: TaskDef[]; max: number; while?: string; until?: string; completions?: number };
+  // A fallback: what runs in the task's place when it finally fails (docs/job-format.md).
+  onFailure?: { tasks: TaskDef[]; then: "fail" | "continue" };
+  // Set by the engine on the rows that run cleanup: a task's fallback, a job's cleanup.
+  handles?: "onFailure" | "job.onFailure" | "job.finally";
   pre?: TaskDef[];
   post?: TaskDef[];
   [key: string]: unknown;
@@ -86,6 +92,8 @@ export interface TaskRow extends TaskDef {
 
 export interface Job extends JobSummary {
   tasks: TaskDef[];
+  onFailure?: TaskDef[];
+  finally?: TaskDef[];
   execution: TaskRow[];
   context?: Record<string, unknown>;
   [key: string]: unknown;

@@ -208,6 +208,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
         <div class="job-title">
           <h1>{job.name ?? "(unnamed job)"}</h1>
           <StateBadge state={job.state} />
+          {job.ending && <span class="job-ending" role="status">cleaning up · ends {job.ending.toLowerCase()}</span>}
         </div>
         <div class="job-actions">
           {active && <button type="button" class="job-danger" onClick={() => act("cancel")} disabled={!!busy}>{busy === "cancel" ? "Cancelling…" : "Cancel"}</button>}

@@ -108,6 +108,30 @@ describe("buildGraph", () => {
     expect(edges(g)).toEqual(["2->2/n0", "2->2/n1", "2->2/s0", "2/s0->2/s1", "1->2"]);
   });
 
+  it("puts a task's fallback after it, on an edge 'on failure', its tasks chained, the job's finally last", () => {
+    const g = buildGraph(realJob("fallback"));
+    const byId = Object.fromEntries(g.nodes.map((n) => [n.id, n]));
+    // The task's own node: its two attempts, FAILED.
+    expect([byId["1"].kind, byId["1"].state, byId["1"].attempts.length]).toEqual(["task", "FAILED", 2]);
+    expect([byId["1/f"].kind, byId["1/f"].label, byId["1/f"].state, byId["1/f"].detail])
+      .toEqual(["cleanup", "fetch prices", "COMPLETED", "onFailure · continue"]);
+    expect(byId["1/f/s0"].label).toBe("use yesterday's prices");
+    expect([byId["c0"].label, byId["c0"].detail]).toEqual(["finally", "however the job ends"]);
+    expect(byId["c0/s0"].label).toBe("clean up");
+    expect(edges(g)).toEqual(["1/f->1/f/s0", "1->1/f", "1/f/s0->2", "c0->c0/s0", "2->c0"]);
+    expect(g.edges.find((e) => e.to === "1/f")?.label).toBe("on failure");
+  });
+
+  it("chains a failed job's onFailure, then its finally, after its tasks", () => {
+    const g = buildGraph(realJob("cleanup"));
+    const byId = Object.fromEntries(g.nodes.map((n) => [n.id, n]));
+    expect(["1", "2", "3"].map((id) => byId[id].state)).toEqual(["COMPLETED", "FAILED", "NOT_REACHED"]);
+    expect([byId["c0"].label, byId["c0"].detail, byId["c0"].state])
+      .toEqual(["onFailure", "if the job fails", "COMPLETED"]);
+    expect([byId["c1"].label, byId["c1/s0"].label]).toEqual(["finally", "release the lock"]);
+    expect(edges(g).filter((e) => e.includes("c"))).toEqual(["c0->c0/s0", "3->c0", "c1->c1/s0", "c0/s0->c1"]);
+  });
+
   it("draws a graph job's top-level edges from its plan, labelled with rules and conditions", () => {
     const job = {
       mode: "dag",

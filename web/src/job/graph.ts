@@ -7,7 +7,10 @@
 // `parentId` = the composite row's id and no index, so parallel children are matched to
 // their definition by name (then by order), and each children are shown in name order. A
 // retry is a new row in the same slot with `retry.attempts` one higher. A switch's and a
-// loop's children are shown in the order they were made (each is one step), after it.
+// loop's children are shown in the order they were made (each is one step), after it. A
+// task's fallback (a row with `handles: "onFailure"`, made in the failed task's place) is
+// a node after the task's, its tasks after it; a job's cleanup rows (`job.onFailure`,
+// `job.finally`, at position taskCount + 1) come after the job's tasks.
 import dagre from "@dagrejs/dagre";
 import type { Plan, TaskDef, TaskRow, TaskState } from "../api";
 
@@ -18,7 +21,7 @@ export const EACH_EXPAND_LIMIT = 20;
 
 export interface GraphNode {
   id: string;                 // stable within a definition: "1", "2/p0", "1/e3"
-  kind: "task" | "parallel" | "each" | "subjob" | "switch" | "loop" | "join";
+  kind: "task" | "parallel" | "each" | "subjob" | "switch" | "loop" | "cleanup" | "join";
   label: string;
   detail: string;             // the second line: "parallel · 6", counts, "sub-job"...
   state: SlotState;
@@ -51,6 +54,27 @@ export interface GraphModel {
 }
 
 export interface JobLike { tasks?: TaskDef[]; execution?: TaskRow[]; mode?: string }
+
+// A row that runs a fallback or a job's cleanup (the server's `handles`).
+export function isHandler(r: TaskRow): boolean { return r.handles !== undefined; }
+
+// Gives each fallback row to the group of rows whose task it stands in for: the group of
+// its name whose last row FAILED before it was made (and has no fallback yet).
+export function withFallbacks(groups: TaskRow[][], fallbacks: TaskRow[]): TaskRow[][] {
+  for (const f of [...fallbacks].sort((a, b) => cmp(a.createdAt, b.createdAt) || cmp(a.id, b.id))) {
+    const g = groups.find((x) => {
+      const l = last(x)!;
+      return !isHandler(l) && l.name === f.name && l.state === "FAILED" && cmp(l.createdAt, f.createdAt) <= 0;
+    });
+    if (g) g.push(f); else groups.push([f]);
+  }
+  return groups;
+}
+
+// The rows of one parent as slots: attempts grouped, each fallback in its task's slot.
+function slotsOf(rows: TaskRow[]): TaskRow[][] {
+  return withFallbacks(groupAttempts(rows.filter((r) => !isHandler(r))), rows.filter(isHandler));
+}
 
 // Whether a job's top-level tasks form a graph (`mode: dag`, or a task with `needs` or a
 // `triggerRule`): their edges are then the plan's, not the order of the list.
@@ -139,7 +163,42 @@ interface Builder {
 
 // Adds the nodes of one slot (a definition `def` and the rows that ran in it); returns
 // its entry and exit node ids.
-function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: TaskRow[]):
+function addSlot(b: Builder, id: string, def: TaskDef | undefined, slot: TaskRow[]):
+    { entry: string; exit: string } {
+  const fallback = slot.filter(isHandler);
+  const attempts = slot.filter((r) => !isHandler(r));
+  if (fallback.length && !attempts.length) return addSteps(b, id, fallback, "fallback");
+  const own = addTask(b, id, def, attempts);
+  if (!fallback.length) return own;
+  // The fallback, after the task it stands in for.
+  const after = addSteps(b, `${id}/f`, fallback, "fallback");
+  b.edges.push({ from: own.exit, to: after.entry, label: "on failure" });
+  return { entry: own.entry, exit: after.exit };
+}
+
+// A handler row (a fallback, a job's onFailure or finally) and its tasks, one after another.
+function addSteps(b: Builder, id: string, rows: TaskRow[], what: "fallback" | "cleanup"):
+    { entry: string; exit: string } {
+  const row = last(rows)!;
+  const then = (row.onFailure as { then?: string } | undefined)?.then;
+  const detail = what === "fallback" ? `onFailure · ${then ?? "fail"}`
+    : row.handles === "job.onFailure" ? "if the job fails" : "however the job ends";
+  b.nodes.push({ id, kind: "cleanup", label: row.name ?? "", detail, state: row.state,
+                 attempts: rows, def: row, pre: [], post: [], x: 0, y: 0, ...SIZES.switch });
+  const steps = slotsOf(rows.flatMap((r) => b.children.get(r.id) ?? []))
+    .sort((x, y) => cmp(x[0].createdAt, y[0].createdAt) || cmp(x[0].id, y[0].id));
+  let prev = id;
+  if (steps.length > EACH_EXPAND_LIMIT) return { entry: id, exit: id };
+  steps.forEach((g, i) => {
+    const sub = addSlot(b, `${id}/s${i}`, undefined, g);
+    b.edges.push({ from: prev, to: sub.entry });
+    prev = sub.exit;
+  });
+  return { entry: id, exit: prev };
+}
+
+// The nodes of one task's own slot (a definition and its attempts).
+function addTask(b: Builder, id: string, def: TaskDef | undefined, attempts: TaskRow[]):
     { entry: string; exit: string } {
   const row = last(attempts);
   const d: TaskDef = def ?? row ?? {};
@@ -160,7 +219,7 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
     const join = `${id}/join`;
     b.nodes.push({ id: join, kind: "join", label: "", detail: "", state, attempts: [], pre: [], post: [],
                    x: 0, y: 0, ...SIZES.join });
-    const groups = groupAttempts(childRows());
+    const groups = slotsOf(childRows());
     const matched = matchByName(defs, groups);
     defs.forEach((cd, i) => {
       const sub = addSlot(b, `${id}/p${i}`, cd, matched[i] ?? []);
@@ -171,7 +230,7 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
   }
 
   if (d.each) {
-    const groups = groupAttempts(childRows());
+    const groups = slotsOf(childRows());
     const counts: Partial<Record<TaskState, number>> = {};
     for (const g of groups) { const s = last(g)!.state; counts[s] = (counts[s] ?? 0) + 1; }
     const size = row?.each?.size ?? (row ? groups.length : undefined);
@@ -195,7 +254,7 @@ function addSlot(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
     // step's slot). A switch's branches not taken are SKIPPED rows beside them.
     const all = childRows();
     const notTaken = all.filter(isNotTaken);
-    const groups = groupAttempts(all.filter((r) => !isNotTaken(r)))
+    const groups = slotsOf(all.filter((r) => !isNotTaken(r)))
       .sort((x, y) => cmp(x[0].createdAt, y[0].createdAt) || cmp(x[0].id, y[0].id));
     let detail: string;
     if (d.switch) {
@@ -300,6 +359,17 @@ export function buildGraph(job: JobLike, plan?: Plan | null): { nodes: GraphNode
       }
     });
   }
+  // The job's cleanup, after its tasks (a graph's: after each task nothing follows):
+  // onFailure, then finally, each run's, oldest first.
+  const cleanup = (top.get((job.tasks ?? []).length + 1) ?? []).filter(isHandler)
+    .sort((a, c) => cmp(a.createdAt, c.createdAt) || cmp(a.id, c.id));
+  let ends = graph ? slots.map((s) => s.exit).filter((x) => !b.edges.some((e) => e.from === x))
+    : prev ? [prev] : [];
+  cleanup.forEach((r, i) => {
+    const s = addSteps(b, `c${i}`, [r], "cleanup");
+    for (const from of ends) b.edges.push({ from, to: s.entry });
+    ends = [s.exit];
+  });
   return b;
 }
 
