@@ -1846,7 +1846,7 @@ class Sim {
   // A job's cleanup: every run in it is one the interpreter has in that cleanup, each at
   // most once per cleanup row; a job that ended as the interpreter's (`whole`: not timed
   // out, not restarted) ran exactly its runs in a cleanup that completed; a job that
-  // completed ran its finally, one that failed its onFailure.
+  // completed or was cancelled ran its finally, one that failed its onFailure.
   void CheckCleanup(const std::string& what, const Interpreter& ref, int ref_job,
                     const JobRecord& j, const Job& definition,
                     const std::map<std::string, std::vector<const TaskRecord*>>& rows_by_handler,
@@ -1865,6 +1865,11 @@ class Sim {
     if (j.state == JobState::kFailed && !definition.on_failure.empty() &&
         !seen.contains(Handles::kJobFailure) && !j.error.starts_with("finally: ")) {
       return Fail(fmt::format("{} failed without its onFailure", what));
+    }
+    // A cancelled job ran its finally, unless the cancel stopped its onFailure.
+    if (j.state == JobState::kCancelled && !definition.finally.empty() &&
+        !seen.contains(Handles::kJobFinally) && !seen.contains(Handles::kJobFailure)) {
+      return Fail(fmt::format("{} was cancelled without its finally", what));
     }
     if (!definition.on_failure.empty() && seen.contains(Handles::kJobFailure) &&
         j.state == JobState::kCompleted && restarts_.empty()) {
