@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -500,6 +501,19 @@ TEST_F(ServerTest, ARangeHeaderIsIgnored) {
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(client.Post("/jobs", "name: j\ntasks:\n  - {name: t, run: hang}\n", "text/yaml"));
   }
+  // The list compared twice must not change in between: the jobs settled (the workers'
+  // slots taken by tasks that hang, the rest queued), two reads alike.
+  std::string before;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto list = client.Get("/jobs?size=100");
+        if (!list || list->status != 200) return false;
+        bool same = list->body == before;
+        before = list->body;
+        if (!same) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return same;
+      },
+      std::chrono::seconds(30)));
   auto normal = client.Get("/jobs?size=100");
   ASSERT_TRUE(normal);
   ASSERT_EQ(normal->status, 200);

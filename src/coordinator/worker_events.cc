@@ -19,7 +19,12 @@ WorkerEvent FromWorker(const TaskFinished& m) {
       out.event = flow::Completed{m.task_id, m.node_id, m.result, m.started_at};
       break;
     case TaskFinished::Outcome::kFailed:
-      out.event = flow::Failed{m.task_id, m.node_id, m.error, m.started_at};
+      out.event = flow::Failed{m.task_id,
+                               m.node_id,
+                               m.error,
+                               m.started_at,
+                               m.reason != FailReason::kNone ? m.reason : FailReason::kError,
+                               m.exit_code};
       break;
     case TaskFinished::Outcome::kCancelled:
       out.event = flow::WorkerCancelled{m.task_id, m.node_id, m.error};

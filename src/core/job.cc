@@ -29,6 +29,32 @@ bool operator==(const SubJob& a, const SubJob& b) {
          a.mode == b.mode && a.on_failure == b.on_failure && a.finally == b.finally;
 }
 
+std::string_view ToString(FailReason reason) {
+  switch (reason) {
+    case FailReason::kNone:
+      return "";
+    case FailReason::kExit:
+      return "exit";
+    case FailReason::kTimeout:
+      return "timeout";
+    case FailReason::kOutOfMemory:
+      return "oom";
+    case FailReason::kLost:
+      return "lost";
+    case FailReason::kError:
+      return "error";
+  }
+  return "";
+}
+
+std::optional<FailReason> ParseFailReason(std::string_view text) {
+  for (FailReason r : {FailReason::kExit, FailReason::kTimeout, FailReason::kOutOfMemory,
+                       FailReason::kLost, FailReason::kError}) {
+    if (ToString(r) == text) return r;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(MountType type) {
   switch (type) {
     case MountType::kVolume:

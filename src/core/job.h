@@ -40,6 +40,23 @@ class Box {
   std::unique_ptr<T> ptr_;  // never null, except after a move
 };
 
+// Beyond Tork: why a runnable attempt failed, as its row keeps it (TaskRecord::reason)
+// and `retry.on` names it: kExit, its command exited non-zero (its exit code kept too);
+// kTimeout, its `timeout` (or the engine's overdue check); kOutOfMemory, killed for its
+// memory limit; kLost, its worker was lost or handed it back, or the engine stopped while
+// it ran; kError, it could not run (its templates or `if`, the runtime's own failure).
+enum class FailReason { kNone, kExit, kTimeout, kOutOfMemory, kLost, kError };
+std::string_view ToString(FailReason reason);  // "", "exit", "timeout", "oom", "lost", "error"
+std::optional<FailReason> ParseFailReason(std::string_view text);
+
+// Beyond Tork: which failures a retry is for (`retry.on`); none given, every failure but
+// a lost one (which is re-queued, not retried: Policy::max_redeliveries).
+struct RetryOn {
+  std::vector<int> exit_codes;     // `exitCodes`: a kExit with one of them
+  std::vector<FailReason> errors;  // `errors`: timeout, oom, lost, error
+  friend bool operator==(const RetryOn&, const RetryOn&) = default;
+};
+
 struct Retry {
   int limit = 0;     // attempts after the first: 1..10
   int attempts = 0;  // attempts made so far (runtime state)
@@ -48,6 +65,10 @@ struct Retry {
   std::optional<Duration> initial_delay;
   std::optional<double> scaling_factor;
   std::optional<Duration> max_delay;
+  std::optional<RetryOn> on;  // beyond Tork (see RetryOn)
+  // Beyond Tork: up to this much more wait before each retry, a share of it fixed by the
+  // row's id (the same after a crash), so that tasks failing together do not retry at once.
+  std::optional<Duration> jitter;
   friend bool operator==(const Retry&, const Retry&) = default;
 };
 

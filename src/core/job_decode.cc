@@ -55,8 +55,9 @@ constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "ima
 constexpr std::string_view kSidecarFields[] = {"name",    "description", "run",  "image",
                                                "cmd",     "entrypoint",  "env",  "files",
                                                "timeout", "registry",    "probe"};
-constexpr std::string_view kRetryFields[] = {"limit", "attempts", "initialDelay", "scalingFactor",
-                                             "maxDelay"};
+constexpr std::string_view kRetryFields[] = {
+    "limit", "attempts", "initialDelay", "scalingFactor", "maxDelay", "on", "jitter"};
+constexpr std::string_view kRetryOnFields[] = {"exitCodes", "errors"};
 constexpr std::string_view kLimitsFields[] = {"cpus", "memory"};
 constexpr std::string_view kMountFields[] = {"type", "source", "target", "opts"};
 constexpr std::string_view kRegistryFields[] = {"username", "password"};
@@ -351,6 +352,10 @@ class Decoder {
           Problem(e.value.mark, p, fmt::format("must be between 1 and 100, got {}", e.value.text));
           retry.scaling_factor.reset();
         }
+      } else if (e.key == "jitter") {
+        retry.jitter = DurationOf(e.value, p);
+      } else if (e.key == "on") {
+        retry.on = DecodeRetryOn(e.value, p);
       }
     });
     if (!has_limit && node.kind == Node::Kind::kMap) {
@@ -358,6 +363,43 @@ class Decoder {
               fmt::format("is required (between {} and {})", kMinRetryLimit, kMaxRetryLimit));
     }
     return retry;
+  }
+
+  // `retry.on`: exit codes 1..255 and reasons other than "exit" (which exitCodes say).
+  RetryOn DecodeRetryOn(const Node& node, const std::string& path) {
+    RetryOn on;
+    bool named = false;  // an item given (valid or not: a wrong one is reported itself)
+    ForEachField(node, path, kRetryOnFields, [&](const MapEntry& e, const std::string& p) {
+      named = named || e.value.kind != Node::Kind::kSequence || !e.value.items.empty();
+      if (e.value.kind != Node::Kind::kSequence) {
+        Problem(e.value.mark, p, fmt::format("expected a list, got {}", Describe(e.value)));
+        return;
+      }
+      for (std::size_t i = 0; i < e.value.items.size(); ++i) {
+        const Node& item = e.value.items[i];
+        const std::string q = Index(p, i);
+        if (e.key == "exitCodes") {
+          if (auto code = IntInRange(item, q, 1, 255)) on.exit_codes.push_back(*code);
+          continue;
+        }
+        std::string text = String(item, q);
+        auto reason = ParseFailReason(text);
+        if (!reason || *reason == FailReason::kExit) {
+          if (item.IsScalar()) {
+            Problem(item.mark, q,
+                    fmt::format("unknown error {} (expected timeout, oom, lost or error; an "
+                                "exit code goes in exitCodes)",
+                                Quoted(text)));
+          }
+          continue;
+        }
+        on.errors.push_back(*reason);
+      }
+    });
+    if (node.kind == Node::Kind::kMap && !named && rules_) {
+      Problem(node.mark, path, "names no failure to retry: give exitCodes, errors or both");
+    }
+    return on;
   }
 
   Limits DecodeLimits(const Node& node, const std::string& path) {

@@ -724,5 +724,38 @@ TEST(JobDecodeTest, OnlyAStoredRowSaysWhatItHandles) {
   EXPECT_FALSE(DecodeTaskJson(R"({"name": "t", "handles": "x"})", DecodeMode::kStored).ok());
 }
 
+TEST(JobDecodeTest, RetryOnNamesExitCodesAndErrorsAndJitterIsADuration) {
+  auto result = ParseJob(WithTask("    run: a\n    retry:\n      limit: 2\n      jitter: 250ms\n"
+                                  "      on: {exitCodes: [75, 3], errors: [timeout, lost]}\n"),
+                         DocumentFormat::kYaml);
+  ASSERT_TRUE(result.ok()) << result.Message();
+  const Retry& retry = *result.job->tasks[0].retry;
+  EXPECT_EQ(retry.jitter, std::chrono::milliseconds(250));
+  ASSERT_TRUE(retry.on);
+  EXPECT_EQ(retry.on->exit_codes, (std::vector<int>{75, 3}));
+  EXPECT_EQ(retry.on->errors, (std::vector<FailReason>{FailReason::kTimeout, FailReason::kLost}));
+  auto again = DecodeTaskJson(ToJson(result.job->tasks[0]).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(*again, result.job->tasks[0]);
+}
+
+TEST(JobDecodeTest, RetryOnsMistakesAreNamedWithTheirLineAndColumn) {
+  EXPECT_THAT(
+      Problems(WithTask("    run: a\n    retry:\n      limit: 2\n"
+                        "      on: {exitCodes: [0, 256], errors: [exit, nap]}\n")),
+      ElementsAre("7:24: tasks[0].retry.on.exitCodes[0]: must be between 1 and 255, got 0",
+                  "7:27: tasks[0].retry.on.exitCodes[1]: must be between 1 and 255, got 256",
+                  "7:42: tasks[0].retry.on.errors[0]: unknown error \"exit\" (expected "
+                  "timeout, oom, lost or error; an exit code goes in exitCodes)",
+                  "7:48: tasks[0].retry.on.errors[1]: unknown error \"nap\" (expected "
+                  "timeout, oom, lost or error; an exit code goes in exitCodes)"));
+  EXPECT_THAT(Problems(WithTask("    run: a\n    retry:\n      limit: 2\n      on: {}\n")),
+              ElementsAre("7:11: tasks[0].retry.on: names no failure to retry: give exitCodes, "
+                          "errors or both"));
+  EXPECT_THAT(
+      Problems(WithTask("    run: a\n    retry:\n      limit: 2\n      on: {errors: oom}\n")),
+      ElementsAre("7:20: tasks[0].retry.on.errors: expected a list, got string \"oom\""));
+}
+
 }  // namespace
 }  // namespace baton

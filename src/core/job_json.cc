@@ -37,12 +37,25 @@ static void PutList(json& out, const char* key, const std::vector<T>& items) {
   out[key] = std::move(list);
 }
 
+static json ToJson(const RetryOn& on) {
+  json out = json::object();
+  if (!on.exit_codes.empty()) out["exitCodes"] = on.exit_codes;
+  if (!on.errors.empty()) {
+    json errors = json::array();
+    for (FailReason r : on.errors) errors.push_back(std::string(ToString(r)));
+    out["errors"] = std::move(errors);
+  }
+  return out;
+}
+
 static json ToJson(const Retry& retry) {
   json out = {{"limit", retry.limit}};
   if (retry.attempts > 0) out["attempts"] = retry.attempts;
   Put(out, "initialDelay", retry.initial_delay);
   if (retry.scaling_factor) out["scalingFactor"] = *retry.scaling_factor;
   Put(out, "maxDelay", retry.max_delay);
+  if (retry.on) out["on"] = ToJson(*retry.on);
+  Put(out, "jitter", retry.jitter);
   return out;
 }
 

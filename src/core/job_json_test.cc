@@ -73,7 +73,10 @@ Job FullJob() {
                   .attempts = 1,
                   .initial_delay = std::chrono::seconds(1),
                   .scaling_factor = 2.5,
-                  .max_delay = std::chrono::seconds(30)};
+                  .max_delay = std::chrono::seconds(30),
+                  .on = RetryOn{.exit_codes = {75}, .errors = {FailReason::kTimeout}},
+                  .jitter = std::chrono::milliseconds(250)};
+  t.on_failure = OnFailure{{t}, Then::kContinue};
 
   Task child;
   child.name = "square {{ item.value }}";
@@ -94,8 +97,10 @@ Job FullJob() {
                       "{{ tasks.x }}",
                       AutoDelete{std::chrono::minutes(1)},
                       job.webhooks,
-                      true};
-  sub.subjob->mode = TaskOrder::kDag;
+                      true,
+                      TaskOrder::kDag,
+                      {child},
+                      {child}};
   sub.needs = {{"say hello", ""}, {"together", "{{ inputs.who == 'world' }}"}};
   sub.trigger_rule = TriggerRule::kNoneFailedMinOneSuccess;
   sub.optional = true;

@@ -44,6 +44,8 @@ std::string Encode(const TaskFinished& m) {
             {"result", m.result},    {"error", m.error},
             {"at", FormatTime(m.at)}};
   if (m.started_at) j["startedAt"] = FormatTime(*m.started_at);
+  if (m.reason != FailReason::kNone) j["reason"] = ToString(m.reason);
+  if (m.exit_code) j["exitCode"] = *m.exit_code;
   return Dump(j);
 }
 std::string Encode(const TaskProgress& m) {
@@ -99,6 +101,11 @@ Result<TaskFinished> DecodeTaskFinished(std::string_view body) {
     m.error = j.value("error", "");
     m.at = TimeOf(j, "at");
     if (j.contains("startedAt")) m.started_at = TimeOf(j, "startedAt");
+    // From a worker of an earlier version: no reason (the coordinator takes kError).
+    m.reason = ParseFailReason(j.value("reason", "")).value_or(FailReason::kNone);
+    if (j.contains("exitCode") && j["exitCode"].is_number_integer()) {
+      m.exit_code = j["exitCode"].get<int>();
+    }
   });
 }
 

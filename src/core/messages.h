@@ -36,6 +36,9 @@ struct TaskFinished {
   Outcome outcome = Outcome::kCompleted;
   std::string result;
   std::string error;
+  // A failure's reason and exit code, as the runtime saw them (kFailed only).
+  FailReason reason = FailReason::kNone;
+  std::optional<int> exit_code;
   TimePoint at{};
   // When the attempt started, for an outcome whose start was never reported (a task
   // shorter than the worker's `report_start_after`); unset otherwise.

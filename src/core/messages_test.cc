@@ -20,8 +20,12 @@ TEST(MessagesTest, RoundTrip) {
                                                          .node_id = "n2",
                                                          .outcome = TaskFinished::Outcome::kFailed,
                                                          .error = "exit code 1",
+                                                         .reason = FailReason::kExit,
+                                                         .exit_code = 75,
                                                          .at = at}));
   ASSERT_TRUE(finished.ok());
+  EXPECT_EQ(finished->reason, FailReason::kExit);
+  EXPECT_EQ(finished->exit_code, 75);
   EXPECT_EQ(finished->job_id, "j2");
   EXPECT_EQ(finished->node_id, "n2");
   EXPECT_EQ(finished->outcome, TaskFinished::Outcome::kFailed);
@@ -32,6 +36,8 @@ TEST(MessagesTest, RoundTrip) {
       DecodeTaskFinished(Encode(TaskFinished{.task_id = "t2", .at = at, .started_at = at}));
   ASSERT_TRUE(quick.ok());
   EXPECT_EQ(quick->started_at, at);
+  EXPECT_EQ(quick->reason, FailReason::kNone);  // none said (a completion, an older worker)
+  EXPECT_FALSE(quick->exit_code.has_value());
 
   auto progress =
       DecodeTaskProgress(Encode(TaskProgress{.task_id = "t3", .job_id = "j3", .progress = 42.5}));

@@ -23,10 +23,10 @@ Result<std::optional<TimePoint>> GetTime(const json& in, const char* key) {
 
 // Runtime members that ToJson(TaskRecord) adds to the definition's JSON; removed again
 // before the definition is decoded.
-constexpr const char* kTaskRuntimeKeys[] = {"id",          "jobId",     "parentId",    "position",
-                                            "state",       "createdAt", "scheduledAt", "startedAt",
-                                            "completedAt", "failedAt",  "error",       "result",
-                                            "nodeId",      "progress",  "redelivered"};
+constexpr const char* kTaskRuntimeKeys[] = {
+    "id",          "jobId",     "parentId",    "position", "state",   "createdAt",
+    "scheduledAt", "startedAt", "completedAt", "failedAt", "error",   "result",
+    "nodeId",      "progress",  "redelivered", "reason",   "exitCode"};
 
 // A row's ids, state, times, result, error, node and progress: what the full task JSON
 // and its summary both show.
@@ -42,6 +42,8 @@ void PutTaskRow(json& out, const TaskRecord& task) {
   PutTime(out, "completedAt", task.completed_at);
   PutTime(out, "failedAt", task.failed_at);
   if (!task.error.empty()) out["error"] = task.error;
+  if (task.reason != FailReason::kNone) out["reason"] = ToString(task.reason);
+  if (task.exit_code) out["exitCode"] = *task.exit_code;
   if (!task.result.empty()) out["result"] = task.result;
   if (!task.node_id.empty()) out["nodeId"] = task.node_id;
   out["progress"] = task.progress;
@@ -90,6 +92,10 @@ Result<TaskRecord> TaskRecordFromJson(const json& in) {
     task.error = in.value("error", "");
     task.result = in.value("result", "");
     task.node_id = in.value("nodeId", "");
+    task.reason = ParseFailReason(in.value("reason", "")).value_or(FailReason::kNone);
+    if (auto code = in.find("exitCode"); code != in.end() && code->is_number_integer()) {
+      task.exit_code = code->get<int>();
+    }
     task.progress = in.value("progress", 0.0);
     task.redelivered = in.value("redelivered", 0);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -113,7 +114,19 @@ std::string NewId() {
 bool IsOptionalFailureLetGo(const TaskRecord& row) {
   if (!row.task.optional || row.state != TaskState::kFailed) return false;
   const bool ran = !row.node_id.empty() || row.started_at.has_value();
-  return !ran || !row.task.retry || row.task.retry->attempts >= row.task.retry->limit;
+  return !ran || !row.task.retry || row.task.retry->attempts >= row.task.retry->limit ||
+         !RetryIsFor(row);
+}
+
+bool RetryIsFor(const TaskRecord& failed) {
+  if (!failed.task.retry) return false;
+  const std::optional<RetryOn>& on = failed.task.retry->on;
+  if (!on) return failed.reason != FailReason::kLost;
+  if (failed.reason == FailReason::kExit) {
+    return failed.exit_code && std::find(on->exit_codes.begin(), on->exit_codes.end(),
+                                         *failed.exit_code) != on->exit_codes.end();
+  }
+  return std::find(on->errors.begin(), on->errors.end(), failed.reason) != on->errors.end();
 }
 
 const TaskRecord* LatestAttempt(const TaskRecord* latest, const TaskRecord& row) {

@@ -34,6 +34,10 @@ struct TaskRecord {
   Task task;  // the definition; templates evaluated once the row is scheduled
   std::string error;
   std::string result;
+  // Beyond Tork: why a FAILED runnable row failed, and its command's exit code for kExit
+  // (what `retry.on` matches; shown with the attempt).
+  FailReason reason = FailReason::kNone;
+  std::optional<int> exit_code;
   std::string node_id;  // the worker running it
   double progress = 0;  // 0..100
   int redelivered = 0;  // times re-queued after its worker died
@@ -152,9 +156,13 @@ struct Page {
   std::int64_t total_items = 0;
 };
 
+// Whether the row's failure is one its `retry` is for (Retry::on; without it, every
+// failure but a lost one, which is re-queued instead).
+bool RetryIsFor(const TaskRecord& failed);
+
 // Whether `row` is an optional task's final failure, which its job went on after
-// (Task::optional): FAILED with no attempt left, or FAILED before it ran (its `if` or
-// templates could not be evaluated: not retried).
+// (Task::optional): FAILED with no attempt left or a failure its retry is not for, or
+// FAILED before it ran (its `if` or templates could not be evaluated: not retried).
 bool IsOptionalFailureLetGo(const TaskRecord& row);
 
 // Of two rows of one slot (a task's place: its parent, its position, its index there;

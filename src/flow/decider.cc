@@ -29,9 +29,9 @@ std::uint64_t Fnv(std::string_view text, std::uint64_t h = 1469598103934665603UL
 }
 
 TaskColumns ColumnsOf(const TaskRecord& t) {
-  return {t.state,       t.scheduled_at, t.started_at, t.completed_at, t.failed_at,
-          t.error,       t.result,       t.node_id,    t.subjob_id,    t.progress,
-          t.redelivered, t.each_size,    t.each_index, t.completions};
+  return {t.state,      t.scheduled_at, t.started_at, t.completed_at, t.failed_at,   t.error,
+          t.result,     t.node_id,      t.subjob_id,  t.progress,     t.redelivered, t.each_size,
+          t.each_index, t.completions,  t.reason,     t.exit_code};
 }
 JobColumns ColumnsOf(const JobRecord& j) {
   return {j.state,      j.started_at, j.completed_at, j.failed_at, j.delete_at, j.position,
@@ -73,9 +73,17 @@ bool HasAttemptsLeft(const TaskRecord& failed) {
   return failed.task.retry && failed.task.retry->attempts < failed.task.retry->limit;
 }
 
+Duration RetryJitter(const TaskRecord& row) {
+  if (!row.task.retry || !row.task.retry->jitter || row.task.retry->jitter->count() <= 0) {
+    return Duration::zero();
+  }
+  const auto span = static_cast<std::uint64_t>(row.task.retry->jitter->count()) + 1;
+  return Duration(static_cast<std::int64_t>(Fnv("jitter/" + row.id) % span));
+}
+
 TimePoint RetryDueAt(const TaskRecord& row) {
   if (!row.task.retry || row.task.retry->attempts <= 0) return row.created_at;
-  return row.created_at + RetryDelay(*row.task.retry, row.task.retry->attempts);
+  return row.created_at + RetryDelay(*row.task.retry, row.task.retry->attempts) + RetryJitter(row);
 }
 
 // Children a composite must see finish before it completes.
@@ -507,6 +515,7 @@ void Decider::FailNow(TaskRecord& t, const std::string& error) {
   t.state = TaskState::kFailed;
   t.failed_at = now_;
   t.error = SanitizeUtf8(error);
+  if (KindOf(t.task) == TaskKind::kRunnable) t.reason = FailReason::kError;
   TaskFailed(t.id);
 }
 
@@ -607,23 +616,12 @@ bool Decider::RetryOrFail(const std::string& failed_id) {
   const TaskRecord& failed = *T(failed_id);
   const JobRecord* job = J(failed.job_id);
   if (failed.state == TaskState::kFailed && job != nullptr && IsActive(job->state) &&
-      HasAttemptsLeft(failed)) {
+      HasAttemptsLeft(failed) && RetryIsFor(failed)) {
     Retry(failed_id);
     return true;
   }
   TaskFailed(failed_id);
   return false;
-}
-
-void Decider::OptionalFailed(const std::string& id) {
-  TaskRecord& t = *T(id);
-  JobRecord* job = J(t.job_id);
-  if (job == nullptr) return;
-  if (t.parent_id.empty()) {
-    if (!job->steps.empty()) return GraphTaskEnded(t);
-    return Advance(t.job_id, t.position);
-  }
-  ChildDone(t.parent_id);
 }
 
 void Decider::TaskFailed(const std::string& id) {
@@ -634,7 +632,9 @@ void Decider::TaskFailed(const std::string& id) {
       StartFallback(id)) {
     return;
   }
-  if (t.task.optional && t.state == TaskState::kFailed) return OptionalFailed(id);
+  // An optional task's final failure: what it is in goes on, as after a task done (which
+  // sets no var for a FAILED row).
+  if (t.task.optional && t.state == TaskState::kFailed) return TaskDone(id);
   // The error (often the task's last output lines) goes up to the parent and the job:
   // its own secret values are hidden in it now.
   std::vector<std::string> secrets;

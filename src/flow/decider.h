@@ -35,8 +35,8 @@ using nlohmann::json;
 // The retry rule: a FAILED row is tried again (a new row, its attempt + 1) while its
 // `retry` has attempts left (and its job is active: Decider::RetryOrFail).
 bool HasAttemptsLeft(const TaskRecord& failed);
-// When a row may be queued: a retry after its backoff (RetryDelay) from its creation;
-// any other row at once (its creation).
+// When a row may be queued: a retry after its backoff (RetryDelay, and its jitter) from
+// its creation; any other row at once (its creation).
 TimePoint RetryDueAt(const TaskRecord& row);
 // Whether LeaseExpired `e` ends `row` (see LeaseExpired).
 bool LeaseLost(const TaskRecord& row, const LeaseExpired& e, TimePoint now);
@@ -52,6 +52,8 @@ struct TaskColumns {
   std::string error, result, node_id, subjob_id;
   double progress;
   int redelivered, each_size, each_index, completions;
+  FailReason reason;
+  std::optional<int> exit_code;
   friend bool operator==(const TaskColumns&, const TaskColumns&) = default;
 };
 // The same for a job; its context is tracked apart (Decider::context_changed_).
@@ -171,15 +173,14 @@ class Decider {
   // job (true), else the failure goes up (TaskFailed; false).
   bool RetryOrFail(const std::string& failed_id);
   void TaskFailed(const std::string& id);
-  // An optional task's final failure: what it is in goes on (TaskDone without a result).
-  void OptionalFailed(const std::string& id);
   bool Under(const TaskRecord& row, const std::string& ancestor);
   void CancelRows(const std::string& job_id, const std::string& under);
 
   // Kinds.
   void Queue(TaskRecord& t);  // runnable
   void WorkerFailure(const std::string& task_id, const std::string& node, const std::string& error,
-                     std::optional<TimePoint> started_at);
+                     std::optional<TimePoint> started_at, FailReason reason,
+                     std::optional<int> exit_code = std::nullopt);
   void Redeliver(const std::string& lost_id);
   void LostInCrash(const std::string& id);
   void Rerun(const std::string& lost_id, int redelivered);

@@ -43,6 +43,10 @@ namespace baton::flow {
 inline constexpr int kMaxNextCreated = 64;
 int NextCreatedWanted(const TaskRecord& each, int running);
 
+// The row's share of its retry's `jitter` (Retry::jitter), added to its backoff: from its
+// id, so the same after a crash.
+Duration RetryJitter(const TaskRecord& row);
+
 // What a decision about `event` reads (see Reads).
 Reads ReadsOf(const Event& event);
 

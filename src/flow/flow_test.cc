@@ -248,7 +248,7 @@ TEST(FlowTest, AFailedTaskWithRetriesLeftIsRetriedAfterItsBackoff) {
   Rows rows;
   rows.Apply(SubmitOf(JobOf({a})));
   std::string id = rows.view.tasks.begin()->first;
-  auto effects = Decide(Failed{id, "w1", "exit 1", kNow}, rows.view, kNow);
+  auto effects = Decide(Failed{id, "w1", "exit 1", kNow, FailReason::kExit, 1}, rows.view, kNow);
   auto created = All<CreateTask>(effects);
   ASSERT_EQ(created.size(), 1u);
   EXPECT_EQ(created[0].row.task.retry->attempts, 1);
@@ -267,7 +267,7 @@ TEST(FlowTest, AFailedChildFailsItsParallelAndCancelsTheRest) {
     if (t.task.name == "a") a = id;
   }
   View view = rows.view;  // the view of a's outcome: a and its parent (and the job)
-  auto effects = Decide(Failed{a, "w1", "boom", kNow}, view, kNow);
+  auto effects = Decide(Failed{a, "w1", "boom", kNow, FailReason::kError, {}}, view, kNow);
   auto cancels = All<CancelActive>(effects);
   ASSERT_EQ(cancels.size(), 2u);  // under the parallel (fail-fast), then the job's rest
   EXPECT_FALSE(cancels[0].under.empty());
@@ -623,7 +623,7 @@ void Play(Shell& shell, const Step& step) {
       shell.On(Completed{run(step.task).id, "w1", "r:" + step.task, kNow});
       return;
     case Say::kFail:
-      shell.On(Failed{run(step.task).id, "w1", "exit status 1", kNow});
+      shell.On(Failed{run(step.task).id, "w1", "exit status 1", kNow, FailReason::kExit, 1});
       return;
     case Say::kTimeout:
       shell.On(TaskTimedOut{run(step.task).id, "w1", seconds(5)});
@@ -1615,7 +1615,8 @@ INSTANTIATE_TEST_SUITE_P(
                         .scheduled_parents = true,
                         .hooks = true}},
         ReadsCase{"CompletedReadsItsTree", Completed{"t1", "n1", "ok", {}}, TaskTreeReads("t1")},
-        ReadsCase{"FailedReadsItsTree", Failed{"t1", "n1", "bad", {}}, TaskTreeReads("t1")},
+        ReadsCase{"FailedReadsItsTree", Failed{"t1", "n1", "bad", {}, FailReason::kError, {}},
+                  TaskTreeReads("t1")},
         ReadsCase{"WorkerCancelledReadsItsTaskRow", WorkerCancelled{"t1", "n1", "stopped"},
                   TaskRowReads("t1")},
         ReadsCase{"TaskTimedOutReadsItsTree", TaskTimedOut{"t1", "n1", seconds(1)},
@@ -2532,7 +2533,7 @@ TEST(CleanupTest, AFailedGraphRunsItsJobsOnFailureAfterItsLastStep) {
   for (const char* name : {"a", "b"}) {
     shell.On(Started{shell.Row(name).id, "w1", kNow});
   }
-  shell.On(Failed{shell.Row("a").id, "w1", "exit status 1", kNow});
+  shell.On(Failed{shell.Row("a").id, "w1", "exit status 1", kNow, FailReason::kExit, 1});
   EXPECT_EQ(RowsNamed(shell, "o"), 0);  // b still runs
   shell.On(Completed{shell.Row("b").id, "w1", "", kNow});
   ASSERT_EQ(RowsNamed(shell, "o"), 1);
@@ -2541,6 +2542,125 @@ TEST(CleanupTest, AFailedGraphRunsItsJobsOnFailureAfterItsLastStep) {
   shell.On(Completed{shell.Row("o").id, "w1", "", kNow});
   EXPECT_EQ(shell.Top().state, JobState::kFailed);
   EXPECT_EQ(shell.Top().error, "exit status 1");
+}
+
+// ---- retries that know what failed: retry.on, retry.jitter, each attempt's reason
+
+Task RetriedOn(Task t, int limit, RetryOn on) {
+  t.retry = Retry{.limit = limit, .on = std::move(on)};
+  return t;
+}
+// Runs the newest row of `name` and fails it as `failed` says.
+void FailAs(Shell& s, const std::string& name, Failed failed) {
+  const std::string id = s.Row(name).id;
+  s.On(Started{id, "w1", kNow});
+  failed.task_id = id;
+  failed.node_id = "w1";
+  s.On(failed);
+}
+
+TEST(RetryOnTest, AnExitCodeTheRetryNamesIsRetriedAndOneItDoesNotNameFails) {
+  Shell s;
+  s.On(Submit{JobOf({RetriedOn(Runnable("a"), 3, RetryOn{.exit_codes = {3, 75}})})});
+  FailAs(s, "a", Failed{.error = "exit code 3", .reason = FailReason::kExit, .exit_code = 3});
+  EXPECT_EQ(RowsNamed(s, "a"), 2);  // retried
+  EXPECT_EQ(FirstRow(s, "a").reason, FailReason::kExit);
+  EXPECT_EQ(FirstRow(s, "a").exit_code, 3);
+  FailAs(s, "a", Failed{.error = "exit code 4", .reason = FailReason::kExit, .exit_code = 4});
+  EXPECT_EQ(RowsNamed(s, "a"), 2);  // not retried: attempts were left
+  EXPECT_EQ(s.Top().state, JobState::kFailed);
+  EXPECT_EQ(s.Row("a").exit_code, 4);
+}
+
+TEST(RetryOnTest, AnOptionalTasksFailureItsRetryIsNotForLetsTheJobGoOnAlsoAfterACrash) {
+  for (bool crash : {false, true}) {
+    Shell s;
+    s.On(Submit{JobOf(
+        {Optional(RetriedOn(Runnable("a"), 3, RetryOn{.exit_codes = {3}})), Runnable("after")})});
+    FailAs(s, "a", Failed{.error = "exit code 4", .reason = FailReason::kExit, .exit_code = 4});
+    EXPECT_TRUE(IsOptionalFailureLetGo(s.Row("a")));
+    if (crash) s.Reconcile();
+    EXPECT_EQ(RowsNamed(s, "a"), 1);
+    EXPECT_EQ(RowsNamed(s, "after"), 1) << "crash " << crash;
+  }
+}
+
+TEST(RetryOnTest, ATimeoutIsRetriedWhenTheRetryNamesItAndAnExitIsNot) {
+  Shell s;
+  s.On(Submit{JobOf({RetriedOn(Runnable("a"), 2, RetryOn{.errors = {FailReason::kTimeout}})})});
+  const std::string first = s.Row("a").id;
+  s.On(Started{first, "w1", kNow});
+  s.On(TaskTimedOut{first, "w1", seconds(5)});
+  EXPECT_EQ(s.view.tasks.at(first).reason, FailReason::kTimeout);
+  EXPECT_EQ(RowsNamed(s, "a"), 2);
+  FailAs(s, "a", Failed{.error = "exit code 1", .reason = FailReason::kExit, .exit_code = 1});
+  EXPECT_EQ(RowsNamed(s, "a"), 2);
+  EXPECT_EQ(s.Top().state, JobState::kFailed);
+}
+
+TEST(RetryOnTest, WithoutOnEveryFailureIsRetriedAsTorkDoes) {
+  Shell s;
+  s.On(Submit{JobOf({WithRetry(Runnable("a"), 2)})});
+  FailAs(s, "a", Failed{.error = "oom", .reason = FailReason::kOutOfMemory});
+  FailAs(s, "a", Failed{.error = "exit code 9", .reason = FailReason::kExit, .exit_code = 9});
+  EXPECT_EQ(RowsNamed(s, "a"), 3);
+  EXPECT_EQ(s.Row("a").reason, FailReason::kNone);  // the third attempt, queued
+}
+
+TEST(RetryOnTest, ALostTaskIsRetriedOnlyWhenTheRetryNamesLostOnceItsRequeuesAreSpent) {
+  for (bool named : {false, true}) {
+    Shell s;
+    RetryOn on{.errors = {named ? FailReason::kLost : FailReason::kTimeout}};
+    s.On(Submit{JobOf({RetriedOn(Runnable("a"), 1, on)})});
+    for (int i = 0; i <= s.view.policy.max_redeliveries; ++i) {
+      const std::string id = s.Row("a").id;
+      s.On(Started{id, "w1", kNow});
+      s.On(Redelivery{id, "w1", "worker stopping"});
+      EXPECT_EQ(s.view.tasks.at(id).reason, FailReason::kLost);
+    }
+    // Re-queued max_redeliveries times (the same attempt), then given up.
+    if (named) {
+      EXPECT_EQ(s.Top().state, JobState::kRunning) << "retried";
+      EXPECT_EQ(s.Row("a").task.retry->attempts, 1);
+      EXPECT_EQ(s.Row("a").reason, FailReason::kNone);
+    } else {
+      EXPECT_EQ(s.Top().state, JobState::kFailed);
+    }
+  }
+}
+
+TEST(RetryOnTest, ATemplateThatCannotBeEvaluatedIsAnError) {
+  Shell s;
+  Task t = Runnable("a");
+  t.env["X"] = "{{ nosuch() }}";
+  s.On(Submit{JobOf({t})});
+  EXPECT_EQ(s.Row("a").reason, FailReason::kError);
+  EXPECT_EQ(s.Top().state, JobState::kFailed);
+}
+
+TEST(RetryOnTest, AJitterAddsAShareOfItsWaitFixedByTheRowsId) {
+  Shell s;
+  Task t = WithRetry(Runnable("a"), 1, seconds(10));
+  t.retry->jitter = seconds(4);
+  s.On(Submit{JobOf({t})});
+  FailAs(s, "a", Failed{.error = "exit code 1", .reason = FailReason::kExit, .exit_code = 1});
+  const TaskRecord& retry = s.Row("a");
+  ASSERT_EQ(retry.task.retry->attempts, 1);
+  const Duration jitter = RetryJitter(retry);
+  EXPECT_GE(jitter, Duration::zero());
+  EXPECT_LE(jitter, seconds(4));
+  EXPECT_EQ(RetryJitter(retry), jitter);  // the same, read again (after a crash)
+  const auto at = All<StartAt>(s.last);
+  ASSERT_EQ(at.size(), 1u);
+  EXPECT_EQ(at[0].at, kNow + seconds(10) + jitter);
+  // Over many rows the shares spread over the jitter.
+  std::set<std::int64_t> seen;
+  for (int i = 0; i < 64; ++i) {
+    TaskRecord row = retry;
+    row.id = fmt::format("{:032x}", i);
+    seen.insert(RetryJitter(row).count() / 1000);
+  }
+  EXPECT_GE(seen.size(), 4u);
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ void Decider::ReconcileComposite(const std::string& id, const std::vector<std::s
   int running = 0;
   const TaskRecord* failed = nullptr;
   for (const auto& [index, child] : latest) {
-    // An optional child's final failure counts as done (OptionalFailed).
+    // An optional child's final failure counts as done (TaskFailed: TaskDone).
     const bool passed = IsOptionalFailureLetGo(*child);
     if (IsDone(child->state) || passed) ++done;
     if (child->state != TaskState::kCreated && !IsTerminal(child->state)) ++running;
@@ -142,9 +142,9 @@ void Decider::ReconcileSequence(TaskRecord& row, const std::vector<std::string>&
     row.completions = 0;
     return NextStep(row.id);
   }
-  const bool passed = IsOptionalFailureLetGo(*latest);
-  row.completions = latest->each_index + ((IsDone(latest->state) || passed) ? 1 : 0);
-  if (IsDone(latest->state) || passed) return NextStep(row.id);
+  const bool ended = IsDone(latest->state) || IsOptionalFailureLetGo(*latest);
+  row.completions = latest->each_index + (ended ? 1 : 0);
+  if (ended) return NextStep(row.id);
   if (IsTerminal(latest->state)) RetryOrFail(latest->id);
 }
 

@@ -49,6 +49,9 @@ struct Failed {
   std::string node_id;
   std::string error;
   std::optional<TimePoint> started_at;
+  // Why, as the worker's runtime saw it (kExit with the exit code; none said: kError).
+  FailReason reason = FailReason::kError;
+  std::optional<int> exit_code;
 };
 // The worker stopped the task because a cancel told it to.
 struct WorkerCancelled {

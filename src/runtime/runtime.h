@@ -40,6 +40,8 @@ struct RunOutcome {
   std::string result;  // contents of $BATON_OUTPUT, when completed
   std::string error;   // why it failed, when it did
   std::optional<int> exit_code;
+  // Why it failed (retry.on): kExit (with exit_code), kTimeout, kOutOfMemory, kError.
+  FailReason reason = FailReason::kNone;
 };
 
 // Receives what a running task produces. Called from the thread that calls Run, or from

@@ -273,6 +273,7 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   if (!outcome.ok()) {
     finished.outcome = TaskFinished::Outcome::kFailed;
     finished.error = "the runtime failed: " + outcome.status().message();
+    finished.reason = FailReason::kError;
   } else if (outcome->state == RunOutcome::State::kCompleted) {
     finished.outcome = TaskFinished::Outcome::kCompleted;
     finished.result = outcome->result;
@@ -288,6 +289,8 @@ void Worker::RunOne(Lane& lane, std::unique_ptr<Delivery> delivery) {
   } else {
     finished.outcome = TaskFinished::Outcome::kFailed;
     finished.error = outcome->error;
+    finished.reason = outcome->reason;
+    finished.exit_code = outcome->exit_code;
   }
   std::string_view queue =
       finished.outcome == TaskFinished::Outcome::kCompleted ? kQueueCompleted : kQueueFailed;

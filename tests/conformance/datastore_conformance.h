@@ -164,7 +164,10 @@ inline Task CompositeTask() {
              "{{ tasks.x }}",
              AutoDelete{std::chrono::minutes(1)},
              {Webhook{"http://example.com/hook", {{"X-Key", "abc"}}, "job.StateChange", ""}},
-             true};
+             true,
+             TaskOrder::kSequence,
+             {},
+             {}};
   Task parallel;
   parallel.name = "together";
   parallel.description = "all at once";
@@ -242,6 +245,8 @@ inline TaskRecord FullTaskRecord(const std::string& job_id) {
   r.failed_at = At(14);
   r.task = CompositeTask();
   r.error = "boom";
+  r.reason = FailReason::kExit;
+  r.exit_code = 75;
   r.result = "{\"x\": 1}";
   r.node_id = NewId();
   r.progress = 12.25;
@@ -762,8 +767,16 @@ TEST_P(DatastoreConformanceTest, TaskRoundTripsEveryField) {
   ASSERT_TRUE(IsOk(ds().CreateTask(task)));
   TaskRecord runnable = FullTaskRecord(job.id);
   runnable.task = FullRunnableTask();
+  runnable.reason = FailReason::kOutOfMemory;  // a reason without an exit code
+  runnable.exit_code.reset();
   ASSERT_TRUE(IsOk(ds().CreateTask(runnable)));
+  // Many at once (PostgreSQL's arrays) keep it too.
+  TaskRecord batched = FullTaskRecord(job.id);
+  batched.reason = FailReason::kTimeout;
+  batched.exit_code.reset();
+  ASSERT_TRUE(IsOk(ds().CreateTasks({batched, FullTaskRecord(job.id)})));
   Reopen();
+  EXPECT_EQ(*ds().GetTask(batched.id), batched);
   Result<TaskRecord> got = ds().GetTask(task.id);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, task);

@@ -2,7 +2,7 @@
 # Graphs (`needs`, `mode: dag`, trigger rules) over the binary: a diamond whose middle
 # tasks overlap (markers with times), each trigger rule's run or skip after a failure, a
 # restart that runs again only what failed or was skipped, a switch, a loop ended by its
-# condition and one by its max, a fallback that recovers, a job's onFailure and finally
+# condition and one by its max, retry.on (an exit code and a timeout), a fallback that recovers, a job's onFailure and finally
 # after a failure and finally after a cancel (the job RUNNING with its `ending` while it
 # runs), and a cycle refused with its line and column; in standalone mode, then the same
 # jobs in distributed mode (a coordinator and a worker over RabbitMQ and PostgreSQL).
@@ -189,6 +189,30 @@ YAML
   expect "$mode: then it ends CANCELLED, its task cancelled and its finally run" \
     "$(js "$body" 'j["state"]') $(state_of "$body" long) $(state_of "$body" tidy) $(cat "$marks/finally/tidied" 2>/dev/null)" \
     "CANCELLED CANCELLED COMPLETED CANCELLED"
+
+  # ---- retry.on: an exit code it names is retried, one it does not is final; a timeout
+  mkdir -p "$marks/retry-on"
+  cat >"$work_dir/retry-on.yaml" <<YAML
+name: retry on
+tasks:
+  - name: flaky
+    retry: {limit: 3, on: {exitCodes: [75]}}
+    run: |
+      n=\$(cat $marks/retry-on/n 2>/dev/null || echo 0); echo \$((n + 1)) > $marks/retry-on/n
+      if [ "\$n" -lt 1 ]; then exit 75; else exit 4; fi
+YAML
+  id=$(submit "$work_dir/retry-on.yaml")
+  wait_done "$id" 60
+  expect "$mode: exit 75 was retried, exit 4 was final with attempts left" \
+    "$(js "$body" 'j["state"]') $(js "$body" '[[t.get("reason"), t.get("exitCode")] for t in j["execution"]]')" \
+    'FAILED [["exit", 75], ["exit", 4]]'
+  printf 'name: retry on timeout\ntasks:\n  - name: slow\n    timeout: 1s\n    retry: {limit: 1, on: {errors: [timeout]}, jitter: 100ms}\n    run: sleep 10\n' \
+    >"$work_dir/retry-timeout.yaml"
+  id=$(submit "$work_dir/retry-timeout.yaml")
+  wait_done "$id" 60
+  expect "$mode: a timeout named in on was retried, each attempt's reason kept" \
+    "$(js "$body" 'j["state"]') $(js "$body" '[t.get("reason") for t in j["execution"]]')" \
+    'FAILED ["timeout", "timeout"]'
 
   # ---- an optional task's failure: the job goes on, COMPLETED, with a warning
   printf 'name: optional\ntasks:\n  - name: flaky\n    optional: true\n    run: echo gone wrong; exit 4\n  - name: next\n    run: touch %s/next\n' \

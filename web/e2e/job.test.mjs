@@ -145,6 +145,8 @@ tasks:
   await attempts.nth(0).click();
   await waitFor(() => new URL(page.url()).hash.includes("attempt=1"), 5000, "attempt=1 in the URL");
   await page.locator(".job-facts dd", { hasText: "attempt 1 of 2" }).waitFor();
+  // Why the attempt failed (its row's reason).
+  assert.equal(await page.locator('.job-facts dd[data-reason="exit"]').textContent(), "exit code 1");
 
   await page.click('.job-tabs [role="tab"]:has-text("Timeline")');
   const bars = page.locator(".job-tl-bar");

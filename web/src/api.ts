@@ -88,6 +88,9 @@ export interface TaskRow extends TaskDef {
   nodeId?: string;
   progress: number;
   redelivered: number;
+  // Why a failed runnable row failed (what `retry.on` matches), and its exit code.
+  reason?: "exit" | "timeout" | "oom" | "lost" | "error";
+  exitCode?: number;
 }
 
 export interface Job extends JobSummary {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,33 @@ Result<JobText> EncodeJobText(const JobRecord& job, std::optional<std::string> d
                               const crypto::Keyring* keys);
 
 // The columns of a jobs row, in BATON_SQL_JOB_COLUMNS order ($1 .. $21).
+// tasks.reason: why a failed runnable row failed, "exit:CODE" for an exit; "" for none.
+inline std::string ReasonText(const TaskRecord& task) {
+  if (task.reason == FailReason::kExit && task.exit_code) {
+    return fmt::format("exit:{}", *task.exit_code);
+  }
+  return std::string(ToString(task.reason));
+}
+inline Status ReadReason(TaskRecord& task, std::string_view text) {
+  task.reason = FailReason::kNone;
+  task.exit_code.reset();
+  if (text.empty()) return Status::Ok();
+  std::string_view name = text.substr(0, text.find(':'));
+  auto reason = ParseFailReason(name);
+  if (!reason) return Corrupt("tasks", task.id, fmt::format("unknown reason '{}'", text));
+  task.reason = *reason;
+  if (name.size() < text.size()) {
+    int code = 0;
+    std::string_view digits = text.substr(name.size() + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), code);
+    if (ec != std::errc() || end != digits.data() + digits.size()) {
+      return Corrupt("tasks", task.id, fmt::format("unknown reason '{}'", text));
+    }
+    task.exit_code = code;
+  }
+  return Status::Ok();
+}
+
 // jobs.ending: the state a job whose cleanup runs ends in, or "".
 inline std::string_view EndingText(const JobRecord& job) {
   return job.ending ? ToString(*job.ending) : std::string_view("");  // "", not NULL
@@ -143,6 +171,7 @@ void BindTask(Sink& p, const TaskRecord& task, std::string_view definition) {
   p.Int(task.completions);
   p.Text(task.subjob_id);
   p.Text(datastore_util::ScopeText(task.scope));
+  p.Text(ReasonText(task));
 }
 
 template <typename Sink>
@@ -350,6 +379,7 @@ Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches, const cry
   auto scope = datastore_util::ParseScope(s.Text(20));
   if (!scope.ok()) return Corrupt("tasks", task.id, "scope: " + scope.status().message());
   task.scope = std::move(*scope);
+  BATON_RETURN_IF_ERROR(ReadReason(task, s.Text(21)));
   return task;
 }
 

@@ -245,7 +245,13 @@ constexpr std::string_view kJobEnding = R"sql(
 ALTER TABLE jobs ADD COLUMN ending TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::array<Migration, 14> kMigrations = {{
+// Why a failed runnable row failed (retry.on): "exit:CODE", "timeout", "oom", "lost" or
+// "error"; "" for none.
+constexpr std::string_view kTaskReason = R"sql(
+ALTER TABLE tasks ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::array<Migration, 15> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
@@ -260,6 +266,7 @@ constexpr std::array<Migration, 14> kMigrations = {{
     {12, "tasks_dropped: cancelled rows that never started", kTasksDropped},
     {13, "jobs.steps: a graph's top-level tasks' states", kJobSteps},
     {14, "jobs.ending: the outcome of a job whose cleanup runs", kJobEnding},
+    {15, "tasks.reason: why a failed row failed", kTaskReason},
 }};
 
 // `text` with its hooks spelled in `dialect`.

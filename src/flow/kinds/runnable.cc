@@ -55,11 +55,13 @@ void Decider::On(const Completed& e) {
   TaskDone(t->id);
 }
 
-void Decider::On(const Failed& e) { WorkerFailure(e.task_id, e.node_id, e.error, e.started_at); }
+void Decider::On(const Failed& e) {
+  WorkerFailure(e.task_id, e.node_id, e.error, e.started_at, e.reason, e.exit_code);
+}
 
 void Decider::On(const TaskTimedOut& e) {
   WorkerFailure(e.task_id, e.node_id, "task timed out after " + FormatDuration(e.timeout),
-                std::nullopt);
+                std::nullopt, FailReason::kTimeout);
 }
 
 void Decider::On(const TaskOverdue& e) {
@@ -74,7 +76,7 @@ void Decider::On(const TaskOverdue& e) {
                 fmt::format("task timed out after {}: its worker did not stop it within {} more, "
                             "and was told to kill it",
                             FormatDuration(*t->task.timeout), FormatDuration(e.grace)),
-                std::nullopt);
+                std::nullopt, FailReason::kTimeout);
 }
 
 void Decider::On(const WorkerCancelled& e) {
@@ -87,6 +89,7 @@ void Decider::On(const Redelivery& e) {
   if (t == nullptr || !Finish(*t, TaskState::kFailed, "", e.error, e.node_id, std::nullopt)) {
     return;
   }
+  t->reason = FailReason::kLost;
   JobRecord* job = J(t->job_id);
   if (job != nullptr && IsActive(job->state)) Redeliver(t->id);
 }
@@ -96,6 +99,7 @@ void Decider::On(const LeaseExpired& e) {
   if (t == nullptr || !LeaseLost(*t, e, now_)) return;
   std::string error = fmt::format("node {} stopped heartbeating while the task ran", e.node_id);
   if (!Finish(*t, TaskState::kFailed, "", error, e.node_id, std::nullopt)) return;
+  t->reason = FailReason::kLost;
   Redeliver(t->id);
 }
 
@@ -149,10 +153,13 @@ void Decider::Queue(TaskRecord& t) {
 }
 
 void Decider::WorkerFailure(const std::string& task_id, const std::string& node,
-                            const std::string& error, std::optional<TimePoint> started_at) {
+                            const std::string& error, std::optional<TimePoint> started_at,
+                            FailReason reason, std::optional<int> exit_code) {
   TaskRecord* t = T(task_id);
   if (t != nullptr && !IsTerminal(t->state) && !node.empty()) Ran(t->job_id);
   if (t == nullptr || !Finish(*t, TaskState::kFailed, "", error, node, started_at)) return;
+  t->reason = reason;
+  if (reason == FailReason::kExit) t->exit_code = exit_code;
   RetryOrFail(task_id);
 }
 
@@ -161,7 +168,9 @@ void Decider::Redeliver(const std::string& lost_id) {
   if (lost.redelivered >= view_.policy.max_redeliveries) {
     lost.error =
         fmt::format("{} (re-queued {} times already: giving up)", lost.error, lost.redelivered);
-    return TaskFailed(lost_id);
+    // A retry whose `on` names lost takes it up; otherwise the failure goes up.
+    RetryOrFail(lost_id);
+    return;
   }
   Rerun(lost_id, lost.redelivered + 1);
 }
@@ -176,6 +185,7 @@ void Decider::LostInCrash(const std::string& id) {
   std::string error = fmt::format(
       "the engine stopped while the task ran (node {}): run again as a new attempt", t.node_id);
   if (!Finish(t, TaskState::kFailed, "", error, t.node_id, std::nullopt)) return;
+  t.reason = FailReason::kLost;
   Rerun(id, t.redelivered);
 }
 
@@ -192,6 +202,8 @@ void Decider::Rerun(const std::string& lost_id, int redelivered) {
   next.failed_at.reset();
   next.error.clear();
   next.node_id.clear();
+  next.reason = FailReason::kNone;
+  next.exit_code.reset();
   next.progress = 0;
   next.redelivered = redelivered;
   Queue(NewTask(std::move(next)));

@@ -172,11 +172,14 @@ Result<RunOutcome> ReadResultFile(const std::string& path, std::size_t max_bytes
   return outcome;
 }
 
-RunOutcome FailedOutcome(std::string error, std::optional<int> exit_code) {
+RunOutcome FailedOutcome(std::string error, std::optional<int> exit_code, FailReason reason) {
   RunOutcome outcome;
   outcome.state = RunOutcome::State::kFailed;
   outcome.error = std::move(error);
   outcome.exit_code = exit_code;
+  outcome.reason = reason != FailReason::kNone ? reason
+                   : exit_code                 ? FailReason::kExit
+                                               : FailReason::kError;
   return outcome;
 }
 

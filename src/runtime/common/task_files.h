@@ -53,7 +53,9 @@ std::string LastLines(std::string_view text, int count);
 // when it cannot be read.
 Result<RunOutcome> ReadResultFile(const std::string& path, std::size_t max_bytes);
 
-RunOutcome FailedOutcome(std::string error, std::optional<int> exit_code);
+// FAILED, for `reason`; without one, kExit when there is an exit code, else kError.
+RunOutcome FailedOutcome(std::string error, std::optional<int> exit_code,
+                         FailReason reason = FailReason::kNone);
 RunOutcome CancelledOutcome();
 
 // "<label> failed: <what>" (or just <what> without a label), then the last

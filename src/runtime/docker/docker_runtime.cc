@@ -169,7 +169,10 @@ class DockerRuntime::TaskRun {
   Result<RunOutcome> ReadResult();
   std::string ContainerLogs(const std::string& id);
   std::string Describe(const Step& step, const StepEnd& end) const;
-  RunOutcome Fail(std::string error, std::optional<int> exit_code = std::nullopt) const;
+  RunOutcome Fail(std::string error, std::optional<int> exit_code = std::nullopt,
+                  FailReason reason = FailReason::kNone) const;
+  // Why a step that did not exit 0 failed (retry.on).
+  static FailReason ReasonOf(const StepEnd& end);
   RunOutcome CancelledOutcome() const;
   // Sleeps for `d` unless cancelled first; false when cancelled.
   bool SleepFor(std::chrono::milliseconds d);
@@ -821,8 +824,24 @@ std::string DockerRuntime::TaskRun::Describe(const Step& step, const StepEnd& en
                    /*with_output=*/end.end != End::kNotStarted);
 }
 
-RunOutcome DockerRuntime::TaskRun::Fail(std::string error, std::optional<int> exit_code) const {
-  return FailedOutcome(std::move(error), exit_code);
+RunOutcome DockerRuntime::TaskRun::Fail(std::string error, std::optional<int> exit_code,
+                                        FailReason reason) const {
+  return FailedOutcome(std::move(error), exit_code, reason);
+}
+
+FailReason DockerRuntime::TaskRun::ReasonOf(const StepEnd& end) {
+  if (end.out_of_memory) return FailReason::kOutOfMemory;
+  switch (end.end) {
+    case End::kStepTimedOut:
+    case End::kTaskTimedOut:
+      return FailReason::kTimeout;
+    case End::kExited:
+      return FailReason::kExit;
+    case End::kCancelled:
+    case End::kNotStarted:
+      return FailReason::kError;
+  }
+  return FailReason::kError;
 }
 
 RunOutcome DockerRuntime::TaskRun::CancelledOutcome() const { return runtime::CancelledOutcome(); }
@@ -916,7 +935,7 @@ Result<RunOutcome> DockerRuntime::TaskRun::Execute() {
     if (end->end != End::kExited || end->code != 0) {
       std::optional<int> code;
       if (end->end == End::kExited) code = end->code;
-      return Fail(Describe(step, *end), code);
+      return Fail(Describe(step, *end), code, ReasonOf(*end));
     }
     if (step.kind == "main") {
       Result<RunOutcome> result = ReadResult();

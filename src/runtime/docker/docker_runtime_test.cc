@@ -304,6 +304,7 @@ TEST_F(DockerRuntimeTest, MemoryLimitKillsAnAllocatingTaskWithTheRightError) {
   RunOutcome outcome = RunTask(task);
   EXPECT_EQ(outcome.state, State::kFailed);
   EXPECT_EQ(outcome.exit_code, 137);
+  EXPECT_EQ(outcome.reason, FailReason::kOutOfMemory);
   EXPECT_THAT(outcome.error, AllOf(HasSubstr("out of memory"), HasSubstr("memory limit of 32m"),
                                    HasSubstr("allocating")));
 }
@@ -354,6 +355,7 @@ TEST_F(DockerRuntimeTest, TimeoutKillsAndRemovesTheContainer) {
   RunOutcome outcome = RunTask(task);
   EXPECT_EQ(outcome.state, State::kFailed);
   EXPECT_THAT(outcome.error, AllOf(HasSubstr("timed out after 1s"), HasSubstr("waiting")));
+  EXPECT_EQ(outcome.reason, FailReason::kTimeout);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(8));
   EXPECT_THAT(Leftovers(), ::testing::IsEmpty());
 }

@@ -694,7 +694,10 @@ class ShellRuntime::TaskRun {
   void CheckProgress();
   std::vector<std::string> StepEnv(const Step& step) const;
   std::string Describe(const Step& step, const StepEnd& end) const;
-  RunOutcome Fail(std::string error, std::optional<int> exit_code = std::nullopt) const;
+  RunOutcome Fail(std::string error, std::optional<int> exit_code = std::nullopt,
+                  FailReason reason = FailReason::kNone) const;
+  // Why a step that did not exit 0 failed (retry.on).
+  static FailReason ReasonOf(const StepEnd& end);
   RunOutcome CancelledOutcome() const;
   Result<RunOutcome> ReadResult();
 
@@ -982,7 +985,7 @@ Result<RunOutcome> ShellRuntime::TaskRun::Execute() {
       std::optional<int> code;
       if (end->end == End::kExited) code = end->code;
       if (end->end == End::kSignaled) code = 128 + end->code;
-      return Fail(Describe(step, *end), code);
+      return Fail(Describe(step, *end), code, ReasonOf(*end));
     }
     if (step.kind == "main") {
       Result<RunOutcome> result = ReadResult();
@@ -1324,8 +1327,24 @@ std::string ShellRuntime::TaskRun::Describe(const Step& step, const StepEnd& end
   return StepError(step.label, what, tail_, rt_.options_.output_tail_lines);
 }
 
-RunOutcome ShellRuntime::TaskRun::Fail(std::string error, std::optional<int> exit_code) const {
-  return FailedOutcome(std::move(error), exit_code);
+RunOutcome ShellRuntime::TaskRun::Fail(std::string error, std::optional<int> exit_code,
+                                       FailReason reason) const {
+  return FailedOutcome(std::move(error), exit_code, reason);
+}
+
+FailReason ShellRuntime::TaskRun::ReasonOf(const StepEnd& end) {
+  if (end.out_of_memory) return FailReason::kOutOfMemory;
+  switch (end.end) {
+    case End::kStepTimedOut:
+    case End::kTaskTimedOut:
+      return FailReason::kTimeout;
+    case End::kExited:
+    case End::kSignaled:
+      return FailReason::kExit;
+    case End::kCancelled:
+      return FailReason::kError;
+  }
+  return FailReason::kError;
 }
 
 RunOutcome ShellRuntime::TaskRun::CancelledOutcome() const { return runtime::CancelledOutcome(); }

@@ -344,6 +344,7 @@ TEST_F(ShellRuntimeTest, KilledBySignalIsReported) {
   EXPECT_EQ(outcome.state, State::kFailed);
   EXPECT_THAT(outcome.error, AllOf(HasSubstr("killed by signal 9"), HasSubstr("about-to-die")));
   EXPECT_EQ(outcome.exit_code, 128 + 9);
+  EXPECT_EQ(outcome.reason, FailReason::kExit);
 }
 
 TEST_F(ShellRuntimeTest, StepNamesInErrorsFallBackToTheirPosition) {
@@ -440,6 +441,7 @@ TEST_F(ShellRuntimeTest, TimeoutKillsTheWholeProcessTree) {
   RunOutcome outcome = RunTask(std::move(task));
   EXPECT_EQ(outcome.state, State::kFailed);
   EXPECT_THAT(outcome.error, AllOf(HasSubstr("timed out after 800ms"), HasSubstr("started")));
+  EXPECT_EQ(outcome.reason, FailReason::kTimeout);
   ExpectAllGone(pids, 3);
   EXPECT_TRUE(BaseDirIsEmpty());
 }
@@ -519,6 +521,7 @@ TEST_F(ShellRuntimeTest, MemoryLimitKillsTheTaskWithAnOutOfMemoryError) {
   RunOutcome outcome = RunTask(std::move(task));
   EXPECT_EQ(outcome.state, State::kFailed);
   EXPECT_THAT(outcome.error, HasSubstr("out of memory: exceeded the memory limit of 32m"));
+  EXPECT_EQ(outcome.reason, FailReason::kOutOfMemory);
   std::cout << "[ observed ] " << outcome.error << "\n";
 }
 

@@ -225,6 +225,15 @@ class Generator {
       if (c_.Percent(10)) {
         t.retry = Retry{.limit = 1, .initial_delay = std::chrono::milliseconds(5)};
       }
+      // Some retries are for some failures only, some with a jitter (not drawn from the
+      // choices: a given input makes the same job as before, these fields aside).
+      if (t.retry && k % 4 == 1) {
+        static const RetryOn kOn[] = {{.exit_codes = {1}},
+                                      {.errors = {FailReason::kTimeout}},
+                                      {.exit_codes = {2}, .errors = {FailReason::kOutOfMemory}}};
+        t.retry->on = kOn[(k / 4) % 3];
+      }
+      if (t.retry && k % 5 == 2) t.retry->jitter = std::chrono::milliseconds(3);
     }
     // Some tasks are optional (not drawn from the choices either).
     t.optional = k % 9 == 4;
@@ -558,9 +567,19 @@ class Interpreter {
         int limit = t.retry ? t.retry->limit : 0;
         for (int attempt = 0; attempt <= limit; ++attempt) {
           Record(t.name, attempt);
-          if (OutcomeOf(seed_, t.name, attempt) == Outcome::kOk) {
+          const Outcome outcome = OutcomeOf(seed_, t.name, attempt);
+          if (outcome == Outcome::kOk) {
             result = ResultOf(t.name, attempt);
             break;
+          }
+          // A retry with `on` is for the failures it names: a failure exits 1, or times out.
+          if (t.retry && t.retry->on) {
+            const RetryOn& on = *t.retry->on;
+            const bool retried =
+                outcome == Outcome::kFail
+                    ? std::count(on.exit_codes.begin(), on.exit_codes.end(), 1) > 0
+                    : std::count(on.errors.begin(), on.errors.end(), FailReason::kTimeout) > 0;
+            if (!retried) break;
           }
         }
         break;
@@ -1533,7 +1552,8 @@ class Sim {
             {Event{Completed{row.id, node, ResultOf(row.task.name, attempt), Now()}}, inc, node});
         break;
       case Outcome::kFail:
-        queue_.push_back({Event{Failed{row.id, node, "exit status 1", Now()}}, inc, node});
+        queue_.push_back(
+            {Event{Failed{row.id, node, "exit status 1", Now(), FailReason::kExit, 1}}, inc, node});
         break;
       case Outcome::kTimeout:
         // A run with a timeout hangs on its worker half the time (by its name, no choice
@@ -2101,7 +2121,8 @@ class Sim {
               {t.job_id, t.parent_id, t.position, t.each_index, t.task.retry->attempts})) {
         continue;
       }
-      TimePoint due = t.created_at + RetryDelay(*t.task.retry, t.task.retry->attempts);
+      TimePoint due =
+          t.created_at + RetryDelay(*t.task.retry, t.task.retry->attempts) + RetryJitter(t);
       if (*t.started_at < due) {
         return Fail(fmt::format("{} started {} ms before its backoff was over", t.task.name,
                                 (due - *t.started_at).count()));

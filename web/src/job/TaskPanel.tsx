@@ -4,7 +4,7 @@ import { useEffect, useMemo, useRef } from "preact/hooks";
 import type { Job, TaskRow } from "../api";
 import { href } from "../router";
 import { attemptNumber, eachSummary } from "./graph";
-import { taskDetails } from "./panel";
+import { reasonText, taskDetails } from "./panel";
 import { duration } from "./timeline";
 import { LogView, type LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
@@ -71,6 +71,7 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
         <dt>{row.failedAt ? "Failed" : "Completed"}</dt><dd>{fmtTime(row.failedAt ?? row.completedAt)}</dd>
         <dt>Duration</dt><dd>{took !== undefined ? duration(took - started) : "—"}</dd>
         <dt>Progress</dt><dd>{Math.round(row.progress ?? 0)}%</dd>
+        {row.reason && <><dt>Failed by</dt><dd data-reason={row.reason}>{reasonText(row)}</dd></>}
         {row.var && <><dt>Var</dt><dd><code>{row.var}</code></dd></>}
         {row.if !== undefined && <><dt>If</dt><dd><code>{row.if}</code></dd></>}
         {row.retry?.limit !== undefined && <><dt>Retry</dt><dd>attempt {attemptNumber(row)} of {row.retry.limit + 1}</dd></>}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { taskDetails } from "./panel";
+import type { TaskRow } from "../api";
+import { reasonText, taskDetails } from "./panel";
 import { realJob } from "./testdata";
 
 describe("taskDetails", () => {
@@ -23,5 +24,17 @@ describe("taskDetails", () => {
 
   it("finds nothing for a task not in the job", () => {
     expect(taskDetails(realJob("each").execution, "nope")).toEqual({ attempts: [], kids: [], counts: {} });
+  });
+});
+
+describe("reasonText", () => {
+  it("says why an attempt failed, with its exit code", () => {
+    const row = (r: Partial<TaskRow>) => ({ id: "t", jobId: "j", position: 1, state: "FAILED", createdAt: "",
+                                            progress: 0, redelivered: 0, ...r }) as TaskRow;
+    expect(reasonText(row({ reason: "exit", exitCode: 75 }))).toBe("exit code 75");
+    expect(reasonText(row({ reason: "timeout" }))).toBe("its timeout");
+    expect(reasonText(row({ reason: "oom" }))).toBe("its memory limit");
+    expect(reasonText(row({ reason: "lost" }))).toBe("its worker was lost");
+    expect(reasonText(row({}))).toBe("");
   });
 });

@@ -16,6 +16,18 @@ export interface TaskDetails {
   counts: Record<string, number>;
 }
 
+// Why an attempt failed, in words (the row's `reason`, docs/job-format.md "Retry").
+export function reasonText(row: TaskRow): string {
+  switch (row.reason) {
+    case "exit": return row.exitCode !== undefined ? `exit code ${row.exitCode}` : "a non-zero exit";
+    case "timeout": return "its timeout";
+    case "oom": return "its memory limit";
+    case "lost": return "its worker was lost";
+    case "error": return "an error: it could not run";
+    default: return "";
+  }
+}
+
 export function taskDetails(rows: TaskRow[], taskId: string, attempt?: number): TaskDetails {
   const attempts = attemptsOf(rows, taskId);
   const row = (attempt && attempts[attempt - 1]) || attempts.find((r) => r.id === taskId) || attempts[attempts.length - 1];
