@@ -172,6 +172,12 @@ Result<RunOutcome> ReadResultFile(const std::string& path, std::size_t max_bytes
   return outcome;
 }
 
+FailReason StepFailReason(bool out_of_memory, bool timed_out, bool exited) {
+  if (out_of_memory) return FailReason::kOutOfMemory;
+  if (timed_out) return FailReason::kTimeout;
+  return exited ? FailReason::kExit : FailReason::kError;
+}
+
 RunOutcome FailedOutcome(std::string error, std::optional<int> exit_code, FailReason reason) {
   RunOutcome outcome;
   outcome.state = RunOutcome::State::kFailed;

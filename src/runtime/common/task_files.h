@@ -53,6 +53,10 @@ std::string LastLines(std::string_view text, int count);
 // when it cannot be read.
 Result<RunOutcome> ReadResultFile(const std::string& path, std::size_t max_bytes);
 
+// Why a step that did not exit 0 failed: its memory limit, a timeout, an exit (a code or a
+// signal), or else it could not run.
+FailReason StepFailReason(bool out_of_memory, bool timed_out, bool exited);
+
 // FAILED, for `reason`; without one, kExit when there is an exit code, else kError.
 RunOutcome FailedOutcome(std::string error, std::optional<int> exit_code,
                          FailReason reason = FailReason::kNone);

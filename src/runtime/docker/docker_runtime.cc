@@ -830,18 +830,9 @@ RunOutcome DockerRuntime::TaskRun::Fail(std::string error, std::optional<int> ex
 }
 
 FailReason DockerRuntime::TaskRun::ReasonOf(const StepEnd& end) {
-  if (end.out_of_memory) return FailReason::kOutOfMemory;
-  switch (end.end) {
-    case End::kStepTimedOut:
-    case End::kTaskTimedOut:
-      return FailReason::kTimeout;
-    case End::kExited:
-      return FailReason::kExit;
-    case End::kCancelled:
-    case End::kNotStarted:
-      return FailReason::kError;
-  }
-  return FailReason::kError;
+  return runtime::StepFailReason(end.out_of_memory,
+                                 end.end == End::kStepTimedOut || end.end == End::kTaskTimedOut,
+                                 end.end == End::kExited);
 }
 
 RunOutcome DockerRuntime::TaskRun::CancelledOutcome() const { return runtime::CancelledOutcome(); }

@@ -1333,18 +1333,9 @@ RunOutcome ShellRuntime::TaskRun::Fail(std::string error, std::optional<int> exi
 }
 
 FailReason ShellRuntime::TaskRun::ReasonOf(const StepEnd& end) {
-  if (end.out_of_memory) return FailReason::kOutOfMemory;
-  switch (end.end) {
-    case End::kStepTimedOut:
-    case End::kTaskTimedOut:
-      return FailReason::kTimeout;
-    case End::kExited:
-    case End::kSignaled:
-      return FailReason::kExit;
-    case End::kCancelled:
-      return FailReason::kError;
-  }
-  return FailReason::kError;
+  return runtime::StepFailReason(end.out_of_memory,
+                                 end.end == End::kStepTimedOut || end.end == End::kTaskTimedOut,
+                                 end.end == End::kExited || end.end == End::kSignaled);
 }
 
 RunOutcome ShellRuntime::TaskRun::CancelledOutcome() const { return runtime::CancelledOutcome(); }
