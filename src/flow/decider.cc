@@ -386,10 +386,7 @@ void Decider::FailJob(const std::string& job_id, const std::string& error, JobSt
   if (!IsActive(job.state)) return;
   if (job.ending) {
     // A cancel, or an engine failure, while the job's cleanup runs: it stops there.
-    if (state == JobState::kFailed) {
-      std::string more = SanitizeUtf8(error);
-      job.error = job.error.empty() ? more : job.error + "; " + more;
-    }
+    if (state == JobState::kFailed) AddError(job, SanitizeUtf8(error));
     CancelRows(job_id, "");
     return EndJob(job_id, state);
   }
@@ -635,11 +632,7 @@ void Decider::TaskFailed(const std::string& id) {
   // An optional task's final failure: what it is in goes on, as after a task done (which
   // sets no var for a FAILED row).
   if (t.task.optional && t.state == TaskState::kFailed) return TaskDone(id);
-  // The error (often the task's last output lines) goes up to the parent and the job:
-  // its own secret values are hidden in it now.
-  std::vector<std::string> secrets;
-  AddSecretValues(t.task, secrets);
-  std::string error = RedactText(t.error, secrets);
+  std::string error = ErrorGoingOn(t);
   if (t.parent_id.empty()) {
     const JobRecord* job = J(t.job_id);
     if (job != nullptr && !job->steps.empty()) return GraphTaskFailed(t, error);
@@ -651,6 +644,18 @@ void Decider::TaskFailed(const std::string& id) {
   // Fail fast: the group's other children are cancelled.
   CancelRows(parent->job_id, parent->id);
   TaskFailed(parent->id);
+}
+
+// The error (often the task's last output lines) goes up to the parent and the job, or to
+// a fallback's tasks: its own secret values are hidden in it now.
+std::string Decider::ErrorGoingOn(const TaskRecord& failed) {
+  std::vector<std::string> secrets;
+  AddSecretValues(failed.task, secrets);
+  return RedactText(failed.error, secrets);
+}
+
+void Decider::AddError(JobRecord& job, const std::string& more) {
+  job.error = job.error.empty() ? more : job.error + "; " + more;
 }
 
 bool Decider::Under(const TaskRecord& row, const std::string& ancestor) {

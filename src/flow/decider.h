@@ -173,6 +173,10 @@ class Decider {
   // job (true), else the failure goes up (TaskFailed; false).
   bool RetryOrFail(const std::string& failed_id);
   void TaskFailed(const std::string& id);
+  // A failed row's error as it goes on (up, or to its fallback): its own secrets hidden.
+  static std::string ErrorGoingOn(const TaskRecord& failed);
+  // Adds `more` to a job's error ("a; b").
+  static void AddError(JobRecord& job, const std::string& more);
   bool Under(const TaskRecord& row, const std::string& ancestor);
   void CancelRows(const std::string& job_id, const std::string& under);
 

@@ -21,7 +21,6 @@
 // cleanup and ends the job so.
 #include <fmt/format.h>
 
-#include "core/redact.h"
 #include "core/task_kind.h"
 #include "flow/decider.h"
 
@@ -31,10 +30,7 @@ bool Decider::StartFallback(const std::string& failed_id) {
   const TaskRecord& t = *T(failed_id);
   const JobRecord* job = J(t.job_id);
   if (job == nullptr || !IsActive(job->state)) return false;
-  // The error goes to the fallback's tasks and up: the task's own secrets hidden in it.
-  std::vector<std::string> secrets;
-  AddSecretValues(t.task, secrets);
-  std::string error = RedactText(t.error, secrets);
+  std::string error = ErrorGoingOn(t);
   TaskRecord row = MakeRow(t.job_id, t.parent_id, t.position, t.each_index, TaskState::kPending);
   row.task.name = t.task.name;
   row.task.description = t.task.description;
@@ -101,8 +97,7 @@ void Decider::JobHandlerEnded(const std::string& id) {
   JobRecord* job = J(h.job_id);
   if (job == nullptr || !IsActive(job->state) || !job->ending) return;
   if (h.state == TaskState::kFailed) {
-    std::string failure = fmt::format("{}: {}", h.task.name, h.error);
-    job->error = job->error.empty() ? failure : job->error + "; " + failure;
+    AddError(*job, fmt::format("{}: {}", h.task.name, h.error));
     if (*job->ending == JobState::kCompleted) {
       job->ending = JobState::kFailed;
       job->result.clear();
