@@ -241,6 +241,11 @@ const std::vector<Api::Route>& Api::RouteTable() {
        [](Api& a, const Call& c) { return a.CancelJob(c.id); }},
       {{"PUT", "/jobs/{id}/restart", Access::kJob},
        [](Api& a, const Call& c) { return a.RestartJob(c.id); }},
+      // Beyond Tork: a job's work held, and let go.
+      {{"PUT", "/jobs/{id}/pause", Access::kJob},
+       [](Api& a, const Call& c) { return a.PauseJob(c.id); }},
+      {{"PUT", "/jobs/{id}/resume", Access::kJob},
+       [](Api& a, const Call& c) { return a.ResumeJob(c.id); }},
       {{"GET", "/tasks/{id}", Access::kTask},
        [](Api& a, const Call& c) { return a.GetTask(c.id); }},
       {{"GET", "/tasks/{id}/log", Access::kTask},

@@ -213,6 +213,9 @@ class Api {
   // (beyond Tork) a finished top-level job, with its tasks, logs, deliveries, sub-jobs.
   Response DeleteJob(const std::string& id);
   Response RestartJob(const std::string& id);
+  // PUT /jobs/{id}/pause and /resume: 400 with flow's reason when the job's state refuses.
+  Response PauseJob(const std::string& id);
+  Response ResumeJob(const std::string& id);
   Response GetTask(const std::string& id);
   Response TaskLog(const std::string& id, const Request& request);
   // /scheduled-jobs (scheduled_jobs.cc): Tork's routes, and PUT /scheduled-jobs/{id}.

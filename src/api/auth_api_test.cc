@@ -182,6 +182,8 @@ const std::map<std::string, Rule>& Rules() {
       {"DELETE /jobs/{id}", {Access::kJob, {200}, 404}},
       {"PUT /jobs/{id}/cancel", {Access::kJob, {400}, 404}},  // FAILED: not cancellable
       {"PUT /jobs/{id}/restart", {Access::kJob, {200}, 404}},
+      {"PUT /jobs/{id}/pause", {Access::kJob, {400}, 404}},   // FAILED: not pausable
+      {"PUT /jobs/{id}/resume", {Access::kJob, {400}, 404}},  // not PAUSED
       {"GET /tasks/{id}", {Access::kTask, {200}, 404}},
       {"GET /tasks/{id}/log", {Access::kTask, {200}, 404}},
       {"GET /queues", {Access::kUser, {200}, 200}},

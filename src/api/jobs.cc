@@ -300,9 +300,9 @@ Response Api::CancelJob(const std::string& id) {
   if (!s.ok()) {
     BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
     if (s.code() == StatusCode::kFailedPrecondition) {
-      return ErrorResponse(FailedPrecondition(
-          fmt::format("job {} is {}: only a PENDING, SCHEDULED or RUNNING job can be cancelled", id,
-                      ToString(job.state))));
+      return ErrorResponse(FailedPrecondition(fmt::format(
+          "job {} is {}: only a PENDING, SCHEDULED, RUNNING or PAUSED job can be cancelled", id,
+          ToString(job.state))));
     }
     return ErrorResponse(s);
   }
@@ -312,6 +312,20 @@ Response Api::CancelJob(const std::string& id) {
 Response Api::RestartJob(const std::string& id) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
   Status s = coordinator_.Restart(id);
+  if (!s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
+Response Api::PauseJob(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  Status s = coordinator_.Pause(id);
+  if (!s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
+Response Api::ResumeJob(const std::string& id) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  Status s = coordinator_.Resume(id);
   if (!s.ok()) return ErrorResponse(s);
   return Ok({{"status", "OK"}});
 }

@@ -534,6 +534,16 @@ int RestartJob(const ClientOptions& options, const std::string& id, std::ostream
   return PutJob(options, id, "restart", "restarted", out, err);
 }
 
+int PauseJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+             std::ostream& err) {
+  return PutJob(options, id, "pause", "paused", out, err);
+}
+
+int ResumeJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+              std::ostream& err) {
+  return PutJob(options, id, "resume", "resumed", out, err);
+}
+
 int JobLog(const ClientOptions& options, const std::string& id, const PageOptions& page,
            std::ostream& out, std::ostream& err) {
   Api api(options, err);

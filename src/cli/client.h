@@ -78,6 +78,12 @@ int CancelJob(const ClientOptions& options, const std::string& id, std::ostream&
               std::ostream& err);
 int RestartJob(const ClientOptions& options, const std::string& id, std::ostream& out,
                std::ostream& err);
+// PUT /jobs/{id}/pause and /resume: "job ID paused" / "job ID resumed", or the server's
+// reason (a job in a state that refuses it).
+int PauseJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+             std::ostream& err);
+int ResumeJob(const ClientOptions& options, const std::string& id, std::ostream& out,
+              std::ostream& err);
 
 // `baton jobs log ID [--page N] [--size N]`: without a page, the whole log oldest first.
 int JobLog(const ClientOptions& options, const std::string& id, const PageOptions& page,

@@ -600,6 +600,30 @@ TEST_F(FakeServerTest, CancelAndRestartPutToTheJob) {
   EXPECT_EQ(requests[1].path, std::string("/jobs/") + kId + "/restart");
 }
 
+TEST_F(FakeServerTest, PauseAndResumePutToTheJobAndSayWhyARefusalFailed) {
+  server_.Put(std::string("/jobs/") + kId + "/pause",
+              [](const httplib::Request&, httplib::Response& res) {
+                Json(res, {{"status", "OK"}});
+              });
+  server_.Put(
+      std::string("/jobs/") + kId + "/resume", [](const httplib::Request&, httplib::Response& res) {
+        Json(res, {{"message", "only a PAUSED job can be resumed; this one is RUNNING"}}, 400);
+      });
+  Start();
+
+  EXPECT_EQ(PauseJob(options_, kId, out_, err_), kExitOk);
+  EXPECT_EQ(ResumeJob(options_, kId, out_, err_), kExitFailure);
+
+  EXPECT_EQ(out_.str(), "job " + std::string(kId) + " paused\n");
+  EXPECT_THAT(err_.str(),
+              HasSubstr("only a PAUSED job can be resumed; this one is RUNNING (HTTP 400)"));
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].path, std::string("/jobs/") + kId + "/pause");
+  EXPECT_EQ(requests[1].method, "PUT");
+  EXPECT_EQ(requests[1].path, std::string("/jobs/") + kId + "/resume");
+}
+
 TEST_F(FakeServerTest, JobLogPrintsEveryPageOldestFirst) {
   server_.Get(std::string("/jobs/") + kId + "/log", [](const httplib::Request& req,
                                                        httplib::Response& res) {

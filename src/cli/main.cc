@@ -116,8 +116,11 @@ int main(int argc, char** argv) {
     return command;
   };
   auto* jobs_get = add_id_command("get", "Show a job and its tasks");
-  auto* jobs_cancel = add_id_command("cancel", "Cancel a pending or running job");
+  auto* jobs_cancel = add_id_command("cancel", "Cancel a pending, running or paused job");
   auto* jobs_restart = add_id_command("restart", "Restart a failed or cancelled job");
+  auto* jobs_pause =
+      add_id_command("pause", "Pause a running job: its running tasks finish, nothing new starts");
+  auto* jobs_resume = add_id_command("resume", "Resume a paused job");
   auto* jobs_log = add_id_command("log", "Print a job's log, oldest first");
   add_page_flags(jobs_log);
 
@@ -213,6 +216,8 @@ int main(int argc, char** argv) {
   if (jobs_get->parsed()) return baton::cli::GetJob(client, job_id, cout, cerr);
   if (jobs_cancel->parsed()) return baton::cli::CancelJob(client, job_id, cout, cerr);
   if (jobs_restart->parsed()) return baton::cli::RestartJob(client, job_id, cout, cerr);
+  if (jobs_pause->parsed()) return baton::cli::PauseJob(client, job_id, cout, cerr);
+  if (jobs_resume->parsed()) return baton::cli::ResumeJob(client, job_id, cout, cerr);
   if (jobs_log->parsed()) return baton::cli::JobLog(client, job_id, page, cout, cerr);
   if (schedules_list->parsed()) return baton::cli::ListSchedules(client, page, cout, cerr);
   if (schedules_get->parsed()) return baton::cli::GetSchedule(client, schedule_id, cout, cerr);

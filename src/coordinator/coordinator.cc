@@ -509,6 +509,8 @@ Result<JobRecord> Coordinator::Submit(const Job& job) { return scheduler_.Submit
 Status Coordinator::Cancel(const std::string& job_id) { return scheduler_.Cancel(job_id); }
 
 Status Coordinator::Restart(const std::string& job_id) { return scheduler_.Restart(job_id); }
+Status Coordinator::Pause(const std::string& job_id) { return scheduler_.Pause(job_id); }
+Status Coordinator::Resume(const std::string& job_id) { return scheduler_.Resume(job_id); }
 
 Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -333,20 +333,21 @@ void Scheduler::StartCreated(const std::string& id) {
 }
 
 Status Scheduler::Cancel(const std::string& job_id) {
-  Decided decided;
-  Status s = Handle(job_id, flow::Cancel{job_id}, &decided);
-  if (s.ok() && !decided.wrote && decided.created.empty()) {
-    // Decide found no job (it refuses a finished one with a reason).
-    auto job = datastore_.GetJob(job_id);
-    if (!job.ok()) return job.status();
-  }
-  return s;
+  return Request(job_id, flow::Cancel{job_id});
+}
+Status Scheduler::Restart(const std::string& job_id) {
+  return Request(job_id, flow::Restart{job_id});
+}
+Status Scheduler::Pause(const std::string& job_id) { return Request(job_id, flow::Pause{job_id}); }
+Status Scheduler::Resume(const std::string& job_id) {
+  return Request(job_id, flow::Resume{job_id});
 }
 
-Status Scheduler::Restart(const std::string& job_id) {
+Status Scheduler::Request(const std::string& job_id, const flow::Event& event) {
   Decided decided;
-  Status s = Handle(job_id, flow::Restart{job_id}, &decided);
-  if (s.ok() && !decided.wrote) {
+  Status s = Handle(job_id, event, &decided);
+  if (s.ok() && !decided.wrote && decided.created.empty()) {
+    // Decide found no job (it refuses one in the wrong state with a reason).
     auto job = datastore_.GetJob(job_id);
     if (!job.ok()) return job.status();
   }
@@ -373,8 +374,8 @@ Status Scheduler::OnWorker(const WorkerEvent& event) {
 
 Status Scheduler::Reconcile(const std::set<std::string>& live_nodes) {
   Status result;
-  auto jobs =
-      datastore_.JobsInState({JobState::kPending, JobState::kScheduled, JobState::kRunning});
+  auto jobs = datastore_.JobsInState(
+      {JobState::kPending, JobState::kScheduled, JobState::kRunning, JobState::kPaused});
   if (!jobs.ok()) return jobs.status();
   const flow::Policy policy = Policy();
   for (const JobRecord& listed : *jobs) {

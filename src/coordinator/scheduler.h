@@ -85,6 +85,10 @@ class Scheduler {
   // unknown job.
   Status Cancel(const std::string& job_id);
   Status Restart(const std::string& job_id);
+  // Beyond Tork (flow::Pause, flow::Resume): a paused job's running tasks run on, nothing
+  // of it starts until it is resumed.
+  Status Pause(const std::string& job_id);
+  Status Resume(const std::string& job_id);
   // Runs `work` holding the lock of `job_id`'s tree, so no decision of the job comes
   // between what `work` reads and what it writes (DELETE /jobs/{id}'s check and delete).
   Status UnderJobLock(const std::string& job_id, const std::function<Status()>& work);
@@ -129,6 +133,8 @@ class Scheduler {
   using FirstEffects =
       std::function<Result<std::vector<flow::Effect>>(Transaction&, JobCache::Scope&)>;
 
+  // A caller's request about a job (cancel, restart, pause, resume), decided.
+  Status Request(const std::string& job_id, const flow::Event& event);
   // Decides `event` about job `job_id` under its tree's lock, then tells the listener.
   Status Handle(const std::string& job_id, const flow::Event& event, Decided* out = nullptr);
   // Decides each check (CheckRunning): how many wrote a row; the first error when none did.

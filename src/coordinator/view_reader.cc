@@ -26,6 +26,14 @@ Status ViewReader::Read(Transaction& tx, const flow::Event& event, JobCache::Sco
   const flow::Reads reads = flow::ReadsOf(event);
   std::string task_id = reads.task ? reads.task_id : "";
   std::string job_id = reads.job_id;
+  if (reads.all_tasks && !job_id.empty()) {
+    auto rows = tx.JobTasks(job_id);
+    if (!rows.ok()) return rows.status();
+    for (TaskRecord& row : *rows) {
+      std::string id = row.id;
+      view.tasks.insert_or_assign(std::move(id), std::move(row));
+    }
+  }
   for (int depth = 0; depth < 100; ++depth) {
     if (!task_id.empty()) {
       auto first = ReadTasks(tx, reads, task_id, view);

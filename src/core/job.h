@@ -293,6 +293,10 @@ struct Task {
   // the row stays FAILED, shown as a warning of its job, and its job, parallel or each
   // goes on as if it had completed (without a result).
   bool optional = false;
+  // Beyond Tork: a pause point. Each time the task is reached (its `if` true, its
+  // templates evaluated), its job (its top-level job, from a sub-job) is PAUSED before any
+  // of it starts; a resume starts it. Its retries and redeliveries do not pause again.
+  bool pause_before = false;
   std::optional<OnFailure> on_failure;  // `onFailure` (beyond Tork; see OnFailure)
   Handles handles = Handles::kNone;     // set by the engine only (see Handles)
 

@@ -36,18 +36,18 @@ constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "en
                                                 "files", "queue",  "pre",    "post",       "mounts",
                                                 "retry", "limits", "timeout"};
 constexpr std::string_view kTaskFields[] = {
-    "name",        "description", "var",    "if",       "run",      "image",    "cmd",
-    "entrypoint",  "env",         "files",  "workdir",  "queue",    "priority", "pre",
-    "post",        "sidecars",    "mounts", "networks", "limits",   "gpus",     "registry",
-    "tags",        "timeout",     "retry",  "parallel", "each",     "subjob",   "needs",
-    "triggerRule", "optional",    "switch", "loop",     "onFailure"};
+    "name",        "description", "var",    "if",       "run",       "image",      "cmd",
+    "entrypoint",  "env",         "files",  "workdir",  "queue",     "priority",   "pre",
+    "post",        "sidecars",    "mounts", "networks", "limits",    "gpus",       "registry",
+    "tags",        "timeout",     "retry",  "parallel", "each",      "subjob",     "needs",
+    "triggerRule", "optional",    "switch", "loop",     "onFailure", "pauseBefore"};
 // A stored task may also be a row the engine made to run cleanup tasks (Task::handles).
 constexpr std::string_view kStoredTaskFields[] = {
     "name",        "description", "var",    "if",       "run",       "image",    "cmd",
     "entrypoint",  "env",         "files",  "workdir",  "queue",     "priority", "pre",
     "post",        "sidecars",    "mounts", "networks", "limits",    "gpus",     "registry",
     "tags",        "timeout",     "retry",  "parallel", "each",      "subjob",   "needs",
-    "triggerRule", "optional",    "switch", "loop",     "onFailure", "handles"};
+    "triggerRule", "optional",    "switch", "loop",     "onFailure", "handles",  "pauseBefore"};
 constexpr std::string_view kOnFailureFields[] = {"tasks", "then"};
 constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "image",
                                            "cmd",     "entrypoint",  "env", "files",
@@ -790,6 +790,8 @@ class Decoder {
         task.trigger_rule = DecodeTriggerRule(v, p);
       else if (e.key == "optional")
         task.optional = Bool(v, p);
+      else if (e.key == "pauseBefore")
+        task.pause_before = Bool(v, p);
       else if (e.key == "onFailure")
         task.on_failure = DecodeOnFailure(v, p, depth);
       else if (e.key == "handles") {

@@ -192,6 +192,7 @@ json ToJson(const Task& task) {
   }
   if (task.trigger_rule) out["triggerRule"] = std::string(ToString(*task.trigger_rule));
   if (task.optional) out["optional"] = true;
+  if (task.pause_before) out["pauseBefore"] = true;
   if (task.parallel) {
     json tasks = json::array();
     for (const Task& t : task.parallel->tasks) tasks.push_back(ToJson(t));

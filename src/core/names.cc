@@ -5,8 +5,8 @@
 namespace baton {
 namespace {
 
-constexpr std::array<std::string_view, 6> kJobStates = {"PENDING",   "SCHEDULED", "RUNNING",
-                                                        "COMPLETED", "FAILED",    "CANCELLED"};
+constexpr std::array<std::string_view, 7> kJobStates = {
+    "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "PAUSED"};
 constexpr std::array<std::string_view, 8> kTaskStates = {
     "CREATED", "PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "SKIPPED"};
 

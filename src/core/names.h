@@ -7,7 +7,8 @@
 
 namespace baton {
 
-enum class JobState { kPending, kScheduled, kRunning, kCompleted, kFailed, kCancelled };
+// kPaused (beyond Tork): its work held (core/states.h), last so Tork's states keep their order.
+enum class JobState { kPending, kScheduled, kRunning, kCompleted, kFailed, kCancelled, kPaused };
 
 enum class TaskState {
   kCreated,

@@ -63,6 +63,7 @@ json PlanTask(const Task& t) {
   if (!t.if_expr.empty()) out["if"] = t.if_expr;
   if (t.retry) out["retry"] = t.retry->limit;
   if (t.optional) out["optional"] = true;
+  if (t.pause_before) out["pauseBefore"] = true;
   if (t.on_failure) {
     out["onFailure"] = {{"tasks", PlanList(t.on_failure->tasks)},
                         {"then", std::string(ToString(t.on_failure->then))}};

@@ -6,20 +6,24 @@
 namespace baton {
 namespace {
 
-constexpr std::size_t kJobStates = 6;   // JobState::kPending .. kCancelled
+constexpr std::size_t kJobStates = 7;   // JobState::kPending .. kPaused
 constexpr std::size_t kTaskStates = 8;  // TaskState::kCreated .. kSkipped
 
 // kJobMoves[from][to]; rows and columns in JobState order:
-// PENDING, SCHEDULED, RUNNING, COMPLETED, FAILED, CANCELLED.
+// PENDING, SCHEDULED, RUNNING, COMPLETED, FAILED, CANCELLED, PAUSED.
 constexpr std::array<std::array<bool, kJobStates>, kJobStates> kJobMoves = {{
-    // P      S      R      C      F      X
-    {false, true, true, false, true, true},  // PENDING: started, or failed/cancelled first
-    // SCHEDULED: a task started; every task skipped (or none); failed/cancelled first.
-    {false, false, true, true, true, true},
-    {false, false, false, true, true, true},     // RUNNING
-    {false, false, false, false, false, false},  // COMPLETED: final
-    {false, true, true, false, false, false},    // FAILED: restart (SCHEDULED; RUNNING as before)
-    {false, true, true, false, false, false},    // CANCELLED: restart
+    // P      S      R      C      F      X      Pa
+    {false, true, true, false, true, true, false},  // PENDING: started, or failed/cancelled first
+    // SCHEDULED: a task started; every task skipped (or none); failed/cancelled first; paused.
+    {false, false, true, true, true, true, true},
+    {false, false, false, true, true, true, true},      // RUNNING: ended; paused
+    {false, false, false, false, false, false, false},  // COMPLETED: final
+    // FAILED: restart (SCHEDULED; RUNNING as before)
+    {false, true, true, false, false, false, false},
+    {false, true, true, false, false, false, false},  // CANCELLED: restart
+    // PAUSED: resumed (SCHEDULED when none of its tasks ran yet); ended (its last running
+    // task, a failure, its timeout, a cancel).
+    {false, true, true, true, true, true, false},
 }};
 
 // kTaskMoves[from][to]; rows and columns in TaskState order:
@@ -66,8 +70,7 @@ bool Reachable(const std::array<std::array<bool, N>, N>& moves, std::size_t from
 constexpr std::size_t Index(JobState s) { return static_cast<std::size_t>(s); }
 constexpr std::size_t Index(TaskState s) { return static_cast<std::size_t>(s); }
 
-static_assert(Index(JobState::kCancelled) + 1 == kJobStates,
-              "a JobState is missing from the table");
+static_assert(Index(JobState::kPaused) + 1 == kJobStates, "a JobState is missing from the table");
 static_assert(Index(TaskState::kSkipped) + 1 == kTaskStates,
               "a TaskState is missing from the table");
 
@@ -81,7 +84,7 @@ bool IsTerminal(JobState state) {
 bool IsActive(JobState state) { return !IsTerminal(state); }
 
 bool IsGoing(JobState state) {
-  return state == JobState::kScheduled || state == JobState::kRunning;
+  return state == JobState::kScheduled || state == JobState::kRunning || state == JobState::kPaused;
 }
 
 bool CanReach(JobState from, JobState to) { return Reachable(kJobMoves, Index(from), Index(to)); }

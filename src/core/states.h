@@ -8,7 +8,11 @@
 //        (all skipped, or none); any active state -> FAILED or CANCELLED (a task failed, a
 //        timeout, a cancel); FAILED or CANCELLED -> SCHEDULED (restart). PENDING ->
 //        RUNNING and a restart to RUNNING are kept for rows older engines stored.
-//        COMPLETED is final.
+//        COMPLETED is final. Beyond Tork: SCHEDULED or RUNNING -> PAUSED (a pause, or a
+//        task's pauseBefore) -> SCHEDULED or RUNNING (resumed); a paused job's decisions go
+//        on (its running tasks end, what is in it moves on, it may end) but nothing of it
+//        is started (flow: Decider::Held), its cleanup's tasks included, until it is
+//        resumed; a cancel leaves PAUSED first (its cleanup runs).
 // Tasks: CREATED (a child stored before its turn) -> PENDING (to be published) ->
 //        SCHEDULED (published) -> RUNNING -> COMPLETED / FAILED / CANCELLED. An outcome
 //        may come before its start (a short task reports once), so every active state
@@ -24,10 +28,10 @@ namespace baton {
 // No work of it is left to do: COMPLETED, FAILED or CANCELLED. (A FAILED or CANCELLED job
 // may still be restarted: CanMove says so.)
 bool IsTerminal(JobState state);
-// Not terminal: PENDING, SCHEDULED or RUNNING; what a cancel may stop.
+// Not terminal: PENDING, SCHEDULED, RUNNING or PAUSED; what a cancel may stop.
 bool IsActive(JobState state);
 // Started, its tasks being run: SCHEDULED until one of them starts, RUNNING after (as
-// Tork's jobs).
+// Tork's jobs), or PAUSED (its running tasks run on; nothing new starts).
 bool IsGoing(JobState state);
 // Whether a job in `from` may move to `to`. A state never "moves" to itself.
 bool CanMove(JobState from, JobState to);

@@ -143,6 +143,7 @@ void Decider::On(const Cancel& e) {
     after_.push_back(Refused{fmt::format("job is {}", ToString(job->state))});
     return;
   }
+  Unpause(*job);  // a cancel is not held: its cleanup runs (pause.cc)
   FailJob(e.job_id, "", JobState::kCancelled);
 }
 
@@ -187,6 +188,7 @@ void Decider::On(const StepFailed& e) {
 
 // Once, at the end: the rows move into their effects.
 std::vector<Effect> Decider::Effects() {
+  HoldStarts();
   // Copies taken before the rows move: a start carries a leaf row (small), a finished
   // job its row (once per job).
   std::vector<Effect> starts = Starts();
@@ -333,6 +335,11 @@ void Decider::Arm(const JobRecord& job, TimePoint from) {
 void Decider::StartJobRule(const std::string& job_id) {
   JobRecord& job = *J(job_id);
   job.state = JobState::kScheduled;
+  // A sub-job started while its parent's job is PAUSED is paused with it.
+  if (const TaskRecord* parent = job.parent_id.empty() ? nullptr : T(job.parent_id);
+      parent != nullptr && Held(parent->job_id)) {
+    job.state = JobState::kPaused;
+  }
   job.started_at = now_;
   if (Def(job).timeout) Arm(job, now_);
   if (Def(job).tasks.empty()) {
@@ -534,6 +541,7 @@ void Decider::Dispatch(const std::string& id, const json& extra, bool evaluated)
     Status ok = EvaluateTask(t.task, vars, options_);
     if (!ok.ok()) return FailNow(t, ok.message());
   }
+  if (t.task.pause_before) PauseBefore(t);
   switch (KindOf(t.task)) {
     case TaskKind::kRunnable:
       return Queue(t);
@@ -704,10 +712,10 @@ void Decider::CancelRows(const std::string& job_id, const std::string& under) {
 
 std::string_view NameOf(const Event& event) {
   static constexpr std::string_view kNames[] = {
-      "Submit",          "StartJob",     "Started",        "Completed",    "Failed",
-      "WorkerCancelled", "TaskTimedOut", "Redelivery",     "LeaseExpired", "Progress",
-      "Cancel",          "Restart",      "JobTimedOut",    "RetryDue",     "FillEach",
-      "StepFailed",      "Published",    "PublishRefused", "TaskOverdue"};
+      "Submit",       "StartJob",   "Started",      "Completed",  "Failed",    "WorkerCancelled",
+      "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",   "Cancel",    "Restart",
+      "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed", "Published", "PublishRefused",
+      "TaskOverdue",  "Pause",      "Resume"};
   static_assert(std::size(kNames) == std::variant_size_v<Event>, "every Event needs its name");
   return kNames[event.index()];
 }

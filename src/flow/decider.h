@@ -94,6 +94,8 @@ class Decider {
   void On(const FillEach& e);
   void On(const Published& e);
   void On(const PublishRefused& e);
+  void On(const Pause& e);   // pause.cc
+  void On(const Resume& e);  // pause.cc
   // A new job stored as it is (StoreJobs).
   void Stored(JobRecord row) { NewJob(std::move(row)); }
 
@@ -211,6 +213,17 @@ class Decider {
   void DispatchHandler(const std::string& id);
   void HandlerDone(TaskRecord& h);
   void JobHandlerEnded(const std::string& id);
+  // Pause and resume (pause.cc): whether nothing of the job may start now (it is PAUSED);
+  // a cancelled job leaves PAUSED; a queued row withdrawn, a new attempt held; a
+  // pause point reached; the starts of held jobs held (once, at the end of a decision).
+  bool Held(const std::string& job_id) const;
+  // The job whose task started `job` and still runs it (none for a top-level job, or one
+  // whose task ended).
+  const JobRecord* ParentJob(const JobRecord& job);
+  static void Unpause(JobRecord& job);
+  void Withdraw(const std::string& id);
+  void PauseBefore(const TaskRecord& t);
+  void HoldStarts();
 
   View view_;  // its jobs and tasks are the rows as this decision leaves them
   TimePoint now_;

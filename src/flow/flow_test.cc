@@ -594,6 +594,10 @@ enum class Say {
   kJobTimeout,  // the job's deadline
   kRetryDue,    // the backoff of the task's newest row is over
   kCrash,       // the engine restarted with no worker live: Frontier reconciles the job
+  kStart,       // Started only: the task runs
+  kPause,       // Pause of the job
+  kResume,      // Resume of the job
+  kIsPaused,    // no event: the job is PAUSED now (checked)
 };
 struct Step {
   Say say;
@@ -648,6 +652,18 @@ void Play(Shell& shell, const Step& step) {
       return;
     case Say::kCrash:
       shell.Reconcile();
+      return;
+    case Say::kStart:
+      run(step.task);
+      return;
+    case Say::kPause:
+      shell.On(Pause{"job1"});
+      return;
+    case Say::kResume:
+      shell.On(Resume{"job1"});
+      return;
+    case Say::kIsPaused:
+      EXPECT_EQ(shell.Top().state, JobState::kPaused);
       return;
   }
 }
@@ -1000,6 +1016,179 @@ INSTANTIATE_TEST_SUITE_P(
                    EXPECT_EQ(s.Row("x").task.retry->limit, 2);
                  }}),
     [](const auto& info) { return info.param.name; });
+
+// ---- pause and resume (pause.cc)
+
+Task PauseBefore(Task t) {
+  t.pause_before = true;
+  return t;
+}
+// The rows of the task called `name`, oldest first.
+std::vector<TaskRecord> RowsOf(const Shell& s, const std::string& name) {
+  std::vector<TaskRecord> rows;
+  for (const auto& [id, t] : s.view.tasks) {
+    if (t.task.name == name) rows.push_back(t);
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const TaskRecord& a, const TaskRecord& b) { return a.id < b.id; });
+  return rows;
+}
+
+class PauseTest : public testing::TestWithParam<Scenario> {};
+TEST_P(PauseTest, HoldsEveryStartUntilTheResume) {
+  const Scenario& c = GetParam();
+  JobRecord job = JobOf(c.tasks);
+  if (c.tweak) c.tweak(job);
+  job = NewJobRecord(job.job, "", "job1", kNow);
+  Shell shell;
+  shell.On(Submit{job});
+  for (const Step& step : c.steps) Play(shell, step);
+  EXPECT_EQ(shell.Top().state, c.end) << shell.Top().error;
+  EXPECT_EQ(shell.started, c.started);
+  for (const auto& [name, state] : c.states) EXPECT_EQ(shell.Row(name).state, state) << name;
+  if (c.more) c.more(shell);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, PauseTest,
+    testing::Values(
+        // b and c wait in the queue, a runs: b and c are withdrawn, a ends while paused, d
+        // (made when the parallel completes) is held; the resume starts b, c again, then d.
+        Scenario{"APauseDuringAParallelWithdrawsWhatIsQueuedAndLetsTheRunningTaskEnd",
+                 {ParallelOf({Runnable("a"), Runnable("b"), Runnable("c")}), Runnable("d")},
+                 {{S::kStart, "a"},
+                  {S::kPause, ""},
+                  {S::kOk, "a"},
+                  {S::kIsPaused, ""},
+                  {S::kResume, ""},
+                  {S::kOk, "b"},
+                  {S::kOk, "c"},
+                  {S::kOk, "d"}},
+                 JobState::kCompleted,
+                 {"a", "b", "c", "b", "c", "d"},
+                 {{"a", TS::kCompleted}, {"b", TS::kCompleted}, {"d", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   std::vector<TaskRecord> b = RowsOf(s, "b");
+                   ASSERT_EQ(b.size(), 2u);
+                   EXPECT_EQ(b[0].state, TS::kCancelled);
+                   EXPECT_NE(b[0].error.find("its job was paused"), std::string::npos)
+                       << b[0].error;
+                   EXPECT_EQ(RowsOf(s, "a").size(), 1u);  // the running one ran once
+                 }},
+        Scenario{"ANextStepMadeWhilePausedIsHeldAlsoThroughACrash",
+                 {Runnable("a"), Runnable("b")},
+                 {{S::kStart, "a"},
+                  {S::kPause, ""},
+                  {S::kOk, "a"},
+                  {S::kCrash, ""},
+                  {S::kIsPaused, ""},
+                  {S::kResume, ""},
+                  {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b"},
+                 {{"b", TS::kCompleted}}},
+        Scenario{"ARunningTaskLostInACrashWhilePausedRunsAgainOnlyOnResume",
+                 {Runnable("a"), Runnable("b")},
+                 {{S::kStart, "a"},
+                  {S::kPause, ""},
+                  {S::kCrash, ""},
+                  {S::kIsPaused, ""},
+                  {S::kResume, ""},
+                  {S::kOk, "a"},
+                  {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "a", "b"},
+                 {{"a", TS::kCompleted}}},
+        Scenario{
+            "APausePointPausesTheJobBeforeItsTaskStarts",
+            {Runnable("a"), PauseBefore(Runnable("b")), Runnable("c")},
+            {{S::kOk, "a"}, {S::kIsPaused, ""}, {S::kResume, ""}, {S::kOk, "b"}, {S::kOk, "c"}},
+            JobState::kCompleted,
+            {"a", "b", "c"},
+            {{"c", TS::kCompleted}},
+            "",
+            nullptr,
+            [](const Shell& s) { EXPECT_EQ(RowsOf(s, "b").size(), 1u); }},
+        Scenario{"ARetryDueWhilePausedIsHeldAndItsBackoffArmedAgainOnResume",
+                 {WithRetry(Runnable("a"), 1, seconds(10))},
+                 {{S::kFail, "a"},
+                  {S::kPause, ""},
+                  {S::kRetryDue, "a"},
+                  {S::kResume, ""},
+                  {S::kRetryDue, "a"},
+                  {S::kOk, "a"}},
+                 JobState::kCompleted,
+                 {"a", "a"},
+                 {{"a", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(RowsOf(s, "a").size(), 2u); }},
+        Scenario{
+            "ASubJobPausesAndResumesWithItsParent",
+            {SubJobOf({Runnable("x"), Runnable("y")})},
+            {{S::kStart, "x"}, {S::kPause, ""}, {S::kOk, "x"}, {S::kResume, ""}, {S::kOk, "y"}},
+            JobState::kCompleted,
+            {"x", "y"},
+            {{"s", TS::kCompleted}},
+            "",
+            nullptr,
+            [](const Shell& s) {
+              ASSERT_NE(s.Sub(), nullptr);
+              EXPECT_EQ(s.Sub()->state, JobState::kCompleted);
+            }},
+        Scenario{"ACancelOfAPausedJobEndsItAndRunsItsFinally",
+                 {Runnable("a"), Runnable("b")},
+                 {{S::kStart, "a"}, {S::kPause, ""}, {S::kCancel, ""}, {S::kOk, "z"}},
+                 JobState::kCancelled,
+                 {"a", "z"},
+                 {{"a", TS::kCancelled}, {"z", TS::kCompleted}},
+                 "",
+                 [](JobRecord& j) { j.job.finally = {Runnable("z")}; }},
+        Scenario{"AJobsTimeoutStillEndsItWhilePaused",
+                 {Runnable("a")},
+                 {{S::kStart, "a"}, {S::kPause, ""}, {S::kJobTimeout, ""}},
+                 JobState::kFailed,
+                 {"a"},
+                 {{"a", TS::kCancelled}},
+                 "",
+                 [](JobRecord& j) { j.job.timeout = seconds(60); }}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(FlowTest, PauseAndResumeAreRefusedInTheWrongStateWithTheState) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(JobOf({Runnable("a")}).job, "", "job1", kNow)});
+  shell.On(Resume{"job1"});
+  ASSERT_EQ(Count<Refused>(shell.last), 1);
+  EXPECT_EQ(All<Refused>(shell.last)[0].reason,
+            "only a PAUSED job can be resumed; this one is SCHEDULED");
+  shell.On(Pause{"job1"});
+  EXPECT_EQ(shell.Top().state, JobState::kPaused);
+  shell.On(Pause{"job1"});
+  ASSERT_EQ(Count<Refused>(shell.last), 1);
+  EXPECT_EQ(All<Refused>(shell.last)[0].reason,
+            "only a SCHEDULED or RUNNING job can be paused; this one is PAUSED");
+  shell.On(Resume{"job1"});
+  EXPECT_EQ(shell.Top().state, JobState::kScheduled);  // none of its tasks ran yet
+  shell.On(Completed{shell.Row("a").id, "w1", "", kNow});
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+  shell.On(Pause{"job1"});
+  ASSERT_EQ(Count<Refused>(shell.last), 1);
+  EXPECT_EQ(All<Refused>(shell.last)[0].reason,
+            "only a SCHEDULED or RUNNING job can be paused; this one is COMPLETED");
+}
+
+TEST(FlowTest, AQuietPauseOfAJobAlreadyPausedDecidesNothing) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(JobOf({Runnable("a")}).job, "", "job1", kNow)});
+  shell.On(Pause{"job1"});
+  shell.On(Pause{"job1", /*quiet=*/true});
+  EXPECT_TRUE(shell.last.empty());
+  shell.On(Resume{"job1"});
+  shell.On(Resume{"job1", /*quiet=*/true});
+  EXPECT_TRUE(shell.last.empty());
+}
 
 // ---- graphs (core/graph.h): needs, trigger rules, skips
 
@@ -1632,18 +1821,31 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"RestartReadsItsJobAndParentChain", Restart{"j1"}, JobTreeReads("j1")},
         ReadsCase{"JobTimedOutReadsItsJobAndParentChain", JobTimedOut{"j1", seconds(1)},
                   JobTreeReads("j1")},
-        ReadsCase{"RetryDueReadsItsTaskRow", RetryDue{"t1"}, TaskRowReads("t1")},
+        ReadsCase{"RetryDueReadsItsTaskRowAndItsJobsState", RetryDue{"t1"},
+                  Reads{.task_id = "t1", .task = true, .job = true, .hooks = true}},
         ReadsCase{"FillEachReadsTheEachsTree", FillEach{"t1"}, TaskTreeReads("t1")},
         ReadsCase{"StepFailedReadsItsJobAndParentChain", StepFailed{"j1", "disk full"},
                   JobTreeReads("j1")},
         ReadsCase{"PublishedReadsItsTaskRows", Published{{"t1", "t2", "t3"}},
                   Reads{.task_id = "t1", .task = true, .more_tasks = {"t2", "t3"}, .hooks = true}},
-        ReadsCase{"PublishRefusedReadsItsTaskRow", PublishRefused{"t1", "refused"},
-                  TaskRowReads("t1")}),
+        ReadsCase{"PublishRefusedReadsItsTaskRowAndItsJobsState", PublishRefused{"t1", "refused"},
+                  Reads{.task_id = "t1", .task = true, .job = true, .hooks = true}},
+        ReadsCase{"PauseReadsItsJobTreeAndEveryTaskRow", Pause{"j1"},
+                  [] {
+                    Reads r = JobTreeReads("j1");
+                    r.all_tasks = true;
+                    return r;
+                  }()},
+        ReadsCase{"ResumeReadsItsJobTreeAndEveryTaskRow", Resume{"j1"},
+                  [] {
+                    Reads r = JobTreeReads("j1");
+                    r.all_tasks = true;
+                    return r;
+                  }()}),
     [](const auto& info) { return info.param.name; });
 
 // Every event has a case above.
-TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 19u); }
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 21u); }
 
 // Templates' now() is the decision's time and randomInt() draws from a source seeded by
 // the view: Decide is a function of its input.

@@ -71,7 +71,8 @@ void Decider::ReconcileRunnable(const std::string& id, const std::set<std::strin
   if (row == nullptr || KindOf(row->task) != TaskKind::kRunnable) return;
   if (row->state == TaskState::kPending ||
       (row->state == TaskState::kScheduled && !view_.policy.durable_broker)) {
-    if (row->state == TaskState::kPending && RetryDueAt(*row) > now_) {
+    const bool retry = row->task.retry && row->task.retry->attempts > 0;
+    if (row->state == TaskState::kPending && retry && RetryDueAt(*row) > now_) {
       after_.push_back(StartAt{row->id, RetryDueAt(*row)});  // in its backoff still
     } else if (row->state == TaskState::kScheduled) {
       starts_.push_back(row->id);  // stored as queued already: published again only

@@ -23,6 +23,12 @@ Reads TaskRow(const std::string& task_id) {
   return {.task_id = task_id, .task = true, .hooks = true};
 }
 Reads JobTree(const std::string& job_id) { return Tree("", job_id); }
+// The job's tree as JobTree, and every task row of the job.
+Reads AllOf(const std::string& job_id) {
+  Reads reads = JobTree(job_id);
+  reads.all_tasks = true;
+  return reads;
+}
 
 // One overload per event: a new event does not compile until it says what it reads.
 struct ReadsVisitor {
@@ -50,8 +56,12 @@ struct ReadsVisitor {
   Reads operator()(const Cancel& e) const { return JobTree(e.job_id); }
   Reads operator()(const Restart& e) const { return JobTree(e.job_id); }
   Reads operator()(const JobTimedOut& e) const { return JobTree(e.job_id); }
-  // The row is queued again: nothing else changes.
-  Reads operator()(const RetryDue& e) const { return TaskRow(e.task_id); }
+  // The row is queued again (unless its job is PAUSED: its state row): nothing else changes.
+  Reads operator()(const RetryDue& e) const {
+    Reads reads = TaskRow(e.task_id);
+    reads.job = true;
+    return reads;
+  }
   Reads operator()(const FillEach& e) const { return TaskTree(e.task_id); }
   Reads operator()(const StepFailed& e) const { return JobTree(e.job_id); }
   // The row moves between queued states: nothing else changes.
@@ -61,7 +71,13 @@ struct ReadsVisitor {
     reads.more_tasks.assign(e.task_ids.begin() + 1, e.task_ids.end());
     return reads;
   }
-  Reads operator()(const PublishRefused& e) const { return TaskRow(e.task_id); }
+  Reads operator()(const PublishRefused& e) const {
+    Reads reads = TaskRow(e.task_id);
+    reads.job = true;  // queued again later, unless its job is PAUSED
+    return reads;
+  }
+  Reads operator()(const Pause& e) const { return AllOf(e.job_id); }
+  Reads operator()(const Resume& e) const { return AllOf(e.job_id); }
 };
 
 }  // namespace

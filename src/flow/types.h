@@ -95,6 +95,21 @@ struct Cancel {
 struct Restart {
   std::string job_id;
 };
+// Beyond Tork: a SCHEDULED or RUNNING job is PAUSED, and so are its running sub-jobs (a
+// Pause of each, `quiet`). Its running tasks run on; what it queued and no worker took yet
+// is withdrawn (each such row CANCELLED, a new attempt held for the resume); nothing of it
+// starts until it is resumed (Decider::Held). `quiet`: asked by the engine (a sub-job's
+// parent, a pause point), not refused when the job is already PAUSED or not going.
+struct Pause {
+  std::string job_id;
+  bool quiet = false;
+};
+// A PAUSED job goes on from its rows, as Frontier would have it (its held rows started,
+// its retries' backoffs armed again), and so do its paused sub-jobs (a quiet Resume each).
+struct Resume {
+  std::string job_id;
+  bool quiet = false;
+};
 struct JobTimedOut {
   std::string job_id;
   Duration timeout{};
@@ -147,7 +162,7 @@ struct TaskOverdue {
 using Event =
     std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled, TaskTimedOut,
                  Redelivery, LeaseExpired, Progress, Cancel, Restart, JobTimedOut, RetryDue,
-                 FillEach, StepFailed, Published, PublishRefused, TaskOverdue>;
+                 FillEach, StepFailed, Published, PublishRefused, TaskOverdue, Pause, Resume>;
 
 // ------------------------------------------------------------------------- view
 
@@ -246,6 +261,9 @@ struct Reads {
   // For every each among the task rows read: running_children (counted only for an each
   // with a concurrency; 0 otherwise) and next_created (NextCreatedWanted of them).
   bool each_children = false;
+  // Every task row of the event's job (a Pause finds its queued rows and its sub-jobs, a
+  // Resume reconciles the job from them).
+  bool all_tasks = false;
   // What the webhooks of the rows the decision changes need (Notify), for an event whose
   // jobs are not read whole: every job read gets its definition (shared, definitions)
   // and, when the definition has webhooks, its context (contexts); without `job`, the

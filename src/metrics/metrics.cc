@@ -122,8 +122,9 @@ std::string Metrics::Exposition(const MetricsSnapshot& now) const {
   std::vector<MetricFamily> families = f_->registry.Collect();
 
   MetricFamily jobs = Gauges("baton_jobs", "Jobs in each state now.");
-  for (JobState s : {JobState::kPending, JobState::kScheduled, JobState::kRunning,
-                     JobState::kCompleted, JobState::kFailed, JobState::kCancelled}) {
+  for (JobState s :
+       {JobState::kPending, JobState::kScheduled, JobState::kRunning, JobState::kCompleted,
+        JobState::kFailed, JobState::kCancelled, JobState::kPaused}) {
     auto it = now.jobs.find(s);
     AddGauge(jobs, {{"state", std::string(ToString(s))}},
              static_cast<double>(it == now.jobs.end() ? 0 : it->second));

@@ -182,6 +182,20 @@ case_fallback() {
   expect_match "fallback: finally saw the outcome" "$log" "cleaning up after a COMPLETED run"
 }
 
+case_pause() {
+  id=$(submit "$examples/pause.yaml") || { fail "pause: not accepted"; return; }
+  wait_state "$id" PAUSED 30 || { fail "pause: never PAUSED at its pause point"; return; }
+  expect "pause: build done, deploy held before it starts" "$(rows)" "build=COMPLETED deploy=PENDING"
+  sleep 1
+  http GET "/jobs/$id"
+  expect "pause: still held a second later" "$(state) $(rows)" "PAUSED build=COMPLETED deploy=PENDING"
+  http PUT "/jobs/$id/resume"
+  expect "pause: the resume is accepted" "$status $body" '200 {"status":"OK"}'
+  wait_done "$id" 30 || { fail "pause: did not end after the resume"; return; }
+  expect "pause: completed, deploy ran once" "$(state) $(rows)" "COMPLETED build=COMPLETED deploy=COMPLETED"
+  expect_match "pause: deploy saw build's result" "$(job_log "$id")" "deploying 1.4.2"
+}
+
 case_cleanup() {
   run_example cleanup.yaml || return
   expect "cleanup: state" "$(state)" FAILED

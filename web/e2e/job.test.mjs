@@ -182,6 +182,35 @@ tasks:
   await page.context().close();
 });
 
+test("a running job is paused from its page, holds its next task, and is resumed", async () => {
+  const end = server.gate("pausing");
+  const job = await server.submit(`
+name: pause ui test
+tasks:
+  - name: first
+    run: ${end.wait}
+  - name: second
+    run: echo second ran
+`);
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  await page.locator('.job-title .job-badge[data-state="RUNNING"]').waitFor({ timeout: 30000 });
+  await page.click('.job-actions button:has-text("Pause")');
+  await page.locator('.job-title .job-badge[data-state="PAUSED"]').waitFor({ timeout: 30000 });
+  assert.equal(await jobState(job.id), "PAUSED");
+  assert.equal(await page.locator('.job-actions button:has-text("Pause")').count(), 0);
+  await end.open();
+  // first ends while paused; second is made but held, not started.
+  await waitFor(async () => (await server.get(`/jobs/${job.id}`)).execution?.find((t) => t.name === "second")?.state === "PENDING",
+    30000, "second to be held");
+  assert.equal(await jobState(job.id), "PAUSED");
+  await screenshot(page, "job-paused");
+  await page.click('.job-actions button:has-text("Resume")');
+  await page.locator('.job-title .job-badge[data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  const second = (await server.get(`/jobs/${job.id}`)).execution.find((t) => t.name === "second");
+  assert.equal(second.state, "COMPLETED");
+  await page.context().close();
+});
+
 test("a running task's log tails new lines without a reload and follows the end", async () => {
   const end = server.gate("ticker");
   const job = await server.submit(`

@@ -3,7 +3,7 @@
 // ApiError carrying the server's message and, for a refused document, its problems.
 
 export type JobState =
-  | "PENDING" | "SCHEDULED" | "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+  | "PENDING" | "SCHEDULED" | "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "PAUSED";
 export type TaskState =
   | "CREATED" | "PENDING" | "SCHEDULED" | "RUNNING" | "COMPLETED" | "FAILED"
   | "CANCELLED" | "STOPPED" | "SKIPPED";
@@ -224,6 +224,8 @@ export const api = {
   plan: (doc: string, type = "application/json") => request<Plan>("POST", "/jobs/plan", doc, type),
   cancel: (id: string) => request<unknown>("PUT", `/jobs/${id}/cancel`),
   restart: (id: string) => request<unknown>("PUT", `/jobs/${id}/restart`),
+  pause: (id: string) => request<unknown>("PUT", `/jobs/${id}/pause`),
+  resume: (id: string) => request<unknown>("PUT", `/jobs/${id}/resume`),
   remove: (id: string) => request<unknown>("DELETE", `/jobs/${id}`),
   queues: () => request<Queue[]>("GET", "/queues"),
   nodes: () => request<Node[]>("GET", "/nodes"),

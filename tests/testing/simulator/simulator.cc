@@ -237,6 +237,8 @@ class Generator {
     }
     // Some tasks are optional (not drawn from the choices either).
     t.optional = k % 9 == 4;
+    // Some are pause points (not drawn either): their job pauses, the simulator resumes it.
+    t.pause_before = k % 23 == 7;
     std::uint32_t cond = c_.Below(100);
     if (cond < 8) {
       t.if_expr = "false";
@@ -865,7 +867,8 @@ bool Terminal(TaskState s) {
          s == TaskState::kSkipped;
 }
 bool ActiveJob(JobState s) {
-  return s == JobState::kPending || s == JobState::kScheduled || s == JobState::kRunning;
+  return s == JobState::kPending || s == JobState::kScheduled || s == JobState::kRunning ||
+         s == JobState::kPaused;
 }
 
 // A message a worker takes: a task to run (a Start), or a worker's report.
@@ -883,7 +886,8 @@ bool IsBrokerEvent(const Event& e) {
   return std::holds_alternative<Started>(e) || std::holds_alternative<Completed>(e) ||
          std::holds_alternative<Failed>(e) || std::holds_alternative<TaskTimedOut>(e) ||
          std::holds_alternative<WorkerCancelled>(e) || std::holds_alternative<Progress>(e) ||
-         std::holds_alternative<Cancel>(e) || std::holds_alternative<Restart>(e);
+         std::holds_alternative<Cancel>(e) || std::holds_alternative<Restart>(e) ||
+         std::holds_alternative<Pause>(e) || std::holds_alternative<Resume>(e);
 }
 
 class Sim {
@@ -899,6 +903,12 @@ class Sim {
     if (!policy_.durable_broker && outcome_seed % 5 == 2) {
       engine_crash_at_ = static_cast<int>(outcome_seed / 5 % 40) + 1;
       engine_crashes_ = static_cast<int>(outcome_seed / 200 % 4) + 1;
+    }
+    // One seed in seven pauses the job, and resumes it 5 to 24 deliveries later (or once
+    // nothing is left to deliver). Not drawn from the choices either.
+    if (outcome_seed % 7 == 3) {
+      pause_at_ = static_cast<int>(outcome_seed / 7 % 40) + 1;
+      resume_at_ = pause_at_ + 5 + static_cast<int>(outcome_seed / 280 % 20);
     }
   }
 
@@ -942,6 +952,10 @@ class Sim {
           queue_.push_back({Event{Restart{top_}}, 0, ""});
         }
         if (death && steps_ == death_at) KillNode("w1");
+        if (pause_at_ > 0 && steps_ == pause_at_) queue_.push_back({Event{Pause{top_}}, 0, ""});
+        if (pause_at_ > 0 && steps_ == resume_at_) {
+          queue_.push_back({Event{Resume{top_}}, 0, ""});
+        }
         if (engine_crashes_ > 0 && steps_ == engine_crash_at_) {
           CrashEngine();
           if (queue_.empty()) continue;  // the crash lost every message, nothing restarted
@@ -951,6 +965,18 @@ class Sim {
       if (!failure_.empty()) break;
       // Quiet: what Frontier finds still to do (lost starts, timers, fills).
       ReconcileAll();
+      // A job paused (a pause point, a pause not yet resumed) waits: resumed now, as a
+      // user resumes a top-level job (the top one, or a detached sub-job).
+      if (queue_.empty()) {
+        for (const auto& [id, j] : store_.jobs) {
+          auto parent = store_.tasks.find(j.parent_id);
+          const bool on_its_own = parent == store_.tasks.end() || Terminal(parent->second.state);
+          if (j.state == JobState::kPaused && on_its_own) {
+            queue_.push_back({Event{Resume{id}}, 0, ""});
+          }
+        }
+        if (!queue_.empty()) continue;
+      }
       if (disturbance == kCancelRestart && !restarted) {
         restarted = true;
         queue_.push_back({Event{Restart{top_}}, 0, ""});
@@ -977,8 +1003,15 @@ class Sim {
     r.timed_out = store_.jobs.at(top_).error.starts_with("job timed out");
     r.ending = store_.jobs.at(top_).state;
     r.restarted = !restarts_.empty();
-    // Every row as it ended, for reading a failing seed (BATON_SIM_PRINT_ROWS=1).
+    // Every job and row as it ended, for reading a failing seed (BATON_SIM_PRINT_ROWS=1);
+    // the whole history with BATON_SIM_ALL_HISTORY=1.
     if (!r.ok && std::getenv("BATON_SIM_PRINT_ROWS") != nullptr) {
+      for (const auto& [id, j] : store_.jobs) {
+        std::fprintf(stderr, "job %s parent=%s %s%s\n", id.substr(20).c_str(),
+                     j.parent_id.empty() ? "-" : j.parent_id.substr(20).c_str(),
+                     std::string(ToString(j.state)).c_str(),
+                     j.ending ? (" ending " + std::string(ToString(*j.ending))).c_str() : "");
+      }
       for (const auto& [id, t] : store_.tasks) {
         std::fprintf(stderr, "%s %s parent=%s pos=%d idx=%d %s %s%s %s\n", id.substr(20).c_str(),
                      t.job_id.substr(20).c_str(),
@@ -989,7 +1022,9 @@ class Sim {
     }
     if (!r.ok) {
       r.failure = failure_ + "\nhistory (last 40):\n";
-      std::size_t from = history_.size() > 40 ? history_.size() - 40 : 0;
+      std::size_t from = std::getenv("BATON_SIM_ALL_HISTORY") != nullptr ? 0
+                         : history_.size() > 40                          ? history_.size() - 40
+                                                                         : 0;
       for (std::size_t i = from; i < history_.size(); ++i) r.failure += "  " + history_[i] + "\n";
     }
     return r;
@@ -1065,6 +1100,9 @@ class Sim {
     view.id_seed = NextSeed();
     std::string task_id = reads.task ? reads.task_id : "";
     std::string job_id = reads.job_id;
+    if (reads.all_tasks) {
+      for (const std::string& id : store_.of_job[job_id]) view.tasks[id] = store_.tasks.at(id);
+    }
     for (int depth = 0; depth < 100; ++depth) {
       // The task rows of a job: the event's task (or the one that started the job below
       // as a sub-job) and, when read, its ancestors. The first one names the job.
@@ -1367,6 +1405,9 @@ class Sim {
                   it->second.state != TaskState::kScheduled) {
                 Fail(fmt::format("a {} row was started", ToString(it->second.state)));
               }
+              if (PausedAbove(it->second.job_id)) {
+                Fail(fmt::format("a row of a paused job was started: {}", it->second.task.name));
+              }
               after.push_back(std::move(e));
             } else if constexpr (std::is_same_v<E, StartAt> || std::is_same_v<E, Kill> ||
                                  std::is_same_v<E, Drop> || std::is_same_v<E, ArmJobTimeout> ||
@@ -1412,6 +1453,21 @@ class Sim {
         after.push_back(std::move(more));
       }
     }
+  }
+
+  // Whether job `job_id`, or a job above it (through sub-jobs still running), is PAUSED as
+  // stored.
+  bool PausedAbove(std::string job_id) const {
+    for (int depth = 0; depth < 100 && !job_id.empty(); ++depth) {
+      auto j = store_.jobs.find(job_id);
+      if (j == store_.jobs.end()) return false;
+      if (j->second.state == JobState::kPaused) return true;
+      // Up only through a task that still runs the job (flow: Decider::Held).
+      auto parent = store_.tasks.find(j->second.parent_id);
+      if (parent == store_.tasks.end() || Terminal(parent->second.state)) return false;
+      job_id = parent->second.job_id;
+    }
+    return false;
   }
 
   bool Below(const TaskRecord& row, const std::string& ancestor) {
@@ -1535,6 +1591,14 @@ class Sim {
     if (stored != store_.tasks.end() && stored->second.state == TaskState::kCancelled &&
         !ever_taken_.contains(row.id) && !drop_lost_.contains(row.id)) {
       took_cancelled_.insert(key + "/" + row.id);
+    }
+    // A row of a paused job waiting in a queue was withdrawn (a drop told): none is taken.
+    // (A running one delivered again is the duplicate it always was.)
+    if (stored != store_.tasks.end() &&
+        (stored->second.state == TaskState::kPending ||
+         stored->second.state == TaskState::kScheduled) &&
+        PausedAbove(row.job_id)) {
+      return Fail("a worker took a queued task of a paused job: " + row.task.name);
     }
     ever_taken_.insert(row.id);
     running_[node].insert(row.id);
@@ -2181,6 +2245,8 @@ class Sim {
   int steps_ = 0;
   int engine_crash_at_ = -1;  // the delivery the next engine crash comes before
   int engine_crashes_ = 0;    // engine crashes still to come
+  int pause_at_ = 0;          // the delivery a pause of the job comes before (0: none)
+  int resume_at_ = 0;         // ...and its resume
   int timers_fired_ = 0;
   int decisions_ = 0;
 };

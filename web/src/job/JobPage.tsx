@@ -15,6 +15,7 @@ import { Timeline } from "./Timeline";
 import type { LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
 import { definitionOf, toYaml } from "../pages/yaml";
+import { canPause } from "../pages/jobsFilter";
 import { ACTIVE_JOB_STATES } from "../states";
 import "./job.css";
 
@@ -176,10 +177,10 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     return () => window.removeEventListener("keydown", onKey);
   }, [params.task, params.tab, params.attempt]);
 
-  const act = async (what: "cancel" | "restart") => {
+  const act = async (what: "cancel" | "restart" | "pause" | "resume") => {
     setBusy(what); setActionError(null);
     try {
-      await (what === "cancel" ? api.cancel(id) : api.restart(id));
+      await api[what](id);
       await fetchJob();
     } catch (e) { setActionError(`${what}: ${(e as Error).message}`); }
     finally { setBusy(null); }
@@ -212,6 +213,8 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
         </div>
         <div class="job-actions">
           {active && <button type="button" class="job-danger" onClick={() => act("cancel")} disabled={!!busy}>{busy === "cancel" ? "Cancelling…" : "Cancel"}</button>}
+          {canPause(job.state) && <button type="button" onClick={() => act("pause")} disabled={!!busy} title="Running tasks finish; nothing new starts until it is resumed">{busy === "pause" ? "Pausing…" : "Pause"}</button>}
+          {job.state === "PAUSED" && <button type="button" class="primary" onClick={() => act("resume")} disabled={!!busy}>{busy === "resume" ? "Resuming…" : "Resume"}</button>}
           {canRestart && <button type="button" class="primary" onClick={() => act("restart")} disabled={!!busy}>{busy === "restart" ? "Restarting…" : "Restart"}</button>}
           <a class="button" href={href("editor", { from: id })}>Duplicate as new</a>
         </div>

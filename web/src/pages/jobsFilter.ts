@@ -1,7 +1,7 @@
 // The jobs page's filter as its URL holds it: `#/jobs?state=RUNNING,FAILED&q=tag:x&page=2`.
 import type { JobState } from "../api";
 
-export const STATE_CHIPS: JobState[] = ["PENDING", "SCHEDULED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
+export const STATE_CHIPS: JobState[] = ["PENDING", "SCHEDULED", "RUNNING", "PAUSED", "COMPLETED", "FAILED", "CANCELLED"];
 
 export interface JobsFilter { states: JobState[]; q: string; page: number }
 
@@ -31,5 +31,6 @@ export function toggleChip(f: JobsFilter, chip: JobState | null): JobsFilter {
 }
 
 // What a row may do, by its state.
-export function canCancel(state: string) { return state === "RUNNING" || state === "SCHEDULED" || state === "PENDING"; }
+export function canCancel(state: string) { return state === "RUNNING" || state === "SCHEDULED" || state === "PENDING" || state === "PAUSED"; }
+export function canPause(state: string) { return state === "RUNNING" || state === "SCHEDULED"; }
 export function canRestart(state: string) { return state === "FAILED" || state === "CANCELLED"; }

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Pause and resume over the binary: a pause during a parallel (the running tasks finish,
+# the queued ones are withdrawn, nothing new starts), a `kill -9` of the engine
+# (standalone) and of the coordinator (distributed) while paused, the job still PAUSED
+# after the restart with nothing started, and a resume that runs the rest once; markers
+# with times show what ran when. Then the refusals, and a pause point in a sub-job.
+# Usage: pause_test.sh BATON SOURCE_DIR
+set -uo pipefail
+baton=$1
+src=$2
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+needs_services
+
+# parallel_job MARKS: four 2-second tasks at once (two worker slots: two run, two wait in
+# the queue), then `after`; each appends "start TIME" and "end TIME" to MARKS/<name>.
+parallel_job() {
+  local tasks="" n
+  for n in 1 2 3 4; do
+    tasks+="
+      - name: p$n
+        run: echo start \$(date +%s.%N) >> $1/p$n; sleep 2; echo end \$(date +%s.%N) >> $1/p$n"
+  done
+  cat <<YAML
+name: pause during a parallel
+tasks:
+  - name: group
+    parallel:
+      tasks:$tasks
+  - name: after
+    run: echo start \$(date +%s.%N) >> $1/after
+YAML
+}
+
+started() { grep -l '^start' "$1"/p* 2>/dev/null | wc -l; }
+ended() { grep -l '^end' "$1"/p* 2>/dev/null | wc -l; }
+now() { date +%s.%N; }
+# later A B: true when time A is later than time B.
+later() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)' "$1" "$2"; }
+
+# run_pause MODE RESTART: the parallel job paused with two tasks running; RESTART kills
+# the engine (or the coordinator) with -9 and starts it again, on the same data.
+run_pause() {
+  local mode=$1 restart=$2 marks id at_pause resumed f
+  marks=$(mktemp -d "$work_dir/marks.XXXXXX")
+  parallel_job "$marks" >"$marks.yaml"
+  id=$(submit "$marks.yaml") || { fail "$mode: not accepted"; return; }
+  # Two tasks running, as the engine knows (a worker reports a start 50 ms in: a task
+  # taken in the last moments before a pause, not yet reported, is withdrawn and stopped,
+  # and runs again after the resume: docs/job-format.md, "Pause and resume").
+  local deadline=$((SECONDS + 30))
+  until [[ $(http GET "/jobs/$id"; js "$body" 'len([t for t in j["execution"] if t["name"].startswith("p") and t["state"] == "RUNNING"])') == 2 ]] ||
+    ((SECONDS > deadline)); do sleep 0.05; done
+  expect "$mode: two of the parallel's tasks run, two wait for a worker slot" "$(started "$marks")" 2
+  http PUT "/jobs/$id/pause"
+  expect "$mode: the pause is accepted" "$status $body" '200 {"status":"OK"}'
+  at_pause=$(now)
+  http GET "/jobs/$id"
+  expect "$mode: the job is PAUSED" "$(js "$body" 'j["state"]')" PAUSED
+  # The two running tasks finish; nothing else starts.
+  deadline=$((SECONDS + 30))
+  until (($(ended "$marks") >= 2)) || ((SECONDS > deadline)); do sleep 0.1; done
+  sleep 1.5
+  expect "$mode: while paused, the two running tasks ended and no other started" \
+    "$(started "$marks") $(ended "$marks") $([[ -e $marks/after ]] && echo after)" "2 2 "
+  http GET "/jobs/$id"
+  expect "$mode: the two queued tasks were withdrawn, a new attempt of each held" \
+    "$(js "$body" 'sorted(t["state"] for t in j["execution"] if t["name"].startswith("p") and "withdrawn" in t.get("error", ""))') $(js "$body" 'len([t for t in j["execution"] if t["name"].startswith("p") and t["state"] == "PENDING"])')" \
+    '["CANCELLED", "CANCELLED"] 2'
+
+  $restart
+  sleep 2
+  http GET "/jobs/$id"
+  expect "$mode: after the kill -9 and a restart, still PAUSED" "$(js "$body" 'j["state"]')" PAUSED
+  expect "$mode: ...and nothing more started" \
+    "$(started "$marks") $([[ -e $marks/after ]] && echo after)" "2 "
+
+  resumed=$(now)
+  http PUT "/jobs/$id/resume"
+  expect "$mode: the resume is accepted" "$status $body" '200 {"status":"OK"}'
+  wait_done "$id" 60 || { fail "$mode: did not end after the resume"; return; }
+  expect "$mode: the job completes" "$(js "$body" 'j["state"]')" COMPLETED
+  local once=0 late=0
+  for f in "$marks"/p1 "$marks"/p2 "$marks"/p3 "$marks"/p4; do
+    [[ $(grep -c '^start' "$f") == 1 ]] && once=$((once + 1))
+    later "$(awk '/^start/ {print $2}' "$f")" "$resumed" && late=$((late + 1))
+  done
+  expect "$mode: every task of the parallel ran exactly once, two of them after the resume" \
+    "$once $late" "4 2"
+  later "$(awk '{print $2}' "$marks/after")" "$resumed" && pass "$mode: after started after the resume" ||
+    fail "$mode: after started before the resume"
+  later "$resumed" "$at_pause" || fail "$mode: the clock"
+}
+
+refusals() {
+  local mode=$1 id
+  printf 'name: quick\ntasks:\n  - name: a\n    run: "true"\n' >"$work_dir/quick.yaml"
+  id=$(submit "$work_dir/quick.yaml") || { fail "$mode: quick not accepted"; return; }
+  wait_done "$id" 30
+  http PUT "/jobs/$id/pause"
+  expect "$mode: a COMPLETED job cannot be paused" "$status $(js "$body" 'j["message"]')" \
+    "400 only a SCHEDULED or RUNNING job can be paused; this one is COMPLETED"
+  http PUT "/jobs/$id/resume"
+  expect "$mode: nor resumed" "$status $(js "$body" 'j["message"]')" \
+    "400 only a PAUSED job can be resumed; this one is COMPLETED"
+  http PUT "/jobs/0123456789abcdef0123456789abcdef/pause"
+  expect "$mode: an unknown job is a 404" "$status" 404
+}
+
+# A pause point inside a sub-job pauses the top-level job; `baton jobs resume` resumes the
+# tree.
+subjob_point() {
+  local mode=$1 marks id
+  marks=$(mktemp -d "$work_dir/marks.XXXXXX")
+  printf 'name: outer\ntasks:\n  - name: s\n    subjob:\n      name: inner\n      tasks:\n        - name: x\n          run: touch %s/x\n        - name: y\n          pauseBefore: true\n          run: touch %s/y\n' "$marks" "$marks" >"$marks.yaml"
+  id=$(submit "$marks.yaml") || { fail "$mode: outer not accepted"; return; }
+  wait_state "$id" PAUSED 30 || { fail "$mode: the top-level job never PAUSED"; return; }
+  sleep 1
+  expect "$mode: x ran, y waits at its pause point" "$(ls "$marks" | tr '\n' ' ')" "x "
+  local out
+  out=$("$baton" jobs resume "$id" --url "$url" 2>&1)
+  expect "$mode: baton jobs resume says so" "$out" "job $id resumed"
+  wait_done "$id" 30
+  expect "$mode: the tree completes, y ran" "$(js "$body" 'j["state"]') $(ls "$marks" | tr '\n' ' ')" "COMPLETED x y "
+}
+
+# ---- standalone: the engine killed with -9 while the job is paused
+work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-pause.XXXXXX")
+chmod 711 "$work_dir"
+data_dir=$work_dir/data
+port=$(free_port)
+url=http://127.0.0.1:$port
+server_pid=
+start_standalone() {
+  "$baton" run standalone --address "127.0.0.1:$port" --data-dir "$data_dir" --queue default:2 \
+    >>"$work_dir/server.log" 2>&1 &
+  server_pid=$!
+  await_health "$url" "$server_pid" "the standalone engine"
+}
+declare -A pid_of
+worker_pid=
+cleanup() {
+  stop_pids ${server_pid:+"$server_pid"} ${pid_of[c]:+"${pid_of[c]}"} ${worker_pid:+"$worker_pid"}
+  keep_logs pause
+  rm -rf "$work_dir"
+}
+trap cleanup EXIT
+kill_standalone() {
+  kill -9 "$server_pid"
+  wait "$server_pid" 2>/dev/null
+  # Its tasks' processes die with it (a task is in the engine's process group or is
+  # reaped by its runtime); the restart finds the job as stored.
+  start_standalone
+}
+start_standalone
+run_pause standalone kill_standalone
+refusals standalone
+subjob_point standalone
+stop_pids "$server_pid"
+wait "$server_pid" 2>/dev/null
+server_pid=
+
+# ---- distributed: a coordinator and a worker; the coordinator killed with -9
+distributed_env baton_pause
+port=$(free_port)
+url=http://127.0.0.1:$port
+start_coordinator c "$port"
+"$baton" run worker --queue default:2 --data-dir "$work_dir/w" >"$work_dir/worker.log" 2>&1 &
+worker_pid=$!
+kill_coordinator() {
+  kill -9 "${pid_of[c]}"
+  wait "${pid_of[c]}" 2>/dev/null
+  pid_of[c]=
+  start_coordinator c "$port"
+}
+run_pause distributed kill_coordinator
+refusals distributed
+subjob_point distributed
+
+finish pause
