@@ -166,6 +166,7 @@ Status Scheduler::RunAfterCommit(std::vector<flow::Effect>&& after) {
   Status result;
   std::vector<TaskRecord> starts;
   std::vector<std::string> drops;
+  std::vector<std::string> withdrawn;
   std::map<std::string, std::vector<std::string>> kills;
   for (flow::Effect& effect : after) {
     std::visit(
@@ -179,6 +180,8 @@ Status Scheduler::RunAfterCommit(std::vector<flow::Effect>&& after) {
             kills[e.node_id].push_back(e.task_id);
           } else if constexpr (std::is_same_v<E, flow::Drop>) {
             drops.push_back(e.task_id);
+          } else if constexpr (std::is_same_v<E, flow::Withdraw>) {
+            withdrawn.push_back(e.task_id);
           } else if constexpr (std::is_same_v<E, flow::ArmJobTimeout>) {
             ArmJobTimeout(e.job_id, e.timeout, e.at);
           } else if constexpr (std::is_same_v<E, flow::DisarmJobTimeout>) {
@@ -193,6 +196,7 @@ Status Scheduler::RunAfterCommit(std::vector<flow::Effect>&& after) {
   }
   StartRows(std::move(starts));
   signals_.Tell(drops, kills);
+  signals_.Withdraw(withdrawn);
   return result;
 }
 

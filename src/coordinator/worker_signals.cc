@@ -10,7 +10,7 @@
 namespace baton {
 
 void WorkerSignals::TellNode(const std::string& node, const std::vector<std::string>& ids,
-                             bool complete) {
+                             bool complete, bool withdraw) {
   constexpr std::size_t kPerMessage = 1000;
   for (std::size_t i = 0; i < ids.size() || (complete && i == 0); i += kPerMessage) {
     CancelTask message;
@@ -18,6 +18,7 @@ void WorkerSignals::TellNode(const std::string& node, const std::vector<std::str
         ids.begin() + static_cast<std::ptrdiff_t>(i),
         ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + kPerMessage)));
     message.complete = complete && i + kPerMessage >= ids.size();
+    message.withdraw = withdraw;
     Status s = broker_.Publish(CancelQueueFor(node), Encode(message));
     if (!s.ok()) {
       log::Error("telling a worker of cancelled tasks failed",
@@ -42,6 +43,13 @@ std::set<std::string> WorkerSignals::NodesToTell(
   }
   for (const auto& [node, ids] : kills) told.insert(node);
   return told;
+}
+
+void WorkerSignals::Withdraw(const std::vector<std::string>& ids) {
+  if (ids.empty()) return;
+  for (const std::string& node : NodesToTell({})) {
+    TellNode(node, ids, /*complete=*/false, /*withdraw=*/true);
+  }
 }
 
 void WorkerSignals::Tell(const std::vector<std::string>& drops,

@@ -32,6 +32,9 @@ class WorkerSignals {
   // `drops`: tasks to drop everywhere; `kills`: node → tasks to kill there.
   void Tell(const std::vector<std::string>& drops,
             const std::map<std::string, std::vector<std::string>>& kills) BATON_EXCLUDES(mu_);
+  // Tells every live worker not to start these tasks (a paused job's queued ones), and to
+  // let one it runs already run on.
+  void Withdraw(const std::vector<std::string>& ids);
   // Tells worker `node_id` the drops of the last node lease it was not told of.
   void TellMissedDrops(const std::string& node_id) BATON_EXCLUDES(mu_);
   // A worker's heartbeat was stored: TellMissedDrops, and, the first time this
@@ -48,9 +51,9 @@ class WorkerSignals {
   // The workers to tell of drops now: those heard from within the lease, and `kills`'.
   std::set<std::string> NodesToTell(const std::map<std::string, std::vector<std::string>>& kills);
   // Publishes CancelTask messages of `ids` to `node`'s cancel queue; with `complete`, the
-  // last one (an empty one for no ids) says so.
-  void TellNode(const std::string& node, const std::vector<std::string>& ids,
-                bool complete = false);
+  // last one (an empty one for no ids) says so; with `withdraw`, they are withdrawals.
+  void TellNode(const std::string& node, const std::vector<std::string>& ids, bool complete = false,
+                bool withdraw = false);
 
   struct SentDrops {
     TimePoint at;

@@ -54,6 +54,7 @@ std::string Encode(const TaskProgress& m) {
 std::string Encode(const CancelTask& m) {
   json j = {{"taskIds", m.task_ids}};
   if (m.complete) j["complete"] = true;
+  if (m.withdraw) j["withdraw"] = true;
   return Dump(j);
 }
 std::string Encode(const LogPart& m) {
@@ -126,6 +127,7 @@ Result<CancelTask> DecodeCancelTask(std::string_view body) {
       m.task_ids.push_back(j.at("taskId").get<std::string>());
     }
     m.complete = j.value("complete", false);
+    m.withdraw = j.value("withdraw", false);
   });
 }
 

@@ -59,6 +59,9 @@ struct CancelTask {
   // time: every stored drop has been told (WorkerSignals::WorkerHeard). A starting worker
   // that awaits drops takes tasks only after one such message.
   bool complete = false;
+  // Beyond stopping: the tasks of a job that paused, withdrawn from the queues. A worker
+  // never starts them, and lets one it runs already run on.
+  bool withdraw = false;
 };
 
 std::string Encode(const TaskStarted& m);

@@ -7,7 +7,7 @@ namespace {
 
 TEST(NamesTest, JobStatesRoundTrip) {
   for (auto s : {JobState::kPending, JobState::kScheduled, JobState::kRunning, JobState::kCompleted,
-                 JobState::kFailed, JobState::kCancelled}) {
+                 JobState::kFailed, JobState::kCancelled, JobState::kPaused}) {
     EXPECT_EQ(ParseJobState(ToString(s)), s) << ToString(s);
   }
   EXPECT_EQ(ToString(JobState::kCompleted), "COMPLETED");

@@ -10,9 +10,9 @@
 namespace baton {
 namespace {
 
-const std::vector<JobState> kAllJobStates = {JobState::kPending, JobState::kScheduled,
-                                             JobState::kRunning, JobState::kCompleted,
-                                             JobState::kFailed,  JobState::kCancelled};
+const std::vector<JobState> kAllJobStates = {
+    JobState::kPending, JobState::kScheduled, JobState::kRunning, JobState::kCompleted,
+    JobState::kFailed,  JobState::kCancelled, JobState::kPaused};
 const std::vector<TaskState> kAllTaskStates = {
     TaskState::kCreated,   TaskState::kPending, TaskState::kScheduled, TaskState::kRunning,
     TaskState::kCompleted, TaskState::kFailed,  TaskState::kCancelled, TaskState::kSkipped};
@@ -35,6 +35,13 @@ const std::set<std::pair<JobState, JobState>> kJobMoves = {
     {JobState::kCancelled, JobState::kScheduled},  // restart
     {JobState::kFailed, JobState::kRunning},       // restart, by engines before SCHEDULED
     {JobState::kCancelled, JobState::kRunning},    // restart, by engines before SCHEDULED
+    {JobState::kScheduled, JobState::kPaused},     // PUT /jobs/{id}/pause, or pauseBefore
+    {JobState::kRunning, JobState::kPaused},       //
+    {JobState::kPaused, JobState::kScheduled},     // resumed before any task ran
+    {JobState::kPaused, JobState::kRunning},       // resumed; cancelled (then CANCELLED)
+    {JobState::kPaused, JobState::kCompleted},     // its last running task completed it
+    {JobState::kPaused, JobState::kFailed},        // a failure, or its timeout
+    {JobState::kPaused, JobState::kCancelled},     // a sub-job's, cancelled with its parent
 };
 
 const std::set<std::pair<TaskState, TaskState>> kTaskMoves = {
@@ -165,12 +172,14 @@ TEST(StatesTest, AStateReachesWhatAChainOfAllowedMovesLeadsTo) {
   }
 }
 
-TEST(StatesTest, DoneIsCompletedOrSkippedAndGoingIsScheduledOrRunning) {
+TEST(StatesTest, DoneIsCompletedOrSkippedAndGoingIsScheduledRunningOrPaused) {
   for (TaskState s : kAllTaskStates) {
     EXPECT_EQ(IsDone(s), s == TaskState::kCompleted || s == TaskState::kSkipped) << Name(s);
   }
   for (JobState s : kAllJobStates) {
-    EXPECT_EQ(IsGoing(s), s == JobState::kScheduled || s == JobState::kRunning) << Name(s);
+    EXPECT_EQ(IsGoing(s),
+              s == JobState::kScheduled || s == JobState::kRunning || s == JobState::kPaused)
+        << Name(s);
   }
 }
 

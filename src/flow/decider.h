@@ -214,14 +214,16 @@ class Decider {
   void HandlerDone(TaskRecord& h);
   void JobHandlerEnded(const std::string& id);
   // Pause and resume (pause.cc): whether nothing of the job may start now (it is PAUSED);
-  // a cancelled job leaves PAUSED; a queued row withdrawn, a new attempt held; a
-  // pause point reached; the starts of held jobs held (once, at the end of a decision).
+  // a cancelled job leaves PAUSED; a row that may wait in a queue (withdrawn by a pause,
+  // requeued as a new attempt by the resume); a pause point reached; the starts of held jobs held
+  // (once, at the end of a decision).
   bool Held(const std::string& job_id) const;
   // The job whose task started `job` and still runs it (none for a top-level job, or one
   // whose task ended).
   const JobRecord* ParentJob(const JobRecord& job);
   static void Unpause(JobRecord& job);
-  void Withdraw(const std::string& id);
+  bool MayBeQueued(const TaskRecord& row) const;
+  void Requeue(const std::string& id);
   void PauseBefore(const TaskRecord& t);
   void HoldStarts();
 

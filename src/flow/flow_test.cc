@@ -1052,8 +1052,8 @@ TEST_P(PauseTest, HoldsEveryStartUntilTheResume) {
 INSTANTIATE_TEST_SUITE_P(
     Rules, PauseTest,
     testing::Values(
-        // b and c wait in the queue, a runs: b and c are withdrawn, a ends while paused, d
-        // (made when the parallel completes) is held; the resume starts b, c again, then d.
+        // b and c wait in the queue, a runs: b and c are withdrawn, a ends while paused; the
+        // resume runs b and c as new attempts, then d (made once the parallel completes).
         Scenario{"APauseDuringAParallelWithdrawsWhatIsQueuedAndLetsTheRunningTaskEnd",
                  {ParallelOf({Runnable("a"), Runnable("b"), Runnable("c")}), Runnable("d")},
                  {{S::kStart, "a"},
@@ -1077,6 +1077,23 @@ INSTANTIATE_TEST_SUITE_P(
                        << b[0].error;
                    EXPECT_EQ(RowsOf(s, "a").size(), 1u);  // the running one ran once
                  }},
+        // a was taken by a worker that had not reported it yet when the job paused: it runs
+        // on and its end counts; only b, never started, runs again on resume.
+        Scenario{
+            "AWithdrawnTaskAWorkerHadTakenRunsOnAndIsNotRunAgain",
+            {ParallelOf({Runnable("a"), Runnable("b")})},
+            {{S::kPause, ""}, {S::kOk, "a"}, {S::kIsPaused, ""}, {S::kResume, ""}, {S::kOk, "b"}},
+            JobState::kCompleted,
+            {"a", "b", "b"},
+            {{"a", TS::kCompleted}, {"b", TS::kCompleted}},
+            "",
+            nullptr,
+            [](const Shell& s) {
+              EXPECT_EQ(RowsOf(s, "a").size(), 1u);
+              std::vector<TaskRecord> b = RowsOf(s, "b");
+              ASSERT_EQ(b.size(), 2u);
+              EXPECT_EQ(b[0].state, TS::kCancelled);
+            }},
         Scenario{"ANextStepMadeWhilePausedIsHeldAlsoThroughACrash",
                  {Runnable("a"), Runnable("b")},
                  {{S::kStart, "a"},
@@ -1179,12 +1196,13 @@ TEST(FlowTest, PauseAndResumeAreRefusedInTheWrongStateWithTheState) {
             "only a SCHEDULED or RUNNING job can be paused; this one is COMPLETED");
 }
 
-TEST(FlowTest, AQuietPauseOfAJobAlreadyPausedDecidesNothing) {
+TEST(FlowTest, AQuietPauseOfAJobAlreadyPausedWritesNothing) {
   Shell shell;
   shell.On(Submit{NewJobRecord(JobOf({Runnable("a")}).job, "", "job1", kNow)});
   shell.On(Pause{"job1"});
   shell.On(Pause{"job1", /*quiet=*/true});
-  EXPECT_TRUE(shell.last.empty());
+  // Its queued row's withdrawal told again, nothing else.
+  for (const Effect& e : shell.last) EXPECT_TRUE(std::holds_alternative<Withdraw>(e));
   shell.On(Resume{"job1"});
   shell.On(Resume{"job1", /*quiet=*/true});
   EXPECT_TRUE(shell.last.empty());

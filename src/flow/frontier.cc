@@ -69,6 +69,12 @@ std::map<std::string, std::vector<std::string>> Decider::ReconcileWaiting(
 void Decider::ReconcileRunnable(const std::string& id, const std::set<std::string>* live_nodes) {
   TaskRecord* row = T(id);
   if (row == nullptr || KindOf(row->task) != TaskKind::kRunnable) return;
+  // A paused job's row that may be in a queue: its withdrawal told again (a crash may have
+  // lost it), the row left to the resume, which runs a new attempt of it.
+  if (Held(row->job_id) && MayBeQueued(*row)) {
+    after_.push_back(Withdraw{row->id});
+    return;
+  }
   if (row->state == TaskState::kPending ||
       (row->state == TaskState::kScheduled && !view_.policy.durable_broker)) {
     const bool retry = row->task.retry && row->task.retry->attempts > 0;

@@ -6,10 +6,11 @@
 //
 // A pause reaches the whole tree below the job: its running sub-jobs pause with it (a quiet
 // Pause each), a sub-job it starts while paused starts PAUSED (StartJobRule), and a resume
-// resumes them. What the job queued and no worker took yet is withdrawn: the row is
-// CANCELLED (its workers told to drop it) and a new attempt of it, with the same retries
-// and redeliveries, is held for the resume. (A worker that took it at that moment is told
-// to stop it: a task runs at least once, as after a redelivery.)
+// resumes them. What the job queued is withdrawn: every worker is told not to start it
+// (Withdraw), and one that runs it already lets it run on (a worker reports a start 50 ms
+// in, so the rows do not tell which ran); the rows stay as they are. The resume then
+// requeues, as a new attempt with the same retries and redeliveries, each row still not
+// started (CANCELLED, "withdrawn"), and starts the rows held meanwhile.
 //
 // A task's pauseBefore is a pause point: reached (its `if` true, its templates
 // evaluated), it pauses its job, and its top-level job with the tree, before any of it
@@ -77,23 +78,26 @@ void Decider::On(const Pause& e) {
     if (!row.subjob_id.empty() && row.state == TaskState::kRunning) {
       follow_.push_back(Pause{row.subjob_id, /*quiet=*/true});
     }
-    if (KindOf(row.task) != TaskKind::kRunnable) continue;
-    // In a queue (or maybe: with a durable broker, published and not yet confirmed):
-    // withdrawn. A row in its backoff, or refused, is queued by RetryDue, which holds it.
-    const bool queued = row.state == TaskState::kScheduled ||
-                        (row.state == TaskState::kPending && view_.policy.durable_broker &&
-                         RetryDueAt(row) <= now_);
-    if (queued) Withdraw(id);
+    if (MayBeQueued(row)) after_.push_back(Withdraw{id});
   }
 }
 
-void Decider::Withdraw(const std::string& id) {
+bool Decider::MayBeQueued(const TaskRecord& row) const {
+  // In a queue, or maybe (with a durable broker, PENDING: published and not yet
+  // confirmed). A row in its backoff, or refused, is queued by RetryDue, which holds it.
+  if (KindOf(row.task) != TaskKind::kRunnable) return false;
+  const bool retry = row.task.retry && row.task.retry->attempts > 0;
+  return row.state == TaskState::kScheduled ||
+         (row.state == TaskState::kPending && view_.policy.durable_broker &&
+          !(retry && RetryDueAt(row) > now_));
+}
+
+void Decider::Requeue(const std::string& id) {
   TaskRecord& row = *T(id);
   const TaskState was = row.state;
   Finish(row, TaskState::kCancelled, "",
-         "withdrawn from its queue: its job was paused before a worker took it (a new attempt "
-         "runs on resume)",
-         "", std::nullopt);
+         "withdrawn from its queue while its job was paused: run as a new attempt on resume", "",
+         std::nullopt);
   for (Effect& e :
        AfterCancel({CancelledRow{row.id, was, row.node_id, row.subjob_id, {}}}, view_.policy)) {
     after_.push_back(std::move(e));
@@ -101,14 +105,14 @@ void Decider::Withdraw(const std::string& id) {
   TaskRecord next = row;
   next.id = MakeId();
   next.state = TaskState::kPending;
-  // Strictly after the withdrawn row (times are in milliseconds, and a pause point
-  // withdraws rows its own step made): the slot's latest row (LatestAttempt).
+  // Strictly after the withdrawn row (times are in milliseconds): the slot's latest row
+  // (LatestAttempt).
   next.created_at = std::max(now_, row.created_at + std::chrono::milliseconds(1));
   next.scheduled_at.reset();
   next.completed_at.reset();
   next.error.clear();
   next.node_id.clear();
-  NewTask(std::move(next));  // held: its job is PAUSED
+  NewTask(std::move(next));  // queued by the reconcile that follows
 }
 
 void Decider::On(const Resume& e) {
@@ -132,6 +136,16 @@ void Decider::On(const Resume& e) {
     }
   }
   job->state = ran ? JobState::kRunning : JobState::kScheduled;
+  // What the pause withdrew and no worker started: a new attempt each (a worker drops the
+  // old one's message).
+  std::vector<std::string> withdrawn;
+  for (const std::string& id : ids) {
+    if (MayBeQueued(view_.tasks.at(id))) withdrawn.push_back(id);
+  }
+  for (const std::string& id : withdrawn) {
+    Requeue(id);
+    ids.push_back(task_order_.back());
+  }
   Reconcile(e.job_id, ids, nullptr);
 }
 

@@ -363,6 +363,12 @@ struct Kill {
 struct Drop {
   std::string task_id;
 };
+// Tell every live worker not to start the task if it has not: a queued task of a job that
+// paused (pause.cc). One a worker runs already runs on; the row stays as it is, and the
+// resume queues a new attempt of one still not started.
+struct Withdraw {
+  std::string task_id;
+};
 // Decide JobTimedOut at `at`, unless disarmed first. Arming again replaces the timer.
 struct ArmJobTimeout {
   std::string job_id;
@@ -389,8 +395,8 @@ struct FollowUp {
 };
 
 using Effect = std::variant<CreateJob, UpdateJob, CreateTask, UpdateTask, CancelActive, Changed,
-                            Notify, Start, StartAt, Kill, Drop, ArmJobTimeout, DisarmJobTimeout,
-                            JobFinished, Refused, FollowUp>;
+                            Notify, Start, StartAt, Kill, Drop, Withdraw, ArmJobTimeout,
+                            DisarmJobTimeout, JobFinished, Refused, FollowUp>;
 
 // A row a CancelActive cancelled, as the shell read it before (AfterCancel says what
 // its cancel must tell).

@@ -37,9 +37,9 @@ std::map<std::string, States> UiLists() {
 }
 
 // Every state of each machine (names_test.cc checks these round-trip).
-constexpr JobState kJobStates[] = {JobState::kPending, JobState::kScheduled,
-                                   JobState::kRunning, JobState::kCompleted,
-                                   JobState::kFailed,  JobState::kCancelled};
+constexpr JobState kJobStates[] = {JobState::kPending,   JobState::kScheduled, JobState::kRunning,
+                                   JobState::kCompleted, JobState::kFailed,    JobState::kCancelled,
+                                   JobState::kPaused};
 constexpr TaskState kTaskStates[] = {
     TaskState::kCreated,   TaskState::kPending, TaskState::kScheduled, TaskState::kRunning,
     TaskState::kCompleted, TaskState::kFailed,  TaskState::kCancelled, TaskState::kSkipped};

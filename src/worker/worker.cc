@@ -120,7 +120,8 @@ Status Worker::Start() {
           MutexLock lock(mu_);
           for (const std::string& id : message->task_ids) {
             if (auto it = running_.find(id); it != running_.end()) {
-              it->second->cancel.request_stop();
+              // Withdrawn (its job paused) while it runs here: it runs on.
+              if (!message->withdraw) it->second->cancel.request_stop();
             } else {
               RememberCancelled(id);
             }

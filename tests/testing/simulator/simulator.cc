@@ -1207,6 +1207,7 @@ class Sim {
     if (lose_after) {
       for (const Effect& e : after) {
         if (const auto* drop = std::get_if<Drop>(&e)) drop_lost_.insert(drop->task_id);
+        if (const auto* w = std::get_if<Withdraw>(&e)) withdraw_lost_.insert(w->task_id);
       }
       history_.push_back("  (crashed after commit: after-commit effects lost)");
       return;
@@ -1410,7 +1411,8 @@ class Sim {
               }
               after.push_back(std::move(e));
             } else if constexpr (std::is_same_v<E, StartAt> || std::is_same_v<E, Kill> ||
-                                 std::is_same_v<E, Drop> || std::is_same_v<E, ArmJobTimeout> ||
+                                 std::is_same_v<E, Drop> || std::is_same_v<E, Withdraw> ||
+                                 std::is_same_v<E, ArmJobTimeout> ||
                                  std::is_same_v<E, DisarmJobTimeout> ||
                                  std::is_same_v<E, JobFinished> || std::is_same_v<E, Refused>) {
               after.push_back(std::move(e));
@@ -1503,6 +1505,10 @@ class Sim {
               KillTask(e.node_id, e.task_id);
             } else if constexpr (std::is_same_v<E, Drop>) {
               dropped_.insert(e.task_id);
+            } else if constexpr (std::is_same_v<E, Withdraw>) {
+              // A worker that took it lets it run on; none takes it after (also a message
+              // of it delivered again, its worker dead).
+              withdrawn_.insert(e.task_id);
             } else if constexpr (std::is_same_v<E, Refused>) {
               history_.push_back("  refused: " + e.reason);
             } else if constexpr (std::is_same_v<E, JobFinished>) {
@@ -1583,7 +1589,7 @@ class Sim {
     std::string node = c_.Percent(50) ? "w1" : "w2";
     int inc = incarnation_[node];
     std::string key = fmt::format("{}/{}", node, inc);
-    if (dropped_.contains(row.id)) return;
+    if (dropped_.contains(row.id) || withdrawn_.contains(row.id)) return;
     if (!taken_[key].insert(row.id).second) return;  // this worker has it already
     // A row cancelled before any worker took it must never run: its drop was told (or
     // lost with the coordinator that decided the cancel, below).
@@ -1592,9 +1598,10 @@ class Sim {
         !ever_taken_.contains(row.id) && !drop_lost_.contains(row.id)) {
       took_cancelled_.insert(key + "/" + row.id);
     }
-    // A row of a paused job waiting in a queue was withdrawn (a drop told): none is taken.
-    // (A running one delivered again is the duplicate it always was.)
-    if (stored != store_.tasks.end() &&
+    // A row of a paused job waiting in a queue was withdrawn: no worker takes it (unless
+    // a crash lost the withdrawal). (A running one delivered again is the duplicate it
+    // always was.)
+    if (stored != store_.tasks.end() && !withdraw_lost_.contains(row.id) &&
         (stored->second.state == TaskState::kPending ||
          stored->second.state == TaskState::kScheduled) &&
         PausedAbove(row.job_id)) {
@@ -1680,6 +1687,7 @@ class Sim {
   void CrashEngine() {
     history_.push_back("  (the engine crashed, its workers with it)");
     for (const char* node : {"w1", "w2"}) ++incarnation_[node];
+    withdrawn_.clear();
     std::erase_if(queue_,
                   [](const Delivery& d) { return std::holds_alternative<TaskRecord>(d.what); });
     if (--engine_crashes_ > 0) engine_crash_at_ += 12;
@@ -2225,8 +2233,12 @@ class Sim {
   std::string top_;
   std::vector<Delivery> queue_;
   std::set<std::string> dropped_;
-  std::set<std::string> hung_;            // rows whose run hangs on its worker (no report)
-  std::set<std::string> drop_lost_;       // rows whose drop a crash lost
+  std::set<std::string> hung_;           // rows whose run hangs on its worker (no report)
+  std::set<std::string> drop_lost_;      // rows whose drop a crash lost
+  std::set<std::string> withdraw_lost_;  // rows whose withdrawal a crash lost
+  // Rows withdrawn from the queues (a paused job's): the workers' memory, which dies with
+  // a standalone engine (the drops are stored; withdrawals are not).
+  std::set<std::string> withdrawn_;
   std::set<std::string> ever_taken_;      // rows some worker took
   std::set<std::string> took_cancelled_;  // "node/incarnation/row": took it cancelled
   std::map<std::string, int> incarnation_;
