@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Puts back, one at a time, each bug in mutations/*.patch (earlier decision bugs, a
 # too-narrow ReadsOf, a cancel that forgets its rows' webhooks, graphs', switches',
-# loops', fallbacks' and a job's cleanup's rules) into a scratch copy of the tree, builds
+# loops', fallbacks' and a job's cleanup's rules, a pause that starts or leaves queued what it
+# holds) into a scratch copy of the tree, builds
 # the simulator there and runs it
 # as `make test` does: each must fail. Not part of `make test` (each mutant is a build
 # of flow and the simulator, minutes on a shared machine).
