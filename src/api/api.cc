@@ -246,6 +246,9 @@ const std::vector<Api::Route>& Api::RouteTable() {
        [](Api& a, const Call& c) { return a.PauseJob(c.id); }},
       {{"PUT", "/jobs/{id}/resume", Access::kJob},
        [](Api& a, const Call& c) { return a.ResumeJob(c.id); }},
+      // Beyond Tork: a finished job runs again, its history kept.
+      {{"PUT", "/jobs/{id}/rerun", Access::kJob},
+       [](Api& a, const Call& c) { return a.RerunJob(c.id, c.request); }},
       {{"GET", "/tasks/{id}", Access::kTask},
        [](Api& a, const Call& c) { return a.GetTask(c.id); }},
       {{"GET", "/tasks/{id}/log", Access::kTask},

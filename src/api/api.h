@@ -216,6 +216,9 @@ class Api {
   // PUT /jobs/{id}/pause and /resume: 400 with flow's reason when the job's state refuses.
   Response PauseJob(const std::string& id);
   Response ResumeJob(const std::string& id);
+  // PUT /jobs/{id}/rerun, body (optional) {mode, from, inputs}: flow::Rerun; 400 naming a
+  // bad field, or with flow's reason when the job refuses it.
+  Response RerunJob(const std::string& id, const Request& request);
   Response GetTask(const std::string& id);
   Response TaskLog(const std::string& id, const Request& request);
   // /scheduled-jobs (scheduled_jobs.cc): Tork's routes, and PUT /scheduled-jobs/{id}.

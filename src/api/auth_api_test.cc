@@ -184,6 +184,7 @@ const std::map<std::string, Rule>& Rules() {
       {"PUT /jobs/{id}/restart", {Access::kJob, {200}, 404}},
       {"PUT /jobs/{id}/pause", {Access::kJob, {400}, 404}},   // FAILED: not pausable
       {"PUT /jobs/{id}/resume", {Access::kJob, {400}, 404}},  // not PAUSED
+      {"PUT /jobs/{id}/rerun", {Access::kJob, {200}, 404}},   // FAILED: runs again
       {"GET /tasks/{id}", {Access::kTask, {200}, 404}},
       {"GET /tasks/{id}/log", {Access::kTask, {200}, 404}},
       {"GET /queues", {Access::kUser, {200}, 200}},

@@ -323,6 +323,55 @@ Response Api::PauseJob(const std::string& id) {
   return Ok({{"status", "OK"}});
 }
 
+Response Api::RerunJob(const std::string& id, const Request& request) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  flow::Rerun rerun{.job_id = id};
+  if (!request.body.empty()) {
+    json body = json::parse(request.body, nullptr, false);
+    if (!body.is_object()) {
+      return ErrorResponse(
+          InvalidArgument("the body: expected a JSON object {mode, from, inputs}"));
+    }
+    for (const auto& [key, value] : body.items()) {
+      if (key == "mode") {
+        const std::string mode = value.is_string() ? value.get<std::string>() : "";
+        if (mode == "failed_only") {
+          rerun.mode = flow::RerunMode::kFailedOnly;
+        } else if (mode == "from_failed") {
+          rerun.mode = flow::RerunMode::kFromFailed;
+        } else if (mode == "all") {
+          rerun.mode = flow::RerunMode::kAll;
+        } else {
+          return ErrorResponse(InvalidArgument(
+              fmt::format("mode: expected failed_only, from_failed or all, not {}", value.dump())));
+        }
+      } else if (key == "from") {
+        if (!value.is_string() || value.get<std::string>().empty()) {
+          return ErrorResponse(InvalidArgument("from: expected the name of a top-level task"));
+        }
+        rerun.from = value.get<std::string>();
+      } else if (key == "inputs") {
+        if (!value.is_object()) {
+          return ErrorResponse(InvalidArgument("inputs: expected an object of strings"));
+        }
+        for (const auto& [name, input] : value.items()) {
+          if (!input.is_string()) {
+            return ErrorResponse(
+                InvalidArgument(fmt::format("inputs.{}: expected a string", name)));
+          }
+        }
+        rerun.inputs = value;
+      } else {
+        return ErrorResponse(InvalidArgument(
+            fmt::format("unknown field \"{}\" (expected mode, from or inputs)", key)));
+      }
+    }
+  }
+  Status s = coordinator_.Rerun(rerun);
+  if (!s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
 Response Api::ResumeJob(const std::string& id) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
   Status s = coordinator_.Resume(id);

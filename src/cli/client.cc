@@ -67,8 +67,8 @@ class Api {
   }
 
   std::optional<Reply> Get(const std::string& path) { return Send("GET", path, "", ""); }
-  std::optional<Reply> Put(const std::string& path) {
-    return Send("PUT", path, "", "application/json");
+  std::optional<Reply> Put(const std::string& path, const std::string& body = "") {
+    return Send("PUT", path, body, "application/json");
   }
   std::optional<Reply> Delete(const std::string& path) { return Send("DELETE", path, "", ""); }
   std::optional<Reply> Post(const std::string& path, const std::string& body,
@@ -532,6 +532,32 @@ int CancelJob(const ClientOptions& options, const std::string& id, std::ostream&
 int RestartJob(const ClientOptions& options, const std::string& id, std::ostream& out,
                std::ostream& err) {
   return PutJob(options, id, "restart", "restarted", out, err);
+}
+
+int RerunJob(const ClientOptions& options, const std::string& id, const RerunOptions& rerun,
+             std::ostream& out, std::ostream& err) {
+  json body = json::object();
+  if (!rerun.mode.empty()) body["mode"] = rerun.mode;
+  if (!rerun.from.empty()) body["from"] = rerun.from;
+  for (const std::string& input : rerun.inputs) {
+    const std::size_t eq = input.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      err << fmt::format("baton: --input \"{}\": expected NAME=VALUE\n", input);
+      return kExitUsage;
+    }
+    body["inputs"][input.substr(0, eq)] = input.substr(eq + 1);
+  }
+  Api api(options, err);
+  if (!api.Valid()) return kExitUsage;
+  auto reply = api.Put(JobPath(id) + "/rerun", body.dump());
+  if (!reply) return kExitFailure;
+  if (!reply->ok()) return ReportError(*reply, err);
+  if (options.json) {
+    out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
+  } else {
+    out << fmt::format("job {} runs again\n", id);
+  }
+  return kExitOk;
 }
 
 int PauseJob(const ClientOptions& options, const std::string& id, std::ostream& out,

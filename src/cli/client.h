@@ -78,6 +78,15 @@ int CancelJob(const ClientOptions& options, const std::string& id, std::ostream&
               std::ostream& err);
 int RestartJob(const ClientOptions& options, const std::string& id, std::ostream& out,
                std::ostream& err);
+// `baton jobs rerun ID [--mode M] [--from TASK] [--input NAME=VALUE]...`: PUT
+// /jobs/{id}/rerun; "job ID runs again", or the server's reason.
+struct RerunOptions {
+  std::string mode;  // failed_only, from_failed or all; empty: the server's default
+  std::string from;
+  std::vector<std::string> inputs;  // NAME=VALUE each
+};
+int RerunJob(const ClientOptions& options, const std::string& id, const RerunOptions& rerun,
+             std::ostream& out, std::ostream& err);
 // PUT /jobs/{id}/pause and /resume: "job ID paused" / "job ID resumed", or the server's
 // reason (a job in a state that refuses it).
 int PauseJob(const ClientOptions& options, const std::string& id, std::ostream& out,

@@ -624,6 +624,30 @@ TEST_F(FakeServerTest, PauseAndResumePutToTheJobAndSayWhyARefusalFailed) {
   EXPECT_EQ(requests[1].path, std::string("/jobs/") + kId + "/resume");
 }
 
+TEST_F(FakeServerTest, RerunPutsItsModeFromAndInputsAsJsonAndRefusesABadInput) {
+  server_.Put(std::string("/jobs/") + kId + "/rerun",
+              [](const httplib::Request&, httplib::Response& res) {
+                Json(res, {{"status", "OK"}});
+              });
+  Start();
+
+  RerunOptions rerun{.mode = "all", .from = "deploy", .inputs = {"region=us", "note=a=b"}};
+  EXPECT_EQ(RerunJob(options_, kId, rerun, out_, err_), kExitOk);
+  EXPECT_EQ(out_.str(), "job " + std::string(kId) + " runs again\n");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "PUT");
+  EXPECT_EQ(requests[0].content_type, "application/json");
+  EXPECT_EQ(
+      nlohmann::json::parse(requests[0].body),
+      (nlohmann::json{
+          {"mode", "all"}, {"from", "deploy"}, {"inputs", {{"region", "us"}, {"note", "a=b"}}}}));
+
+  EXPECT_EQ(RerunJob(options_, kId, RerunOptions{.inputs = {"=x"}}, out_, err_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--input \"=x\": expected NAME=VALUE"));
+  EXPECT_EQ(Requests().size(), 1u);  // nothing sent
+}
+
 TEST_F(FakeServerTest, JobLogPrintsEveryPageOldestFirst) {
   server_.Get(std::string("/jobs/") + kId + "/log", [](const httplib::Request& req,
                                                        httplib::Response& res) {

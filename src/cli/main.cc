@@ -121,6 +121,15 @@ int main(int argc, char** argv) {
   auto* jobs_pause =
       add_id_command("pause", "Pause a running job: its running tasks finish, nothing new starts");
   auto* jobs_resume = add_id_command("resume", "Resume a paused job");
+  baton::cli::RerunOptions rerun;
+  auto* jobs_rerun = add_id_command(
+      "rerun", "Run a finished job again: its failed tasks, from the failed one, or all");
+  jobs_rerun
+      ->add_option("--mode", rerun.mode,
+                   "failed_only (default), from_failed or all: which of its tasks run again")
+      ->check(CLI::IsMember({"failed_only", "from_failed", "all"}));
+  jobs_rerun->add_option("--from", rerun.from, "With --mode all: from this top-level task on");
+  jobs_rerun->add_option("--input", rerun.inputs, "NAME=VALUE: a new value of an input");
   auto* jobs_log = add_id_command("log", "Print a job's log, oldest first");
   add_page_flags(jobs_log);
 
@@ -218,6 +227,7 @@ int main(int argc, char** argv) {
   if (jobs_restart->parsed()) return baton::cli::RestartJob(client, job_id, cout, cerr);
   if (jobs_pause->parsed()) return baton::cli::PauseJob(client, job_id, cout, cerr);
   if (jobs_resume->parsed()) return baton::cli::ResumeJob(client, job_id, cout, cerr);
+  if (jobs_rerun->parsed()) return baton::cli::RerunJob(client, job_id, rerun, cout, cerr);
   if (jobs_log->parsed()) return baton::cli::JobLog(client, job_id, page, cout, cerr);
   if (schedules_list->parsed()) return baton::cli::ListSchedules(client, page, cout, cerr);
   if (schedules_get->parsed()) return baton::cli::GetSchedule(client, schedule_id, cout, cerr);

@@ -511,6 +511,7 @@ Status Coordinator::Cancel(const std::string& job_id) { return scheduler_.Cancel
 Status Coordinator::Restart(const std::string& job_id) { return scheduler_.Restart(job_id); }
 Status Coordinator::Pause(const std::string& job_id) { return scheduler_.Pause(job_id); }
 Status Coordinator::Resume(const std::string& job_id) { return scheduler_.Resume(job_id); }
+Status Coordinator::Rerun(const flow::Rerun& rerun) { return scheduler_.Rerun(rerun); }
 
 Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

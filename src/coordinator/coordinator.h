@@ -93,6 +93,7 @@ class Coordinator {
   Status Restart(const std::string& job_id);
   Status Pause(const std::string& job_id);   // Scheduler::Pause
   Status Resume(const std::string& job_id);  // Scheduler::Resume
+  Status Rerun(const flow::Rerun& rerun);    // Scheduler::Rerun
   // The job once it is terminal (COMPLETED, FAILED or CANCELLED), or DeadlineExceeded.
   Result<JobRecord> Wait(const std::string& job_id, std::chrono::milliseconds timeout);
   // How many jobs have reached a terminal state through this coordinator so far.

@@ -347,6 +347,8 @@ Status Scheduler::Resume(const std::string& job_id) {
   return Request(job_id, flow::Resume{job_id});
 }
 
+Status Scheduler::Rerun(const flow::Rerun& rerun) { return Request(rerun.job_id, rerun); }
+
 Status Scheduler::Request(const std::string& job_id, const flow::Event& event) {
   Decided decided;
   Status s = Handle(job_id, event, &decided);

@@ -89,6 +89,8 @@ class Scheduler {
   // of it starts until it is resumed.
   Status Pause(const std::string& job_id);
   Status Resume(const std::string& job_id);
+  // Beyond Tork (flow::Rerun): a finished top-level job runs again.
+  Status Rerun(const flow::Rerun& rerun);
   // Runs `work` holding the lock of `job_id`'s tree, so no decision of the job comes
   // between what `work` reads and what it writes (DELETE /jobs/{id}'s check and delete).
   Status UnderJobLock(const std::string& job_id, const std::function<Status()>& work);

@@ -16,8 +16,8 @@ constexpr std::array<std::array<bool, kJobStates>, kJobStates> kJobMoves = {{
     {false, true, true, false, true, true, false},  // PENDING: started, or failed/cancelled first
     // SCHEDULED: a task started; every task skipped (or none); failed/cancelled first; paused.
     {false, false, true, true, true, true, true},
-    {false, false, false, true, true, true, true},      // RUNNING: ended; paused
-    {false, false, false, false, false, false, false},  // COMPLETED: final
+    {false, false, false, true, true, true, true},     // RUNNING: ended; paused
+    {false, true, false, false, false, false, false},  // COMPLETED: rerun (SCHEDULED)
     // FAILED: restart (SCHEDULED; RUNNING as before)
     {false, true, true, false, false, false, false},
     {false, true, true, false, false, false, false},  // CANCELLED: restart

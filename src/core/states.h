@@ -8,11 +8,12 @@
 //        (all skipped, or none); any active state -> FAILED or CANCELLED (a task failed, a
 //        timeout, a cancel); FAILED or CANCELLED -> SCHEDULED (restart). PENDING ->
 //        RUNNING and a restart to RUNNING are kept for rows older engines stored.
-//        COMPLETED is final. Beyond Tork: SCHEDULED or RUNNING -> PAUSED (a pause, or a
-//        task's pauseBefore) -> SCHEDULED or RUNNING (resumed); a paused job's decisions go
-//        on (its running tasks end, what is in it moves on, it may end) but nothing of it
-//        is started (flow: Decider::Held), its cleanup's tasks included, until it is
-//        resumed; a cancel leaves PAUSED first (its cleanup runs).
+//        COMPLETED moves only to SCHEDULED, by a rerun (beyond Tork; a FAILED or
+//        CANCELLED job may be rerun too). Beyond Tork: SCHEDULED or RUNNING -> PAUSED (a pause, or
+//        a task's pauseBefore) -> SCHEDULED or RUNNING (resumed); a paused job's decisions go on
+//        (its running tasks end, what is in it moves on, it may end) but nothing of it is started
+//        (flow: Decider::Held), its cleanup's tasks included, until it is resumed; a cancel leaves
+//        PAUSED first (its cleanup runs).
 // Tasks: CREATED (a child stored before its turn) -> PENDING (to be published) ->
 //        SCHEDULED (published) -> RUNNING -> COMPLETED / FAILED / CANCELLED. An outcome
 //        may come before its start (a short task reports once), so every active state

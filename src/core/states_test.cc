@@ -35,6 +35,7 @@ const std::set<std::pair<JobState, JobState>> kJobMoves = {
     {JobState::kCancelled, JobState::kScheduled},  // restart
     {JobState::kFailed, JobState::kRunning},       // restart, by engines before SCHEDULED
     {JobState::kCancelled, JobState::kRunning},    // restart, by engines before SCHEDULED
+    {JobState::kCompleted, JobState::kScheduled},  // PUT /jobs/{id}/rerun
     {JobState::kScheduled, JobState::kPaused},     // PUT /jobs/{id}/pause, or pauseBefore
     {JobState::kRunning, JobState::kPaused},       //
     {JobState::kPaused, JobState::kScheduled},     // resumed before any task ran
@@ -121,7 +122,7 @@ TEST(StatesTest, ATerminalTaskStateIsFinal) {
   }
 }
 
-TEST(StatesTest, ATerminalJobMovesOnlyByARestartToScheduledOrRunning) {
+TEST(StatesTest, ATerminalJobMovesOnlyByARestartOrARerunToScheduledOrRunning) {
   for (JobState from : kAllJobStates) {
     if (!IsTerminal(from)) continue;
     for (JobState to : kAllJobStates) {
@@ -130,8 +131,8 @@ TEST(StatesTest, ATerminalJobMovesOnlyByARestartToScheduledOrRunning) {
       }
     }
   }
-  EXPECT_FALSE(CanMove(JobState::kCompleted, JobState::kScheduled));  // no restart
-  EXPECT_FALSE(CanMove(JobState::kCompleted, JobState::kRunning));
+  EXPECT_TRUE(CanMove(JobState::kCompleted, JobState::kScheduled));  // a rerun
+  EXPECT_FALSE(CanMove(JobState::kCompleted, JobState::kRunning));   // no restart
 }
 
 TEST(StatesTest, EveryActiveStateCanEnd) {
@@ -154,8 +155,9 @@ TEST(StatesTest, AStateReachesWhatAChainOfAllowedMovesLeadsTo) {
   // completes at once, a new task is queued and reported done in one decision.
   EXPECT_FALSE(CanMove(JobState::kPending, JobState::kCompleted));
   EXPECT_TRUE(CanReach(JobState::kPending, JobState::kCompleted));
-  EXPECT_TRUE(CanReach(JobState::kFailed, JobState::kCompleted));  // restarted, then done
-  EXPECT_FALSE(CanReach(JobState::kCompleted, JobState::kRunning));
+  EXPECT_TRUE(CanReach(JobState::kFailed, JobState::kCompleted));   // restarted, then done
+  EXPECT_TRUE(CanReach(JobState::kCompleted, JobState::kRunning));  // rerun, then a start
+  EXPECT_FALSE(CanReach(JobState::kCompleted, JobState::kPending));
   EXPECT_FALSE(CanReach(JobState::kRunning, JobState::kPending));
   EXPECT_TRUE(CanReach(TaskState::kCreated, TaskState::kCompleted));
   EXPECT_FALSE(CanReach(TaskState::kRunning, TaskState::kPending));

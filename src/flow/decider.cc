@@ -160,14 +160,7 @@ void Decider::On(const Restart& e) {
     after_.push_back(Refused{"the job has no more tasks to run"});
     return;
   }
-  job->state = JobState::kScheduled;
-  job->error.clear();
-  job->failed_at.reset();
-  job->completed_at.reset();
-  // The run starts again: its timeout counts from now, also when Frontier arms it
-  // again after a crash (from started_at).
-  job->started_at = now_;
-  if (Def(*job).timeout) Arm(*job, now_);
+  RunAgain(*job);
   int position = std::clamp(job->position, 1, job->task_count);
   DispatchNew(Def(*job).tasks[static_cast<std::size_t>(position - 1)], job->id, "", position,
               json::object(), 0);
@@ -715,7 +708,7 @@ std::string_view NameOf(const Event& event) {
       "Submit",       "StartJob",   "Started",      "Completed",  "Failed",    "WorkerCancelled",
       "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",   "Cancel",    "Restart",
       "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed", "Published", "PublishRefused",
-      "TaskOverdue",  "Pause",      "Resume"};
+      "TaskOverdue",  "Pause",      "Resume",       "Rerun"};
   static_assert(std::size(kNames) == std::variant_size_v<Event>, "every Event needs its name");
   return kNames[event.index()];
 }

@@ -96,6 +96,7 @@ class Decider {
   void On(const PublishRefused& e);
   void On(const Pause& e);   // pause.cc
   void On(const Resume& e);  // pause.cc
+  void On(const Rerun& e);   // rerun.cc
   // A new job stored as it is (StoreJobs).
   void Stored(JobRecord row) { NewJob(std::move(row)); }
 
@@ -154,6 +155,9 @@ class Decider {
   void GraphTaskFailed(const TaskRecord& t, const std::string& error);
   void EndGraph(const std::string& job_id);
   void RestartGraph(JobRecord& job);
+  // A finished job made to run again (Restart, Rerun): SCHEDULED, its times and outcome
+  // cleared, its timeout armed from now.
+  void RunAgain(JobRecord& job);
 
   // Tasks.
   static bool Finish(TaskRecord& t, TaskState state, const std::string& result,
@@ -189,7 +193,7 @@ class Decider {
                      std::optional<int> exit_code = std::nullopt);
   void Redeliver(const std::string& lost_id);
   void LostInCrash(const std::string& id);
-  void Rerun(const std::string& lost_id, int redelivered);
+  void Reattempt(const std::string& lost_id, int redelivered);
   void DispatchParallel(const std::string& id, const json& extra);
   void DispatchEach(const std::string& id, const json& extra);
   void FillSlots(const std::string& each_id);

@@ -598,6 +598,7 @@ enum class Say {
   kPause,       // Pause of the job
   kResume,      // Resume of the job
   kIsPaused,    // no event: the job is PAUSED now (checked)
+  kRerun,       // Rerun of the job; `task` says "MODE" or "all from NAME"
 };
 struct Step {
   Say say;
@@ -665,6 +666,19 @@ void Play(Shell& shell, const Step& step) {
     case Say::kIsPaused:
       EXPECT_EQ(shell.Top().state, JobState::kPaused);
       return;
+    case Say::kRerun: {
+      Rerun rerun{.job_id = "job1"};
+      std::string mode = step.task;
+      if (auto from = mode.find(" from "); from != std::string::npos) {
+        rerun.from = mode.substr(from + 6);
+        mode = mode.substr(0, from);
+      }
+      rerun.mode = mode == "all"           ? RerunMode::kAll
+                   : mode == "from_failed" ? RerunMode::kFromFailed
+                                           : RerunMode::kFailedOnly;
+      shell.On(rerun);
+      return;
+    }
   }
 }
 
@@ -1854,6 +1868,7 @@ INSTANTIATE_TEST_SUITE_P(
                     r.all_tasks = true;
                     return r;
                   }()},
+        ReadsCase{"RerunReadsItsJobAndParentChain", Rerun{.job_id = "j1"}, JobTreeReads("j1")},
         ReadsCase{"ResumeReadsItsJobTreeAndEveryTaskRow", Resume{"j1"},
                   [] {
                     Reads r = JobTreeReads("j1");
@@ -1863,7 +1878,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 // Every event has a case above.
-TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 21u); }
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 22u); }
 
 // Templates' now() is the decision's time and randomInt() draws from a source seeded by
 // the view: Decide is a function of its input.
@@ -2173,7 +2188,7 @@ TEST(FlowTest, BadMoveFindsAMoveTheStateMachinesDoNotAllow) {
   job.state = JobState::kCompleted;
   rows.view.jobs["job1"] = job;
   JobRecord again = job;
-  again.state = JobState::kScheduled;
+  again.state = JobState::kPending;  // nothing moves back to PENDING
   EXPECT_TRUE(BadMove(rows.view, {UpdateJob{again, false, true, false}}));
   // Allowed moves, also through several steps in one decision, are not.
   job.state = JobState::kPending;
@@ -2881,6 +2896,173 @@ TEST(RetryOnTest, AJitterAddsAShareOfItsWaitFixedByTheRowsId) {
     seen.insert(RetryJitter(row).count() / 1000);
   }
   EXPECT_GE(seen.size(), 4u);
+}
+
+// ---- reruns (rerun.cc)
+
+class RerunTest : public testing::TestWithParam<Scenario> {};
+TEST_P(RerunTest, RunsAgainWhatItsModeSaysAndKeepsTheRest) {
+  const Scenario& c = GetParam();
+  JobRecord job = JobOf(c.tasks);
+  if (c.tweak) c.tweak(job);
+  job = NewJobRecord(job.job, "", "job1", kNow);
+  Shell shell;
+  shell.On(Submit{job});
+  for (const Step& step : c.steps) Play(shell, step);
+  EXPECT_EQ(shell.Top().state, c.end) << shell.Top().error;
+  EXPECT_EQ(shell.started, c.started);
+  for (const auto& [name, state] : c.states) EXPECT_EQ(shell.Row(name).state, state) << name;
+  EXPECT_EQ(shell.Top().result, c.result);
+  if (c.more) c.more(shell);
+}
+
+Task Var(Task t, std::string var) {
+  t.var = std::move(var);
+  return t;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, RerunTest,
+    testing::Values(
+        Scenario{"FailedOnlyRunsASequenceAgainFromTheTaskThatFailedKeepingWhatCameBefore",
+                 {Var(Runnable("a"), "x"), Runnable("b"), Runnable("c")},
+                 {{S::kOk, "a"},
+                  {S::kFail, "b"},
+                  {S::kRerun, "failed_only"},
+                  {S::kOk, "b"},
+                  {S::kOk, "c"}},
+                 JobState::kCompleted,
+                 {"a", "b", "b", "c"},
+                 {{"a", TS::kCompleted}, {"b", TS::kCompleted}, {"c", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(RowsOf(s, "a").size(), 1u);
+                   EXPECT_EQ(RowsOf(s, "b").size(), 2u);  // the failed attempt is kept
+                   EXPECT_EQ(RowsOf(s, "b")[0].state, TS::kFailed);
+                   EXPECT_EQ(s.Top().context["tasks"]["x"], "r:a");
+                 }},
+        Scenario{"AllRunsACompletedJobAgainFromItsFirstTask",
+                 {Var(Runnable("a"), "x"), Runnable("b")},
+                 {{S::kOk, "a"}, {S::kOk, "b"}, {S::kRerun, "all"}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b", "a", "b"},
+                 {{"a", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(RowsOf(s, "a").size(), 2u); }},
+        Scenario{"AllFromATaskRunsItAndWhatFollowsAndKeepsTheResultsBefore",
+                 {Var(Runnable("a"), "x"), Var(Runnable("b"), "y"), Runnable("c")},
+                 {{S::kOk, "a"},
+                  {S::kOk, "b"},
+                  {S::kOk, "c"},
+                  {S::kRerun, "all from b"},
+                  {S::kOk, "b"},
+                  {S::kOk, "c"}},
+                 JobState::kCompleted,
+                 {"a", "b", "c", "b", "c"},
+                 {},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(RowsOf(s, "a").size(), 1u);
+                   EXPECT_EQ(s.Top().context["tasks"]["x"], "r:a");
+                   EXPECT_EQ(s.Top().context["tasks"]["y"], "r:b");
+                 }},
+        Scenario{"AVarOfATaskRunAgainIsForgottenUntilItEndsAgain",
+                 {Var(Runnable("a"), "x"), Runnable("b")},
+                 {{S::kOk, "a"}, {S::kOk, "b"}, {S::kRerun, "all"}},
+                 JobState::kScheduled,
+                 {"a", "b", "a"},
+                 {{"a", TS::kScheduled}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_FALSE(s.Top().context["tasks"].contains("x"));
+                   EXPECT_TRUE(s.Top().result.empty());
+                 }},
+        // A diamond whose b fails: c completes, d is skipped. failed_only runs b and d;
+        // from_failed the same here; all runs everything.
+        Scenario{"FailedOnlyRunsAGraphsFailedAndSkippedTasksAgain",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}), Needs(Runnable("c"), {"a"}),
+                  Needs(Runnable("d"), {"b", "c"})},
+                 {{S::kOk, "a"},
+                  {S::kFail, "b"},
+                  {S::kOk, "c"},
+                  {S::kRerun, "failed_only"},
+                  {S::kOk, "b"},
+                  {S::kOk, "d"}},
+                 JobState::kCompleted,
+                 {"a", "b", "c", "b", "d"},
+                 {{"d", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(RowsOf(s, "a").size(), 1u);
+                   EXPECT_EQ(RowsOf(s, "c").size(), 1u);
+                 }},
+        Scenario{"FromFailedRunsAGraphsFailedTaskAndEverythingAfterIt",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}), Needs(Runnable("c"), {"b"}),
+                  Needs(Runnable("e"), {"a"})},
+                 {{S::kOk, "a"},
+                  {S::kOk, "e"},
+                  {S::kFail, "b"},
+                  {S::kRerun, "from_failed"},
+                  {S::kOk, "b"},
+                  {S::kOk, "c"}},
+                 JobState::kCompleted,
+                 {"a", "b", "e", "b", "c"},
+                 {},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(RowsOf(s, "e").size(), 1u); }},
+        Scenario{"AllFromAGraphsTaskRunsItAndWhatNeedsIt",
+                 {Runnable("a"), Needs(Runnable("b"), {"a"}), Needs(Runnable("c"), {"b"}),
+                  Needs(Runnable("e"), {"a"})},
+                 {{S::kOk, "a"},
+                  {S::kOk, "e"},
+                  {S::kOk, "b"},
+                  {S::kOk, "c"},
+                  {S::kRerun, "all from b"},
+                  {S::kOk, "b"},
+                  {S::kOk, "c"}},
+                 JobState::kCompleted,
+                 {"a", "b", "e", "c", "b", "c"},
+                 {},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(RowsOf(s, "a").size(), 1u); }}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(FlowTest, ARerunIsRefusedWithItsReason) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(JobOf({Runnable("a"), Runnable("b")}).job, "", "job1", kNow)});
+  auto refused = [&](Rerun rerun) {
+    shell.On(rerun);
+    return Count<Refused>(shell.last) == 1 ? All<Refused>(shell.last)[0].reason : "(not refused)";
+  };
+  EXPECT_EQ(refused({.job_id = "job1"}),
+            "only a COMPLETED, FAILED or CANCELLED job can be rerun; this one is SCHEDULED");
+  shell.On(Completed{shell.Row("a").id, "w1", "", kNow});
+  shell.On(Completed{shell.Row("b").id, "w1", "", kNow});
+  ASSERT_EQ(shell.Top().state, JobState::kCompleted);
+  EXPECT_EQ(refused({.job_id = "job1"}), "none of its tasks failed: rerun it with mode all");
+  EXPECT_EQ(refused({.job_id = "job1", .mode = RerunMode::kFromFailed, .from = "a"}),
+            "from: only a rerun of mode all starts from a task");
+  EXPECT_EQ(refused({.job_id = "job1", .mode = RerunMode::kAll, .from = "z"}),
+            "from: the job has no top-level task named \"z\"");
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+}
+
+TEST(FlowTest, ARerunsInputsReplaceTheJobsInputsOfTheirNames) {
+  JobRecord job = JobOf({Runnable("a")});
+  job.job.inputs = {{"region", "eu"}, {"size", "3"}};
+  Shell shell;
+  shell.On(Submit{NewJobRecord(job.job, "", "job1", kNow)});
+  shell.On(Completed{shell.Row("a").id, "w1", "", kNow});
+  shell.On(Rerun{.job_id = "job1", .mode = RerunMode::kAll, .inputs = {{"region", "us"}}});
+  EXPECT_EQ(shell.Top().state, JobState::kScheduled);
+  EXPECT_EQ(shell.Top().context["inputs"], (nlohmann::json{{"region", "us"}, {"size", "3"}}));
 }
 
 }  // namespace

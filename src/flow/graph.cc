@@ -193,12 +193,7 @@ void Decider::RestartGraph(JobRecord& job) {
     after_.push_back(Refused{"the job has no more tasks to run"});
     return;
   }
-  job.state = JobState::kScheduled;
-  job.error.clear();
-  job.failed_at.reset();
-  job.completed_at.reset();
-  job.started_at = now_;
-  if (Def(job).timeout) Arm(job, now_);
+  RunAgain(job);
   StepGraph(job.id);
 }
 

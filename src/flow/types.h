@@ -104,6 +104,23 @@ struct Pause {
   std::string job_id;
   bool quiet = false;
 };
+// Beyond Tork: a finished top-level job (COMPLETED, FAILED or CANCELLED) runs again, as
+// new rows beside its old ones (rerun.cc). `mode`: which of its top-level tasks run again:
+//   kFailedOnly  those that did not complete (a sequence: from the one it stopped at; a
+//                graph: the failed, cancelled and rule-skipped ones, as a restart);
+//   kFromFailed  those, and every task after them (a graph: every task that needs one of
+//                them, directly or not), completed or not;
+//   kAll         every task, or with `from` that task and every task after it (a graph:
+//                it and what needs it).
+// The other tasks keep their results (`tasks.<var>`); `inputs` (an object) replace the
+// job's inputs of the same names in its context.
+enum class RerunMode { kFailedOnly, kFromFailed, kAll };
+struct Rerun {
+  std::string job_id;
+  RerunMode mode = RerunMode::kFailedOnly;
+  std::string from;
+  nlohmann::json inputs = nlohmann::json::object();
+};
 // A PAUSED job goes on from its rows, as Frontier would have it (its held rows started,
 // its retries' backoffs armed again), and so do its paused sub-jobs (a quiet Resume each).
 struct Resume {
@@ -159,10 +176,10 @@ struct TaskOverdue {
   Duration grace{};
 };
 
-using Event =
-    std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled, TaskTimedOut,
-                 Redelivery, LeaseExpired, Progress, Cancel, Restart, JobTimedOut, RetryDue,
-                 FillEach, StepFailed, Published, PublishRefused, TaskOverdue, Pause, Resume>;
+using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
+                           TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
+                           JobTimedOut, RetryDue, FillEach, StepFailed, Published, PublishRefused,
+                           TaskOverdue, Pause, Resume, Rerun>;
 
 // ------------------------------------------------------------------------- view
 

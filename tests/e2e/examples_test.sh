@@ -196,6 +196,20 @@ case_pause() {
   expect_match "pause: deploy saw build's result" "$(job_log "$id")" "deploying 1.4.2"
 }
 
+case_rerun() {
+  run_example rerun.yaml || return
+  expect "rerun: the load fails at first" "$(state) $(rows)" "FAILED prepare=COMPLETED load=FAILED"
+  http PUT "/jobs/$id/rerun" -H "Content-Type: application/json" --data-binary '{"inputs":{"source":"/bin/sh"}}'
+  expect "rerun: accepted" "$status $body" '200 {"status":"OK"}'
+  wait_done "$id" 30 || { fail "rerun: did not end after the rerun"; return; }
+  expect "rerun: load and report ran again, prepare kept" "$(state) $(rows)" \
+    "COMPLETED prepare=COMPLETED load=FAILED load=COMPLETED report=COMPLETED"
+  local log
+  log=$(job_log "$id")
+  expect_match "rerun: the new input was used" "$log" "loaded /bin/sh"
+  expect_match "rerun: report saw prepare's kept result" "$log" "report for 2026-12-07"
+}
+
 case_cleanup() {
   run_example cleanup.yaml || return
   expect "cleanup: state" "$(state)" FAILED

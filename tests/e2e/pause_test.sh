@@ -3,7 +3,9 @@
 # the queued ones are withdrawn, nothing new starts), a `kill -9` of the engine
 # (standalone) and of the coordinator (distributed) while paused, the job still PAUSED
 # after the restart with nothing started, and a resume that runs the rest once; markers
-# with times show what ran when. Then the refusals, and a pause point in a sub-job.
+# with times show what ran when. Then the refusals, and a pause point in a sub-job. Then
+# reruns, each mode over a sequence and a graph, markers showing exactly which tasks ran
+# again, with new inputs and through the CLI.
 # Usage: pause_test.sh BATON SOURCE_DIR
 set -uo pipefail
 baton=$1
@@ -125,6 +127,97 @@ subjob_point() {
   expect "$mode: the tree completes, y ran" "$(js "$body" 'j["state"]') $(ls "$marks" | tr '\n' ' ')" "COMPLETED x y "
 }
 
+# count FILE: its lines (0 when absent).
+count() { [[ -e $1 ]] && wc -l <"$1" || echo 0; }
+# counts MARKS NAMES...: "name=lines" words.
+counts() {
+  local marks=$1 out="" n
+  shift
+  for n in "$@"; do out+="$n=$(count "$marks/$n") "; done
+  echo "${out% }"
+}
+rerun() {
+  http PUT "/jobs/$1/rerun" -H "Content-Type: application/json" --data-binary "$2"
+}
+
+reruns() {
+  local mode=$1 marks id
+  marks=$(mktemp -d "$work_dir/marks.XXXXXX")
+  cat >"$marks.yaml" <<YAML
+name: rerun me
+inputs:
+  greeting: hello
+tasks:
+  - name: a
+    var: a
+    run: echo a >> $marks/a; echo -n A > \$BATON_OUTPUT
+  - name: b
+    run: echo b >> $marks/b; [ -e $marks/ok ]
+  - name: c
+    env:
+      GREETING: "{{ inputs.greeting }}"
+      A: "{{ tasks.a }}"
+    run: echo "\$GREETING \$A" >> $marks/c
+YAML
+  id=$(submit "$marks.yaml") || { fail "$mode: rerun me not accepted"; return; }
+  wait_done "$id" 30
+  expect "$mode: b fails the job the first time" "$(js "$body" 'j["state"]') $(counts "$marks" a b c)" "FAILED a=1 b=1 c=0"
+  touch "$marks/ok"
+  rerun "$id" '{}'
+  expect "$mode: a rerun (failed_only by default) is accepted" "$status $body" '200 {"status":"OK"}'
+  wait_done "$id" 30
+  expect "$mode: failed_only ran b and c again, not a" "$(js "$body" 'j["state"]') $(counts "$marks" a b c)" "COMPLETED a=1 b=2 c=1"
+  expect "$mode: ...and c saw a's result kept" "$(tail -1 "$marks/c")" "hello A"
+  expect "$mode: every attempt stays in the history" \
+    "$(js "$body" '" ".join(t["name"] + "=" + t["state"] for t in j["execution"])')" \
+    "a=COMPLETED b=FAILED b=COMPLETED c=COMPLETED"
+  rerun "$id" '{"mode":"from_failed"}'
+  expect "$mode: nothing failed: from_failed is refused" "$status $(js "$body" 'j["message"]')" \
+    "400 none of its tasks failed: rerun it with mode all"
+  rerun "$id" '{"mode":"sometimes"}'
+  expect "$mode: a bad mode is named" "$status $(js "$body" 'j["message"]')" \
+    '400 mode: expected failed_only, from_failed or all, not "sometimes"'
+  rerun "$id" '{"mode":"all","from":"b","inputs":{"greeting":"bonjour"}}'
+  expect "$mode: all from b is accepted" "$status" 200
+  wait_done "$id" 30
+  expect "$mode: all from b ran b and c again, with the new input" \
+    "$(js "$body" 'j["state"]') $(counts "$marks" a b c) $(tail -1 "$marks/c")" "COMPLETED a=1 b=3 c=2 bonjour A"
+  local out
+  out=$("$baton" jobs rerun "$id" --mode all --url "$url" 2>&1)
+  expect "$mode: baton jobs rerun --mode all says so" "$out" "job $id runs again"
+  wait_done "$id" 30
+  expect "$mode: all ran every task again" "$(js "$body" 'j["state"]') $(counts "$marks" a b c)" "COMPLETED a=2 b=4 c=3"
+
+  # A graph: b fails, c completes, d is skipped; from_failed runs b and d, not a or c.
+  rm -f "$marks/ok" "$marks"/[abcd]
+  cat >"$marks.yaml" <<YAML
+name: rerun a graph
+mode: dag
+tasks:
+  - name: a
+    run: echo a >> $marks/a
+  - name: b
+    needs: [a]
+    run: echo b >> $marks/b; [ -e $marks/ok ]
+  - name: c
+    needs: [a]
+    run: echo c >> $marks/c
+  - name: d
+    needs: [b, c]
+    run: echo d >> $marks/d
+YAML
+  id=$(submit "$marks.yaml") || { fail "$mode: the graph not accepted"; return; }
+  wait_done "$id" 30
+  expect "$mode: the graph fails at b, d skipped" "$(js "$body" 'j["state"]') $(counts "$marks" a b c d)" "FAILED a=1 b=1 c=1 d=0"
+  touch "$marks/ok"
+  rerun "$id" '{"mode":"from_failed"}'
+  wait_done "$id" 30
+  expect "$mode: from_failed ran b and d, not a or c" "$(js "$body" 'j["state"]') $(counts "$marks" a b c d)" "COMPLETED a=1 b=2 c=1 d=1"
+  rerun "$id" '{"mode":"all","from":"c"}'
+  wait_done "$id" 30
+  expect "$mode: all from c ran c and d" "$(js "$body" 'j["state"]') $(counts "$marks" a b c d)" "COMPLETED a=1 b=2 c=2 d=2"
+}
+
 # ---- standalone: the engine killed with -9 while the job is paused
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/baton-pause.XXXXXX")
 chmod 711 "$work_dir"
@@ -157,6 +250,7 @@ start_standalone
 run_pause standalone kill_standalone
 refusals standalone
 subjob_point standalone
+reruns standalone
 stop_pids "$server_pid"
 wait "$server_pid" 2>/dev/null
 server_pid=
@@ -177,5 +271,6 @@ kill_coordinator() {
 run_pause distributed kill_coordinator
 refusals distributed
 subjob_point distributed
+reruns distributed
 
 finish pause

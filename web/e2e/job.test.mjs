@@ -211,6 +211,31 @@ tasks:
   await page.context().close();
 });
 
+test("a failed job is rerun from its page: only its failed task runs again, its history kept", async () => {
+  const ok = server.gate("rerun-ok");
+  const job = await server.submit(`
+name: rerun ui test
+tasks:
+  - name: first
+    run: echo first
+  - name: flaky
+    run: test -e ${ok.wait.match(/-e (\S+) \]/)[1]}
+`);
+  await waitFor(async () => (await jobState(job.id)) === "FAILED", 30000, "the job to fail");
+  const { page } = await openPage(`#/jobs/${job.id}`);
+  await page.locator('.job-title .job-badge[data-state="FAILED"]').waitFor({ timeout: 30000 });
+  assert.equal(await page.locator('.job-rerun select').inputValue(), "failed_only");
+  ok.open();
+  await page.click('.job-rerun button:has-text("Rerun")');
+  await page.locator('.job-title .job-badge[data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  const rows = (await server.get(`/jobs/${job.id}`)).execution.map((t) => `${t.name}=${t.state}`);
+  assert.deepEqual(rows, ["first=COMPLETED", "flaky=FAILED", "flaky=COMPLETED"]);
+  // A completed job offers every task again.
+  assert.equal(await page.locator('.job-rerun select').inputValue(), "all");
+  await screenshot(page, "job-rerun");
+  await page.context().close();
+});
+
 test("a running task's log tails new lines without a reload and follows the end", async () => {
   const end = server.gate("ticker");
   const job = await server.submit(`

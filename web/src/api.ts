@@ -4,6 +4,7 @@
 
 export type JobState =
   | "PENDING" | "SCHEDULED" | "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "PAUSED";
+export type RerunMode = "failed_only" | "from_failed" | "all";
 export type TaskState =
   | "CREATED" | "PENDING" | "SCHEDULED" | "RUNNING" | "COMPLETED" | "FAILED"
   | "CANCELLED" | "STOPPED" | "SKIPPED";
@@ -226,6 +227,9 @@ export const api = {
   restart: (id: string) => request<unknown>("PUT", `/jobs/${id}/restart`),
   pause: (id: string) => request<unknown>("PUT", `/jobs/${id}/pause`),
   resume: (id: string) => request<unknown>("PUT", `/jobs/${id}/resume`),
+  // mode: failed_only (the server's default), from_failed or all.
+  rerun: (id: string, body: { mode?: RerunMode; from?: string; inputs?: Record<string, string> }) =>
+    request<unknown>("PUT", `/jobs/${id}/rerun`, JSON.stringify(body)),
   remove: (id: string) => request<unknown>("DELETE", `/jobs/${id}`),
   queues: () => request<Queue[]>("GET", "/queues"),
   nodes: () => request<Node[]>("GET", "/nodes"),

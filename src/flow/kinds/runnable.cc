@@ -172,7 +172,7 @@ void Decider::Redeliver(const std::string& lost_id) {
     RetryOrFail(lost_id);
     return;
   }
-  Rerun(lost_id, lost.redelivered + 1);
+  Reattempt(lost_id, lost.redelivered + 1);
 }
 
 // The engine crashed while the row ran: the crash is the engine's, not the task's, so the
@@ -186,12 +186,12 @@ void Decider::LostInCrash(const std::string& id) {
       "the engine stopped while the task ran (node {}): run again as a new attempt", t.node_id);
   if (!Finish(t, TaskState::kFailed, "", error, t.node_id, std::nullopt)) return;
   t.reason = FailReason::kLost;
-  Rerun(id, t.redelivered);
+  Reattempt(id, t.redelivered);
 }
 
 // A new attempt of a runnable row, queued at once: the same task (its retry attempts as
 // they were), `redelivered` as given.
-void Decider::Rerun(const std::string& lost_id, int redelivered) {
+void Decider::Reattempt(const std::string& lost_id, int redelivered) {
   const TaskRecord& lost = *T(lost_id);
   TaskRecord next = lost;
   next.id = MakeId();

@@ -887,7 +887,8 @@ bool IsBrokerEvent(const Event& e) {
          std::holds_alternative<Failed>(e) || std::holds_alternative<TaskTimedOut>(e) ||
          std::holds_alternative<WorkerCancelled>(e) || std::holds_alternative<Progress>(e) ||
          std::holds_alternative<Cancel>(e) || std::holds_alternative<Restart>(e) ||
-         std::holds_alternative<Pause>(e) || std::holds_alternative<Resume>(e);
+         std::holds_alternative<Pause>(e) || std::holds_alternative<Resume>(e) ||
+         std::holds_alternative<Rerun>(e);
 }
 
 class Sim {
@@ -949,7 +950,7 @@ class Sim {
         if (disturbance != kNone && steps_ == at) queue_.push_back({Event{Cancel{top_}}, 0, ""});
         if (disturbance == kCancelRestart && !restarted && steps_ == at + 15) {
           restarted = true;
-          queue_.push_back({Event{Restart{top_}}, 0, ""});
+          queue_.push_back({RestartEvent(), 0, ""});
         }
         if (death && steps_ == death_at) KillNode("w1");
         if (pause_at_ > 0 && steps_ == pause_at_) queue_.push_back({Event{Pause{top_}}, 0, ""});
@@ -979,7 +980,7 @@ class Sim {
       }
       if (disturbance == kCancelRestart && !restarted) {
         restarted = true;
-        queue_.push_back({Event{Restart{top_}}, 0, ""});
+        queue_.push_back({RestartEvent(), 0, ""});
       }
       if (!queue_.empty()) continue;
       // Nothing to deliver: time jumps to the next timer.
@@ -1035,6 +1036,18 @@ class Sim {
   TimePoint Now() const { return Epoch() + std::chrono::milliseconds(clock_); }
   std::string NextSeed() {
     return fmt::format("{:012x}{:020x}", 1'700'000'000'000LL + clock_, ++seeds_);
+  }
+  // What restarts the job after its cancel: Tork's restart, or (beyond it) a rerun of its
+  // failed tasks, or of all of them (one seed in three each; not drawn from the choices).
+  Event RestartEvent() const {
+    switch (seed_ % 3) {
+      case 1:
+        return Rerun{.job_id = top_, .mode = RerunMode::kFailedOnly};
+      case 2:
+        return Rerun{.job_id = top_, .mode = RerunMode::kAll};
+      default:
+        return Restart{top_};
+    }
   }
   // Decides every timer due by now, in the order of their times (a retry's backoff, a
   // job's deadline), each as the shell's deadlines component would.

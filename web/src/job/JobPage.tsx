@@ -2,7 +2,7 @@
 // (graph | timeline | definition), and the selected task's panel with its live log.
 // URL: #/jobs/ID?tab=timeline&task=TID&attempt=N (tab: graph, timeline, definition, log)
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, ApiError, type Job, type Plan, type TaskRow } from "../api";
+import { api, ApiError, type Job, type Plan, type RerunMode, type TaskRow } from "../api";
 import { subscribe, type JobEvent, type TaskEvent } from "../events";
 import { applyEvents } from "./live";
 import { href, navigate } from "../router";
@@ -30,6 +30,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
   const [error, setError] = useState<{ status: number; message: string } | null>(null);
   const [actionError, setActionError] = useState<string | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
+  const [rerunMode, setRerunMode] = useState<RerunMode | null>(null);
   const [now, setNow] = useState(() => Date.now());
   const [pollTick, setPollTick] = useState(0);
   const rowsRef = useRef(0);
@@ -177,10 +178,14 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
     return () => window.removeEventListener("keydown", onKey);
   }, [params.task, params.tab, params.attempt]);
 
-  const act = async (what: "cancel" | "restart" | "pause" | "resume") => {
+  const act = async (what: "cancel" | "restart" | "pause" | "resume" | "rerun") => {
     setBusy(what); setActionError(null);
     try {
-      await api[what](id);
+      if (what === "rerun") {
+        await api.rerun(id, { mode: rerunMode ?? (job?.state === "COMPLETED" ? "all" : "failed_only") });
+      } else {
+        await api[what](id);
+      }
       await fetchJob();
     } catch (e) { setActionError(`${what}: ${(e as Error).message}`); }
     finally { setBusy(null); }
@@ -201,6 +206,9 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
   const ended = Date.parse(job.completedAt ?? job.failedAt ?? "");
   const took = Number.isNaN(started) ? undefined : (Number.isNaN(ended) ? (active ? now : undefined) : ended) ;
   const canRestart = job.state === "FAILED" || job.state === "CANCELLED";
+  // A finished top-level job runs again (a sub-job with its top-level job).
+  const canRerun = !job.parentId && (canRestart || job.state === "COMPLETED");
+  const mode: RerunMode = rerunMode ?? (job.state === "COMPLETED" ? "all" : "failed_only");
   const inputs = job.inputs && Object.keys(job.inputs).length ? job.inputs : undefined;
 
   return (
@@ -216,6 +224,17 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
           {canPause(job.state) && <button type="button" onClick={() => act("pause")} disabled={!!busy} title="Running tasks finish; nothing new starts until it is resumed">{busy === "pause" ? "Pausing…" : "Pause"}</button>}
           {job.state === "PAUSED" && <button type="button" class="primary" onClick={() => act("resume")} disabled={!!busy}>{busy === "resume" ? "Resuming…" : "Resume"}</button>}
           {canRestart && <button type="button" class="primary" onClick={() => act("restart")} disabled={!!busy}>{busy === "restart" ? "Restarting…" : "Restart"}</button>}
+          {canRerun && (
+            <span class="job-rerun">
+              <select aria-label="Which tasks run again" value={mode}
+                onChange={(e) => setRerunMode((e.target as HTMLSelectElement).value as RerunMode)}>
+                {job.state !== "COMPLETED" && <option value="failed_only">failed tasks</option>}
+                {job.state !== "COMPLETED" && <option value="from_failed">from the failed ones</option>}
+                <option value="all">all tasks</option>
+              </select>
+              <button type="button" onClick={() => act("rerun")} disabled={!!busy}
+                title="Run the job again as new attempts; the other tasks keep their results">{busy === "rerun" ? "Rerunning…" : "Rerun"}</button>
+            </span>)}
           <a class="button" href={href("editor", { from: id })}>Duplicate as new</a>
         </div>
         {actionError && <p class="job-error" role="alert">{actionError}</p>}
