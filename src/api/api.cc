@@ -253,6 +253,9 @@ const std::vector<Api::Route>& Api::RouteTable() {
        [](Api& a, const Call& c) { return a.GetTask(c.id); }},
       {{"GET", "/tasks/{id}/log", Access::kTask},
        [](Api& a, const Call& c) { return a.TaskLog(c.id, c.request); }},
+      // Beyond Tork: a task marked SKIPPED with a result, its job carrying on.
+      {{"PUT", "/tasks/{id}/skip", Access::kTask},
+       [](Api& a, const Call& c) { return a.SkipTask(c.id, c.request); }},
       {{"GET", "/queues", Access::kUser}, [](Api& a, const Call&) { return a.Queues(""); }},
       {{"GET", "/queues/{id}", Access::kUser},
        [](Api& a, const Call& c) { return a.Queues(c.id); }},

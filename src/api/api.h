@@ -220,6 +220,8 @@ class Api {
   // bad field, or with flow's reason when the job refuses it.
   Response RerunJob(const std::string& id, const Request& request);
   Response GetTask(const std::string& id);
+  // PUT /tasks/{id}/skip, body (optional) {result}: flow::Skip; 400 with flow's reason.
+  Response SkipTask(const std::string& id, const Request& request);
   Response TaskLog(const std::string& id, const Request& request);
   // /scheduled-jobs (scheduled_jobs.cc): Tork's routes, and PUT /scheduled-jobs/{id}.
   Response CreateScheduledJob(const Request& request, const std::optional<Principal>& who);

@@ -187,6 +187,7 @@ const std::map<std::string, Rule>& Rules() {
       {"PUT /jobs/{id}/rerun", {Access::kJob, {200}, 404}},   // FAILED: runs again
       {"GET /tasks/{id}", {Access::kTask, {200}, 404}},
       {"GET /tasks/{id}/log", {Access::kTask, {200}, 404}},
+      {"PUT /tasks/{id}/skip", {Access::kTask, {200}, 404}},  // the FAILED task it stopped at
       {"GET /queues", {Access::kUser, {200}, 200}},
       {"GET /queues/{id}", {Access::kUser, {200}, 200}},
       // Read by the worker: 400 for the admin, after the access check.

@@ -367,6 +367,10 @@ Response Api::RerunJob(const std::string& id, const Request& request) {
       }
     }
   }
+  // Once: a request that comes twice (a client's retry) reruns the job once.
+  BATON_ASSIGN_OR_RETURN(auto job, datastore_.GetJob(id), ErrorResponse);
+  rerun.once = true;
+  rerun.of_run = job.started_at;
   Status s = coordinator_.Rerun(rerun);
   if (!s.ok()) return ErrorResponse(s);
   return Ok({{"status", "OK"}});

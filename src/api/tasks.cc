@@ -22,6 +22,26 @@ Response Api::GetTask(const std::string& id) {
   return Ok(body);
 }
 
+Response Api::SkipTask(const std::string& id, const Request& request) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
+  std::string result;
+  if (!request.body.empty()) {
+    json body = json::parse(request.body, nullptr, false);
+    if (!body.is_object())
+      return ErrorResponse(InvalidArgument("the body: expected {\"result\": \"...\"}"));
+    for (const auto& [key, value] : body.items()) {
+      if (key != "result") {
+        return ErrorResponse(
+            InvalidArgument(fmt::format("unknown field \"{}\" (expected result)", key)));
+      }
+      if (!value.is_string()) return ErrorResponse(InvalidArgument("result: expected a string"));
+      result = value.get<std::string>();
+    }
+  }
+  if (Status s = coordinator_.Skip(id, result); !s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
 Response Api::TaskLog(const std::string& id, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no task {}", id.substr(0, 64))));
   BATON_ASSIGN_OR_RETURN(auto paging, PagingOf(request, 25), ErrorResponse);

@@ -512,6 +512,9 @@ Status Coordinator::Restart(const std::string& job_id) { return scheduler_.Resta
 Status Coordinator::Pause(const std::string& job_id) { return scheduler_.Pause(job_id); }
 Status Coordinator::Resume(const std::string& job_id) { return scheduler_.Resume(job_id); }
 Status Coordinator::Rerun(const flow::Rerun& rerun) { return scheduler_.Rerun(rerun); }
+Status Coordinator::Skip(const std::string& task_id, const std::string& result) {
+  return scheduler_.Skip(task_id, result);
+}
 
 Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -91,9 +91,10 @@ class Coordinator {
   Result<JobRecord> Submit(const Job& job);
   Status Cancel(const std::string& job_id);
   Status Restart(const std::string& job_id);
-  Status Pause(const std::string& job_id);   // Scheduler::Pause
-  Status Resume(const std::string& job_id);  // Scheduler::Resume
-  Status Rerun(const flow::Rerun& rerun);    // Scheduler::Rerun
+  Status Pause(const std::string& job_id);                             // Scheduler::Pause
+  Status Resume(const std::string& job_id);                            // Scheduler::Resume
+  Status Rerun(const flow::Rerun& rerun);                              // Scheduler::Rerun
+  Status Skip(const std::string& task_id, const std::string& result);  // Scheduler::Skip
   // The job once it is terminal (COMPLETED, FAILED or CANCELLED), or DeadlineExceeded.
   Result<JobRecord> Wait(const std::string& job_id, std::chrono::milliseconds timeout);
   // How many jobs have reached a terminal state through this coordinator so far.

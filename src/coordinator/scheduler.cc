@@ -348,6 +348,9 @@ Status Scheduler::Resume(const std::string& job_id) {
 }
 
 Status Scheduler::Rerun(const flow::Rerun& rerun) { return Request(rerun.job_id, rerun); }
+Status Scheduler::Skip(const std::string& task_id, const std::string& result) {
+  return HandleTask(task_id, "", flow::Skip{task_id, result});  // NotFound from its read
+}
 
 Status Scheduler::Request(const std::string& job_id, const flow::Event& event) {
   Decided decided;

@@ -91,6 +91,8 @@ class Scheduler {
   Status Resume(const std::string& job_id);
   // Beyond Tork (flow::Rerun): a finished top-level job runs again.
   Status Rerun(const flow::Rerun& rerun);
+  // flow::Skip; NotFound for an unknown task.
+  Status Skip(const std::string& task_id, const std::string& result);
   // Runs `work` holding the lock of `job_id`'s tree, so no decision of the job comes
   // between what `work` reads and what it writes (DELETE /jobs/{id}'s check and delete).
   Status UnderJobLock(const std::string& job_id, const std::function<Status()>& work);

@@ -33,10 +33,11 @@ constexpr std::array<std::array<bool, kTaskStates>, kTaskStates> kTaskMoves = {{
     // CREATED: its turn comes (published, or a composite that runs at once, or an empty
     // one that completes at once), its `if` is false, its evaluation fails, or cancelled.
     {false, true, true, true, true, true, true, true},
-    // PENDING: published, started, or an outcome before the start; cancelled.
-    {false, false, true, true, true, true, true, false},
-    // SCHEDULED: back to PENDING when the publish failed; started; ended.
-    {false, true, false, true, true, true, true, false},
+    // PENDING: published, started, or an outcome before the start; cancelled; skipped by
+    // a user (PUT /tasks/{id}/skip).
+    {false, false, true, true, true, true, true, true},
+    // SCHEDULED: back to PENDING when the publish failed; started; ended; skipped by a user.
+    {false, true, false, true, true, true, true, true},
     // RUNNING: ended.
     {false, false, false, false, true, true, true, false},
     {false, false, false, false, false, false, false, false},  // COMPLETED: final

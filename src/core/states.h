@@ -18,8 +18,8 @@
 //        SCHEDULED (published) -> RUNNING -> COMPLETED / FAILED / CANCELLED. An outcome
 //        may come before its start (a short task reports once), so every active state
 //        may end directly; a failed publish moves SCHEDULED back to PENDING; CREATED may
-//        become SKIPPED (its `if` is false). Every terminal task state is final: a retry,
-//        a redelivery and a restart create new rows.
+//        become SKIPPED (its `if` is false), and PENDING or SCHEDULED too (a user skips it). Every
+//        terminal task state is final: a retry, a redelivery and a restart create new rows.
 #pragma once
 
 #include "core/names.h"

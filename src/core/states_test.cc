@@ -64,12 +64,14 @@ const std::set<std::pair<TaskState, TaskState>> kTaskMoves = {
     {TaskState::kPending, TaskState::kCompleted},
     {TaskState::kPending, TaskState::kFailed},
     {TaskState::kPending, TaskState::kCancelled},
+    {TaskState::kPending, TaskState::kSkipped},  // PUT /tasks/{id}/skip
     // SCHEDULED: the publish failed (back to PENDING), started, ended.
     {TaskState::kScheduled, TaskState::kPending},
     {TaskState::kScheduled, TaskState::kRunning},
     {TaskState::kScheduled, TaskState::kCompleted},
     {TaskState::kScheduled, TaskState::kFailed},
     {TaskState::kScheduled, TaskState::kCancelled},
+    {TaskState::kScheduled, TaskState::kSkipped},  // PUT /tasks/{id}/skip
     // RUNNING: ended (a lost worker's task fails; its redelivery is a new row).
     {TaskState::kRunning, TaskState::kCompleted},
     {TaskState::kRunning, TaskState::kFailed},

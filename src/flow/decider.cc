@@ -708,7 +708,7 @@ std::string_view NameOf(const Event& event) {
       "Submit",       "StartJob",   "Started",      "Completed",  "Failed",    "WorkerCancelled",
       "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",   "Cancel",    "Restart",
       "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed", "Published", "PublishRefused",
-      "TaskOverdue",  "Pause",      "Resume",       "Rerun"};
+      "TaskOverdue",  "Pause",      "Resume",       "Rerun",      "Skip"};
   static_assert(std::size(kNames) == std::variant_size_v<Event>, "every Event needs its name");
   return kNames[event.index()];
 }

@@ -97,6 +97,7 @@ class Decider {
   void On(const Pause& e);   // pause.cc
   void On(const Resume& e);  // pause.cc
   void On(const Rerun& e);   // rerun.cc
+  void On(const Skip& e);    // rerun.cc
   // A new job stored as it is (StoreJobs).
   void Stored(JobRecord row) { NewJob(std::move(row)); }
 

@@ -1869,6 +1869,7 @@ INSTANTIATE_TEST_SUITE_P(
                     return r;
                   }()},
         ReadsCase{"RerunReadsItsJobAndParentChain", Rerun{.job_id = "j1"}, JobTreeReads("j1")},
+        ReadsCase{"SkipReadsItsTaskTree", Skip{"t1", "r"}, TaskTreeReads("t1")},
         ReadsCase{"ResumeReadsItsJobTreeAndEveryTaskRow", Resume{"j1"},
                   [] {
                     Reads r = JobTreeReads("j1");
@@ -1878,7 +1879,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 // Every event has a case above.
-TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 22u); }
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 23u); }
 
 // Templates' now() is the decision's time and randomInt() draws from a source seeded by
 // the view: Decide is a function of its input.
@@ -3063,6 +3064,100 @@ TEST(FlowTest, ARerunsInputsReplaceTheJobsInputsOfTheirNames) {
   shell.On(Rerun{.job_id = "job1", .mode = RerunMode::kAll, .inputs = {{"region", "us"}}});
   EXPECT_EQ(shell.Top().state, JobState::kScheduled);
   EXPECT_EQ(shell.Top().context["inputs"], (nlohmann::json{{"region", "us"}, {"size", "3"}}));
+}
+
+TEST(FlowTest, ARerunAskedForOnceAndDeliveredTwiceRunsTheJobOnce) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(JobOf({Runnable("a")}).job, "", "job1", kNow)});
+  Play(shell, {S::kOk, "a"});
+  shell.view.jobs["job1"].started_at = kNow - seconds(1);  // its run began a second ago
+  const Rerun once{
+      .job_id = "job1", .mode = RerunMode::kAll, .once = true, .of_run = shell.Top().started_at};
+  shell.On(once);
+  Play(shell, {S::kOk, "a"});
+  ASSERT_EQ(shell.Top().state, JobState::kCompleted);
+  shell.On(once);  // delivered again
+  ASSERT_EQ(Count<Refused>(shell.last), 1);
+  EXPECT_EQ(All<Refused>(shell.last)[0].reason,
+            "the job was started again since this rerun was asked for");
+  EXPECT_EQ(RowsOf(shell, "a").size(), 2u);
+}
+
+// ---- skip (rerun.cc: On(Skip))
+
+TEST(FlowTest, SkippingTheFailedTaskAJobStoppedAtRunsItOnWithTheResult) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(JobOf({Runnable("a"), Var(Runnable("b"), "b"), Runnable("c")}).job,
+                               "", "job1", kNow)});
+  Play(shell, {S::kOk, "a"});
+  Play(shell, {S::kFail, "b"});
+  ASSERT_EQ(shell.Top().state, JobState::kFailed);
+  shell.On(Skip{shell.Row("b").id, "cached"});
+  EXPECT_EQ(shell.Top().state, JobState::kScheduled);
+  EXPECT_EQ(shell.Top().context["tasks"]["b"], "cached");
+  std::vector<TaskRecord> b = RowsOf(shell, "b");
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].state, TS::kFailed);  // its history kept
+  EXPECT_EQ(b[1].state, TS::kSkipped);
+  EXPECT_EQ(b[1].result, "cached");
+  Play(shell, {S::kOk, "c"});
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+  EXPECT_EQ(shell.started, (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(FlowTest, SkippingAQueuedTaskDropsItAndWhatItIsInGoesOn) {
+  Shell shell;
+  shell.On(Submit{
+      NewJobRecord(JobOf({ParallelOf({Runnable("a"), Runnable("b")})}).job, "", "job1", kNow)});
+  shell.On(Skip{shell.Row("b").id, ""});
+  EXPECT_EQ(shell.Row("b").state, TS::kSkipped);
+  EXPECT_EQ(Count<Drop>(shell.last), 1);  // no worker starts it now
+  Play(shell, {S::kOk, "a"});
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+}
+
+TEST(FlowTest, SkippingAGraphsFailedStepLetsWhatNeedsItRun) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(
+      JobOf({Runnable("a"), Needs(Runnable("b"), {"a"}), Needs(Runnable("d"), {"b"})}).job, "",
+      "job1", kNow)});
+  Play(shell, {S::kOk, "a"});
+  Play(shell, {S::kFail, "b"});
+  ASSERT_EQ(shell.Top().state, JobState::kFailed);
+  shell.On(Skip{RowsOf(shell, "b")[0].id, "x"});
+  Play(shell, {S::kOk, "d"});
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted) << shell.Top().error;
+}
+
+TEST(FlowTest, SkippingATaskThatRanOrIsNotWhereTheJobStoppedIsRefused) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(JobOf({Runnable("a"), Runnable("b")}).job, "", "job1", kNow)});
+  Play(shell, {S::kOk, "a"});
+  shell.On(Skip{shell.Row("a").id, ""});
+  ASSERT_EQ(Count<Refused>(shell.last), 1);
+  EXPECT_EQ(All<Refused>(shell.last)[0].reason,
+            "only a PENDING or SCHEDULED task of an active job, or the FAILED top-level task a "
+            "finished job stopped at, can be skipped; this one is COMPLETED in a RUNNING job");
+  EXPECT_EQ(shell.Row("a").state, TS::kCompleted);
+}
+
+// A pause during a rerun: the rerun's next steps wait for the resume like any others.
+TEST(FlowTest, APauseDuringARerunHoldsItsNextStepsUntilTheResume) {
+  Shell shell;
+  shell.On(Submit{NewJobRecord(JobOf({Runnable("a"), Runnable("b")}).job, "", "job1", kNow)});
+  Play(shell, {S::kOk, "a"});
+  Play(shell, {S::kOk, "b"});
+  shell.On(Rerun{.job_id = "job1", .mode = RerunMode::kAll});
+  Play(shell, {S::kStart, "a"});
+  shell.On(Pause{"job1"});
+  Play(shell, {S::kOk, "a"});
+  EXPECT_EQ(shell.Top().state, JobState::kPaused);
+  EXPECT_EQ(shell.Row("b").state, TS::kPending);  // made, held
+  EXPECT_EQ(shell.started, (std::vector<std::string>{"a", "b", "a"}));
+  shell.On(Resume{"job1"});
+  Play(shell, {S::kOk, "b"});
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+  EXPECT_EQ(shell.started, (std::vector<std::string>{"a", "b", "a", "b"}));
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ struct ReadsVisitor {
   Reads operator()(const Pause& e) const { return AllOf(e.job_id); }
   Reads operator()(const Resume& e) const { return AllOf(e.job_id); }
   Reads operator()(const Rerun& e) const { return JobTree(e.job_id); }
+  Reads operator()(const Skip& e) const { return TaskTree(e.task_id); }
 };
 
 }  // namespace

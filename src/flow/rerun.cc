@@ -3,12 +3,14 @@
 // tasks that do not run again keep their results; those that do lose theirs
 // (`tasks.<var>`, also of the tasks in them) until they end again. A restart
 // (decider.cc: On(Restart)) is a rerun of the failed ones, for a FAILED or CANCELLED job.
+// A skip (On(Skip)) marks one task SKIPPED with a result and lets its job carry on.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "core/graph.h"
 #include "core/records.h"
+#include "core/task_kind.h"
 #include "flow/decider.h"
 
 namespace baton::flow {
@@ -57,6 +59,9 @@ void Decider::On(const Rerun& e) {
   }
   if (!job->parent_id.empty()) {
     return refuse("a sub-job runs again with its top-level job: rerun that one");
+  }
+  if (e.once && job->started_at != e.of_run) {
+    return refuse("the job was started again since this rerun was asked for");
   }
   const Job& def = Def(*job);
   const int count = static_cast<int>(def.tasks.size());
@@ -140,6 +145,57 @@ void Decider::On(const Rerun& e) {
   job->progress = 100.0 * (start - 1) / count;
   DispatchNew(def.tasks[static_cast<std::size_t>(start - 1)], job->id, "", start, json::object(),
               0);
+}
+
+void Decider::On(const Skip& e) {
+  TaskRecord* t = T(e.task_id);
+  if (t == nullptr) return;
+  JobRecord* job = J(t->job_id);
+  if (job == nullptr) return;
+  auto set_var = [&](const TaskRecord& row) {
+    if (!row.task.var.empty()) MutableCtx(*job)["tasks"][row.task.var] = e.result;
+  };
+  const bool runnable = KindOf(t->task) == TaskKind::kRunnable;
+  if (runnable && IsActive(job->state) &&
+      (t->state == TaskState::kPending || t->state == TaskState::kScheduled)) {
+    // Not started: it never is (its queued message dropped), and what it is in goes on.
+    const bool queued = t->state == TaskState::kScheduled || view_.policy.durable_broker;
+    t->state = TaskState::kSkipped;
+    t->result = e.result;
+    t->completed_at = now_;
+    if (queued) after_.push_back(Drop{t->id});
+    set_var(*t);
+    return TaskDone(t->id);
+  }
+  const bool stopped_here =
+      t->state == TaskState::kFailed && t->parent_id.empty() && job->parent_id.empty() &&
+      (job->state == JobState::kFailed || job->state == JobState::kCancelled) &&
+      (job->steps.empty() ? job->position == t->position
+                          : job->steps[static_cast<std::size_t>(t->position - 1)] == step::kFailed);
+  if (!stopped_here) {
+    after_.push_back(Refused{fmt::format(
+        "only a PENDING or SCHEDULED task of an active job, or the FAILED top-level task a "
+        "finished job stopped at, can be skipped; this one is {} in a {} job",
+        ToString(t->state), ToString(job->state))});
+    return;
+  }
+  // A new row in its place, SKIPPED with the result; the job runs again from there.
+  TaskRecord row = MakeRow(t->job_id, "", t->position, t->each_index, TaskState::kSkipped);
+  row.task = t->task;
+  row.result = e.result;
+  row.completed_at = now_;
+  const std::string id = NewTask(std::move(row)).id;
+  set_var(*T(id));
+  const std::string error = job->error;
+  RunAgain(*job);
+  if (job->steps.empty()) return TaskDone(id);
+  // A graph: the step passes (a success to what needs it); another failed step keeps
+  // the job's error for its end.
+  job->steps[static_cast<std::size_t>(T(id)->position - 1)] = step::kPassed;
+  if (std::find(job->steps.begin(), job->steps.end(), step::kFailed) != job->steps.end()) {
+    job->error = error;
+  }
+  StepGraph(job->id);
 }
 
 }  // namespace baton::flow

@@ -120,6 +120,20 @@ struct Rerun {
   RerunMode mode = RerunMode::kFailedOnly;
   std::string from;
   nlohmann::json inputs = nlohmann::json::object();
+  // With `once`: the run it reruns, as its caller read the job (its started_at): decided
+  // again after the job started again (a request delivered twice), it is refused, not run
+  // a second time.
+  bool once = false;
+  std::optional<TimePoint> of_run;
+};
+// Beyond Tork: a user marks a task SKIPPED with `result` (its `var` takes it) and its job
+// carries on (rerun.cc): a runnable task not started yet (PENDING or SCHEDULED: dropped
+// from the queues) of an active job; or the FAILED top-level task a finished job stopped
+// at (a sequence's current task, a graph's failed step), as a new SKIPPED row in its place,
+// the job running again from there.
+struct Skip {
+  std::string task_id;
+  std::string result;
 };
 // A PAUSED job goes on from its rows, as Frontier would have it (its held rows started,
 // its retries' backoffs armed again), and so do its paused sub-jobs (a quiet Resume each).
@@ -179,7 +193,7 @@ struct TaskOverdue {
 using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
                            TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
                            JobTimedOut, RetryDue, FillEach, StepFailed, Published, PublishRefused,
-                           TaskOverdue, Pause, Resume, Rerun>;
+                           TaskOverdue, Pause, Resume, Rerun, Skip>;
 
 // ------------------------------------------------------------------------- view
 

@@ -5,7 +5,7 @@
 # after the restart with nothing started, and a resume that runs the rest once; markers
 # with times show what ran when. Then the refusals, and a pause point in a sub-job. Then
 # reruns, each mode over a sequence and a graph, markers showing exactly which tasks ran
-# again, with new inputs and through the CLI.
+# again, with new inputs and through the CLI, and a skip of a failed task.
 # Usage: pause_test.sh BATON SOURCE_DIR
 set -uo pipefail
 baton=$1
@@ -187,6 +187,31 @@ YAML
   expect "$mode: baton jobs rerun --mode all says so" "$out" "job $id runs again"
   wait_done "$id" 30
   expect "$mode: all ran every task again" "$(js "$body" 'j["state"]') $(counts "$marks" a b c)" "COMPLETED a=2 b=4 c=3"
+
+  # A skip: the failed task it stopped at is SKIPPED with a result, and the job goes on.
+  cat >"$marks.skip.yaml" <<YAML
+name: skip me
+tasks:
+  - name: fetch
+    var: price
+    run: exit 3
+  - name: use
+    env:
+      PRICE: "{{ tasks.price }}"
+    run: echo "price \$PRICE" >> $marks/use
+YAML
+  id=$(submit "$marks.skip.yaml") || { fail "$mode: skip me not accepted"; return; }
+  wait_done "$id" 30
+  local fetch
+  fetch=$(js "$body" '[t["id"] for t in j["execution"] if t["name"] == "fetch"][0]')
+  http PUT "/tasks/$fetch/skip" -H "Content-Type: application/json" --data-binary '{"result":"42"}'
+  expect "$mode: the skip of the failed task is accepted" "$status $body" '200 {"status":"OK"}'
+  wait_done "$id" 30
+  expect "$mode: the job went on with the skipped task's result" \
+    "$(js "$body" 'j["state"]') $(js "$body" '" ".join(t["name"] + "=" + t["state"] for t in j["execution"])') $(cat "$marks/use")" \
+    "COMPLETED fetch=FAILED fetch=SKIPPED use=COMPLETED price 42"
+  http PUT "/tasks/$fetch/skip"
+  expect "$mode: a task that is not where its job stopped is refused" "$status" 400
 
   # A graph: b fails, c completes, d is skipped; from_failed runs b and d, not a or c.
   rm -f "$marks/ok" "$marks"/[abcd]

@@ -236,6 +236,31 @@ tasks:
   await page.context().close();
 });
 
+test("a failed task is skipped with a result from its panel, and its job carries on", async () => {
+  const job = await server.submit(`
+name: skip ui test
+tasks:
+  - name: fetch
+    var: price
+    run: exit 3
+  - name: use
+    env:
+      PRICE: "{{ tasks.price }}"
+    run: echo -n "price $PRICE" > $BATON_OUTPUT
+    var: used
+`);
+  await waitFor(async () => (await jobState(job.id)) === "FAILED", 30000, "the job to fail");
+  const fetchRow = (await server.get(`/jobs/${job.id}`)).execution.find((t) => t.name === "fetch");
+  const { page } = await openPage(`#/jobs/${job.id}?task=${fetchRow.id}`);
+  await page.locator(".job-skip input").fill("42");
+  await page.click('.job-skip button:has-text("Skip")');
+  await page.locator('.job-title .job-badge[data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  const done = await server.get(`/jobs/${job.id}`);
+  assert.deepEqual(done.execution.map((t) => `${t.name}=${t.state}`), ["fetch=FAILED", "fetch=SKIPPED", "use=COMPLETED"]);
+  assert.equal(done.context.tasks.used, "price 42");
+  await page.context().close();
+});
+
 test("a running task's log tails new lines without a reload and follows the end", async () => {
   const end = server.gate("ticker");
   const job = await server.submit(`

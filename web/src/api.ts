@@ -226,6 +226,8 @@ export const api = {
   cancel: (id: string) => request<unknown>("PUT", `/jobs/${id}/cancel`),
   restart: (id: string) => request<unknown>("PUT", `/jobs/${id}/restart`),
   pause: (id: string) => request<unknown>("PUT", `/jobs/${id}/pause`),
+  skip: (taskId: string, result: string) =>
+    request<unknown>("PUT", `/tasks/${taskId}/skip`, JSON.stringify({ result })),
   resume: (id: string) => request<unknown>("PUT", `/jobs/${id}/resume`),
   // mode: failed_only (the server's default), from_failed or all.
   rerun: (id: string, body: { mode?: RerunMode; from?: string; inputs?: Record<string, string> }) =>

@@ -1039,12 +1039,15 @@ class Sim {
   }
   // What restarts the job after its cancel: Tork's restart, or (beyond it) a rerun of its
   // failed tasks, or of all of them (one seed in three each; not drawn from the choices).
+  // A rerun is asked for once: delivered again (a crash, a duplicate), it reruns the run it
+  // was asked for only.
   Event RestartEvent() const {
+    const std::optional<TimePoint> run = store_.jobs.at(top_).started_at;
     switch (seed_ % 3) {
       case 1:
-        return Rerun{.job_id = top_, .mode = RerunMode::kFailedOnly};
+        return Rerun{.job_id = top_, .mode = RerunMode::kFailedOnly, .once = true, .of_run = run};
       case 2:
-        return Rerun{.job_id = top_, .mode = RerunMode::kAll};
+        return Rerun{.job_id = top_, .mode = RerunMode::kAll, .once = true, .of_run = run};
       default:
         return Restart{top_};
     }

@@ -301,6 +301,7 @@ export function JobPage(props: { id: string; params: Record<string, string> }) {
                      now={now} pollTick={pollTick} listen={listen} focusLog={params.tab === "log"}
                      onAttempt={(r: TaskRow) => setParams({ task: r.id, attempt: String((r.retry?.attempts ?? 0) + 1) }, true)}
                      onSelect={(taskId) => setParams({ task: taskId, attempt: undefined })}
+                     onChanged={() => { void fetchJob(); }}
                      onClose={closePanel} />
         )}
       </div>

@@ -1,7 +1,7 @@
 // The selected task: what it is, where and when it ran, each attempt, its evaluated env
 // (secrets arrive redacted), files, command, result, error, progress, and its live log.
-import { useEffect, useMemo, useRef } from "preact/hooks";
-import type { Job, TaskRow } from "../api";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, type Job, type TaskRow } from "../api";
 import { href } from "../router";
 import { attemptNumber, eachSummary } from "./graph";
 import { reasonText, taskDetails } from "./panel";
@@ -13,7 +13,7 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
                                    focusLog?: boolean;
                                    listen: (f: LogListener) => () => void;
                                    onAttempt: (row: TaskRow) => void; onSelect: (taskId: string) => void;
-                                   onClose: () => void }) {
+                                   onChanged?: () => void; onClose: () => void }) {
   const rows = props.job.execution ?? [];
   const { attempts, row, parent, kids, counts } = useMemo(() => taskDetails(rows, props.taskId, props.attempt),
                                                           [props.job, props.taskId, props.attempt]);
@@ -79,6 +79,7 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
         {row.redelivered ? <><dt>Redelivered</dt><dd>{row.redelivered}×</dd></> : null}
         <dt>Id</dt><dd><code class="job-id">{row.id}</code></dd>
       </dl>
+      {skippable(props.job, row, attempts, composite) && <SkipForm taskId={row.id} onChanged={props.onChanged} />}
       {parent && (
         <p class="job-parent">In <button type="button" class="job-linklike" onClick={() => props.onSelect(parent.id)}>{parent.name ?? "(unnamed)"}</button>
           {parent.each ? " (each)" : parent.parallel ? " (parallel)" : ""}</p>)}
@@ -144,4 +145,35 @@ function Section(props: { title: string; children: preact.ComponentChildren }) {
 
 function CloseButton(props: { onClose: () => void }) {
   return <button type="button" class="job-close" onClick={props.onClose} aria-label="Close the task panel (Esc)" title="Close (Esc)">×</button>;
+}
+
+// What PUT /tasks/{id}/skip takes (the server decides): a runnable task not started yet of
+// an active job, or the failed top-level task a finished job stopped at (its latest attempt).
+function skippable(job: Job, row: TaskRow, attempts: TaskRow[], composite: boolean): boolean {
+  if (composite || (attempts.length && attempts[attempts.length - 1].id !== row.id)) return false;
+  const active = ["PENDING", "SCHEDULED", "RUNNING", "PAUSED"].includes(job.state);
+  if (active) return row.state === "PENDING" || row.state === "SCHEDULED";
+  return row.state === "FAILED" && !row.parentId && !job.parentId &&
+    (job.state === "FAILED" || job.state === "CANCELLED");
+}
+
+// Marks the task SKIPPED with a result; its job carries on.
+function SkipForm(props: { taskId: string; onChanged?: () => void }) {
+  const [result, setResult] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const skip = async () => {
+    setBusy(true); setError(null);
+    try { await api.skip(props.taskId, result); props.onChanged?.(); }
+    catch (e) { setError((e as Error).message); }
+    finally { setBusy(false); }
+  };
+  return (
+    <div class="job-skip">
+      <input aria-label="Result to skip with" placeholder="result (optional)" value={result}
+             onInput={(e) => setResult((e.target as HTMLInputElement).value)} />
+      <button type="button" onClick={skip} disabled={busy}
+              title="Mark it SKIPPED with this result; its job carries on">{busy ? "Skipping…" : "Skip"}</button>
+      {error && <p class="job-error" role="alert">skip: {error}</p>}
+    </div>);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { canCancel, canRestart, filterParams, parseFilter, toggleChip } from "./jobsFilter";
+import { canCancel, canPause, canRestart, filterParams, parseFilter, toggleChip } from "./jobsFilter";
 
 describe("jobs filter and the URL", () => {
   it("reads states, search and page from the URL, ignoring unknown states", () => {
@@ -24,7 +24,9 @@ describe("jobs filter and the URL", () => {
     expect(toggleChip(f, null).states).toEqual([]);
   });
   it("offers cancel to active jobs and restart to failed or cancelled ones", () => {
-    expect(["PENDING", "SCHEDULED", "RUNNING"].every(canCancel)).toBe(true);
+    expect(["PENDING", "SCHEDULED", "RUNNING", "PAUSED"].every(canCancel)).toBe(true);
+    expect(["SCHEDULED", "RUNNING"].every(canPause)).toBe(true);
+    expect(["PENDING", "PAUSED", "COMPLETED"].some(canPause)).toBe(false);
     expect(canCancel("COMPLETED")).toBe(false);
     expect(canRestart("FAILED") && canRestart("CANCELLED")).toBe(true);
     expect(canRestart("RUNNING")).toBe(false);
