@@ -686,8 +686,9 @@ void PrintTo(const Scenario& c, std::ostream* os) { *os << c.name; }
 
 class ScenarioTest : public testing::TestWithParam<Scenario> {};
 
-TEST_P(ScenarioTest, EndsAsTheTableSays) {
-  const Scenario& c = GetParam();
+// Submits the scenario's job, plays its steps and checks its end, its starts, the newest
+// row of each named task, the job's result and what `more` says.
+void RunScenario(const Scenario& c) {
   JobRecord job = JobOf(c.tasks);
   if (c.tweak) c.tweak(job);
   job = NewJobRecord(job.job, "", "job1", kNow);
@@ -702,6 +703,8 @@ TEST_P(ScenarioTest, EndsAsTheTableSays) {
   EXPECT_EQ(shell.Top().result, c.result);
   if (c.more) c.more(shell);
 }
+
+TEST_P(ScenarioTest, EndsAsTheTableSays) { RunScenario(GetParam()); }
 
 Task WithVar(Task t, std::string var) {
   t.var = std::move(var);
@@ -1049,19 +1052,7 @@ std::vector<TaskRecord> RowsOf(const Shell& s, const std::string& name) {
 }
 
 class PauseTest : public testing::TestWithParam<Scenario> {};
-TEST_P(PauseTest, HoldsEveryStartUntilTheResume) {
-  const Scenario& c = GetParam();
-  JobRecord job = JobOf(c.tasks);
-  if (c.tweak) c.tweak(job);
-  job = NewJobRecord(job.job, "", "job1", kNow);
-  Shell shell;
-  shell.On(Submit{job});
-  for (const Step& step : c.steps) Play(shell, step);
-  EXPECT_EQ(shell.Top().state, c.end) << shell.Top().error;
-  EXPECT_EQ(shell.started, c.started);
-  for (const auto& [name, state] : c.states) EXPECT_EQ(shell.Row(name).state, state) << name;
-  if (c.more) c.more(shell);
-}
+TEST_P(PauseTest, HoldsEveryStartUntilTheResume) { RunScenario(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     Rules, PauseTest,
@@ -2902,20 +2893,7 @@ TEST(RetryOnTest, AJitterAddsAShareOfItsWaitFixedByTheRowsId) {
 // ---- reruns (rerun.cc)
 
 class RerunTest : public testing::TestWithParam<Scenario> {};
-TEST_P(RerunTest, RunsAgainWhatItsModeSaysAndKeepsTheRest) {
-  const Scenario& c = GetParam();
-  JobRecord job = JobOf(c.tasks);
-  if (c.tweak) c.tweak(job);
-  job = NewJobRecord(job.job, "", "job1", kNow);
-  Shell shell;
-  shell.On(Submit{job});
-  for (const Step& step : c.steps) Play(shell, step);
-  EXPECT_EQ(shell.Top().state, c.end) << shell.Top().error;
-  EXPECT_EQ(shell.started, c.started);
-  for (const auto& [name, state] : c.states) EXPECT_EQ(shell.Row(name).state, state) << name;
-  EXPECT_EQ(shell.Top().result, c.result);
-  if (c.more) c.more(shell);
-}
+TEST_P(RerunTest, RunsAgainWhatItsModeSaysAndKeepsTheRest) { RunScenario(GetParam()); }
 
 Task Var(Task t, std::string var) {
   t.var = std::move(var);
