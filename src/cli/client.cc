@@ -502,10 +502,11 @@ namespace {
 // A PUT or DELETE of `path` that changes something: prints `done` (with --json, the
 // answer as it came).
 int Change(const ClientOptions& options, std::string_view method, const std::string& path,
-           const std::string& done, std::ostream& out, std::ostream& err) {
+           const std::string& done, std::ostream& out, std::ostream& err,
+           const std::string& body = "") {
   Api api(options, err);
   if (!api.Valid()) return kExitUsage;
-  auto reply = method == "DELETE" ? api.Delete(path) : api.Put(path);
+  auto reply = method == "DELETE" ? api.Delete(path) : api.Put(path, body);
   if (!reply) return kExitFailure;
   if (!reply->ok()) return ReportError(*reply, err);
   if (options.json) {
@@ -547,17 +548,8 @@ int RerunJob(const ClientOptions& options, const std::string& id, const RerunOpt
     }
     body["inputs"][input.substr(0, eq)] = input.substr(eq + 1);
   }
-  Api api(options, err);
-  if (!api.Valid()) return kExitUsage;
-  auto reply = api.Put(JobPath(id) + "/rerun", body.dump());
-  if (!reply) return kExitFailure;
-  if (!reply->ok()) return ReportError(*reply, err);
-  if (options.json) {
-    out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
-  } else {
-    out << fmt::format("job {} runs again\n", id);
-  }
-  return kExitOk;
+  return Change(options, "PUT", JobPath(id) + "/rerun", fmt::format("job {} runs again", id), out,
+                err, body.dump());
 }
 
 int PauseJob(const ClientOptions& options, const std::string& id, std::ostream& out,

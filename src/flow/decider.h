@@ -195,6 +195,9 @@ class Decider {
   void Redeliver(const std::string& lost_id);
   void LostInCrash(const std::string& id);
   void Reattempt(const std::string& lost_id, int redelivered);
+  // A new attempt of a runnable row (PENDING, a new id, made now, its run's columns
+  // cleared; its retries and redeliveries as they were), not stored yet.
+  TaskRecord NextAttempt(const TaskRecord& row);
   void DispatchParallel(const std::string& id, const json& extra);
   void DispatchEach(const std::string& id, const json& extra);
   void FillSlots(const std::string& each_id);

@@ -69,12 +69,9 @@ void Decider::On(const Pause& e) {
     return;
   }
   job->state = JobState::kPaused;
-  std::vector<std::string> ids;
+  // Read, not touched: a pause writes no task row.
   for (const auto& [id, row] : view_.tasks) {
-    if (row.job_id == e.job_id) ids.push_back(id);
-  }
-  for (const std::string& id : ids) {
-    TaskRecord& row = *T(id);
+    if (row.job_id != e.job_id) continue;
     if (!row.subjob_id.empty() && row.state == TaskState::kRunning) {
       follow_.push_back(Pause{row.subjob_id, /*quiet=*/true});
     }
@@ -102,16 +99,10 @@ void Decider::Requeue(const std::string& id) {
        AfterCancel({CancelledRow{row.id, was, row.node_id, row.subjob_id, {}}}, view_.policy)) {
     after_.push_back(std::move(e));
   }
-  TaskRecord next = row;
-  next.id = MakeId();
-  next.state = TaskState::kPending;
+  TaskRecord next = NextAttempt(row);
   // Strictly after the withdrawn row (times are in milliseconds): the slot's latest row
   // (LatestAttempt).
   next.created_at = std::max(now_, row.created_at + std::chrono::milliseconds(1));
-  next.scheduled_at.reset();
-  next.completed_at.reset();
-  next.error.clear();
-  next.node_id.clear();
   NewTask(std::move(next));  // queued by the reconcile that follows
 }
 
@@ -164,6 +155,11 @@ void Decider::PauseBefore(const TaskRecord& t) {
 }
 
 void Decider::HoldStarts() {
+  // Every decision ends here: without a PAUSED job in its view nothing is held.
+  if (std::none_of(view_.jobs.begin(), view_.jobs.end(),
+                   [](const auto& j) { return j.second.state == JobState::kPaused; })) {
+    return;
+  }
   // Rows queued by this decision in a job now PAUSED (before a pause point of the same
   // step, say) are held, as the job's later ones are.
   std::vector<std::string> starts;

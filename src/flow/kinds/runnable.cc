@@ -192,21 +192,26 @@ void Decider::LostInCrash(const std::string& id) {
 // A new attempt of a runnable row, queued at once: the same task (its retry attempts as
 // they were), `redelivered` as given.
 void Decider::Reattempt(const std::string& lost_id, int redelivered) {
-  const TaskRecord& lost = *T(lost_id);
-  TaskRecord next = lost;
+  TaskRecord next = NextAttempt(*T(lost_id));
+  next.redelivered = redelivered;
+  Queue(NewTask(std::move(next)));
+}
+
+TaskRecord Decider::NextAttempt(const TaskRecord& row) {
+  TaskRecord next = row;
   next.id = MakeId();
   next.state = TaskState::kPending;
   next.created_at = now_;
   next.scheduled_at.reset();
   next.started_at.reset();
+  next.completed_at.reset();
   next.failed_at.reset();
   next.error.clear();
   next.node_id.clear();
   next.reason = FailReason::kNone;
   next.exit_code.reset();
   next.progress = 0;
-  next.redelivered = redelivered;
-  Queue(NewTask(std::move(next)));
+  return next;
 }
 
 }  // namespace baton::flow
