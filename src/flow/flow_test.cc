@@ -1201,6 +1201,26 @@ TEST(FlowTest, PauseAndResumeAreRefusedInTheWrongStateWithTheState) {
             "only a SCHEDULED or RUNNING job can be paused; this one is COMPLETED");
 }
 
+TEST(FlowTest, ASubJobUnderAPausedJobIsResumedOnlyWithIt) {
+  Shell shell;
+  shell.On(Submit{
+      NewJobRecord(JobOf({SubJobOf({Runnable("x"), Runnable("y")})}).job, "", "job1", kNow)});
+  Play(shell, {S::kStart, "x"});
+  shell.On(Pause{"job1"});
+  ASSERT_NE(shell.Sub(), nullptr);
+  ASSERT_EQ(shell.Sub()->state, JobState::kPaused);
+  shell.On(Resume{shell.Sub()->id});
+  ASSERT_EQ(Count<Refused>(shell.last), 1);
+  EXPECT_EQ(All<Refused>(shell.last)[0].reason,
+            "the job above it (job1) is PAUSED: resume that one, and this one resumes with it");
+  EXPECT_EQ(shell.Sub()->state, JobState::kPaused);
+  shell.On(Resume{"job1"});
+  EXPECT_EQ(shell.Sub()->state, JobState::kRunning);
+  Play(shell, {S::kOk, "x"});
+  Play(shell, {S::kOk, "y"});
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+}
+
 TEST(FlowTest, AQuietPauseOfAJobAlreadyPausedWritesNothing) {
   Shell shell;
   shell.On(Submit{NewJobRecord(JobOf({Runnable("a")}).job, "", "job1", kNow)});

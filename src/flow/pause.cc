@@ -116,6 +116,16 @@ void Decider::On(const Resume& e) {
     }
     return;
   }
+  // A sub-job under a job still paused: resumed, its rows would stay held (Held looks up),
+  // and its parent's resume would find it not PAUSED; it is resumed with that job.
+  if (const JobRecord* parent = ParentJob(*job); parent != nullptr && Held(parent->id)) {
+    if (!e.quiet) {
+      after_.push_back(Refused{fmt::format(
+          "the job above it ({}) is PAUSED: resume that one, and this one resumes with it",
+          parent->id)});
+    }
+    return;
+  }
   std::vector<std::string> ids;
   bool ran = false;
   for (const auto& [id, row] : view_.tasks) {
