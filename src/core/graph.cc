@@ -30,6 +30,8 @@ bool IsGraph(TaskOrder mode, const std::vector<Task>& tasks) {
                      [](const Task& t) { return !t.needs.empty() || t.trigger_rule; });
 }
 
+bool IsGraph(const Parallel& parallel) { return IsGraph(TaskOrder::kSequence, parallel.tasks); }
+
 TaskGraph GraphOf(TaskOrder mode, const std::vector<Task>& tasks) {
   std::map<std::string_view, int> index;
   for (std::size_t i = 0; i < tasks.size(); ++i) {

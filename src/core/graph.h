@@ -1,8 +1,8 @@
-// The graph of a list of tasks (a job's or a sub-job's top-level tasks): what each task
-// needs, the rule that starts it, and the states its node goes through, as the job row's
-// `steps` keeps them. A list is a graph when its `mode` is dag or a task of it has
-// `needs` or a `triggerRule`; otherwise it is Tork's sequence, run by position. Plain
-// values, no I/O.
+// The graph of a list of tasks (a job's or a sub-job's top-level tasks, or a parallel's):
+// what each task needs, the rule that starts it, and the states its node goes through, as
+// the job row's `steps` keeps them (a parallel's row's, for a parallel's). A list is a graph when
+// its `mode` is dag or a task of it has `needs` or a `triggerRule`; otherwise it is Tork's
+// sequence, run by position. Plain values, no I/O.
 #pragma once
 
 #include <optional>
@@ -14,7 +14,8 @@
 
 namespace baton {
 
-// A node's state, one character of JobRecord::steps per top-level task.
+// A node's state, one character of JobRecord::steps per top-level task (TaskRecord::steps
+// per child of a parallel).
 namespace step {
 inline constexpr char kWaiting = '.';    // not started: its rule is not met yet
 inline constexpr char kRunning = 'r';    // its row exists and has not ended (retries too)
@@ -38,6 +39,11 @@ struct TaskGraph {
 
 // Whether `tasks` run as a graph (see above).
 bool IsGraph(TaskOrder mode, const std::vector<Task>& tasks);
+// A parallel's tasks form a graph when one of them has `needs` or a `triggerRule`: its
+// graph is GraphOf(TaskOrder::kDag, its tasks), a task that needs nothing starting at
+// once as without needs. Otherwise they all start at once and the first failure fails
+// the parallel (Tork's).
+bool IsGraph(const Parallel& parallel);
 // The graph of `tasks`. A name that no task has is left out (decoding refuses it).
 TaskGraph GraphOf(TaskOrder mode, const std::vector<Task>& tasks);
 

@@ -639,13 +639,14 @@ class Decoder {
     return nullptr;
   }
 
-  // `needs` and `triggerRule` order a job's or a sub-job's tasks: a parallel's or an
-  // each's task has no list to be ordered in.
+  // `needs` and `triggerRule` order a job's, a sub-job's or a parallel's tasks: an each's
+  // task has no list to be ordered in, a switch's or a loop's are run in their order.
   void NoGraphFields(const Node& task_node, const std::string& path, std::string_view owner) {
     for (std::string_view key : {std::string_view("needs"), std::string_view("triggerRule")}) {
       if (const MapEntry* e = EntryOf(task_node, key)) {
         Problem(e->key_mark, Join(path, key),
-                fmt::format("{} orders the tasks of a job or a subjob, not of {}", key, owner));
+                fmt::format("{} orders the tasks of a job, a subjob or a parallel, not of {}", key,
+                            owner));
       }
     }
   }
@@ -844,11 +845,8 @@ class Decoder {
     ForEachField(node, path, kParallelFields, [&](const MapEntry& e, const std::string& p) {
       has_tasks = true;
       parallel.tasks = Tasks(e.value, p, depth, "a parallel");
-      if (e.value.kind == Node::Kind::kSequence) {
-        for (std::size_t i = 0; i < e.value.items.size(); ++i) {
-          NoGraphFields(e.value.items[i], Index(p, i), "a parallel");
-        }
-      }
+      // With needs, its tasks form a graph whose roots are the tasks that need nothing.
+      if (IsGraph(parallel)) CheckGraph(&e.value, p, TaskOrder::kDag, parallel.tasks);
     });
     if (node.kind == Node::Kind::kMap && !has_tasks) {
       Problem(node.mark, Join(path, "tasks"), "a parallel needs at least one task");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/graph.h"
 #include "core/job_json.h"
 #include "core/task_kind.h"
 
@@ -547,17 +548,44 @@ TEST(JobDecodeTest, AnUnknownTriggerRuleOrModeIsRefused) {
               ElementsAre("2:7: mode: unknown mode \"graph\" (expected sequence or dag)"));
 }
 
-TEST(JobDecodeTest, NeedsInsideAParallelOrAnEachIsRefused) {
-  EXPECT_THAT(
-      Problems(WithTask("    parallel:\n      tasks:\n        - name: x\n          run: y\n"
-                        "          needs: [z]\n")),
-      ElementsAre("8:11: tasks[0].parallel.tasks[0].needs: needs orders the tasks of a job or a "
-                  "subjob, not of a parallel"));
+TEST(JobDecodeTest, NeedsInsideAnEachIsRefused) {
   EXPECT_THAT(Problems(WithTask("    each:\n      list: \"{{ [1] }}\"\n      task:\n"
                                 "        name: x\n        run: y\n"
                                 "        triggerRule: all_done\n")),
               ElementsAre("9:9: tasks[0].each.task.triggerRule: triggerRule orders the tasks of a "
-                          "job or a subjob, not of an each"));
+                          "job, a subjob or a parallel, not of an each"));
+}
+
+TEST(JobDecodeTest, AParallelsTasksWithNeedsFormAGraphCheckedAsAJobsAre) {
+  auto result =
+      ParseJob(WithTask("    parallel:\n      tasks:\n"
+                        "        - {name: a, run: x}\n"
+                        "        - {name: b, run: x, needs: [a], triggerRule: all_done}\n"),
+               DocumentFormat::kYaml);
+  ASSERT_TRUE(result.job) << result.Message();
+  const Parallel& parallel = *result.job->tasks[0].parallel;
+  EXPECT_TRUE(IsGraph(parallel));
+  EXPECT_THAT(parallel.tasks[1].needs, ElementsAre(Need{"a", ""}));
+  // The names are the parallel's: a job's task of that name is not one of them.
+  EXPECT_THAT(
+      Problems("name: j\ntasks:\n  - {name: z, run: x}\n  - name: p\n    parallel:\n"
+               "      tasks:\n        - {name: a, run: x, needs: [z]}\n"
+               "        - {name: a, run: x}\n"),
+      ElementsAre("7:37: tasks[1].parallel.tasks[0].needs[0]: no task of "
+                  "tasks[1].parallel.tasks is named \"z\"",
+                  "8:18: tasks[1].parallel.tasks[1].name: \"a\" names "
+                  "tasks[1].parallel.tasks[0] too: the tasks of a graph need unique names"));
+  EXPECT_THAT(Problems(WithTask("    parallel:\n      tasks:\n"
+                                "        - {name: a, run: x, needs: [b]}\n"
+                                "        - {name: b, run: x, needs: [a]}\n")),
+              ElementsAre("6:29: tasks[0].parallel.tasks[0].needs: the tasks' needs form a "
+                          "cycle: \"a\" -> \"b\" -> \"a\""));
+  // Without needs, a parallel is Tork's: duplicate names are its business.
+  auto plain = ParseJob(WithTask("    parallel:\n      tasks:\n        - {name: a, run: x}\n"
+                                 "        - {name: a, run: y}\n"),
+                        DocumentFormat::kYaml);
+  ASSERT_TRUE(plain.job) << plain.Message();
+  EXPECT_FALSE(IsGraph(*plain.job->tasks[0].parallel));
 }
 
 TEST(JobDecodeTest, DecodesASwitchWithItsCasesSortedAndADefault) {
@@ -598,8 +626,8 @@ TEST(JobDecodeTest, ASwitchsMistakesAreNamedWithTheirLineAndColumn) {
   EXPECT_THAT(
       Problems(WithTask("    switch:\n      value: x\n      cases:\n        a:\n"
                         "          - name: x\n            run: y\n            needs: [z]\n")),
-      ElementsAre("10:13: tasks[0].switch.cases.a[0].needs: needs orders the tasks of a job or a "
-                  "subjob, not of a switch"));
+      ElementsAre("10:13: tasks[0].switch.cases.a[0].needs: needs orders the tasks of a job, "
+                  "a subjob or a parallel, not of a switch"));
   EXPECT_THAT(Problems(WithTask("    run: echo\n    switch:\n      value: x\n      default: []\n")),
               ElementsAre("4:5: tasks[0].run: a switch task cannot have run: it belongs on the "
                           "tasks it runs"));
@@ -688,8 +716,8 @@ TEST(JobDecodeTest, OnFailuresMistakesAreNamedWithTheirLineAndColumn) {
               ElementsAre("6:7: tasks[0].onFailure.tasks: onFailure needs at least one task"));
   EXPECT_THAT(Problems(WithTask("    run: a\n    onFailure:\n      - name: f\n        run: b\n"
                                 "        needs: [t]\n")),
-              ElementsAre("8:9: tasks[0].onFailure[0].needs: needs orders the tasks of a job or a "
-                          "subjob, not of onFailure"));
+              ElementsAre("8:9: tasks[0].onFailure[0].needs: needs orders the tasks of a job, "
+                          "a subjob or a parallel, not of onFailure"));
 }
 
 TEST(JobDecodeTest, AJobsOnFailureAndFinallyAreListsOfTasks) {

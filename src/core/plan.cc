@@ -73,6 +73,14 @@ json PlanTask(const Task& t) {
     case TaskKind::kHandler:  // a row the engine makes, never in a definition's plan
       break;
     case TaskKind::kParallel: {
+      if (IsGraph(*t.parallel)) {
+        // Its tasks as a graph of their own: stages, needs, rules and skips.
+        json stages = json::array();
+        out["tasks"] = PlanTasks(TaskOrder::kDag, t.parallel->tasks, &stages);
+        out["stages"] = std::move(stages);
+        out["graph"] = true;
+        break;
+      }
       json tasks = json::array();
       for (const Task& child : t.parallel->tasks) tasks.push_back(PlanTask(child));
       out["tasks"] = std::move(tasks);
@@ -236,7 +244,10 @@ void TextOf(const json& plan, const std::string& indent, std::string& out) {
       line += "; its failure skips nothing";
     }
     out += line + "\n";
-    if (t.contains("tasks")) {
+    if (t.contains("tasks") && t.value("graph", false)) {
+      out += fmt::format("{}    its tasks by their needs:\n", indent);
+      TextOf(t, indent + "      ", out);
+    } else if (t.contains("tasks")) {
       for (const json& child : t["tasks"]) {
         out += fmt::format("{}    at once: {} ({})\n", indent, child["name"].get<std::string>(),
                            child["kind"].get<std::string>());
@@ -351,7 +362,12 @@ void DotOf(const json& plan, const std::string& prefix, std::string& out, int& c
       out += fmt::format("  {} -> {} [label=\"again\", style=dashed];\n", Quote(last), Quote(id));
       out += "  }\n";
     }
-    if (t.contains("tasks")) {
+    if (t.contains("tasks") && t.value("graph", false)) {
+      out += fmt::format("  subgraph cluster_{} {{\n  label={};\n", ++clusters,
+                         Quote(name + " (by needs)"));
+      DotOf(t, id + "/", out, clusters);
+      out += "  }\n";
+    } else if (t.contains("tasks")) {
       out += fmt::format("  subgraph cluster_{} {{\n  label={};\n", ++clusters,
                          Quote(name + " (at once)"));
       for (const json& child : t["tasks"]) {

@@ -18,7 +18,8 @@ namespace baton {
 //    "tasks": [{"name", "kind", "stage", "needs": [...], "when"?: {need: template},
 //               "triggerRule",
 //               "failureSkips": [...] | "failureFailsTheJob": true,
-//               "if"?, "retry"?, "tasks"?: [...] (a parallel's),
+//               "if"?, "retry"?, "tasks"?: [...] (a parallel's; with "graph": true and
+//               "stages" when its tasks have needs, each planned as a job's are),
 //               "each"?: {"list", "concurrency", "task"}, "subjob"?: {plan}}]}
 // In a sequence that is no graph, a task's failure fails the job at once
 // ("failureFailsTheJob"); in a graph it skips what can no longer run ("failureSkips",

@@ -75,6 +75,34 @@ tasks:
   EXPECT_EQ(plan["tasks"][2]["subjob"]["stages"], json::parse(R"([["i", "j"]])"));
 }
 
+TEST(PlanTest, AParallelWithNeedsIsPlannedAsAGraphInside) {
+  json plan = PlanOf(Parse(R"(
+name: fan
+tasks:
+  - name: p
+    parallel:
+      tasks:
+        - {name: fetch, run: x}
+        - {name: lint, run: x}
+        - {name: build, run: x, needs: [fetch]}
+        - {name: report, run: x, needs: [build, lint], triggerRule: all_done}
+)"));
+  const json& p = plan["tasks"][0];
+  EXPECT_EQ(p["graph"], true);
+  EXPECT_EQ(p["stages"], json::parse(R"([["fetch", "lint"], ["build"], ["report"]])"));
+  EXPECT_EQ(p["tasks"][2]["needs"], json::parse(R"(["fetch"])"));
+  EXPECT_EQ(p["tasks"][0]["failureSkips"], json::parse(R"(["build"])"));
+  std::string text = PlanText(plan);
+  EXPECT_THAT(text, HasSubstr("- p (parallel); its failure fails the job\n"
+                              "    its tasks by their needs:\n"
+                              "      stage 1: fetch, lint  (at once)\n"));
+  EXPECT_THAT(text, HasSubstr("      - report (runnable): needs build, lint (all_done)"));
+  std::string dot = PlanDot(plan);
+  EXPECT_THAT(dot, HasSubstr("label=\"p (by needs)\""));
+  EXPECT_THAT(dot, HasSubstr("\"p/fetch\" -> \"p/build\";"));
+  EXPECT_THAT(dot, HasSubstr("\"p/lint\" -> \"p/report\" [label=\"all_done\"];"));
+}
+
 TEST(PlanTest, TextAndDotShowStagesEdgesAndRules) {
   json plan = PlanOf(Parse(kDiamond));
   std::string text = PlanText(plan);

@@ -48,6 +48,9 @@ struct TaskRecord {
   int each_index = 0;
   int completions = 0;    // parallel and each: children finished
   std::string subjob_id;  // the child job of a subjob task
+  // A parallel whose tasks form a graph (core/graph.h): its children's states, one
+  // character each (step::), in their order; empty otherwise.
+  std::string steps;
   // The loop variables in scope for this row's templates and for its children's: what
   // the `each` loops around it bound ({"item": {"index": 0, "value": ...}}). A composite
   // child of an each is dispatched later than it is created, and its children are

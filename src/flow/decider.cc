@@ -29,9 +29,9 @@ std::uint64_t Fnv(std::string_view text, std::uint64_t h = 1469598103934665603UL
 }
 
 TaskColumns ColumnsOf(const TaskRecord& t) {
-  return {t.state,      t.scheduled_at, t.started_at, t.completed_at, t.failed_at,   t.error,
-          t.result,     t.node_id,      t.subjob_id,  t.progress,     t.redelivered, t.each_size,
-          t.each_index, t.completions,  t.reason,     t.exit_code};
+  return {t.state,     t.scheduled_at, t.started_at,  t.completed_at, t.failed_at, t.error,
+          t.result,    t.node_id,      t.subjob_id,   t.steps,        t.progress,  t.redelivered,
+          t.each_size, t.each_index,   t.completions, t.reason,       t.exit_code};
 }
 JobColumns ColumnsOf(const JobRecord& j) {
   return {j.state,      j.started_at, j.completed_at, j.failed_at, j.delete_at, j.position,
@@ -574,6 +574,7 @@ void Decider::TaskDone(const std::string& id) {
     return Advance(t.job_id, t.position);
   }
   if (TaskRecord* parent = T(t.parent_id); parent != nullptr && !IsTerminal(parent->state)) {
+    if (!parent->steps.empty()) return GraphTaskEnded(t);  // a graph parallel's
     if (parent->task.loop) LoopChildDone(*parent, t);
     // A fallback's result is its last task's.
     if (parent->task.handles != Handles::kNone && t.state == TaskState::kCompleted) {
@@ -641,6 +642,8 @@ void Decider::TaskFailed(const std::string& id) {
   }
   TaskRecord* parent = T(t.parent_id);
   if (parent == nullptr) return;
+  // A graph parallel goes on: what needs the task is skipped, the rest runs.
+  if (!parent->steps.empty() && !IsTerminal(parent->state)) return GraphTaskFailed(t, error);
   if (!Finish(*parent, TaskState::kFailed, "", error, "", std::nullopt)) return;
   // Fail fast: the group's other children are cancelled.
   CancelRows(parent->job_id, parent->id);

@@ -49,7 +49,7 @@ int Expected(const TaskRecord& row);
 struct TaskColumns {
   TaskState state;
   std::optional<TimePoint> scheduled_at, started_at, completed_at, failed_at;
-  std::string error, result, node_id, subjob_id;
+  std::string error, result, node_id, subjob_id, steps;
   double progress;
   int redelivered, each_size, each_index, completions;
   FailReason reason;
@@ -134,7 +134,7 @@ class Decider {
   void ReconcileRunnable(const std::string& id, const std::set<std::string>* live_nodes);
   void ReconcileComposite(const std::string& id, const std::vector<std::string>& children);
   void ReconcileStep(const std::string& job_id, const std::vector<std::string>& ids);
-  void ReconcileGraph(const std::string& job_id, const std::vector<std::string>& rows);
+  void ReconcileGraph(const std::string& key, const std::vector<std::string>& rows);
 
   // Jobs.
   void Ran(const std::string& job_id);
@@ -148,13 +148,23 @@ class Decider {
   void Ended(const JobRecord& job);
 
   // A graph's steps (graph.cc): the top-level tasks of a job whose definition is a
-  // graph (core/graph.h), started by their trigger rules as the tasks they need end.
-  const TaskGraph& GraphFor(const JobRecord& job);
+  // graph, or the children of a parallel whose tasks are one (core/graph.h), started by
+  // their trigger rules as the tasks they need end. A graph is known by its key: its
+  // job's id, or its parallel row's.
+  struct GraphHost {
+    std::string* steps;              // the job's or the parallel row's
+    const std::vector<Task>* tasks;  // its steps' definitions
+    JobRecord* job;                  // the job (a parallel's too)
+    TaskRecord* parallel;            // null for a job's own graph
+  };
+  std::optional<GraphHost> HostOf(const std::string& key);
+  std::optional<std::pair<std::string, std::size_t>> GraphSlot(const TaskRecord& t);
+  const TaskGraph& GraphFor(const std::string& key);
   void StartGraph(const std::string& job_id);
-  void StepGraph(const std::string& job_id);
+  void StepGraph(const std::string& key);
   void GraphTaskEnded(const TaskRecord& t);
   void GraphTaskFailed(const TaskRecord& t, const std::string& error);
-  void EndGraph(const std::string& job_id);
+  void EndGraph(const std::string& key);
   void RestartGraph(JobRecord& job);
   // A finished job made to run again (Restart, Rerun): SCHEDULED, its times and outcome
   // cleared, its timeout armed from now.
@@ -258,8 +268,8 @@ class Decider {
   std::vector<std::string> finished_jobs_;
   std::vector<Event> follow_;
   std::map<std::string, std::optional<Notify>> hook_jobs_;  // job id → HookJob's, once made
-  std::map<std::string, TaskGraph> graphs_;                 // job id → its graph, once made
-  // Graphs (job ids) StepGraph, and switches and loops (task ids) NextStep, is deciding;
+  std::map<std::string, TaskGraph> graphs_;                 // graph key → its graph, once made
+  // Graphs (keys) StepGraph, and switches and loops (task ids) NextStep, is deciding;
   // ...and those whose steps changed meanwhile, to be stepped again.
   std::set<std::string> stepping_;
   std::set<std::string> restep_;

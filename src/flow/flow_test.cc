@@ -3158,5 +3158,169 @@ TEST(FlowTest, APauseDuringARerunHoldsItsNextStepsUntilTheResume) {
   EXPECT_EQ(shell.started, (std::vector<std::string>{"a", "b", "a", "b"}));
 }
 
+// A parallel whose tasks have needs is a graph of them (graph.cc), its steps on its row.
+INSTANTIATE_TEST_SUITE_P(
+    ParallelGraphs, ScenarioTest,
+    testing::Values(
+        Scenario{"ADiamondInAParallelRunsItsMiddleTasksAtOnceAndTheLastAfterBoth",
+                 {ParallelOf({Runnable("a"), Needs(Runnable("b"), {"a"}),
+                              Needs(Runnable("c"), {"a"}), Needs(Runnable("d"), {"b", "c"})}),
+                  Runnable("after")},
+                 {{S::kOk, "a"}, {S::kOk, "c"}, {S::kOk, "b"}, {S::kOk, "d"}, {S::kOk, "after"}},
+                 JobState::kCompleted,
+                 {"a", "b", "c", "d", "after"},
+                 {{"p", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("p").steps, "cccc");
+                   EXPECT_EQ(s.Row("p").completions, 4);
+                   EXPECT_EQ(s.Row("d").parent_id, s.Row("p").id);
+                   EXPECT_EQ(s.Row("d").each_index, 3);
+                   EXPECT_EQ(s.Row("d").position, 1);
+                 }},
+        Scenario{"TheTasksOfAParallelThatNeedNothingStartAtOnceAndTheRestWait",
+                 {ParallelOf({Runnable("a"), Runnable("b"), Needs(Runnable("c"), {"a"})})},
+                 {{S::kOk, "b"}},
+                 JobState::kRunning,
+                 {"a", "b"},
+                 {{"p", TS::kRunning}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Row("p").steps, "rc."); }},
+        Scenario{"AFailureInAGraphParallelSkipsWhatNeedsItLetsTheRestEndThenFailsIt",
+                 {ParallelOf({Runnable("a"), Needs(Runnable("b"), {"a"}), Runnable("c"),
+                              Needs(Runnable("d"), {"a"}, TR::kAllDone)}),
+                  Runnable("after")},
+                 {{S::kFail, "a"}, {S::kOk, "d"}, {S::kOk, "c"}},
+                 JobState::kFailed,
+                 {"a", "c", "d"},
+                 {{"a", TS::kFailed},
+                  {"b", TS::kSkipped},
+                  {"c", TS::kCompleted},
+                  {"d", TS::kCompleted},
+                  {"p", TS::kFailed}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   EXPECT_EQ(s.Row("p").steps, "fscc");
+                   EXPECT_EQ(s.Row("p").error, "exit status 1");
+                   EXPECT_EQ(s.Top().error, "exit status 1");
+                   EXPECT_EQ(s.Row("b").error,
+                             "not run: its trigger rule all_success cannot be met (\"a\" FAILED)");
+                 }},
+        Scenario{
+            "AnOptionalFailureInAGraphParallelCountsAsASuccess",
+            {ParallelOf({Optional(Runnable("a")), Needs(Runnable("b"), {"a"})}), Runnable("after")},
+            {{S::kFail, "a"}, {S::kOk, "b"}, {S::kOk, "after"}},
+            JobState::kCompleted,
+            {"a", "b", "after"},
+            {{"p", TS::kCompleted}},
+            "",
+            nullptr,
+            [](const Shell& s) { EXPECT_EQ(s.Row("p").steps, "pc"); }},
+        Scenario{"AGraphParallelsRetriedTaskHoldsItsStepUntilItsLastAttempt",
+                 {ParallelOf({WithRetry(Runnable("a"), 1), Needs(Runnable("b"), {"a"})})},
+                 {{S::kFail, "a"}, {S::kRetryDue, "a"}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "a", "b"},
+                 {{"p", TS::kCompleted}}},
+        Scenario{"AFallbackInAGraphParallelStandsForItsTaskForWhatNeedsIt",
+                 {ParallelOf({Fallback(Runnable("a"), {Runnable("f")}, kGoOn),
+                              Needs(Runnable("b"), {"a"})})},
+                 {{S::kFail, "a"}, {S::kOk, "f"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "f", "b"},
+                 {{"p", TS::kCompleted}, {"b", TS::kCompleted}}},
+        Scenario{"AWhenOnAnEdgeInAParallelSeesTheEachsItem",
+                 {EachOf(ParallelOf({Runnable("a{{ item.index }}"),
+                                     When(Runnable("b{{ item.index }}"), "a{{ item.index }}",
+                                          "{{ item.index == 1 }}")}),
+                         "{{ sequence(0, 2) }}")},
+                 {{S::kOk, "a0"}, {S::kOk, "a1"}, {S::kOk, "b1"}},
+                 JobState::kCompleted,
+                 {"a0", "a1", "b1"},
+                 {{"e", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) {
+                   // Item 0's b: its edge's when is false (its name left as written).
+                   int skipped = 0;
+                   for (const auto& [id, row] : s.view.tasks) {
+                     skipped += row.task.name.starts_with("b") && row.state == TS::kSkipped;
+                   }
+                   EXPECT_EQ(skipped, 1);
+                 }},
+        Scenario{"ACancelOfAJobCancelsAGraphParallelsRunningTasks",
+                 {ParallelOf({Runnable("a"), Needs(Runnable("b"), {"a"}), Runnable("c")})},
+                 {{S::kOk, "a"}, {S::kStart, "b"}, {S::kCancel, ""}},
+                 JobState::kCancelled,
+                 {"a", "c", "b"},
+                 {{"b", TS::kCancelled}, {"c", TS::kCancelled}, {"p", TS::kCancelled}}},
+        Scenario{"AGraphParallelsTaskLostInACrashRunsAgainAndTheGraphGoesOn",
+                 {ParallelOf({Runnable("a"), Needs(Runnable("b"), {"a"})})},
+                 {{S::kStart, "a"}, {S::kCrash, ""}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "a", "b"},
+                 {{"p", TS::kCompleted}}},
+        Scenario{"APauseHoldsWhatAGraphParallelStartsNextUntilTheResume",
+                 {ParallelOf({Runnable("a"), Needs(Runnable("b"), {"a"})})},
+                 {{S::kStart, "a"},
+                  {S::kPause, ""},
+                  {S::kOk, "a"},
+                  {S::kIsPaused, ""},
+                  {S::kResume, ""},
+                  {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b"},
+                 {{"p", TS::kCompleted}}},
+        Scenario{"ARestartRunsAFailedGraphParallelAgainFromItsRoots",
+                 {ParallelOf({Runnable("a"), Needs(Runnable("b"), {"a"})})},
+                 {{S::kOk, "a"}, {S::kFail, "b"}, {S::kRestart, ""}, {S::kOk, "a"}, {S::kOk, "b"}},
+                 JobState::kCompleted,
+                 {"a", "b", "a", "b"},
+                 {{"p", TS::kCompleted}},
+                 "",
+                 nullptr,
+                 [](const Shell& s) { EXPECT_EQ(s.Row("p").steps, "cc"); }}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(FlowTest, FrontierActsOnAGraphParallelsChildThatEndedAndStartsWhatNowMayRun) {
+  JobRecord job = NewJobRecord(
+      JobOf({ParallelOf({Runnable("a"), Needs(Runnable("b"), {"a"})})}).job, "", "job1", kNow);
+  job.state = JobState::kRunning;
+  job.started_at = kNow;
+  TaskRecord p;
+  p.id = "tp";
+  p.job_id = "job1";
+  p.position = 1;
+  p.task = job.job.tasks[0];
+  p.state = TaskState::kRunning;
+  p.steps = "r.";
+  p.created_at = kNow;
+  TaskRecord a;
+  a.id = "ta";
+  a.job_id = "job1";
+  a.parent_id = "tp";
+  a.position = 1;
+  a.each_index = 0;
+  a.task = Runnable("a");
+  a.state = TaskState::kCompleted;  // its end was stored, not acted on
+  a.created_at = kNow;
+  std::vector<Effect> effects = Frontier(job, {p, a}, kNow, Policy{}, nullptr, kSeed);
+  auto tasks = All<UpdateTask>(effects);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].row.steps, "cr");
+  auto created = All<CreateTask>(effects);
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].row.task.name, "b");
+  EXPECT_EQ(created[0].row.parent_id, "tp");
+  EXPECT_EQ(created[0].row.each_index, 1);
+  EXPECT_EQ(Count<Start>(effects), 1);
+  // Applied again to what it wrote, it writes nothing (b, queued, is published again).
+  effects = Frontier(job, {tasks[0].row, a, created[0].row}, kNow, Policy{}, nullptr, kSeed);
+  EXPECT_EQ(Count<CreateTask>(effects) + Count<UpdateTask>(effects) + Count<UpdateJob>(effects), 0);
+}
+
 }  // namespace
 }  // namespace baton::flow

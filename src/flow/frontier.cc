@@ -101,6 +101,7 @@ void Decider::ReconcileComposite(const std::string& id, const std::vector<std::s
     return ReconcileSequence(*row, children);
   }
   if (kind != TaskKind::kParallel && kind != TaskKind::kEach) return;
+  if (!row->steps.empty()) return ReconcileGraph(id, children);
   std::map<int, const TaskRecord*> latest;
   for (const std::string& child_id : children) {
     const TaskRecord* child = T(child_id);

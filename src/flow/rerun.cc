@@ -91,7 +91,7 @@ void Decider::On(const Rerun& e) {
     }
     for (int i = start - 1; i < count; ++i) again[static_cast<std::size_t>(i)] = true;
   } else {
-    const TaskGraph& g = GraphFor(*job);
+    const TaskGraph& g = GraphFor(job->id);
     for (int i = 0; i < count; ++i) {
       const char s = job->steps[static_cast<std::size_t>(i)];
       const bool unfinished = s == step::kFailed || s == step::kCancelled || s == step::kSkipped ||

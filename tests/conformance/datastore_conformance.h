@@ -255,6 +255,7 @@ inline TaskRecord FullTaskRecord(const std::string& job_id) {
   r.each_index = 5;
   r.completions = 4;
   r.subjob_id = NewId();
+  r.steps = "c.rsfpx";
   return r;
 }
 
@@ -829,6 +830,7 @@ TEST_P(DatastoreConformanceTest, UpdateTaskModifiesAndPersists) {
   want.result = "42";
   want.node_id = "";
   want.completions = 9;
+  want.steps = "ccrss";
   want.task.parallel->tasks.pop_back();  // the definition may change too
   want.task.description = "changed";
   ASSERT_TRUE(IsOk(ds().UpdateTask(task.id, [&](TaskRecord& r) {

@@ -324,6 +324,18 @@ case_parallel() {
     "$(js "$body" "[t for t in j['execution'] if t['name'] == 'after'][0]['startedAt'] >= max(t['completedAt'] for t in $six)")" true
 }
 
+case_parallel_needs() {
+  run_example parallel-needs.yaml || return
+  expect "parallel-needs: state and error" "$(state) $(js "$body" 'j.get("error")')" \
+    "FAILED exit code 3
+lint found 2 problems"
+  expect "parallel-needs: rows" "$(rows)" \
+    "checks=FAILED fetch=COMPLETED lint=FAILED build=COMPLETED report=COMPLETED"
+  local row='lambda n: [t for t in j["execution"] if t["name"] == n][0]'
+  expect "parallel-needs: fetch and lint start together, build after fetch, report after both" \
+    "$(js "$body" "(lambda r: r('fetch')['startedAt'] < r('lint')['failedAt'] and r('lint')['startedAt'] < r('fetch')['completedAt'] and r('build')['startedAt'] >= r('fetch')['completedAt'] and r('report')['startedAt'] >= max(r('build')['completedAt'], r('lint')['failedAt']))($row)")" true
+}
+
 case_python_files() {
   run_example python-files.yaml || return
   expect "python-files: state" "$(state)" COMPLETED

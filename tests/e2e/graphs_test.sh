@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Graphs (`needs`, `mode: dag`, trigger rules) over the binary: a diamond whose middle
-# tasks overlap (markers with times), each trigger rule's run or skip after a failure, a
+# tasks overlap (markers with times), the same diamond inside a parallel beside a task
+# that fails (which cancels nothing there), each trigger rule's run or skip after a failure, a
 # restart that runs again only what failed or was skipped, a switch, a loop ended by its
 # condition and one by its max, retry.on (an exit code and a timeout), a fallback that recovers, a job's onFailure and finally
 # after a failure and finally after a cancel (the job RUNNING with its `ending` while it
@@ -43,6 +44,33 @@ tasks:
       B: "{{ tasks.b }}"
       C: "{{ tasks.c }}"
     run: date +%s.%N > $1/d.start; echo -n "\$B\$C" > \$BATON_OUTPUT
+YAML
+}
+
+# parallel_diamond_job MARKS: the diamond inside a parallel, beside "odd", which fails
+# at once: in a parallel with needs a failure cancels nothing, so the diamond ends.
+parallel_diamond_job() {
+  cat <<YAML
+name: parallel diamond
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - name: a
+          run: date +%s.%N > $1/a.end
+        - name: odd
+          run: echo odd one out; exit 2
+        - name: b
+          needs: [a]
+          run: date +%s.%N > $1/b.start; sleep 1; date +%s.%N > $1/b.end
+        - name: c
+          needs: [a]
+          run: date +%s.%N > $1/c.start; sleep 1; date +%s.%N > $1/c.end
+        - name: d
+          needs: [b, c]
+          run: date +%s.%N > $1/d.start
+  - name: after
+    run: touch $1/after
 YAML
 }
 
@@ -116,7 +144,7 @@ error_of() { js "$1" "[t.get('error', '') for t in j['execution'] if t['name'] =
 run_suite() {
   local mode=$1 marks id
   marks=$work_dir/marks-$mode
-  mkdir -p "$marks/diamond" "$marks/rules" "$marks/restart"
+  mkdir -p "$marks/diamond" "$marks/rules" "$marks/restart" "$marks/pdiamond"
 
   # ---- a diamond: b and c overlap, d after both
   diamond_job "$marks/diamond" >"$work_dir/diamond.yaml"
@@ -125,6 +153,24 @@ run_suite() {
   expect "$mode: the diamond completes" "$(js "$body" 'j["state"]')" COMPLETED
   expect "$mode: d read b's and c's results" "$(js "$body" 'j.get("result")')" BC
   python3 - "$marks/diamond" <<'PY' && pass "$mode: b and c overlapped, after a and before d" || fail "$mode: diamond timing"
+import sys
+m = sys.argv[1]
+t = {n: float(open(f"{m}/{n}").read()) for n in ["a.end", "b.start", "b.end", "c.start", "c.end", "d.start"]}
+assert t["a.end"] <= min(t["b.start"], t["c.start"]), t
+assert t["b.start"] < t["c.end"] and t["c.start"] < t["b.end"], t
+assert t["d.start"] >= max(t["b.end"], t["c.end"]), t
+PY
+
+  # ---- the same diamond inside a parallel, beside a task that fails
+  parallel_diamond_job "$marks/pdiamond" >"$work_dir/pdiamond.yaml"
+  id=$(submit "$work_dir/pdiamond.yaml")
+  wait_done "$id" 60
+  expect "$mode: a parallel with needs fails with its failed task's error, after the rest ended" \
+    "$(js "$body" '[j["state"], j.get("error")] + [[t["name"], t["state"]] for t in j["execution"] if t["name"] in ("group", "odd", "d")]')" \
+    '["FAILED", "exit code 2\nodd one out", ["group", "FAILED"], ["odd", "FAILED"], ["d", "COMPLETED"]]'
+  [[ ! -e $marks/pdiamond/after ]] && pass "$mode: the task after the failed parallel did not run" ||
+    fail "$mode: the task after the failed parallel ran"
+  python3 - "$marks/pdiamond" <<'PY' && pass "$mode: in the parallel, b and c overlapped, after a and before d" || fail "$mode: parallel diamond timing"
 import sys
 m = sys.argv[1]
 t = {n: float(open(f"{m}/{n}").read()) for n in ["a.end", "b.start", "b.end", "c.start", "c.end", "d.start"]}
@@ -275,6 +321,9 @@ expect_match "an unknown need is named" "$body" '6:13: tasks\[1\]\.needs\[0\]: n
 plan=$("$baton" validate --plan "$src/examples/dag.yaml")
 documented=$(sed -n '/^\$ baton validate --plan examples\/dag.yaml$/,/^```$/p' "$src/docs/job-format.md" | sed '1d;$d')
 expect "validate --plan prints the plan job-format.md shows" "$plan" "$documented"
+plan=$("$baton" validate --plan "$src/examples/parallel-needs.yaml")
+documented=$(sed -n '/^\$ baton validate --plan examples\/parallel-needs.yaml$/,/^```$/p' "$src/docs/job-format.md" | sed '1d;$d')
+expect "validate --plan prints a parallel's graph as job-format.md shows it" "$plan" "$documented"
 expect_match "--format dot draws the needs" "$("$baton" validate --plan --format dot "$src/examples/dag.yaml")" '"package" -> "cleanup" \[label="all_done"\];'
 expect "--json is the plan's JSON" "$("$baton" validate --json "$src/examples/dag.yaml" | js "$(cat)" 'j["stages"][1]')" '["test", "lint"]'
 

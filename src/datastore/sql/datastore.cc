@@ -51,7 +51,7 @@ EachRow OneRow(bool& seen, Read read) {
 // per row, each row's definition encoded.
 Result<std::vector<std::string>> TaskArrays(const std::vector<TaskRecord>& tasks,
                                             const crypto::Keyring* keys) {
-  std::vector<ArrayLiteral> cols(22);
+  std::vector<ArrayLiteral> cols(23);
   auto time = [](ArrayLiteral& a, const std::optional<TimePoint>& t) {
     if (t) {
       a.AddRaw(std::to_string(t->time_since_epoch().count()));
@@ -92,6 +92,7 @@ Result<std::vector<std::string>> TaskArrays(const std::vector<TaskRecord>& tasks
     cols[19].AddText(t.subjob_id);
     cols[20].AddText(datastore_util::ScopeText(t.scope));
     cols[21].AddText(ReasonText(t));
+    cols[22].AddText(t.steps);
   }
   std::vector<std::string> out;
   out.reserve(cols.size());

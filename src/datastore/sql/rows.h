@@ -172,6 +172,7 @@ void BindTask(Sink& p, const TaskRecord& task, std::string_view definition) {
   p.Text(task.subjob_id);
   p.Text(datastore_util::ScopeText(task.scope));
   p.Text(ReasonText(task));
+  p.Text(task.steps);
 }
 
 template <typename Sink>
@@ -380,6 +381,7 @@ Result<TaskRecord> TaskFromRow(const Row& s, DefinitionCaches* caches, const cry
   if (!scope.ok()) return Corrupt("tasks", task.id, "scope: " + scope.status().message());
   task.scope = std::move(*scope);
   BATON_RETURN_IF_ERROR(ReadReason(task, s.Text(21)));
+  task.steps = s.Text(22);
   return task;
 }
 

@@ -251,7 +251,12 @@ constexpr std::string_view kTaskReason = R"sql(
 ALTER TABLE tasks ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::array<Migration, 15> kMigrations = {{
+// A graph parallel's steps (core/graph.h): its children's states, written with its row.
+constexpr std::string_view kTaskSteps = R"sql(
+ALTER TABLE tasks ADD COLUMN steps TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::array<Migration, 16> kMigrations = {{
     {1, "initial schema: jobs, tasks, log_parts, nodes", kInitialSchema},
     {2, "tasks.scope: the loop variables of a row", kTaskScope},
     {3, "tasks_parent_state: a composite's children by state", kTasksParentState},
@@ -267,6 +272,7 @@ constexpr std::array<Migration, 15> kMigrations = {{
     {13, "jobs.steps: a graph's top-level tasks' states", kJobSteps},
     {14, "jobs.ending: the outcome of a job whose cleanup runs", kJobEnding},
     {15, "tasks.reason: why a failed row failed", kTaskReason},
+    {16, "tasks.steps: a graph parallel's children's states", kTaskSteps},
 }};
 
 // `text` with its hooks spelled in `dialect`.

@@ -9,7 +9,7 @@
 #define BATON_SQL_TASK_COLUMNS                                                           \
   "id, job_id, parent_id, position, state, created_at, scheduled_at, started_at, "       \
   "completed_at, failed_at, definition, error, result, node_id, progress, redelivered, " \
-  "each_size, each_index, completions, subjob_id, scope, reason"
+  "each_size, each_index, completions, subjob_id, scope, reason, steps"
 
 #define BATON_SQL_LOG_COLUMNS "id, task_id, job_id, number, contents, created_at"
 

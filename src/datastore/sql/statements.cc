@@ -94,25 +94,28 @@ Statements Build(Dialect d) {
 
   s.insert_task = st("insert_task", "INSERT INTO tasks (" BATON_SQL_TASK_COLUMNS
                                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-                                    "$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)");
+                                    "$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)");
   s.update_task = st("update_task",
                      "UPDATE tasks SET job_id = $2, parent_id = $3, position = $4, state = $5, "
                      "created_at = $6, scheduled_at = $7, started_at = $8, completed_at = $9, "
                      "failed_at = $10, definition = $11, error = $12, result = $13, node_id = $14, "
                      "progress = $15, redelivered = $16, each_size = $17, each_index = $18, "
-                     "completions = $19, subjob_id = $20, scope = $21, reason = $22 WHERE id = $1");
+                     "completions = $19, subjob_id = $20, scope = $21, reason = $22, steps = $23 "
+                     "WHERE id = $1");
   s.update_task_keep_keys =
       st("update_task_keep_keys",
          "UPDATE tasks SET state = $5, scheduled_at = $7, started_at = $8, completed_at = $9, "
          "failed_at = $10, definition = $11, error = $12, result = $13, node_id = $14, "
          "progress = $15, redelivered = $16, each_size = $17, each_index = $18, "
-         "completions = $19, subjob_id = $20, scope = $21, reason = $22 WHERE id = $1");
+         "completions = $19, subjob_id = $20, scope = $21, reason = $22, steps = $23 "
+         "WHERE id = $1");
   s.update_task_fields =
       st("update_task_fields",
          "UPDATE tasks SET scheduled_at = $7, started_at = $8, completed_at = $9, "
          "failed_at = $10, definition = $11, error = $12, result = $13, node_id = $14, "
          "progress = $15, redelivered = $16, each_size = $17, each_index = $18, "
-         "completions = $19, subjob_id = $20, scope = $21, reason = $22 WHERE id = $1");
+         "completions = $19, subjob_id = $20, scope = $21, reason = $22, steps = $23 "
+         "WHERE id = $1");
   s.select_task = st("select_task", "SELECT " BATON_SQL_TASK_COLUMNS " FROM tasks WHERE id = $1");
   s.select_task_for_update =
       st("select_task_for_update",
@@ -200,7 +203,7 @@ Statements Build(Dialect d) {
            ") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], "
            "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], "
            "$12::text[], $13::text[], $14::text[], $15::float8[], $16::int[], $17::int[], "
-           "$18::int[], $19::int[], $20::text[], $21::text[], $22::text[])");
+           "$18::int[], $19::int[], $20::text[], $21::text[], $22::text[], $23::text[])");
     // The rows locked, re-checked and cancelled; RETURNING gives the state each was in.
     s.cancel_tasks =
         st("cancel_tasks",

@@ -277,6 +277,7 @@ TEST(SqliteDatastoreTest, MigratingFillsInTheAccessOfScheduledJobsStoredBefore) 
     raw.Exec("ALTER TABLE jobs DROP COLUMN steps");
     raw.Exec("ALTER TABLE jobs DROP COLUMN ending");
     raw.Exec("ALTER TABLE tasks DROP COLUMN reason");
+    raw.Exec("ALTER TABLE tasks DROP COLUMN steps");
     raw.Exec("DELETE FROM schema_migrations WHERE version >= 11");
   }
   auto store = OpenStore(path);

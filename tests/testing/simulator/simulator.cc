@@ -92,7 +92,42 @@ class Generator {
     }
     SubJobGraphs(job.tasks);
     Cleanups(job.on_failure, job.finally, "{{ inputs.p }}");
+    ParallelGraphs(job.tasks);
+    ParallelGraphs(job.on_failure);
+    ParallelGraphs(job.finally);
     return job;
+  }
+
+  // Some parallels' tasks are graphs (drawn last: the rest of a job is as it was drawn
+  // before they were), wherever they are.
+  void ParallelGraphs(std::vector<Task>& tasks) {
+    for (Task& t : tasks) {
+      if (t.parallel) {
+        ParallelGraphs(t.parallel->tasks);
+        if (t.parallel->tasks.size() >= 2 && c_.Percent(40)) {
+          TaskOrder mode = TaskOrder::kDag;
+          MakeGraph(mode, t.parallel->tasks, /*dag=*/true);
+          // A parallel is a graph by its needs and rules alone.
+          if (!IsGraph(*t.parallel)) t.parallel->tasks.back().trigger_rule = TriggerRule::kAllDone;
+        }
+      }
+      if (t.each) {
+        std::vector<Task> one{*t.each->task};
+        ParallelGraphs(one);
+        *t.each->task = std::move(one[0]);
+      }
+      if (t.switch_) {
+        for (SwitchCase& c : t.switch_->cases) ParallelGraphs(c.tasks);
+        ParallelGraphs(t.switch_->default_tasks);
+      }
+      if (t.loop) ParallelGraphs(t.loop->tasks);
+      if (t.on_failure) ParallelGraphs(t.on_failure->tasks);
+      if (t.subjob) {
+        ParallelGraphs(t.subjob->tasks);
+        ParallelGraphs(t.subjob->on_failure);
+        ParallelGraphs(t.subjob->finally);
+      }
+    }
   }
 
   // A job's (or a sub-job's) onFailure and finally, on some of them (drawn last).
@@ -432,28 +467,49 @@ class Interpreter {
   // none is left); it runs when its rule holds over its needs' ends and is skipped when
   // the rule cannot hold any more. The job fails when a task of it failed.
   JobState RunGraph(const Job& job, int index, json& context) {
-    const std::size_t n = job.tasks.size();
+    jobs_[index].steps.resize(job.tasks.size());
+    const bool failed = DecideGraph(
+        job.tasks, job.mode, context, json::object(),
+        [&](std::size_t i) {
+          chain_.emplace_back(index, static_cast<int>(i));
+          Task t = job.tasks[i];
+          ApplyDefaults(job.defaults, t);
+          bool ok = RunTask(std::move(t), job.defaults, context, json::object(), false);
+          chain_.pop_back();
+          jobs_[index].steps[i].completes = ok;
+          return ok;
+        },
+        [&](std::size_t i) { jobs_[index].steps[i].skipped = true; });
+    return failed ? JobState::kFailed : JobState::kCompleted;
+  }
+
+  // The graph of `tasks` (a job's, `mode` its; a parallel's, kDag), its edges' conditions
+  // seeing `scope`: `run(i)` runs task i (true when it succeeded), `skip(i)` is told of
+  // one its rule skips. True when a task failed.
+  template <typename Run, typename Skip>
+  bool DecideGraph(const std::vector<Task>& tasks, TaskOrder mode, const json& context,
+                   const json& scope, Run run, Skip skip) {
+    const std::size_t n = tasks.size();
     std::map<std::string, std::size_t> by_name;
-    for (std::size_t i = 0; i < n; ++i) by_name.try_emplace(job.tasks[i].name, i);
+    for (std::size_t i = 0; i < n; ++i) by_name.try_emplace(tasks[i].name, i);
     // Each task's needs: those named, or in a sequence the task before it.
     std::vector<std::vector<std::size_t>> needs(n);
     std::vector<std::vector<std::string>> when(n);  // each edge's condition ("": none)
     for (std::size_t i = 0; i < n; ++i) {
-      for (const Need& need : job.tasks[i].needs) {
+      for (const Need& need : tasks[i].needs) {
         std::size_t j = by_name.at(need.task);
         if (std::find(needs[i].begin(), needs[i].end(), j) == needs[i].end()) {
           needs[i].push_back(j);
           when[i].push_back(need.when);
         }
       }
-      if (job.tasks[i].needs.empty() && job.mode == TaskOrder::kSequence && i > 0) {
+      if (tasks[i].needs.empty() && mode == TaskOrder::kSequence && i > 0) {
         needs[i].push_back(i - 1);
         when[i].emplace_back();
       }
     }
     enum class End { kNone, kSucceeded, kFailed, kSkipped };
     std::vector<End> ends(n, End::kNone);
-    jobs_[index].steps.resize(n);
     bool any_failed = false;
     for (bool progress = true; progress;) {
       progress = false;
@@ -470,7 +526,7 @@ class Interpreter {
         for (std::size_t k = 0; k < needs[i].size(); ++k) {
           End end = ends[needs[i][k]];
           if (end == End::kSucceeded && !when[i][k].empty()) {
-            auto taken = EvaluateCondition(when[i][k], expr::Vars(context, json::object()));
+            auto taken = EvaluateCondition(when[i][k], expr::Vars(context, scope));
             if (!taken.ok()) broken = true;
             if (taken.ok() && !*taken) end = End::kSkipped;
           }
@@ -485,7 +541,7 @@ class Interpreter {
         }
         const int all = static_cast<int>(needs[i].size());
         bool runs = true;
-        switch (job.tasks[i].trigger_rule.value_or(TriggerRule::kAllSuccess)) {
+        switch (tasks[i].trigger_rule.value_or(TriggerRule::kAllSuccess)) {
           case TriggerRule::kAllSuccess:
             runs = succeeded == all;
             break;
@@ -509,23 +565,17 @@ class Interpreter {
             break;
         }
         progress = true;
-        Step& step = jobs_[index].steps[i];
         if (!runs) {
           ends[i] = End::kSkipped;
-          step.skipped = true;
+          skip(i);
           continue;
         }
-        chain_.emplace_back(index, static_cast<int>(i));
-        Task t = job.tasks[i];
-        ApplyDefaults(job.defaults, t);
-        bool ok = RunTask(std::move(t), job.defaults, context, json::object(), false);
-        chain_.pop_back();
-        step.completes = ok;
+        bool ok = run(i);
         ends[i] = ok ? End::kSucceeded : End::kFailed;
         any_failed = any_failed || !ok;
       }
     }
-    return any_failed ? JobState::kFailed : JobState::kCompleted;
+    return any_failed;
   }
 
   JobState RunSequence(const Job& job, int index, json& context) {
@@ -588,6 +638,20 @@ class Interpreter {
       }
       case TaskKind::kParallel: {
         bool ok = true;
+        if (IsGraph(*t.parallel)) {
+          // Its tasks by their needs and rules; a failure stops only what needs it.
+          const std::vector<Task>& tasks = t.parallel->tasks;
+          ok = !DecideGraph(
+              tasks, TaskOrder::kDag, context, scope,
+              [&](std::size_t i) {
+                Task c = tasks[i];
+                ApplyDefaults(defaults, c);
+                return RunTask(std::move(c), defaults, context, scope, false);
+              },
+              [](std::size_t) {});
+          if (ok) result = "";
+          break;
+        }
         for (const Task& child : t.parallel->tasks) {
           Task c = child;
           ApplyDefaults(defaults, c);
@@ -1038,16 +1102,29 @@ class Sim {
     return fmt::format("{:012x}{:020x}", 1'700'000'000'000LL + clock_, ++seeds_);
   }
   // What restarts the job after its cancel: Tork's restart, or (beyond it) a rerun of its
-  // failed tasks, or of all of them (one seed in three each; not drawn from the choices).
-  // A rerun is asked for once: delivered again (a crash, a duplicate), it reruns the run it
-  // was asked for only.
+  // failed tasks, from its failed tasks, of all of them, or of all from one of its tasks
+  // (one seed in five each; not drawn from the choices). A rerun is asked for once:
+  // delivered again (a crash, a duplicate), it reruns the run it was asked for only.
   Event RestartEvent() const {
-    const std::optional<TimePoint> run = store_.jobs.at(top_).started_at;
-    switch (seed_ % 3) {
+    const JobRecord& job = store_.jobs.at(top_);
+    const std::optional<TimePoint> run = job.started_at;
+    Rerun rerun{.job_id = top_, .once = true, .of_run = run};
+    switch (seed_ % 5) {
       case 1:
-        return Rerun{.job_id = top_, .mode = RerunMode::kFailedOnly, .once = true, .of_run = run};
+        rerun.mode = RerunMode::kFailedOnly;
+        return rerun;
       case 2:
-        return Rerun{.job_id = top_, .mode = RerunMode::kAll, .once = true, .of_run = run};
+        rerun.mode = RerunMode::kAll;
+        return rerun;
+      case 3:
+        rerun.mode = RerunMode::kFromFailed;
+        return rerun;
+      case 4: {
+        const std::vector<Task>& tasks = store_.definitions.at(top_)->tasks;
+        rerun.mode = RerunMode::kAll;
+        rerun.from = tasks[(seed_ / 5) % tasks.size()].name;
+        return rerun;
+      }
       default:
         return Restart{top_};
     }

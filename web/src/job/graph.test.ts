@@ -163,6 +163,23 @@ describe("buildGraph", () => {
     expect(y["4"]).toBeGreaterThan(y["3"]);
   });
 
+  it("draws a parallel's needs as edges between its tasks, labelled with rules and conditions", () => {
+    const job = {
+      tasks: [{ name: "p", parallel: { tasks: [
+        { name: "fetch", run: "x" }, { name: "lint", run: "x" },
+        { name: "build", run: "x", needs: [{ task: "fetch", when: "{{ inputs.on }}" }] },
+        { name: "report", run: "x", needs: ["build", "lint"], triggerRule: "all_done" }] } }],
+      execution: [],
+    };
+    const g = buildGraph(job);
+    expect(edges(g)).toEqual(["1->1/p0", "1->1/p1", "1/p0->1/p2", "1/p2->1/p3", "1/p1->1/p3", "1/p3->1/join"]);
+    expect(g.edges.map((e) => e.label ?? "")).toEqual(["", "", "when {{ inputs.on }}", "all_done", "all_done", ""]);
+    const y = Object.fromEntries(layoutGraph(g).nodes.map((n) => [n.id, n.y]));
+    expect(y["1/p2"]).toBeGreaterThan(y["1/p0"]);
+    expect(y["1/p3"]).toBeGreaterThan(y["1/p2"]);
+    expect(y["1/p3"]).toBeGreaterThan(y["1/p1"]);
+  });
+
   it("keeps a Tork sequence's order without asking for a plan", () => {
     expect(isGraphJob(realJob("conditions"))).toBe(false);
     expect(isGraphJob({ tasks: [{ name: "a" }, { name: "b", triggerRule: "all_done" }] })).toBe(true);

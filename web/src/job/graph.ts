@@ -77,9 +77,16 @@ function slotsOf(rows: TaskRow[]): TaskRow[][] {
 }
 
 // Whether a job's top-level tasks form a graph (`mode: dag`, or a task with `needs` or a
-// `triggerRule`): their edges are then the plan's, not the order of the list.
+// `triggerRule`): their edges are then the plan's, not the order of the list. (A
+// parallel's tasks with needs are a graph too: their edges are read from them.)
 export function isGraphJob(job: JobLike): boolean {
   return job.mode === "dag" || (job.tasks ?? []).some((t) => t.needs !== undefined || t.triggerRule !== undefined);
+}
+
+// A task's needs as written: a name, or {task, when}.
+function needsOf(d: TaskDef): { task: string; when?: string }[] {
+  const needs = (d.needs ?? []) as (string | { task: string; when?: string })[];
+  return needs.map((n) => (typeof n === "string" ? { task: n } : n));
 }
 
 export function attemptNumber(row: TaskRow): number {
@@ -221,10 +228,29 @@ function addTask(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
                    x: 0, y: 0, ...SIZES.join });
     const groups = slotsOf(childRows());
     const matched = matchByName(defs, groups);
-    defs.forEach((cd, i) => {
-      const sub = addSlot(b, `${id}/p${i}`, cd, matched[i] ?? []);
-      b.edges.push({ from: id, to: sub.entry }, { from: sub.exit, to: join });
-    });
+    const subs = defs.map((cd, i) => addSlot(b, `${id}/p${i}`, cd, matched[i] ?? []));
+    if (!isGraphJob({ tasks: defs })) {
+      subs.forEach((sub) => b.edges.push({ from: id, to: sub.entry }, { from: sub.exit, to: join }));
+    } else {
+      // Its tasks by their needs (a task that needs nothing starts at once); those that
+      // nothing needs lead to the join.
+      const index = new Map<string, number>();
+      defs.forEach((cd, i) => { if (cd.name !== undefined && !index.has(cd.name)) index.set(cd.name, i); });
+      const needed = new Set<number>();
+      defs.forEach((cd, i) => {
+        const needs = needsOf(cd).filter((n) => index.has(n.task));
+        if (!needs.length) b.edges.push({ from: id, to: subs[i].entry });
+        for (const n of needs) {
+          const j = index.get(n.task)!;
+          needed.add(j);
+          const parts = [cd.triggerRule && cd.triggerRule !== "all_success" ? String(cd.triggerRule) : "",
+                         n.when ? `when ${n.when}` : ""];
+          const label = parts.filter(Boolean).join(", ");
+          b.edges.push({ from: subs[j].exit, to: subs[i].entry, ...(label ? { label } : {}) });
+        }
+      });
+      subs.forEach((sub, i) => { if (!needed.has(i)) b.edges.push({ from: sub.exit, to: join }); });
+    }
     if (!defs.length) b.edges.push({ from: id, to: join });
     return { entry: id, exit: join };
   }
