@@ -122,6 +122,9 @@ class CountingDatastore final : public Datastore {
   Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) override {
     return inner_.DroppedTasks(since, limit);
   }
+  Result<std::vector<std::string>> WithdrawnTasks(int limit) override {
+    return inner_.WithdrawnTasks(limit);
+  }
   Status UpdateJobState(std::string_view id,
                         const std::function<Status(JobRecord&)>& modify) override {
     return Count([&] { return inner_.UpdateJobState(id, modify); });

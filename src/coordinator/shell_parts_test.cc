@@ -121,6 +121,46 @@ TEST_F(WorkerSignalsTest, AWorkerHeardOfLateIsToldOfMissedDropsOnce) {
   EXPECT_TRUE(ToldTo("later").empty());
 }
 
+TEST_F(WorkerSignalsTest, AWorkerHeardOfIsToldOfThePausedJobsQueuedTasksBeforeItTakesOne) {
+  JobRecord job;
+  job.id = NewId();
+  job.job.name = "paused";
+  job.state = JobState::kPaused;
+  job.created_at = clock_.Now();
+  ASSERT_TRUE(datastore_->CreateJob(job).ok());
+  TaskRecord queued;
+  queued.id = NewId();
+  queued.job_id = job.id;
+  queued.position = 1;
+  queued.state = TaskState::kScheduled;
+  queued.created_at = clock_.Now();
+  ASSERT_TRUE(datastore_->CreateTask(queued).ok());
+  WorkerSignals signals(broker_, *datastore_, clock_, seconds(30));
+  std::vector<CancelTask> told;
+  auto sub = broker_.Subscribe(CancelQueueFor("new"), 16, [&](std::unique_ptr<Delivery> d) {
+    auto m = DecodeCancelTask(d->body());
+    MutexLock lock(mu_);
+    if (m.ok()) told.push_back(*m);
+    (void)d->Ack();
+  });
+  ASSERT_TRUE(sub.ok());
+  signals.WorkerHeard("new");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        MutexLock lock(mu_);
+        return told.size() == 2;
+      },
+      seconds(5)));
+  (*sub)->Close();
+  MutexLock lock(mu_);
+  // The withdrawal first (the worker never starts it), then the complete drops.
+  EXPECT_EQ(told[0].task_ids, std::vector<std::string>{queued.id});
+  EXPECT_TRUE(told[0].withdraw);
+  EXPECT_FALSE(told[0].complete);
+  EXPECT_TRUE(told[1].task_ids.empty());
+  EXPECT_TRUE(told[1].complete);
+}
+
 TEST(JobCacheTest, AScopeWrittenKeepsItsContextOnlyOncePublished) {
   JobCache::Scope scope;
   scope["j"] = JobCache::Context{3, std::make_shared<const nlohmann::json>(1), 1};

@@ -117,6 +117,17 @@ void WorkerSignals::WorkerHeard(const std::string& node_id) {
     log::Warn("a worker is told only of the latest cancelled tasks",
               {{"node", node_id}, {"tasks", std::to_string(drops->size())}});
   }
+  // And of the tasks of paused jobs, queued still (withdrawn while it was not heard of):
+  // before the drops' last message, after which a starting worker takes tasks.
+  auto withdrawn = datastore_.WithdrawnTasks(static_cast<int>(kMaxKeptDrops));
+  if (!withdrawn.ok()) {
+    log::Error("reading the paused jobs' queued tasks to tell a worker failed",
+               {{"node", node_id}, {"error", withdrawn.status().message()}});
+    MutexLock lock(mu_);
+    heard_.erase(node_id);
+    return;
+  }
+  TellNode(node_id, *withdrawn, /*complete=*/false, /*withdraw=*/true);
   TellNode(node_id, *drops, /*complete=*/true);
 }
 

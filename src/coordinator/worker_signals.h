@@ -39,8 +39,10 @@ class WorkerSignals {
   void TellMissedDrops(const std::string& node_id) BATON_EXCLUDES(mu_);
   // A worker's heartbeat was stored: TellMissedDrops, and, the first time this
   // coordinator hears of it, every drop the datastore holds from the last kDropWindow
-  // (what any coordinator decided, before a restart too), the last message marked
-  // `complete` (a starting worker awaits it before it takes a task).
+  // (what any coordinator decided, before a restart too), and before them the tasks of
+  // paused jobs still queued (withdrawn: a worker started during a pause must not start
+  // them), the last message marked `complete` (a starting worker awaits it before it
+  // takes a task).
   void WorkerHeard(const std::string& node_id) BATON_EXCLUDES(mu_);
 
   // How far back a starting worker is told of drops: how long a cancelled task's message

@@ -326,6 +326,10 @@ class Datastore {
   // started, so a worker may still find their messages in a queue and must not run them.
   // Newest first, at most `limit`.
   virtual Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) = 0;
+  // The withdrawn: ids of the rows of PAUSED jobs that never started (PENDING or
+  // SCHEDULED), so a worker may find their messages in a queue and must not start them
+  // (the resume runs each as a new attempt). At most `limit`.
+  virtual Result<std::vector<std::string>> WithdrawnTasks(int limit) = 0;
   // The rows of `ids` still PENDING or CREATED become SCHEDULED at `at`, in one write;
   // the rest (started, finished, unknown ids) are left as they are. For a batch whose
   // messages a durable broker has just confirmed.

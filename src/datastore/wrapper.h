@@ -71,6 +71,9 @@ class DatastoreWrapper : public Datastore {
   Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) override {
     return base_->DroppedTasks(since, limit);
   }
+  Result<std::vector<std::string>> WithdrawnTasks(int limit) override {
+    return base_->WithdrawnTasks(limit);
+  }
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
     return base_->MarkScheduled(ids, at);
   }

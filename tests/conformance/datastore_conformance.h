@@ -1063,6 +1063,47 @@ TEST_P(DatastoreConformanceTest, TasksInStateAreOldestFirstAcrossJobs) {
   EXPECT_TRUE(ds().TasksInState({})->empty());
 }
 
+// The withdrawn: the rows of paused jobs that never started.
+TEST_P(DatastoreConformanceTest, WithdrawnTasksAreThePausedJobsRowsThatNeverStarted) {
+  JobRecord paused = NewJob(SimpleJob("paused"), At(0));
+  paused.state = JobState::kPaused;
+  JobRecord running = NewJob(SimpleJob("running"), At(0));
+  running.state = JobState::kRunning;
+  ASSERT_TRUE(IsOk(ds().CreateJob(paused)));
+  ASSERT_TRUE(IsOk(ds().CreateJob(running)));
+  TaskRecord queued = NewTask(paused.id, 1, At(1), TaskState::kScheduled);
+  TaskRecord held = NewTask(paused.id, 2, At(1), TaskState::kPending);
+  TaskRecord started = NewTask(paused.id, 3, At(1), TaskState::kRunning);
+  started.started_at = At(2);
+  TaskRecord done = NewTask(paused.id, 4, At(1), TaskState::kCompleted);
+  TaskRecord other = NewTask(running.id, 1, At(1), TaskState::kScheduled);
+  ASSERT_TRUE(IsOk(ds().CreateTasks({queued, held, started, done, other})));
+  Reopen();
+  auto withdrawn = ds().WithdrawnTasks(1000);
+  ASSERT_TRUE(withdrawn.ok()) << withdrawn.status().ToString();
+  std::vector<std::string> mine;
+  for (const std::string& id : *withdrawn) {
+    if (id == queued.id || id == held.id || id == started.id || id == done.id || id == other.id) {
+      mine.push_back(id);
+    }
+  }
+  std::sort(mine.begin(), mine.end());
+  std::vector<std::string> want = {queued.id, held.id};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(mine, want);
+  EXPECT_TRUE(ds().WithdrawnTasks(0)->empty());
+  ASSERT_TRUE(IsOk(ds().UpdateJobState(paused.id, [](JobRecord& j) {
+    j.state = JobState::kRunning;
+    return Ok();
+  })));
+  auto resumed = ds().WithdrawnTasks(1000);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  for (const std::string& id : *resumed) {
+    EXPECT_NE(id, queued.id);
+    EXPECT_NE(id, held.id);
+  }
+}
+
 // The drops: rows cancelled since a time that never started, newest cancel first.
 TEST_P(DatastoreConformanceTest, DroppedTasksAreTheCancelledRowsThatNeverStartedNewestFirst) {
   // Later than anything else in a shared database, this test's earlier runs in this

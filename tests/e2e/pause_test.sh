@@ -95,6 +95,44 @@ run_pause() {
   later "$resumed" "$at_pause" || fail "$mode: the clock"
 }
 
+# late_worker: tasks queued on a queue no worker reads are withdrawn by a pause; a worker
+# started then (a new process, told of them from the store before it takes a task) does
+# not start them; after the resume it runs each once.
+late_worker() {
+  local marks id late_pid
+  marks=$(mktemp -d "$work_dir/late.XXXXXX")
+  cat >"$marks.yaml" <<YAML
+name: queued for a late worker
+tasks:
+  - name: group
+    parallel:
+      tasks:
+        - {name: l1, queue: late, run: "echo start >> $marks/l1"}
+        - {name: l2, queue: late, run: "echo start >> $marks/l2"}
+YAML
+  id=$(submit "$marks.yaml") || { fail "distributed: the late job not accepted"; return; }
+  local deadline=$((SECONDS + 30))
+  until http GET "/jobs/$id" && [[ $(js "$body" 'sorted(t["state"] for t in j["execution"] if t["name"] in ("l1", "l2"))') == '["SCHEDULED", "SCHEDULED"]' ]] ||
+    ((SECONDS > deadline)); do sleep 0.1; done
+  http PUT "/jobs/$id/pause"
+  expect "distributed: the job queued for no worker is paused" "$status" 200
+  "$baton" run worker --queue late:2 --data-dir "$work_dir/late" >"$work_dir/late-worker.log" 2>&1 &
+  late_pid=$!
+  # Heard of, told, then taking tasks: its heartbeat is stored.
+  deadline=$((SECONDS + 30))
+  until http GET /nodes && [[ $(js "$body" 'len([n for n in j if "late" in n.get("queue", "")])') != 0 ]] ||
+    ((SECONDS > deadline)); do sleep 0.2; done
+  sleep 3
+  expect "distributed: a worker started during the pause did not start the withdrawn tasks" \
+    "$(cat "$marks"/l* 2>/dev/null | wc -l)" 0
+  http PUT "/jobs/$id/resume"
+  wait_done "$id" 60 || { fail "distributed: the late job did not end after the resume"; stop_pids "$late_pid"; return; }
+  expect "distributed: after the resume the late worker ran each task once" \
+    "$(js "$body" 'j["state"]') $(cat "$marks"/l1 "$marks"/l2 2>/dev/null | wc -l)" "COMPLETED 2"
+  stop_pids "$late_pid"
+  wait "$late_pid" 2>/dev/null
+}
+
 refusals() {
   local mode=$1 id
   printf 'name: quick\ntasks:\n  - name: a\n    run: "true"\n' >"$work_dir/quick.yaml"
@@ -294,6 +332,7 @@ kill_coordinator() {
   start_coordinator c "$port"
 }
 run_pause distributed kill_coordinator
+late_worker
 refusals distributed
 subjob_point distributed
 reruns distributed

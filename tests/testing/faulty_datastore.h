@@ -215,6 +215,10 @@ class FaultyDatastore : public DatastoreWrapper {
     BATON_RETURN_IF_ERROR(Enter({"DroppedTasks", "", ""}));
     return DatastoreWrapper::DroppedTasks(since, limit);
   }
+  Result<std::vector<std::string>> WithdrawnTasks(int limit) override {
+    BATON_RETURN_IF_ERROR(Enter({"WithdrawnTasks", "", ""}));
+    return DatastoreWrapper::WithdrawnTasks(limit);
+  }
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) override {
     BATON_RETURN_IF_ERROR(Enter({"MarkScheduled", "", ""}));
     return DatastoreWrapper::MarkScheduled(ids, at);

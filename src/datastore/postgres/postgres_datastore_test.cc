@@ -185,6 +185,7 @@ class NoDatastore final : public Datastore {
     return Fail();
   }
   Result<std::vector<std::string>> DroppedTasks(TimePoint, int) override { return Fail(); }
+  Result<std::vector<std::string>> WithdrawnTasks(int) override { return Fail(); }
 
   Status UpdateJobState(std::string_view, const std::function<Status(JobRecord&)>&) override {
     return Fail();

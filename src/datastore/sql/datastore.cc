@@ -500,6 +500,13 @@ Result<std::vector<std::string>> SqlDatastore::DroppedTasks(TimePoint since, int
       [](const RowView& row) -> Result<std::string> { return std::string(row.Text(0)); });
 }
 
+Result<std::vector<std::string>> SqlDatastore::WithdrawnTasks(int limit) {
+  if (limit <= 0) return std::vector<std::string>();
+  return ReadRows<std::string>(
+      st_.withdrawn_tasks, [&](ParamSink& p) { p.Int(limit); },
+      [](const RowView& row) -> Result<std::string> { return std::string(row.Text(0)); });
+}
+
 Status SqlDatastore::MarkScheduled(const std::vector<std::string>& ids, TimePoint at) {
   return NoThrow([&]() -> Status {
     if (ids.empty()) return Status::Ok();

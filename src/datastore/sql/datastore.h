@@ -71,6 +71,7 @@ class SqlDatastore : public Datastore {
   Result<std::vector<TaskRecord>> ChildTasks(std::string_view parent_id) final;
   Result<std::vector<TaskRecord>> TasksInState(const std::vector<TaskState>& states) final;
   Result<std::vector<std::string>> DroppedTasks(TimePoint since, int limit) final;
+  Result<std::vector<std::string>> WithdrawnTasks(int limit) final;
   Status MarkScheduled(const std::vector<std::string>& ids, TimePoint at) final;
   Result<std::vector<CancelledTask>> CancelTasks(std::string_view job_id, std::string_view under,
                                                  TimePoint at) final;

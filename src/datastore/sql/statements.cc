@@ -140,6 +140,10 @@ Statements Build(Dialect d) {
   s.dropped_tasks = st("dropped_tasks",
                        "SELECT id FROM tasks WHERE state = 'CANCELLED' AND started_at IS NULL AND "
                        "completed_at >= $1 ORDER BY completed_at DESC, id DESC LIMIT $2");
+  s.withdrawn_tasks = st("withdrawn_tasks",
+                         "SELECT t.id FROM jobs j JOIN tasks t ON t.job_id = j.id WHERE "
+                         "j.state = 'PAUSED' AND t.state IN ('PENDING', 'SCHEDULED') AND "
+                         "t.started_at IS NULL ORDER BY t.id LIMIT $1");
   s.mark_scheduled = st("mark_scheduled", "UPDATE tasks SET state = $2, scheduled_at = $3 WHERE " +
                                               InList(d, "id", 1) + " AND " + InList(d, "state", 4));
   // The states a cancel changes; both backends' CancelTasks cancel the same ones.

@@ -71,9 +71,10 @@ struct Statements {
   // ($1: the parent, $2: a list of states), through the tasks_parent_state index.
   Statement next_created_children;
   Statement count_children;
-  Statement tasks_in_state;  // $1: a list of states
-  Statement dropped_tasks;   // $1: since, $2: limit
-  Statement mark_scheduled;  // $1: a list of ids; $4: a list of states
+  Statement tasks_in_state;   // $1: a list of states
+  Statement dropped_tasks;    // $1: since, $2: limit
+  Statement withdrawn_tasks;  // $1: limit
+  Statement mark_scheduled;   // $1: a list of ids; $4: a list of states
   // Transaction::CancelTasks: the active rows of job $1 (all, or with $2 those below
   // row $2), locked, with what cancelling them needs; then their update ($1: a list of
   // ids, re-checked as active, CANCELLED at $2).
