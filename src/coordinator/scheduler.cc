@@ -30,11 +30,16 @@ Scheduler::Scheduler(Datastore& datastore, Broker& broker, Clock& clock, Timers&
     : datastore_(datastore),
       clock_(clock),
       options_(std::move(options)),
-      executors_(executors),
       sinks_(SinksOf(options_)),
       locks_(datastore, options_.job_locker, options_.lock_timeout),
       reader_(cache_),
       signals_(broker, datastore, clock, options_.node_lease),
+      after_(
+          executors, deadlines_, signals_, clock, options_.durable_broker, options_.republish_delay,
+          {.reported = [this](const auto& events) { return DecideReport(events); },
+           .job = [this](const auto& job_id, const auto& event) { return Handle(job_id, event); },
+           .task = [this](const auto& task_id, const auto& job_id,
+                          const auto& event) { return HandleTask(task_id, job_id, event); }}),
       deadlines_(timers) {
   if (options_.start_in_background) {
     starter_ = std::make_unique<Starter>([this](const std::string& id) { StartCreated(id); });
@@ -156,73 +161,13 @@ Scheduler::Decided Scheduler::DecideLocked(const FirstEffects& first) {
   outbox.Committed(decided.finished);
   // An ended job's definition is read again if it is restarted.
   cache_.Forget(decided.finished);
-  decided.status = RunAfterCommit(std::move(after));
+  decided.status = after_.Run(std::move(after));
   return decided;
 }
 
 // ---------------------------------------------------------------------------- start
 
-Status Scheduler::RunAfterCommit(std::vector<flow::Effect>&& after) {
-  Status result;
-  std::vector<TaskRecord> starts;
-  std::vector<std::string> drops;
-  std::vector<std::string> withdrawn;
-  std::map<std::string, std::vector<std::string>> kills;
-  for (flow::Effect& effect : after) {
-    std::visit(
-        [&](auto& e) {
-          using E = std::decay_t<decltype(e)>;
-          if constexpr (std::is_same_v<E, flow::Start>) {
-            starts.push_back(std::move(e.row));
-          } else if constexpr (std::is_same_v<E, flow::StartAt>) {
-            RetryLater(e.task_id, "", e.at);
-          } else if constexpr (std::is_same_v<E, flow::Kill>) {
-            kills[e.node_id].push_back(e.task_id);
-          } else if constexpr (std::is_same_v<E, flow::Drop>) {
-            drops.push_back(e.task_id);
-          } else if constexpr (std::is_same_v<E, flow::Withdraw>) {
-            withdrawn.push_back(e.task_id);
-          } else if constexpr (std::is_same_v<E, flow::ArmJobTimeout>) {
-            ArmJobTimeout(e.job_id, e.timeout, e.at);
-          } else if constexpr (std::is_same_v<E, flow::DisarmJobTimeout>) {
-            deadlines_.DisarmJobTimeout(e.job_id);
-          } else if constexpr (std::is_same_v<E, flow::Refused>) {
-            if (result.ok()) result = FailedPrecondition(e.reason);
-          }
-          // Row effects and follow-ups were taken in the scope; JobFinished is told by the
-          // caller once the tree's lock is released.
-        },
-        effect);
-  }
-  StartRows(std::move(starts));
-  signals_.Tell(drops, kills);
-  signals_.Withdraw(withdrawn);
-  return result;
-}
-
-void Scheduler::StartRows(std::vector<TaskRecord> rows) {
-  // One batch per executor: a parallel's children go out with one wait for confirms.
-  std::map<TaskKind, std::vector<TaskRecord>> by_kind;
-  for (TaskRecord& row : rows) by_kind[KindOf(row.task)].push_back(std::move(row));
-  for (auto& [kind, batch] : by_kind) {
-    Executor* executor = executors_.For(kind);
-    if (executor == nullptr) {
-      // flow starts leaf rows only; a composite here would "run" as an empty script.
-      for (const TaskRecord& row : batch) {
-        log::Error("a composite row was to be started; it is not",
-                   {{"task_id", row.id}, {"kind", std::string(ToString(kind))}});
-      }
-      continue;
-    }
-    Reported(executor->Start(std::move(batch)));
-  }
-}
-
-void Scheduler::Reported(StartReport report) {
-  // Decided as events, in one scope, under the tree's lock still held: a row marked
-  // SCHEDULED or set back to PENDING sends its hook and change like any other move.
-  const std::vector<flow::Event> events = FromExecutor(report, options_.durable_broker);
-  if (events.empty()) return;
+Status Scheduler::DecideReport(const std::vector<flow::Event>& events) {
   Decided decided = DecideLocked(
       [&](Transaction& tx, JobCache::Scope& contexts) -> Result<std::vector<flow::Effect>> {
         std::vector<flow::Effect> all;
@@ -233,35 +178,7 @@ void Scheduler::Reported(StartReport report) {
         }
         return all;
       });
-  if (decided.status.ok()) return;
-  // Published rows left PENDING are published again by reconciling (a duplicate runs
-  // once); refused ones are tried again all the same.
-  log::Error("recording what an executor reported failed", {{"error", decided.status.message()}});
-  for (const StartReport::Refusal& r : report.refused) {
-    RetryLater(r.task_id, r.job_id, clock_.Now() + options_.republish_delay);
-  }
-}
-
-void Scheduler::RetryLater(const std::string& task_id, const std::string& job_id, TimePoint at) {
-  deadlines_.At(at, [this, task_id, job_id] {
-    Status s = HandleTask(task_id, job_id, flow::RetryDue{task_id});
-    if (!s.ok() && s.code() != StatusCode::kNotFound) {
-      log::Error("starting a task again failed", {{"task_id", task_id}, {"error", s.message()}});
-    }
-  });
-}
-
-void Scheduler::ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint at) {
-  deadlines_.ArmJobTimeout(job_id, at, [this, job_id, timeout] {
-    Status s = Handle(job_id, flow::JobTimedOut{job_id, timeout});
-    if (MayPass(s)) {
-      log::Warn("a job timed out but its lock cannot be taken; trying again in a second",
-                {{"job_id", job_id}, {"error", s.message()}});
-      ArmJobTimeout(job_id, timeout, clock_.Now() + std::chrono::seconds(1));
-    } else if (!s.ok() && s.code() != StatusCode::kNotFound) {
-      log::Error("failing a timed-out job failed", {{"job_id", job_id}, {"error", s.message()}});
-    }
-  });
+  return decided.status;
 }
 
 void Scheduler::Notify(const std::vector<JobRecord>& finished) {

@@ -7,9 +7,10 @@
 //   decide  flow::Decide, then the follow-ups against the rows as they now are;
 //   write   every row effect, and flow's notices through the Outbox (webhook deliveries in
 //           the same scope; live-event changes and metrics once committed);
-//   start   after the commit: rows through the executor of their kind (injected:
-//           Executors), timers through Deadlines, cancelled tasks through WorkerSignals,
-//           and, once the tree's lock is released, the listener told of finished jobs.
+//   start   after the commit (AfterCommit): rows through the executor of their kind
+//           (injected: Executors), timers through Deadlines, cancelled tasks through
+//           WorkerSignals; once the tree's lock is released, the listener told of finished
+//           jobs.
 // What an executor reports (published, refused) is decided as events like any other.
 // Reconciling is flow::Frontier per active job; lease expiry is the LeaseExpired event.
 //
@@ -30,6 +31,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "broker/broker.h"
+#include "coordinator/after_commit.h"
 #include "coordinator/deadlines.h"
 #include "coordinator/events.h"
 #include "coordinator/executors/executor.h"
@@ -155,14 +157,10 @@ class Scheduler {
   Decided DecideLocked(const FirstEffects& first);
   Result<std::vector<flow::Effect>> Decide(Transaction& tx, JobCache::Scope& contexts,
                                            const flow::Event& event);
-  // The after-commit effects of one decision, in their order.
-  Status RunAfterCommit(std::vector<flow::Effect>&& after);
-  void StartRows(std::vector<TaskRecord> rows);
-  // What an executor reported, decided (still under the tree's lock).
-  void Reported(StartReport report);
+  // What an executor reported (AfterCommit::Decisions::reported): its events decided as one
+  // decision (the caller holds the tree's lock).
+  Status DecideReport(const std::vector<flow::Event>& events);
   void Notify(const std::vector<JobRecord>& finished) BATON_EXCLUDES(listener_mu_);
-  void ArmJobTimeout(const std::string& job_id, Duration timeout, TimePoint at);
-  void RetryLater(const std::string& task_id, const std::string& job_id, TimePoint at);
   // Stores the jobs `body` returns (CreateJob effects: the one way a job is created).
   Result<std::vector<JobRecord>> Store(const CreateJobsBody& body);
   // Decides StartJob for a stored PENDING job, again a second later if that may pass.
@@ -172,7 +170,6 @@ class Scheduler {
   Datastore& datastore_;
   Clock& clock_;
   const SchedulerOptions options_;
-  const Executors executors_;
   const OutboxSinks sinks_;
   JobLocks locks_;
   JobCache cache_;
@@ -180,6 +177,9 @@ class Scheduler {
   WorkerSignals signals_;
   Mutex listener_mu_;
   std::function<void(const JobRecord&)> listener_ BATON_GUARDED_BY(listener_mu_);
+  // Before deadlines_, whose timers call into it: it is handed deadlines_ unconstructed
+  // and first uses it in a decision, once the scheduler is built.
+  AfterCommit after_;
   // Last: its timers and thread call into the members above, so they go first.
   Deadlines deadlines_;
   std::unique_ptr<Starter> starter_;  // with start_in_background
