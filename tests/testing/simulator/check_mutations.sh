@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Puts back, one at a time, each bug in mutations/*.patch (earlier decision bugs, a
-# too-narrow ReadsOf, a cancel that forgets its rows' webhooks, graphs', switches',
+# too-narrow ReadsOf, a cancel that forgets its rows' webhooks, graphs' (a parallel's too), switches',
 # loops', fallbacks' and a job's cleanup's rules, a pause that starts or leaves queued what it
 # holds) into a scratch copy of the tree, builds
 # the simulator there and runs it
