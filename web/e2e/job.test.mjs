@@ -355,6 +355,37 @@ tasks:
   await page.context().close();
 });
 
+test("a parallel's needs are edges between its tasks, its skipped task shown so", async () => {
+  const job = await server.submit(`
+name: ui parallel graph test
+tasks:
+  - name: checks
+    parallel:
+      tasks:
+        - {name: fetch, run: echo fetch}
+        - {name: lint, run: echo lint; exit 3}
+        - {name: build, needs: [fetch], run: echo build}
+        - {name: ship, needs: [build, lint], run: echo ship}
+        - {name: report, needs: [build, lint], triggerRule: all_done, run: echo report}
+`);
+  await waitFor(async () => (await jobState(job.id)) === "FAILED", 60000, "the job to fail");
+  const { page, errors } = await openPage(`#/jobs/${job.id}`);
+  for (const edge of ["1>1/p0", "1>1/p1", "1/p0>1/p2", "1/p2>1/p3", "1/p1>1/p3", "1/p2>1/p4", "1/p3>1/join", "1/p4>1/join"]) {
+    await page.locator(`path.job-edge[data-edge="${edge}"]`).waitFor({ state: "attached", timeout: 30000 });
+  }
+  // build needs fetch: not forked from the parallel, nor joined (ship and report need it).
+  assert.equal(await page.locator('path.job-edge[data-edge="1>1/p2"]').count(), 0);
+  assert.equal(await page.locator('path.job-edge[data-edge="1/p2>1/join"]').count(), 0);
+  assert.equal(await page.locator('text.job-edge-label[data-edge="1/p1>1/p4"]').textContent(), "all_done");
+  // lint failed: ship is skipped by its rule, report ran.
+  assert.equal(await page.locator('.job-node[data-node="1/p3"]').getAttribute("data-state"), "SKIPPED");
+  assert.equal(await page.locator('.job-node[data-node="1/p4"]').getAttribute("data-state"), "COMPLETED");
+  assert.equal(await page.locator('.job-node[data-node="1"]').getAttribute("data-state"), "FAILED");
+  await screenshot(page, "job-graph-parallel-needs");
+  assert.deepEqual(errors, []);
+  await page.context().close();
+});
+
 test("a fallback follows its failed task, and a job's cleanup shows 'cleaning up' while it runs, then its nodes", async () => {
   const tidy = server.gate("tidy");
   const job = await server.submit(`
