@@ -3053,6 +3053,37 @@ TEST(FlowTest, ARerunIsRefusedWithItsReason) {
   EXPECT_EQ(shell.Top().state, JobState::kCompleted);
 }
 
+TEST(FlowTest, ARerunFromATaskThatWouldLeaveAnUnfinishedOneOutIsRefused) {
+  auto refused = [](Shell& shell, Rerun rerun) {
+    shell.On(rerun);
+    return Count<Refused>(shell.last) == 1 ? All<Refused>(shell.last)[0].reason : "(not refused)";
+  };
+  // A sequence stopped at b: from c would never run b.
+  Shell seq;
+  seq.On(Submit{
+      NewJobRecord(JobOf({Runnable("a"), Runnable("b"), Runnable("c")}).job, "", "job1", kNow)});
+  seq.On(Completed{seq.Row("a").id, "w1", "", kNow});
+  seq.On(Failed{seq.Row("b").id, "w1", "exit status 1", kNow, FailReason::kExit, 1});
+  ASSERT_EQ(seq.Top().state, JobState::kFailed);
+  EXPECT_EQ(refused(seq, {.job_id = "job1", .mode = RerunMode::kAll, .from = "c"}),
+            "from: \"c\" comes after \"b\", where the job stopped (FAILED): rerun from that "
+            "task or one before it");
+  EXPECT_EQ(refused(seq, {.job_id = "job1", .mode = RerunMode::kAll, .from = "b"}),
+            "(not refused)");
+  // A graph cancelled with a and b running: from b would leave a CANCELLED, and the job
+  // would complete without it.
+  JobRecord dag = JobOf({Runnable("a"), Runnable("b")});
+  dag.job.mode = TaskOrder::kDag;
+  Shell graph;
+  graph.On(Submit{NewJobRecord(dag.job, "", "job1", kNow)});
+  graph.On(Cancel{"job1"});
+  ASSERT_EQ(graph.Top().state, JobState::kCancelled);
+  EXPECT_EQ(refused(graph, {.job_id = "job1", .mode = RerunMode::kAll, .from = "b"}),
+            "from: \"b\" and what needs it leave \"a\" CANCELLED: rerun from_failed, or from "
+            "that task");
+  EXPECT_EQ(refused(graph, {.job_id = "job1", .mode = RerunMode::kFromFailed}), "(not refused)");
+}
+
 TEST(FlowTest, ARerunsInputsReplaceTheJobsInputsOfTheirNames) {
   JobRecord job = JobOf({Runnable("a")});
   job.job.inputs = {{"region", "eu"}, {"size", "3"}};

@@ -80,10 +80,20 @@ void Decider::On(const Rerun& e) {
   // Which top-level tasks run again.
   std::vector<bool> again(static_cast<std::size_t>(count), false);
   const bool graph = !job->steps.empty();
+  // A run cut short (failed, cancelled) stopped where its unfinished tasks are: a `from`
+  // must not leave one of them out (the job would end without it having run).
+  const bool stopped = job->state != JobState::kCompleted;
   if (!graph) {
     int start = 1;  // a sequence runs again from one task to its end
     if (e.mode == RerunMode::kAll) {
       start = from >= 0 ? from + 1 : 1;
+      if (from >= 0 && stopped && job->position <= count && start > job->position) {
+        return refuse(fmt::format(
+            "from: \"{}\" comes after \"{}\", where the job stopped ({}): rerun from that "
+            "task or one before it",
+            e.from, def.tasks[static_cast<std::size_t>(job->position - 1)].name,
+            ToString(job->state)));
+      }
     } else if (job->state == JobState::kCompleted || job->position > count) {
       return refuse("none of its tasks failed: rerun it with mode all");
     } else {
@@ -117,6 +127,17 @@ void Decider::On(const Rerun& e) {
     }
     if (std::none_of(again.begin(), again.end(), [](bool b) { return b; })) {
       return refuse("none of its tasks failed: rerun it with mode all");
+    }
+    for (int i = 0; i < count && from >= 0 && stopped; ++i) {
+      const char s = job->steps[static_cast<std::size_t>(i)];
+      if (again[static_cast<std::size_t>(i)] ||
+          (s != step::kFailed && s != step::kCancelled && s != step::kRunning)) {
+        continue;
+      }
+      return refuse(fmt::format(
+          "from: \"{}\" and what needs it leave \"{}\" {}: rerun from_failed, or from that task",
+          e.from, def.tasks[static_cast<std::size_t>(i)].name,
+          s == step::kFailed ? "FAILED" : "CANCELLED"));
     }
   }
   // Their results go; the new inputs replace the old ones of their names.
