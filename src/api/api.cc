@@ -249,6 +249,9 @@ const std::vector<Api::Route>& Api::RouteTable() {
       // Beyond Tork: a finished job runs again, its history kept.
       {{"PUT", "/jobs/{id}/rerun", Access::kJob},
        [](Api& a, const Call& c) { return a.RerunJob(c.id, c.request); }},
+      // Beyond Tork: a signal to the job's tasks that wait for it.
+      {{"POST", "/jobs/{id}/signals/{name}", Access::kJob},
+       [](Api& a, const Call& c) { return a.SignalJob(c.id, c.name, c.request); }},
       {{"GET", "/tasks/{id}", Access::kTask},
        [](Api& a, const Call& c) { return a.GetTask(c.id); }},
       {{"GET", "/tasks/{id}/log", Access::kTask},
@@ -302,13 +305,16 @@ Api::~Api() = default;
 
 namespace {
 
-// Whether `parts` (a request's path) match `pattern`; `{id}` takes one part into `*id`.
+// Whether `parts` (a request's path) match `pattern`; `{id}` takes one part into `*id`,
+// `{name}` one into `*name`.
 bool Matches(const std::vector<std::string>& want, const std::vector<std::string>& parts,
-             std::string* id) {
+             std::string* id, std::string* name) {
   if (want.size() != parts.size()) return false;
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (want[i] == "{id}") {
       *id = parts[i];
+    } else if (want[i] == "{name}") {
+      *name = parts[i];
     } else if (want[i] != parts[i]) {
       return false;
     }
@@ -417,8 +423,8 @@ Response Api::Dispatch(const Request& request) {
     for (std::size_t i = 0; i < routes.size(); ++i) {
       const Route& route = routes[i];
       if (route.info.method != method) continue;
-      Call call{request, "", std::nullopt};
-      if (!Matches(patterns[i], parts, &call.id)) continue;
+      Call call{request, "", "", std::nullopt};
+      if (!Matches(patterns[i], parts, &call.id, &call.name)) continue;
       if (std::optional<Response> refused = Authorize(route.info.access, call)) return *refused;
       return route.handle(*this, call);
     }

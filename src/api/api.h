@@ -149,6 +149,7 @@ class Api {
   struct Call {
     const Request& request;
     std::string id;
+    std::string name;  // a `{name}` in the route's path
     std::optional<Principal> who;
   };
 
@@ -215,6 +216,9 @@ class Api {
   Response RestartJob(const std::string& id);
   // PUT /jobs/{id}/pause and /resume: 400 with flow's reason when the job's state refuses.
   Response PauseJob(const std::string& id);
+  // POST /jobs/{id}/signals/{name}: the body (any JSON; none: "") to the job's tasks that
+  // wait for `name`, or kept for the first that will (flow::Signal).
+  Response SignalJob(const std::string& id, const std::string& name, const Request& request);
   Response ResumeJob(const std::string& id);
   // PUT /jobs/{id}/rerun, body (optional) {mode, from, inputs}: flow::Rerun; 400 naming a
   // bad field, or with flow's reason when the job refuses it.

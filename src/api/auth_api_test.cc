@@ -182,9 +182,10 @@ const std::map<std::string, Rule>& Rules() {
       {"DELETE /jobs/{id}", {Access::kJob, {200}, 404}},
       {"PUT /jobs/{id}/cancel", {Access::kJob, {400}, 404}},  // FAILED: not cancellable
       {"PUT /jobs/{id}/restart", {Access::kJob, {200}, 404}},
-      {"PUT /jobs/{id}/pause", {Access::kJob, {400}, 404}},   // FAILED: not pausable
-      {"PUT /jobs/{id}/resume", {Access::kJob, {400}, 404}},  // not PAUSED
-      {"PUT /jobs/{id}/rerun", {Access::kJob, {200}, 404}},   // FAILED: runs again
+      {"PUT /jobs/{id}/pause", {Access::kJob, {400}, 404}},            // FAILED: not pausable
+      {"PUT /jobs/{id}/resume", {Access::kJob, {400}, 404}},           // not PAUSED
+      {"PUT /jobs/{id}/rerun", {Access::kJob, {200}, 404}},            // FAILED: runs again
+      {"POST /jobs/{id}/signals/{name}", {Access::kJob, {400}, 404}},  // FAILED: ended
       {"GET /tasks/{id}", {Access::kTask, {200}, 404}},
       {"GET /tasks/{id}/log", {Access::kTask, {200}, 404}},
       {"PUT /tasks/{id}/skip", {Access::kTask, {200}, 404}},  // the FAILED task it stopped at
@@ -240,6 +241,7 @@ TEST_F(AuthApiTest, EveryRouteAnswersEachCallerAsItsRuleSays) {
       std::string job = PermittedJob();
       if (path.starts_with("/jobs/{id}")) {
         path.replace(6, 4, job);
+        if (auto at = path.find("{name}"); at != std::string::npos) path.replace(at, 6, "go");
       } else if (path.starts_with("/tasks/{id}")) {
         path.replace(7, 4, TaskOf(job));
       } else if (path == "/assets/{id}") {

@@ -323,6 +323,32 @@ Response Api::PauseJob(const std::string& id) {
   return Ok({{"status", "OK"}});
 }
 
+Response Api::SignalJob(const std::string& id, const std::string& name, const Request& request) {
+  if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
+  constexpr std::size_t kMaxPayload = 1 << 20;
+  const bool named =
+      !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
+  if (!named) {
+    return ErrorResponse(InvalidArgument("the signal's name: expected letters, digits and _"));
+  }
+  if (request.body.size() > kMaxPayload) {
+    return ErrorResponse(InvalidArgument(fmt::format("the payload: {} bytes, over the limit of {}",
+                                                     request.body.size(), kMaxPayload)));
+  }
+  json payload = "";
+  if (!request.body.empty()) {
+    payload = json::parse(request.body, nullptr, false);
+    if (payload.is_discarded()) {
+      return ErrorResponse(InvalidArgument("the payload: expected JSON (a string in quotes)"));
+    }
+  }
+  Status s = coordinator_.Signal(flow::Signal{.job_id = id, .name = name, .payload = payload});
+  if (!s.ok()) return ErrorResponse(s);
+  return Ok({{"status", "OK"}});
+}
+
 Response Api::RerunJob(const std::string& id, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
   flow::Rerun rerun{.job_id = id};

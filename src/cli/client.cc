@@ -506,7 +506,9 @@ int Change(const ClientOptions& options, std::string_view method, const std::str
            const std::string& body = "") {
   Api api(options, err);
   if (!api.Valid()) return kExitUsage;
-  auto reply = method == "DELETE" ? api.Delete(path) : api.Put(path, body);
+  auto reply = method == "DELETE" ? api.Delete(path)
+               : method == "POST" ? api.Post(path, body, "application/json")
+                                  : api.Put(path, body);
   if (!reply) return kExitFailure;
   if (!reply->ok()) return ReportError(*reply, err);
   if (options.json) {
@@ -550,6 +552,12 @@ int RerunJob(const ClientOptions& options, const std::string& id, const RerunOpt
   }
   return Change(options, "PUT", JobPath(id) + "/rerun", fmt::format("job {} runs again", id), out,
                 err, body.dump());
+}
+
+int SignalJob(const ClientOptions& options, const std::string& id, const std::string& name,
+              const std::string& payload, std::ostream& out, std::ostream& err) {
+  return Change(options, "POST", JobPath(id) + "/signals/" + name,
+                fmt::format("job {} signalled {}", id, name), out, err, payload);
 }
 
 int PauseJob(const ClientOptions& options, const std::string& id, std::ostream& out,

@@ -87,6 +87,10 @@ struct RerunOptions {
 };
 int RerunJob(const ClientOptions& options, const std::string& id, const RerunOptions& rerun,
              std::ostream& out, std::ostream& err);
+// `baton jobs signal ID NAME [--payload JSON]`: POST /jobs/{id}/signals/{name} with the
+// payload (none: ""); "job ID signalled NAME", or the server's reason.
+int SignalJob(const ClientOptions& options, const std::string& id, const std::string& name,
+              const std::string& payload, std::ostream& out, std::ostream& err);
 // PUT /jobs/{id}/pause and /resume: "job ID paused" / "job ID resumed", or the server's
 // reason (a job in a state that refuses it).
 int PauseJob(const ClientOptions& options, const std::string& id, std::ostream& out,

@@ -130,6 +130,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"failed_only", "from_failed", "all"}));
   jobs_rerun->add_option("--from", rerun.from, "With --mode all: from this top-level task on");
   jobs_rerun->add_option("--input", rerun.inputs, "NAME=VALUE: a new value of an input");
+  std::string signal_name;
+  std::string signal_payload;
+  auto* jobs_signal = add_id_command(
+      "signal", "Send a signal to a job: its tasks waiting for it complete with the payload");
+  jobs_signal->add_option("name", signal_name, "The signal's name")->required();
+  jobs_signal->add_option("--payload", signal_payload,
+                          "JSON: the waiting tasks' result (a string in quotes; none: \"\")");
   auto* jobs_log = add_id_command("log", "Print a job's log, oldest first");
   add_page_flags(jobs_log);
 
@@ -228,6 +235,9 @@ int main(int argc, char** argv) {
   if (jobs_pause->parsed()) return baton::cli::PauseJob(client, job_id, cout, cerr);
   if (jobs_resume->parsed()) return baton::cli::ResumeJob(client, job_id, cout, cerr);
   if (jobs_rerun->parsed()) return baton::cli::RerunJob(client, job_id, rerun, cout, cerr);
+  if (jobs_signal->parsed()) {
+    return baton::cli::SignalJob(client, job_id, signal_name, signal_payload, cout, cerr);
+  }
   if (jobs_log->parsed()) return baton::cli::JobLog(client, job_id, page, cout, cerr);
   if (schedules_list->parsed()) return baton::cli::ListSchedules(client, page, cout, cerr);
   if (schedules_get->parsed()) return baton::cli::GetSchedule(client, schedule_id, cout, cerr);

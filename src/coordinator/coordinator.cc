@@ -515,6 +515,7 @@ Status Coordinator::Rerun(const flow::Rerun& rerun) { return scheduler_.Rerun(re
 Status Coordinator::Skip(const std::string& task_id, const std::string& result) {
   return scheduler_.Skip(task_id, result);
 }
+Status Coordinator::Signal(const flow::Signal& signal) { return scheduler_.Signal(signal); }
 
 Result<JobRecord> Coordinator::Wait(const std::string& job_id, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -95,6 +95,7 @@ class Coordinator {
   Status Resume(const std::string& job_id);                            // Scheduler::Resume
   Status Rerun(const flow::Rerun& rerun);                              // Scheduler::Rerun
   Status Skip(const std::string& task_id, const std::string& result);  // Scheduler::Skip
+  Status Signal(const flow::Signal& signal);                           // Scheduler::Signal
   // The job once it is terminal (COMPLETED, FAILED or CANCELLED), or DeadlineExceeded.
   Result<JobRecord> Wait(const std::string& job_id, std::chrono::milliseconds timeout);
   // How many jobs have reached a terminal state through this coordinator so far.

@@ -265,6 +265,7 @@ Status Scheduler::Resume(const std::string& job_id) {
 }
 
 Status Scheduler::Rerun(const flow::Rerun& rerun) { return Request(rerun.job_id, rerun); }
+Status Scheduler::Signal(const flow::Signal& signal) { return Request(signal.job_id, signal); }
 Status Scheduler::Skip(const std::string& task_id, const std::string& result) {
   return HandleTask(task_id, "", flow::Skip{task_id, result});  // NotFound from its read
 }

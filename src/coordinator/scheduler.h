@@ -93,6 +93,9 @@ class Scheduler {
   Status Resume(const std::string& job_id);
   // Beyond Tork (flow::Rerun): a finished top-level job runs again.
   Status Rerun(const flow::Rerun& rerun);
+  // flow::Signal: the job's tasks waiting for it complete, or it is kept; NotFound for an
+  // unknown job, FailedPrecondition for one that has ended.
+  Status Signal(const flow::Signal& signal);
   // flow::Skip; NotFound for an unknown task.
   Status Skip(const std::string& task_id, const std::string& result);
   // Runs `work` holding the lock of `job_id`'s tree, so no decision of the job comes

@@ -8,6 +8,7 @@
 #include "core/document.h"
 #include "core/job_decode.h"
 #include "core/names.h"
+#include "core/records.h"
 #include "core/task_kind.h"
 #include "expr/expr.h"
 
@@ -123,6 +124,14 @@ Status EvaluateTask(Task& task, const expr::Vars& vars, const expr::EvalOptions&
   BATON_RETURN_IF_ERROR(EvaluateAux(task.pre, vars, options, "pre"));
   BATON_RETURN_IF_ERROR(EvaluateAux(task.post, vars, options, "post"));
   BATON_RETURN_IF_ERROR(EvaluateAux(task.sidecars, vars, options, "sidecars"));
+  if (task.wait && !task.wait->until.empty()) {
+    BATON_RETURN_IF_ERROR(EvaluateField(task.wait->until, vars, options, "wait.until"));
+    if (!ParseTime(task.wait->until)) {
+      return InvalidArgument(
+          fmt::format("wait.until: expected a time (RFC 3339, as 2026-01-02T15:04:05Z), got \"{}\"",
+                      task.wait->until));
+    }
+  }
   if (task.subjob) {
     BATON_RETURN_IF_ERROR(EvaluateField(task.subjob->name, vars, options, "subjob.name", true));
     BATON_RETURN_IF_ERROR(EvaluateMap(task.subjob->inputs, vars, options, "subjob.inputs"));

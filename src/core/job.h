@@ -233,6 +233,21 @@ struct Loop {
   friend bool operator==(const Loop&, const Loop&);
 };
 
+// Beyond Tork: a task that holds no worker and runs nothing: it waits, then completes.
+// Exactly one of: `for` (a duration from when it starts), `until` (a template giving an
+// RFC 3339 time; one past completes at once), `signal` (a name: it completes when POST
+// /jobs/{id}/signals/{name} gives it a payload, its result; one sent before it waits is
+// kept for it). `timeout` (a signal's only) fails it when no signal came in time. Its due
+// time is kept with its row (started_at + for, until, started_at + timeout): a restart
+// of the engine neither loses nor repeats it.
+struct Wait {
+  std::optional<Duration> for_;  // `for` (a keyword in C++)
+  std::string until;
+  std::string signal;
+  std::optional<Duration> timeout;
+  friend bool operator==(const Wait&, const Wait&) = default;
+};
+
 // Beyond Tork: what runs when a task finally fails (after its retries), in place of the
 // failure going up: its tasks one after another, seeing `failure` ({task, error}); then
 // `then` says how the task's place ends: kFail (the default) fails it with its error, as
@@ -253,8 +268,8 @@ struct OnFailure {
 // `job` with the outcome's `state` and `error` beside its id and name for a job's.
 enum class Handles { kNone, kTaskFailure, kJobFailure, kJobFinally };
 
-// A task as the job file describes it: runnable (run/cmd/image) or composite (exactly
-// one of parallel, each, subjob, switch, loop).
+// A task as the job file describes it: runnable (run/cmd/image), a wait, or composite
+// (exactly one of parallel, each, subjob, switch, loop).
 struct Task {
   std::string name;
   std::string description;
@@ -285,6 +300,7 @@ struct Task {
   std::optional<SubJob> subjob;
   std::optional<Switch> switch_;  // `switch` (a keyword in C++)
   std::optional<Loop> loop;
+  std::optional<Wait> wait;  // beyond Tork: see Wait
   // Beyond Tork, on a job's (or a sub-job's) tasks: the names of the tasks of the same
   // list this one waits for, and the rule over their ends that starts or skips it.
   std::vector<Need> needs;

@@ -13,6 +13,7 @@
 #include "core/auth.h"
 #include "core/graph.h"
 #include "core/names.h"
+#include "core/records.h"
 #include "core/task_kind.h"
 #include "expr/expr.h"
 
@@ -36,18 +37,19 @@ constexpr std::string_view kRunnableFields[] = {"image", "run",    "cmd",    "en
                                                 "files", "queue",  "pre",    "post",       "mounts",
                                                 "retry", "limits", "timeout"};
 constexpr std::string_view kTaskFields[] = {
-    "name",        "description", "var",    "if",       "run",       "image",      "cmd",
-    "entrypoint",  "env",         "files",  "workdir",  "queue",     "priority",   "pre",
-    "post",        "sidecars",    "mounts", "networks", "limits",    "gpus",       "registry",
-    "tags",        "timeout",     "retry",  "parallel", "each",      "subjob",     "needs",
-    "triggerRule", "optional",    "switch", "loop",     "onFailure", "pauseBefore"};
+    "name",        "description", "var",    "if",       "run",       "image",       "cmd",
+    "entrypoint",  "env",         "files",  "workdir",  "queue",     "priority",    "pre",
+    "post",        "sidecars",    "mounts", "networks", "limits",    "gpus",        "registry",
+    "tags",        "timeout",     "retry",  "parallel", "each",      "subjob",      "needs",
+    "triggerRule", "optional",    "switch", "loop",     "onFailure", "pauseBefore", "wait"};
 // A stored task may also be a row the engine made to run cleanup tasks (Task::handles).
 constexpr std::string_view kStoredTaskFields[] = {
-    "name",        "description", "var",    "if",       "run",       "image",    "cmd",
-    "entrypoint",  "env",         "files",  "workdir",  "queue",     "priority", "pre",
-    "post",        "sidecars",    "mounts", "networks", "limits",    "gpus",     "registry",
-    "tags",        "timeout",     "retry",  "parallel", "each",      "subjob",   "needs",
-    "triggerRule", "optional",    "switch", "loop",     "onFailure", "handles",  "pauseBefore"};
+    "name",     "description", "var",       "if",       "run",         "image",
+    "cmd",      "entrypoint",  "env",       "files",    "workdir",     "queue",
+    "priority", "pre",         "post",      "sidecars", "mounts",      "networks",
+    "limits",   "gpus",        "registry",  "tags",     "timeout",     "retry",
+    "parallel", "each",        "subjob",    "needs",    "triggerRule", "optional",
+    "switch",   "loop",        "onFailure", "handles",  "pauseBefore", "wait"};
 constexpr std::string_view kOnFailureFields[] = {"tasks", "then"};
 constexpr std::string_view kAuxFields[] = {"name",    "description", "run", "image",
                                            "cmd",     "entrypoint",  "env", "files",
@@ -70,6 +72,7 @@ constexpr std::string_view kParallelFields[] = {"tasks"};
 constexpr std::string_view kEachFields[] = {"list", "task", "var", "concurrency"};
 constexpr std::string_view kSwitchFields[] = {"value", "cases", "default"};
 constexpr std::string_view kLoopFields[] = {"tasks", "while", "until", "max"};
+constexpr std::string_view kTaskWaitFields[] = {"for", "until", "signal", "timeout"};
 constexpr std::string_view kSubJobFields[] = {"name",     "description", "tasks",      "inputs",
                                               "secrets",  "output",      "autoDelete", "webhooks",
                                               "detached", "mode",        "onFailure",  "finally"};
@@ -818,22 +821,27 @@ class Decoder {
       } else if (e.key == "loop") {
         composite.push_back(&e);
         task.loop = DecodeLoop(v, p, depth);
+      } else if (e.key == "wait") {
+        composite.push_back(&e);
+        task.wait = DecodeWait(v, p);
       }
     });
     if (!ok) return task;
     if (rules_ && task.name.empty()) Problem(node.mark, Join(path, "name"), "a task needs a name");
     if (composite.size() > 1) {
-      Problem(composite[1]->key_mark, Join(path, composite[1]->key),
-              fmt::format(
-                  "a task can be only one of parallel, each, subjob, switch or loop, but this one "
-                  "also has {}",
-                  composite[0]->key));
+      Problem(
+          composite[1]->key_mark, Join(path, composite[1]->key),
+          fmt::format("a task can be only one of parallel, each, subjob, switch, loop or wait, but "
+                      "this one also has {}",
+                      composite[0]->key));
     }
     if (!composite.empty()) {
       for (const MapEntry* e : runnable) {
         Problem(e->key_mark, Join(path, e->key),
-                fmt::format("a {} task cannot have {}: it belongs on the tasks it runs",
-                            composite[0]->key, e->key));
+                composite[0]->key == "wait"
+                    ? fmt::format("a wait task cannot have {}: it runs nothing", e->key)
+                    : fmt::format("a {} task cannot have {}: it belongs on the tasks it runs",
+                                  composite[0]->key, e->key));
       }
     }
     return task;
@@ -1005,6 +1013,52 @@ class Decoder {
       }
     }
     return loop;
+  }
+
+  Wait DecodeWait(const Node& node, const std::string& path) {
+    Wait wait;
+    std::vector<const MapEntry*> what;  // for, until, signal: exactly one
+    const MapEntry* timeout = nullptr;
+    ForEachField(node, path, kTaskWaitFields, [&](const MapEntry& e, const std::string& p) {
+      if (e.key == "for") {
+        what.push_back(&e);
+        wait.for_ = DurationOf(e.value, p);
+      } else if (e.key == "until") {
+        what.push_back(&e);
+        wait.until = Template(e.value, p);
+        if (!expr::HasTemplate(wait.until) && !ParseTime(wait.until)) {
+          Problem(e.value.mark, p,
+                  fmt::format("expected a time (RFC 3339, as 2026-01-02T15:04:05Z) or a "
+                              "template, got {}",
+                              Quoted(wait.until)));
+        }
+      } else if (e.key == "signal") {
+        what.push_back(&e);
+        wait.signal = String(e.value, p);
+        if (!IsIdentifier(wait.signal)) {
+          Problem(
+              e.value.mark, p,
+              fmt::format("must be a name of letters, digits and _, got {}", Quoted(wait.signal)));
+        }
+      } else if (e.key == "timeout") {
+        timeout = &e;
+        wait.timeout = DurationOf(e.value, p);
+      }
+    });
+    if (node.kind == Node::Kind::kMap) {
+      if (what.empty()) {
+        Problem(node.mark, path, "a wait needs one of for, until or signal");
+      } else if (what.size() > 1) {
+        Problem(what[1]->key_mark, Join(path, what[1]->key),
+                fmt::format("a wait takes one of for, until or signal, but this one also has {}",
+                            what[0]->key));
+      }
+      if (timeout != nullptr && wait.signal.empty()) {
+        Problem(timeout->key_mark, Join(path, "timeout"),
+                "only a signal wait has a timeout (a for or until wait ends at its own time)");
+      }
+    }
+    return wait;
   }
 
   SubJob DecodeSubJob(const Node& node, const std::string& path, int depth) {

@@ -194,8 +194,8 @@ TEST(JobDecodeTest, RefusesMixedCompositeKinds) {
       Problems(
           WithTask("    parallel:\n      tasks:\n        - {name: a, run: echo}\n"
                    "    each:\n      list: \"{{ [1] }}\"\n      task: {name: b, run: echo}\n")),
-      ElementsAre("7:5: tasks[0].each: a task can be only one of parallel, each, subjob, switch "
-                  "or loop, but this one also has parallel"));
+      ElementsAre("7:5: tasks[0].each: a task can be only one of parallel, each, subjob, switch, "
+                  "loop or wait, but this one also has parallel"));
 }
 
 TEST(JobDecodeTest, RefusesRunnableFieldsOnCompositeTasks) {
@@ -586,6 +586,38 @@ TEST(JobDecodeTest, AParallelsTasksWithNeedsFormAGraphCheckedAsAJobsAre) {
                         DocumentFormat::kYaml);
   ASSERT_TRUE(plain.job) << plain.Message();
   EXPECT_FALSE(IsGraph(*plain.job->tasks[0].parallel));
+}
+
+TEST(JobDecodeTest, AWaitTakesOneOfForUntilOrSignalAndNoRunnableField) {
+  auto result = ParseJob(WithTask("    wait:\n      for: 2s\n"), DocumentFormat::kYaml);
+  ASSERT_TRUE(result.job) << result.Message();
+  ASSERT_TRUE(result.job->tasks[0].wait);
+  EXPECT_EQ(result.job->tasks[0].wait->for_, std::chrono::seconds(2));
+  EXPECT_EQ(KindOf(result.job->tasks[0]), TaskKind::kWait);
+  auto signal =
+      ParseJob(WithTask("    wait: {signal: approved, timeout: 1h}\n"), DocumentFormat::kYaml);
+  ASSERT_TRUE(signal.job) << signal.Message();
+  EXPECT_EQ(signal.job->tasks[0].wait->signal, "approved");
+  EXPECT_EQ(signal.job->tasks[0].wait->timeout, std::chrono::hours(1));
+  // Encoded and decoded again, the same.
+  auto again = ParseJob(ToJson(*signal.job).dump(), DocumentFormat::kJson);
+  ASSERT_TRUE(again.job) << again.Message();
+  EXPECT_EQ(*again.job, *signal.job);
+  EXPECT_THAT(Problems(WithTask("    wait: {}\n")),
+              ElementsAre("4:11: tasks[0].wait: a wait needs one of for, until or signal"));
+  EXPECT_THAT(Problems(WithTask("    wait:\n      for: 1s\n      until: x\n")),
+              ElementsAre("6:7: tasks[0].wait.until: a wait takes one of for, until or signal, "
+                          "but this one also has for",
+                          "6:14: tasks[0].wait.until: expected a time (RFC 3339, as "
+                          "2026-01-02T15:04:05Z) or a template, got \"x\""));
+  EXPECT_THAT(Problems(WithTask("    wait:\n      for: 1s\n      timeout: 5s\n")),
+              ElementsAre("6:7: tasks[0].wait.timeout: only a signal wait has a timeout (a for or "
+                          "until wait ends at its own time)"));
+  EXPECT_THAT(Problems(WithTask("    run: echo\n    wait: {for: 1s}\n")),
+              ElementsAre("4:5: tasks[0].run: a wait task cannot have run: it runs nothing"));
+  EXPECT_THAT(Problems(WithTask("    wait: {signal: \"no way\"}\n")),
+              ElementsAre("4:20: tasks[0].wait.signal: must be a name of letters, digits and _, "
+                          "got \"no way\""));
 }
 
 TEST(JobDecodeTest, DecodesASwitchWithItsCasesSortedAndADefault) {

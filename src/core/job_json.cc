@@ -221,6 +221,14 @@ json ToJson(const Task& task) {
     }
     out["switch"] = std::move(sw);
   }
+  if (task.wait) {
+    json wait = json::object();
+    if (task.wait->for_) wait["for"] = FormatDuration(*task.wait->for_);
+    Put(wait, "until", task.wait->until);
+    Put(wait, "signal", task.wait->signal);
+    if (task.wait->timeout) wait["timeout"] = FormatDuration(*task.wait->timeout);
+    out["wait"] = std::move(wait);
+  }
   if (task.loop) {
     json loop = {{"tasks", list(task.loop->tasks)}, {"max", task.loop->max}};
     Put(loop, "while", task.loop->while_expr);

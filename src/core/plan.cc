@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/duration.h"
 #include "core/graph.h"
 #include "core/task_kind.h"
 
@@ -72,6 +73,15 @@ json PlanTask(const Task& t) {
     case TaskKind::kRunnable:
     case TaskKind::kHandler:  // a row the engine makes, never in a definition's plan
       break;
+    case TaskKind::kWait: {
+      json wait = json::object();
+      if (t.wait->for_) wait["for"] = FormatDuration(*t.wait->for_);
+      if (!t.wait->until.empty()) wait["until"] = t.wait->until;
+      if (!t.wait->signal.empty()) wait["signal"] = t.wait->signal;
+      if (t.wait->timeout) wait["timeout"] = FormatDuration(*t.wait->timeout);
+      out["wait"] = std::move(wait);
+      break;
+    }
     case TaskKind::kParallel: {
       if (IsGraph(*t.parallel)) {
         // Its tasks as a graph of their own: stages, needs, rules and skips.

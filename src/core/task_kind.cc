@@ -9,6 +9,7 @@ TaskKind KindOf(const Task& task) {
   if (task.subjob) return TaskKind::kSubJob;
   if (task.switch_) return TaskKind::kSwitch;
   if (task.loop) return TaskKind::kLoop;
+  if (task.wait) return TaskKind::kWait;
   return TaskKind::kRunnable;
 }
 
@@ -28,6 +29,8 @@ std::string_view ToString(TaskKind kind) {
       return "loop";
     case TaskKind::kHandler:
       return "handler";
+    case TaskKind::kWait:
+      return "wait";
   }
   return "unknown";
 }

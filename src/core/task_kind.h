@@ -19,10 +19,11 @@ enum class TaskKind {
   kSwitch,    // the tasks of the case its value picks, one after another
   kLoop,      // its tasks one after another, again until its condition or max stops it
   kHandler,   // cleanup tasks one after another, made by the engine (Task::handles)
+  kWait,      // waits for a time or a signal, holding no worker (decided by flow's timers)
 };
 
 // The kind of a definition. Decoding guarantees at most one of parallel, each, subjob,
-// switch, loop.
+// switch, loop, wait.
 TaskKind KindOf(const Task& task);
 
 // Calls `fn` on every task a definition holds directly and runs in the same job (a

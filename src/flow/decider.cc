@@ -98,6 +98,7 @@ int Expected(const TaskRecord& row) {
     case TaskKind::kSwitch:  // stepped, not counted (kinds/sequence.cc)
     case TaskKind::kLoop:
     case TaskKind::kHandler:
+    case TaskKind::kWait:
       return 0;
   }
   return 0;
@@ -550,6 +551,8 @@ void Decider::Dispatch(const std::string& id, const json& extra, bool evaluated)
       return DispatchLoop(id, extra);
     case TaskKind::kHandler:
       return DispatchHandler(id);
+    case TaskKind::kWait:
+      return DispatchWait(id);
   }
 }
 
@@ -711,7 +714,7 @@ std::string_view NameOf(const Event& event) {
       "Submit",       "StartJob",   "Started",      "Completed",  "Failed",    "WorkerCancelled",
       "TaskTimedOut", "Redelivery", "LeaseExpired", "Progress",   "Cancel",    "Restart",
       "JobTimedOut",  "RetryDue",   "FillEach",     "StepFailed", "Published", "PublishRefused",
-      "TaskOverdue",  "Pause",      "Resume",       "Rerun",      "Skip"};
+      "TaskOverdue",  "Pause",      "Resume",       "Rerun",      "Skip",      "Signal"};
   static_assert(std::size(kNames) == std::variant_size_v<Event>, "every Event needs its name");
   return kNames[event.index()];
 }

@@ -98,6 +98,7 @@ class Decider {
   void On(const Resume& e);  // pause.cc
   void On(const Rerun& e);   // rerun.cc
   void On(const Skip& e);    // rerun.cc
+  void On(const Signal& e);  // kinds/wait.cc
   // A new job stored as it is (StoreJobs).
   void Stored(JobRecord row) { NewJob(std::move(row)); }
 
@@ -223,6 +224,10 @@ class Decider {
   json LoopScope(const TaskRecord& loop, int iteration) const;
   void FailRunning(TaskRecord& t, const std::string& error);
   void ReconcileSequence(TaskRecord& row, const std::vector<std::string>& children);
+  // A wait (kinds/wait.cc): RUNNING from its dispatch; ended at its due time, or armed.
+  void DispatchWait(const std::string& id);
+  void ArmWait(TaskRecord& t);
+  void ReconcileWait(const std::string& id);
   // Cleanup (kinds/handler.cc): a task's onFailure in its place, a job's onFailure and
   // finally before it ends.
   bool StartFallback(const std::string& failed_id);

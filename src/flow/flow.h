@@ -46,6 +46,9 @@ int NextCreatedWanted(const TaskRecord& each, int running);
 // The row's share of its retry's `jitter` (Retry::jitter), added to its backoff: from its
 // id, so the same after a crash.
 Duration RetryJitter(const TaskRecord& row);
+// When a RUNNING wait row (core/job.h: Wait) ends, from its row alone: none for a signal
+// wait without a timeout.
+std::optional<TimePoint> WaitDueAt(const TaskRecord& row);
 
 // What a decision about `event` reads (see Reads).
 Reads ReadsOf(const Event& event);

@@ -478,6 +478,7 @@ TEST(FlowTest, FrontierRequeuesAStepOfADeadNodeAndKeepsTheJobRunning) {
 
 struct Shell {
   View view;
+  TimePoint now = kNow;              // every decision's time
   std::vector<std::string> started;  // task names, in order of their Start effects
   std::vector<Effect> last;          // every effect of the last event, follow-ups too
   int made = 0;
@@ -492,7 +493,7 @@ struct Shell {
     }
     const std::set<std::string> live;
     view.id_seed = fmt::format("018bcfe5{:04x}", ++made) + std::string(20, '2');
-    Run({}, Frontier(Top(), rows, kNow, view.policy, &live, view.id_seed));
+    Run({}, Frontier(Top(), rows, now, view.policy, &live, view.id_seed));
   }
   // Applies `first` (if any), then decides the events in turn, follow-ups included.
   void Run(std::vector<flow::Event> pending, std::optional<std::vector<Effect>> first) {
@@ -505,7 +506,7 @@ struct Shell {
       } else if (i < pending.size()) {
         view.id_seed = fmt::format("018bcfe5{:04x}", ++made) + std::string(20, '2');
         EachCounts();
-        effects = Decide(pending[i++], view, kNow);
+        effects = Decide(pending[i++], view, now);
       } else {
         break;
       }
@@ -1864,8 +1865,7 @@ INSTANTIATE_TEST_SUITE_P(
         ReadsCase{"RestartReadsItsJobAndParentChain", Restart{"j1"}, JobTreeReads("j1")},
         ReadsCase{"JobTimedOutReadsItsJobAndParentChain", JobTimedOut{"j1", seconds(1)},
                   JobTreeReads("j1")},
-        ReadsCase{"RetryDueReadsItsTaskRowAndItsJobsState", RetryDue{"t1"},
-                  Reads{.task_id = "t1", .task = true, .job = true, .hooks = true}},
+        ReadsCase{"RetryDueReadsItsTaskTree", RetryDue{"t1"}, TaskTreeReads("t1")},
         ReadsCase{"FillEachReadsTheEachsTree", FillEach{"t1"}, TaskTreeReads("t1")},
         ReadsCase{"StepFailedReadsItsJobAndParentChain", StepFailed{"j1", "disk full"},
                   JobTreeReads("j1")},
@@ -1886,11 +1886,17 @@ INSTANTIATE_TEST_SUITE_P(
                     Reads r = JobTreeReads("j1");
                     r.all_tasks = true;
                     return r;
+                  }()},
+        ReadsCase{"SignalReadsItsJobTreeAndEveryTaskRow", Signal{"j1", "go", "yes"},
+                  [] {
+                    Reads r = JobTreeReads("j1");
+                    r.all_tasks = true;
+                    return r;
                   }()}),
     [](const auto& info) { return info.param.name; });
 
 // Every event has a case above.
-TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 23u); }
+TEST(FlowTest, EveryEventHasAReadsCase) { EXPECT_EQ(std::variant_size_v<Event>, 24u); }
 
 // Templates' now() is the decision's time and randomInt() draws from a source seeded by
 // the view: Decide is a function of its input.
@@ -3351,6 +3357,158 @@ TEST(FlowTest, FrontierActsOnAGraphParallelsChildThatEndedAndStartsWhatNowMayRun
   // Applied again to what it wrote, it writes nothing (b, queued, is published again).
   effects = Frontier(job, {tasks[0].row, a, created[0].row}, kNow, Policy{}, nullptr, kSeed);
   EXPECT_EQ(Count<CreateTask>(effects) + Count<UpdateTask>(effects) + Count<UpdateJob>(effects), 0);
+}
+
+// ---- waits (kinds/wait.cc): no worker, a timer kept with the row
+
+Task WaitFor(std::string name, Duration d) {
+  Task t;
+  t.name = std::move(name);
+  t.wait = Wait{.for_ = d};
+  return t;
+}
+Task WaitSignal(std::string name, std::string signal, std::optional<Duration> timeout) {
+  Task t;
+  t.name = std::move(name);
+  t.wait = Wait{.signal = std::move(signal), .timeout = timeout};
+  return t;
+}
+
+TEST(WaitTest, AWaitHoldsNoWorkerAndCompletesAtItsTimeNotBefore) {
+  Shell shell;
+  shell.On(Submit{JobOf({WaitFor("w", seconds(5)), Runnable("after")})});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kRunning);
+  EXPECT_EQ(shell.Top().state, JobState::kRunning);
+  EXPECT_TRUE(shell.started.empty());  // nothing handed to a worker
+  ASSERT_EQ(Count<StartAt>(shell.last), 1);
+  EXPECT_EQ(All<StartAt>(shell.last)[0].at, kNow + seconds(5));
+  // A timer early (a clock ahead of another coordinator's): armed again, not ended.
+  shell.now = kNow + seconds(1);
+  shell.On(RetryDue{shell.Row("w").id});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kRunning);
+  ASSERT_EQ(Count<StartAt>(shell.last), 1);
+  EXPECT_EQ(All<StartAt>(shell.last)[0].at, kNow + seconds(5));
+  shell.now = kNow + seconds(5);
+  shell.On(RetryDue{shell.Row("w").id});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kCompleted);
+  EXPECT_EQ(shell.started, std::vector<std::string>{"after"});
+  // Fired again (a duplicate timer): nothing more.
+  shell.On(RetryDue{shell.Row("w").id});
+  EXPECT_TRUE(shell.last.empty());
+}
+
+TEST(WaitTest, AWaitUntilATimeEvaluatesItsTemplateAndOnePastEndsAtOnce) {
+  JobRecord job = JobOf({[] {
+    Task t;
+    t.name = "w";
+    t.wait = Wait{.until = "{{ inputs.at }}"};
+    return t;
+  }()});
+  job.job.inputs["at"] = FormatTime(kNow - seconds(1));
+  Shell shell;
+  shell.On(Submit{NewJobRecord(job.job, "", "job1", kNow)});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kCompleted);
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+  job.job.inputs["at"] = "tomorrow";
+  Shell bad;
+  bad.On(Submit{NewJobRecord(job.job, "", "job1", kNow)});
+  EXPECT_EQ(bad.Row("w").state, TaskState::kFailed);
+  EXPECT_EQ(bad.Row("w").error,
+            "wait.until: expected a time (RFC 3339, as 2026-01-02T15:04:05Z), got \"tomorrow\"");
+}
+
+TEST(WaitTest, AfterACrashAWaitIsArmedAgainFromItsRowAndEndsOnceDue) {
+  Shell shell;
+  shell.On(Submit{JobOf({WaitFor("w", seconds(5))})});
+  shell.now = kNow + seconds(2);
+  shell.Reconcile();  // the timer was lost with the engine
+  ASSERT_EQ(Count<StartAt>(shell.last), 1);
+  EXPECT_EQ(All<StartAt>(shell.last)[0].at, kNow + seconds(5));
+  EXPECT_EQ(shell.Row("w").state, TaskState::kRunning);
+  shell.now = kNow + seconds(9);
+  shell.Reconcile();  // down past its time: its timer is due now, and ends it once
+  ASSERT_EQ(Count<StartAt>(shell.last), 1);
+  EXPECT_EQ(All<StartAt>(shell.last)[0].at, kNow + seconds(5));
+  EXPECT_EQ(shell.Row("w").state, TaskState::kRunning);
+  shell.On(RetryDue{shell.Row("w").id});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kCompleted);
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+}
+
+TEST(WaitTest, ASignalWaitFailsAtItsTimeoutAndOneWithoutWaitsForItsSignalOnly) {
+  Shell shell;
+  shell.On(Submit{JobOf({WaitSignal("w", "go", seconds(10))})});
+  ASSERT_EQ(Count<StartAt>(shell.last), 1);
+  shell.now = kNow + seconds(10);
+  shell.On(RetryDue{shell.Row("w").id});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kFailed);
+  EXPECT_EQ(shell.Row("w").error, "no signal \"go\" came within 10s");
+  EXPECT_EQ(shell.Top().state, JobState::kFailed);
+  Shell forever;
+  forever.On(Submit{JobOf({WaitSignal("w", "go", std::nullopt)})});
+  EXPECT_EQ(Count<StartAt>(forever.last), 0);
+  EXPECT_EQ(forever.Row("w").state, TaskState::kRunning);
+}
+
+TEST(WaitTest, ASignalKeptInTheContextCompletesItsWaitAtOnceAndIsTaken) {
+  JobRecord job = JobOf({Runnable("first"), WithVar(WaitSignal("w", "go", std::nullopt), "got")});
+  Shell shell;
+  shell.On(Submit{job});
+  shell.view.jobs["job1"].context["signals"] = {{"go", "{\"ok\":true}"}};
+  shell.On(Completed{shell.Row("first").id, "w1", "", kNow});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kCompleted);
+  EXPECT_EQ(shell.Row("w").result, "{\"ok\":true}");
+  EXPECT_EQ(shell.Top().context["tasks"]["got"], "{\"ok\":true}");
+  EXPECT_FALSE(shell.Top().context["signals"].contains("go"));
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+}
+
+TEST(WaitTest, AWaitDueWhilePausedEndsOnlyOnResumeAndACancelledOneNever) {
+  Shell shell;
+  shell.On(Submit{JobOf({WaitFor("w", seconds(5)), Runnable("after")})});
+  shell.On(Pause{"job1"});
+  shell.now = kNow + seconds(6);
+  shell.Reconcile();  // an engine restarted while paused arms nothing
+  EXPECT_EQ(Count<StartAt>(shell.last), 0);
+  EXPECT_EQ(shell.Row("w").state, TaskState::kRunning);
+  shell.On(Resume{"job1"});
+  ASSERT_EQ(Count<StartAt>(shell.last), 1);  // due: its timer fires at once
+  shell.On(RetryDue{shell.Row("w").id});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kCompleted);
+  EXPECT_EQ(shell.started, std::vector<std::string>{"after"});
+
+  Shell cancelled;
+  cancelled.On(Submit{JobOf({WaitFor("w", seconds(5))})});
+  cancelled.On(Cancel{"job1"});
+  EXPECT_EQ(cancelled.Row("w").state, TaskState::kCancelled);
+  cancelled.now = kNow + seconds(5);
+  cancelled.On(RetryDue{cancelled.Row("w").id});
+  EXPECT_TRUE(cancelled.last.empty());
+}
+
+TEST(WaitTest, ASignalCompletesTheTasksWaitingForItAndOneSentBeforeIsKeptForTheFirst) {
+  Shell shell;
+  shell.On(Submit{JobOf({Runnable("first"), WithVar(WaitSignal("w", "go", seconds(60)), "got"),
+                         WithVar(WaitSignal("again", "go", std::nullopt), "again")})});
+  // Sent before anything waits: kept, the latest one.
+  shell.On(Signal{"job1", "go", "early"});
+  shell.On(Signal{"job1", "go", nlohmann::json{{"n", 1}}});
+  EXPECT_EQ(shell.Top().context["signals"]["go"], (nlohmann::json{{"n", 1}}));
+  shell.On(Completed{shell.Row("first").id, "w1", "", kNow});
+  EXPECT_EQ(shell.Row("w").state, TaskState::kCompleted);
+  EXPECT_EQ(shell.Row("w").result, "{\"n\":1}");
+  // Taken: the next wait for it waits.
+  EXPECT_EQ(shell.Row("again").state, TaskState::kRunning);
+  shell.On(Signal{"job1", "other", "x"});  // another name: kept, nothing ends
+  EXPECT_EQ(shell.Row("again").state, TaskState::kRunning);
+  shell.On(Signal{"job1", "go", "late"});
+  EXPECT_EQ(shell.Row("again").result, "late");
+  EXPECT_EQ(shell.Top().state, JobState::kCompleted);
+  EXPECT_EQ(shell.Top().context["tasks"]["again"], "late");
+  shell.On(Signal{"job1", "go", "too late"});
+  ASSERT_EQ(Count<Refused>(shell.last), 1);
+  EXPECT_EQ(All<Refused>(shell.last)[0].reason,
+            "only an active job takes signals; this one is COMPLETED");
 }
 
 }  // namespace

@@ -36,7 +36,10 @@ void Decider::Reconcile(const std::string& job_id, const std::vector<std::string
   // A job whose cleanup runs has its outcome already: no timeout.
   if (Def(*job).timeout && job->started_at && !job->ending) Arm(*job, *job->started_at);
   std::map<std::string, std::vector<std::string>> children = ReconcileWaiting(ids);
-  for (const std::string& id : ids) ReconcileRunnable(id, live_nodes);
+  for (const std::string& id : ids) {
+    ReconcileRunnable(id, live_nodes);
+    ReconcileWait(id);
+  }
   // The new attempts of rows lost in the crash are their slots' latest rows: a composite
   // counts them as running (not their old rows, now FAILED, as its child's failure).
   for (const std::string& id : task_order_) {

@@ -56,12 +56,10 @@ struct ReadsVisitor {
   Reads operator()(const Cancel& e) const { return JobTree(e.job_id); }
   Reads operator()(const Restart& e) const { return JobTree(e.job_id); }
   Reads operator()(const JobTimedOut& e) const { return JobTree(e.job_id); }
-  // The row is queued again (unless its job is PAUSED: its state row): nothing else changes.
-  Reads operator()(const RetryDue& e) const {
-    Reads reads = TaskRow(e.task_id);
-    reads.job = true;
-    return reads;
-  }
+  // A retry's row is queued again (unless its job is PAUSED); a wait's ends, which may
+  // end what it is in, up to the top-level job (found by the simulator: a wait ending a
+  // sub-job failed it, its output unread, and left its task running).
+  Reads operator()(const RetryDue& e) const { return TaskTree(e.task_id); }
   Reads operator()(const FillEach& e) const { return TaskTree(e.task_id); }
   Reads operator()(const StepFailed& e) const { return JobTree(e.job_id); }
   // The row moves between queued states: nothing else changes.
@@ -80,6 +78,8 @@ struct ReadsVisitor {
   Reads operator()(const Resume& e) const { return AllOf(e.job_id); }
   Reads operator()(const Rerun& e) const { return JobTree(e.job_id); }
   Reads operator()(const Skip& e) const { return TaskTree(e.task_id); }
+  // Its waiting tasks are among the job's rows (a signal is rare: a person, a hook).
+  Reads operator()(const Signal& e) const { return AllOf(e.job_id); }
 };
 
 }  // namespace

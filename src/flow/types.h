@@ -135,6 +135,16 @@ struct Skip {
   std::string task_id;
   std::string result;
 };
+// A signal to a job (beyond Tork; kinds/wait.cc): every task of it waiting for `name`
+// (wait: {signal: name}, RUNNING) completes with `payload` (a JSON value: a string is its
+// result as it is, any other value its JSON text); when none waits, the job keeps it in
+// its context (`signals.<name>`, the latest one) for the first that will. Refused for a
+// job that has ended.
+struct Signal {
+  std::string job_id;
+  std::string name;
+  nlohmann::json payload;
+};
 // A PAUSED job goes on from its rows, as Frontier would have it (its held rows started,
 // its retries' backoffs armed again), and so do its paused sub-jobs (a quiet Resume each).
 struct Resume {
@@ -193,7 +203,7 @@ struct TaskOverdue {
 using Event = std::variant<Submit, StartJob, Started, Completed, Failed, WorkerCancelled,
                            TaskTimedOut, Redelivery, LeaseExpired, Progress, Cancel, Restart,
                            JobTimedOut, RetryDue, FillEach, StepFailed, Published, PublishRefused,
-                           TaskOverdue, Pause, Resume, Rerun, Skip>;
+                           TaskOverdue, Pause, Resume, Rerun, Skip, Signal>;
 
 // ------------------------------------------------------------------------- view
 

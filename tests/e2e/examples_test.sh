@@ -378,6 +378,27 @@ case_timeout() {
   no_process '(^|/| )sleep 10$' 5 && pass "timeout: sleep is killed" || fail "timeout: sleep 10 still runs"
 }
 
+case_wait_for() {
+  run_example wait-for.yaml || return
+  expect "wait-for: state" "$(state)" COMPLETED
+  local row='lambda n: [t for t in j["execution"] if t["name"] == n][0]'
+  expect "wait-for: check started two seconds after the wait did, on no worker" \
+    "$(js "$body" "(lambda r: [r('let it settle').get('nodeId'), __import__('datetime').datetime.fromisoformat(r('check')['startedAt'].replace('Z', '+00:00')).timestamp() - __import__('datetime').datetime.fromisoformat(r('let it settle')['startedAt'].replace('Z', '+00:00')).timestamp() >= 2])($row)")" \
+    "[null, true]"
+}
+
+case_signal() {
+  id=$(submit "$examples/signal.yaml") || { fail "signal.yaml: not accepted"; return; }
+  local deadline=$((SECONDS + 30))
+  until http GET "/jobs/$id" && [[ $(js "$body" '[t["state"] for t in j["execution"] if t["name"] == "approval"]') == '["RUNNING"]' ]] ||
+    ((SECONDS > deadline)); do sleep 0.1; done
+  expect "signal: the CLI sends it" \
+    "$("$baton" jobs signal "$id" approved --payload '"ann"' --url "$url" 2>&1)" "job $id signalled approved"
+  wait_done "$id" 30 || { fail "signal.yaml: did not end"; return; }
+  expect "signal: state and result" "$(state) $(js "$body" 'j.get("result")')" \
+    "COMPLETED shipped, approved by ann"
+}
+
 case_wait_too_short() {
   local started=$SECONDS
   post_file "$examples/wait-too-short.yaml"

@@ -386,6 +386,38 @@ tasks:
   await page.context().close();
 });
 
+test("a wait for a signal shows what it waits for, holds no node, and completes when the signal comes", async () => {
+  const job = await server.submit(`
+name: ui wait test
+tasks:
+  - name: gate
+    var: by
+    wait: {signal: approved, timeout: 1h}
+  - name: ship
+    run: echo shipped
+`);
+  const rowOf = async (name) => (await server.get(`/jobs/${job.id}`)).execution.find((t) => t.name === name);
+  await waitFor(async () => (await rowOf("gate"))?.state === "RUNNING", 30000, "the wait to run");
+  const { page, errors } = await openPage(`#/jobs/${job.id}`);
+  const node = page.locator('.job-node[data-node="1"][data-state="RUNNING"]');
+  await node.waitFor({ timeout: 30000 });
+  assert.match(await node.getAttribute("aria-label"), /wait · signal approved/);
+  await node.click();
+  const waits = page.locator(".job-facts dd.job-wait");
+  await waits.waitFor();
+  assert.match(await waits.textContent(), /^for the signal "approved" \(timeout 1h0m0s, failing at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)$/);
+  assert.equal(await page.locator(".job-facts dt", { hasText: "Node" }).count(), 0);
+  const sent = await fetch(`${server.url}/jobs/${job.id}/signals/approved`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify("ann") });
+  assert.equal(sent.status, 200);
+  await page.locator('.job-node[data-node="1"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  await page.locator('.job-node[data-node="2"][data-state="COMPLETED"]').waitFor({ timeout: 30000 });
+  assert.equal((await rowOf("gate")).result, "ann");
+  await screenshot(page, "job-wait-signal");
+  assert.deepEqual(errors, []);
+  await page.context().close();
+});
+
 test("a fallback follows its failed task, and a job's cleanup shows 'cleaning up' while it runs, then its nodes", async () => {
   const tidy = server.gate("tidy");
   const job = await server.submit(`

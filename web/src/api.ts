@@ -64,6 +64,8 @@ export interface TaskDef {
   subjob?: { id?: string; name?: string; tasks?: TaskDef[] };
   switch?: { value: string; cases?: Record<string, TaskDef[]>; default?: TaskDef[]; completions?: number };
   loop?: { tasks: TaskDef[]; max: number; while?: string; until?: string; completions?: number };
+  // A wait, holding no worker: for a duration, until a time, or for a signal (docs/wait.md).
+  wait?: { for?: string; until?: string; signal?: string; timeout?: string };
   // A fallback: what runs in the task's place when it finally fails (docs/job-format.md).
   onFailure?: { tasks: TaskDef[]; then: "fail" | "continue" };
   // Set by the engine on the rows that run cleanup: a task's fallback, a job's cleanup.

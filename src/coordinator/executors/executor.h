@@ -60,6 +60,7 @@ struct Executors {
       case TaskKind::kSwitch:
       case TaskKind::kLoop:
       case TaskKind::kHandler:
+      case TaskKind::kWait:  // decided by flow and the scheduler's timers
         return nullptr;
     }
     return nullptr;

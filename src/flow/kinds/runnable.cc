@@ -116,7 +116,10 @@ void Decider::On(const Progress& e) {
 
 void Decider::On(const RetryDue& e) {
   TaskRecord* t = T(e.task_id);
-  if (t == nullptr || t->state != TaskState::kPending) return;  // cancelled, or started
+  if (t == nullptr) return;
+  // A wait's timer (kinds/wait.cc): it ends once due (armed again if early).
+  if (t->task.wait) return t->state == TaskState::kRunning ? ArmWait(*t) : void();
+  if (t->state != TaskState::kPending) return;  // cancelled, or started
   Queue(*t);
 }
 

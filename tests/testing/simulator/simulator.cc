@@ -250,6 +250,10 @@ class Generator {
         s.webhooks = Hooks(k + 1);
         t.subjob = std::move(s);
       }
+    } else if (k % 13 == 6) {
+      // Some leaves are waits of 1 to 4 ms (not drawn from the choices): a timer of the
+      // shell's, kept with the row, that a crash neither loses nor fires early.
+      t.wait = Wait{.for_ = std::chrono::milliseconds(1 + k % 4)};
     } else {
       t.run = "true";
       // Some runnables have a timeout that the coordinator checks (TaskOverdue): a run
@@ -748,6 +752,9 @@ class Interpreter {
         break;
       }
       case TaskKind::kHandler:  // a row flow makes, never in a definition
+        break;
+      case TaskKind::kWait:  // its time passes: it completes, with no result
+        result = "";
         break;
       case TaskKind::kSubJob: {
         Job child;
@@ -2291,6 +2298,14 @@ class Sim {
       if (*t.started_at < due) {
         return Fail(fmt::format("{} started {} ms before its backoff was over", t.task.name,
                                 (due - *t.started_at).count()));
+      }
+    }
+    // A wait completes once, never before its time (its row's started_at + for).
+    for (const auto& [id, t] : store_.tasks) {
+      if (!t.task.wait || t.state != TaskState::kCompleted) continue;
+      std::optional<TimePoint> due = WaitDueAt(t);
+      if (!due || !t.completed_at || *t.completed_at < *due) {
+        return Fail(fmt::format("wait {} completed before its time", t.task.name));
       }
     }
     // A job with a deadline times out at it exactly when it is still running then; before

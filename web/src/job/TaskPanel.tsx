@@ -4,7 +4,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, type Job, type TaskRow } from "../api";
 import { href } from "../router";
 import { attemptNumber, eachSummary } from "./graph";
-import { reasonText, taskDetails } from "./panel";
+import { reasonText, taskDetails, waitText } from "./panel";
 import { duration } from "./timeline";
 import { LogView, type LogListener } from "./LogView";
 import { fmtTime, StateBadge } from "./ui";
@@ -35,7 +35,7 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
   const ended = Date.parse(row.completedAt ?? row.failedAt ?? "");
   const active = ["CREATED", "PENDING", "SCHEDULED", "RUNNING"].includes(row.state);
   const took = Number.isNaN(started) ? undefined : (Number.isNaN(ended) ? (active ? props.now : undefined) : ended) ;
-  const composite = !!(row.parallel || row.each || row.subjob);
+  const composite = !!(row.parallel || row.each || row.subjob || row.wait);
   const subjobId = (row.subjob as { id?: string } | undefined)?.id;
   const shownKids = kids.slice(0, 100);
 
@@ -72,6 +72,7 @@ export function TaskPanel(props: { job: Job; taskId: string; attempt?: number; n
         <dt>Duration</dt><dd>{took !== undefined ? duration(took - started) : "—"}</dd>
         <dt>Progress</dt><dd>{Math.round(row.progress ?? 0)}%</dd>
         {row.reason && <><dt>Failed by</dt><dd data-reason={row.reason}>{reasonText(row)}</dd></>}
+        {row.wait && <><dt>Waits</dt><dd class="job-wait">{waitText(row)}</dd></>}
         {row.var && <><dt>Var</dt><dd><code>{row.var}</code></dd></>}
         {row.if !== undefined && <><dt>If</dt><dd><code>{row.if}</code></dd></>}
         {row.retry?.limit !== undefined && <><dt>Retry</dt><dd>attempt {attemptNumber(row)} of {row.retry.limit + 1}</dd></>}

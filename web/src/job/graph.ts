@@ -318,6 +318,7 @@ function addTask(b: Builder, id: string, def: TaskDef | undefined, attempts: Tas
 
   const what = row && isNotTaken(row) ? "branch not taken"
     : d.if !== undefined && state === "SKIPPED" ? "skipped (if false)"
+    : d.wait ? (d.wait.signal ? `wait · signal ${d.wait.signal}` : d.wait.for ? `wait · ${d.wait.for}` : `wait · until ${d.wait.until}`)
     : attempts.length > 1 ? `${attempts.length} attempts`
     : d.image ?? (d.run ? `$ ${d.run.trim().split("\n")[0]}` : d.cmd ? d.cmd.join(" ") : "task");
   b.nodes.push({ ...base, kind: "task", detail: what, ...SIZES.task });

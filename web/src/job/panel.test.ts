@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { TaskRow } from "../api";
-import { reasonText, taskDetails } from "./panel";
+import { durationMs, reasonText, taskDetails, waitText } from "./panel";
 import { realJob } from "./testdata";
 
 describe("taskDetails", () => {
@@ -36,5 +36,23 @@ describe("reasonText", () => {
     expect(reasonText(row({ reason: "oom" }))).toBe("its memory limit");
     expect(reasonText(row({ reason: "lost" }))).toBe("its worker was lost");
     expect(reasonText(row({}))).toBe("");
+  });
+});
+
+describe("waitText", () => {
+  const row = (wait: TaskRow["wait"], startedAt?: string) =>
+    ({ id: "t", jobId: "j", position: 1, state: "RUNNING", createdAt: "", progress: 0, redelivered: 0, wait, startedAt }) as TaskRow;
+  it("says what a wait waits for, with its due time once started", () => {
+    expect(waitText(row({ for: "1m30s" }, "2026-12-08T00:00:00Z"))).toBe("for 1m30s, due 2026-12-08T00:01:30Z");
+    expect(waitText(row({ for: "5s" }))).toBe("for 5s");
+    expect(waitText(row({ until: "2027-01-01T00:00:00Z" }))).toBe("until 2027-01-01T00:00:00Z");
+    expect(waitText(row({ signal: "approve", timeout: "1h" }, "2026-12-08T00:00:00Z")))
+      .toBe('for the signal "approve" (timeout 1h, failing at 2026-12-08T01:00:00Z)');
+    expect(waitText(row({ signal: "go" }))).toBe('for the signal "go"');
+  });
+  it("reads the engine's durations", () => {
+    expect(durationMs("1h2m3s")).toBe(3723000);
+    expect(durationMs("500ms")).toBe(500);
+    expect(durationMs("soon")).toBeUndefined();
   });
 });

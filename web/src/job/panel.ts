@@ -28,6 +28,37 @@ export function reasonText(row: TaskRow): string {
   }
 }
 
+// What a wait waits for, in words; with its due time once it started (started + for,
+// until, started + timeout), as the engine keeps it.
+export function waitText(row: TaskRow): string {
+  const w = row.wait;
+  if (!w) return "";
+  const at = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+  const started = row.startedAt ? Date.parse(row.startedAt) : undefined;
+  if (w.for) {
+    const ms = durationMs(w.for);
+    return started !== undefined && ms !== undefined ? `for ${w.for}, due ${at(started + ms)}` : `for ${w.for}`;
+  }
+  if (w.until) return `until ${w.until}`;
+  const timeout = w.timeout ? durationMs(w.timeout) : undefined;
+  const due = started !== undefined && timeout !== undefined ? `, failing at ${at(started + timeout)}` : "";
+  return `for the signal "${w.signal}"${w.timeout ? ` (timeout ${w.timeout}${due})` : ""}`;
+}
+
+// A duration as the engine writes it ("1h2m3s", "500ms") in milliseconds.
+export function durationMs(text: string): number | undefined {
+  const unit: Record<string, number> = { h: 3600000, m: 60000, s: 1000, ms: 1, us: 0.001, ns: 0.000001 };
+  let total = 0;
+  let rest = text;
+  while (rest.length) {
+    const m = /^(\d+(?:\.\d+)?)(ms|us|ns|h|m|s)/.exec(rest);
+    if (!m) return undefined;
+    total += Number(m[1]) * unit[m[2]];
+    rest = rest.slice(m[0].length);
+  }
+  return text.length ? total : undefined;
+}
+
 export function taskDetails(rows: TaskRow[], taskId: string, attempt?: number): TaskDetails {
   const attempts = attemptsOf(rows, taskId);
   const row = (attempt && attempts[attempt - 1]) || attempts.find((r) => r.id === taskId) || attempts[attempts.length - 1];
