@@ -2316,10 +2316,13 @@ class Sim {
       std::optional<TimePoint> ended =
           top.state == JobState::kCompleted ? top.completed_at : top.failed_at;
       // A job with cleanup had its outcome when its first cleanup row of this run was
-      // made (its deadline no longer counts then).
+      // made (its deadline no longer counts then). A row of an earlier run (run_of_) is
+      // not this run's, also when made in the millisecond this run started (seed 109407:
+      // a rerun at the time of the last run's timeout, whose finally row it made).
       for (const auto& [id, t] : store_.tasks) {
         if (t.job_id == top_ && t.parent_id.empty() && IsJobHandler(t.task) &&
-            t.created_at >= *top.started_at && ended && t.created_at < *ended) {
+            !run_of_.contains(id) && t.created_at >= *top.started_at && ended &&
+            t.created_at < *ended) {
           ended = t.created_at;
         }
       }
