@@ -5,7 +5,8 @@
 # not before its time, the next task starting after it; a signal sent while its task
 # waits and one sent before (kept for it), their payloads the tasks' results, through the
 # API and the CLI; a signal wait failing at its timeout; a signal to a finished job
-# refused; the wait holding no worker slot (a task beside it runs on the one slot).
+# refused; the wait holding no worker slot (a task beside it runs on the one slot); 1,000
+# waits at once holding no thread (standalone).
 # Usage: waits_test.sh BATON SOURCE_DIR
 set -uo pipefail
 baton=$1
@@ -119,6 +120,27 @@ signals() {
   expect "$mode: an unknown job is a 404" "$status" 404
 }
 
+# many_waits: 1,000 waits at once hold no thread each (the engine's thread count is the
+# same while they wait), and end together. (The job is read through a pipe: as an
+# argument it is over the kernel's 128 KiB.)
+many_waits() {
+  local id before during waiting=0 state=""
+  before=$(ls "/proc/$server_pid/task" | wc -l)
+  printf 'name: many waits\ntasks:\n  - name: all\n    each:\n      list: "{{ sequence(0, 1000) }}"\n      task:\n        name: "w{{ item.index }}"\n        wait: {for: 4s}\n' >"$work_dir/many.yaml"
+  id=$(submit "$work_dir/many.yaml") || { fail "standalone: the 1,000 waits not accepted"; return; }
+  waiting() {
+    curl -s "$url/jobs/$id" | python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["state"], sum(t["state"] == "RUNNING" and "wait" in t for t in j["execution"]))'
+  }
+  local deadline=$((SECONDS + 60))
+  until [[ $(waiting) == "RUNNING 1000" ]] || ((SECONDS > deadline)); do sleep 0.2; done
+  during=$(ls "/proc/$server_pid/task" | wc -l)
+  expect "standalone: 1,000 waits at once, the engine's threads the same (before, during)" \
+    "$(waiting) $before $during" "RUNNING 1000 $before $before"
+  deadline=$((SECONDS + 60))
+  until [[ $(waiting) == "COMPLETED 0" ]] || ((SECONDS > deadline)); do sleep 0.5; done
+  expect "standalone: ...and all complete" "$(waiting)" "COMPLETED 0"
+}
+
 kill_standalone() {
   kill -9 "$server_pid"
   wait "$server_pid" 2>/dev/null
@@ -127,6 +149,7 @@ kill_standalone() {
 start_standalone
 wait_across standalone kill_standalone
 signals standalone
+many_waits
 stop_pids "$server_pid"
 wait "$server_pid" 2>/dev/null
 server_pid=
