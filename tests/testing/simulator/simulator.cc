@@ -254,6 +254,10 @@ class Generator {
       // Some leaves are waits of 1 to 4 ms (not drawn from the choices): a timer of the
       // shell's, kept with the row, that a crash neither loses nor fires early.
       t.wait = Wait{.for_ = std::chrono::milliseconds(1 + k % 4)};
+    } else if (k % 17 == 9) {
+      // And some wait for a signal that never comes, failing at a timeout of 1 to 3 ms.
+      t.wait =
+          Wait{.signal = fmt::format("s{}", k), .timeout = std::chrono::milliseconds(1 + k % 3)};
     } else {
       t.run = "true";
       // Some runnables have a timeout that the coordinator checks (TaskOverdue): a run
@@ -753,8 +757,9 @@ class Interpreter {
       }
       case TaskKind::kHandler:  // a row flow makes, never in a definition
         break;
-      case TaskKind::kWait:  // its time passes: it completes, with no result
-        result = "";
+      case TaskKind::kWait:  // its time passes: it completes, with no result; a signal
+                             // wait fails at its timeout (no signal is sent here)
+        if (t.wait->signal.empty()) result = "";
         break;
       case TaskKind::kSubJob: {
         Job child;
@@ -2300,12 +2305,17 @@ class Sim {
                                 (due - *t.started_at).count()));
       }
     }
-    // A wait completes once, never before its time (its row's started_at + for).
+    // A wait completes once, never before its time (its row's started_at + for); a signal
+    // wait times out (no signal comes) never before its timeout.
     for (const auto& [id, t] : store_.tasks) {
-      if (!t.task.wait || t.state != TaskState::kCompleted) continue;
+      if (!t.task.wait) continue;
       std::optional<TimePoint> due = WaitDueAt(t);
-      if (!due || !t.completed_at || *t.completed_at < *due) {
+      if (t.state == TaskState::kCompleted && (!due || !t.completed_at || *t.completed_at < *due)) {
         return Fail(fmt::format("wait {} completed before its time", t.task.name));
+      }
+      if (t.state == TaskState::kFailed && t.error.starts_with("no signal") &&
+          (!due || !t.failed_at || *t.failed_at < *due)) {
+        return Fail(fmt::format("signal wait {} failed before its timeout", t.task.name));
       }
     }
     // A job with a deadline times out at it exactly when it is still running then; before
