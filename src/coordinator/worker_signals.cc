@@ -105,10 +105,13 @@ void WorkerSignals::WorkerHeard(const std::string& node_id) {
   }
   // After the heartbeat was stored: a drop decided after this read is told to the node by
   // whoever decided it (it is among the nodes heard from).
+  // And of the tasks of paused jobs, queued still (withdrawn while it was not heard of).
   auto drops = datastore_.DroppedTasks(clock_.Now() - kDropWindow, kMaxKeptDrops);
-  if (!drops.ok()) {
-    log::Error("reading the cancelled tasks to tell a worker failed",
-               {{"node", node_id}, {"error", drops.status().message()}});
+  auto withdrawn = drops.ok() ? datastore_.WithdrawnTasks(static_cast<int>(kMaxKeptDrops))
+                              : Result<std::vector<std::string>>(drops.status());
+  if (!withdrawn.ok()) {
+    log::Error("reading the cancelled and the withdrawn tasks to tell a worker failed",
+               {{"node", node_id}, {"error", withdrawn.status().message()}});
     MutexLock lock(mu_);
     heard_.erase(node_id);  // tried again at its next heartbeat
     return;
@@ -117,16 +120,8 @@ void WorkerSignals::WorkerHeard(const std::string& node_id) {
     log::Warn("a worker is told only of the latest cancelled tasks",
               {{"node", node_id}, {"tasks", std::to_string(drops->size())}});
   }
-  // And of the tasks of paused jobs, queued still (withdrawn while it was not heard of):
-  // before the drops' last message, after which a starting worker takes tasks.
-  auto withdrawn = datastore_.WithdrawnTasks(static_cast<int>(kMaxKeptDrops));
-  if (!withdrawn.ok()) {
-    log::Error("reading the paused jobs' queued tasks to tell a worker failed",
-               {{"node", node_id}, {"error", withdrawn.status().message()}});
-    MutexLock lock(mu_);
-    heard_.erase(node_id);
-    return;
-  }
+  // The withdrawn before the drops' last message, after which a starting worker takes
+  // tasks.
   TellNode(node_id, *withdrawn, /*complete=*/false, /*withdraw=*/true);
   TellNode(node_id, *drops, /*complete=*/true);
 }

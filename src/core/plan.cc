@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "core/duration.h"
 #include "core/graph.h"
+#include "core/job_json.h"
 #include "core/task_kind.h"
 
 namespace baton {
@@ -73,15 +73,9 @@ json PlanTask(const Task& t) {
     case TaskKind::kRunnable:
     case TaskKind::kHandler:  // a row the engine makes, never in a definition's plan
       break;
-    case TaskKind::kWait: {
-      json wait = json::object();
-      if (t.wait->for_) wait["for"] = FormatDuration(*t.wait->for_);
-      if (!t.wait->until.empty()) wait["until"] = t.wait->until;
-      if (!t.wait->signal.empty()) wait["signal"] = t.wait->signal;
-      if (t.wait->timeout) wait["timeout"] = FormatDuration(*t.wait->timeout);
-      out["wait"] = std::move(wait);
+    case TaskKind::kWait:
+      out["wait"] = ToJson(t)["wait"];  // as the job file says it
       break;
-    }
     case TaskKind::kParallel: {
       if (IsGraph(*t.parallel)) {
         // Its tasks as a graph of their own: stages, needs, rules and skips.

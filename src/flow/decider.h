@@ -165,6 +165,7 @@ class Decider {
   void StepGraph(const std::string& key);
   void GraphTaskEnded(const TaskRecord& t);
   void GraphTaskFailed(const TaskRecord& t, const std::string& error);
+  void EndStep(const TaskRecord& t, char state, const std::string& error);
   void EndGraph(const std::string& key);
   void RestartGraph(JobRecord& job);
   // A finished job made to run again (Restart, Rerun): SCHEDULED, its times and outcome

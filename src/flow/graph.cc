@@ -187,24 +187,18 @@ void Decider::StepGraph(const std::string& key) {
 }
 
 void Decider::GraphTaskEnded(const TaskRecord& t) {
-  auto slot = GraphSlot(t);
-  if (!slot) return;
-  std::optional<GraphHost> host = HostOf(slot->first);
-  if (!host) return;
-  std::string& steps = *host->steps;
-  const std::size_t i = slot->second;
-  if (i >= steps.size() || steps[i] != step::kRunning) return;
-  if (t.state == TaskState::kCompleted) {
-    steps[i] = step::kCompleted;
-  } else if (t.state == TaskState::kFailed) {
-    steps[i] = step::kPassed;  // an optional task's failure counts as a success
-  } else {
-    steps[i] = t.error.empty() ? step::kPassed : step::kSkipped;
-  }
-  StepGraph(slot->first);
+  if (t.state == TaskState::kCompleted) return EndStep(t, step::kCompleted, "");
+  // An optional task's failure, and a skip by its own `if`, count as a success.
+  if (t.state == TaskState::kFailed || t.error.empty()) return EndStep(t, step::kPassed, "");
+  EndStep(t, step::kSkipped, "");
 }
 
 void Decider::GraphTaskFailed(const TaskRecord& t, const std::string& error) {
+  EndStep(t, step::kFailed, error);
+}
+
+// The RUNNING step whose row `t` is ends as `state`; the graph is stepped on.
+void Decider::EndStep(const TaskRecord& t, char state, const std::string& error) {
   auto slot = GraphSlot(t);
   if (!slot) return;
   std::optional<GraphHost> host = HostOf(slot->first);
@@ -212,10 +206,12 @@ void Decider::GraphTaskFailed(const TaskRecord& t, const std::string& error) {
   std::string& steps = *host->steps;
   const std::size_t i = slot->second;
   if (i >= steps.size() || steps[i] != step::kRunning) return;
-  steps[i] = step::kFailed;
-  // The graph's error is its first failure's, set as it happens (the graph goes on).
-  std::string& own = host->parallel != nullptr ? host->parallel->error : host->job->error;
-  if (own.empty()) own = SanitizeUtf8(error);
+  steps[i] = state;
+  if (state == step::kFailed) {
+    // The graph's error is its first failure's, set as it happens (the graph goes on).
+    std::string& own = host->parallel != nullptr ? host->parallel->error : host->job->error;
+    if (own.empty()) own = SanitizeUtf8(error);
+  }
   StepGraph(slot->first);
 }
 
