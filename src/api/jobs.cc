@@ -10,6 +10,7 @@
 #include "api/api.h"
 #include "api/detail.h"
 #include "core/job_decode.h"
+#include "core/names.h"
 #include "core/plan.h"
 #include "core/record_json.h"
 #include "core/redact.h"
@@ -326,12 +327,11 @@ Response Api::PauseJob(const std::string& id) {
 Response Api::SignalJob(const std::string& id, const std::string& name, const Request& request) {
   if (!IsId(id)) return ErrorResponse(NotFound(fmt::format("no job {}", id.substr(0, 64))));
   constexpr std::size_t kMaxPayload = 1 << 20;
-  const bool named =
-      !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-      });
-  if (!named) {
-    return ErrorResponse(InvalidArgument("the signal's name: expected letters, digits and _"));
+  // As a wait's `signal` must be: a name no wait could have is a mistake.
+  if (!IsIdentifier(name) || name.size() > 128) {
+    return ErrorResponse(InvalidArgument(
+        "the signal's name: expected at most 128 letters, digits and _, not starting with a "
+        "digit"));
   }
   if (request.body.size() > kMaxPayload) {
     return ErrorResponse(InvalidArgument(fmt::format("the payload: {} bytes, over the limit of {}",

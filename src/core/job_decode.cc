@@ -1194,16 +1194,6 @@ class Decoder {
   bool rules_;               // false: check the shape only (DecodeMode::kStored)
   int max_loop_iterations_;  // the engine's bound on a loop's max
 
-  static bool IsIdentifier(std::string_view s) {
-    if (s.empty()) return false;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      char c = s[i];
-      bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-      if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-    }
-    return true;
-  }
-
   static std::string Describe(const Node& node) {
     if (node.IsScalar() && node.kind != Node::Kind::kNull) {
       std::string text = node.text.size() > 40 ? node.text.substr(0, 40) + "..." : node.text;

@@ -66,4 +66,8 @@ std::span<const std::string_view> EngineQueues();
 // names Tork uses ("jobs", "logs", ...). True when `name` must not carry user tasks.
 bool IsReservedQueueName(std::string_view name);
 
+// A name of letters, digits and _, not starting with a digit: an each's `var`, a signal's
+// name (a wait's `signal`, POST /jobs/{id}/signals/{name}).
+bool IsIdentifier(std::string_view s);
+
 }  // namespace baton

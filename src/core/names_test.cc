@@ -55,4 +55,13 @@ TEST(NamesTest, EngineQueuesAreReserved) {
 }
 
 }  // namespace
+TEST(NamesTest, AnIdentifierIsLettersDigitsAndUnderscoreNotStartingWithADigit) {
+  EXPECT_TRUE(IsIdentifier("approved"));
+  EXPECT_TRUE(IsIdentifier("_go2"));
+  EXPECT_FALSE(IsIdentifier(""));
+  EXPECT_FALSE(IsIdentifier("2go"));
+  EXPECT_FALSE(IsIdentifier("no way"));
+  EXPECT_FALSE(IsIdentifier("a-b"));
+}
+
 }  // namespace baton
